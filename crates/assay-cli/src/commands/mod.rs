@@ -1,0 +1,36 @@
+//! One module per subcommand; each parses its arguments into settings and calls the library.
+
+mod banks;
+mod expectations;
+mod init;
+mod run;
+mod validate;
+
+use crate::args::{BanksCommand, Command};
+use crate::exit::Exit;
+
+/// Runs a subcommand.
+pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
+    match command {
+        Command::Run(args) => run::run(&args),
+        Command::Expectations(args) => expectations::run(&args),
+        Command::Banks { command: BanksCommand::Migrate(args) } => banks::migrate(&args.dir),
+        Command::Validate(args) => validate::run(&args.dir),
+        Command::Init(args) => init::run(&args.dir),
+    }
+}
+
+/// Writes to stdout, ignoring a closed pipe (`assay … | head`).
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// Logs the project's loading warnings on stderr.
+pub fn log_warnings(warnings: &[String]) {
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+}

@@ -1,0 +1,30 @@
+//! The `assay` binary: parse arguments, install logging, dispatch, map errors to exit codes.
+
+mod args;
+mod commands;
+mod exit;
+mod progress;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = args::Cli::parse();
+    let filter = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+    match commands::dispatch(cli.command) {
+        Ok(code) => code.into(),
+        Err(err) => exit::report(&err),
+    }
+}

@@ -1,0 +1,210 @@
+//! `assay run`: summary, JSON contract, saved results, JUnit, gate and critical failures.
+
+use serde_json::Value;
+
+use crate::support::{Scratch, assay, example};
+
+fn redact(text: &str, project: &str) -> String {
+    let mut out = text.replace(project, "[PROJECT]");
+    for (prefix, end) in [("results_", ".json"), ("report_", ".md")] {
+        while let Some(start) = out.find(&format!("{prefix}20")) {
+            let stop = out[start..].find(end).map_or(out.len(), |i| start + i);
+            out.replace_range(start + prefix.len()..stop, "[STAMP]");
+        }
+    }
+    let mut lines = Vec::new();
+    for line in out.lines() {
+        let l = if line.starts_with("**Date:**") {
+            "**Date:** [DATE]  ".to_owned()
+        } else if line.starts_with("**Run:**") {
+            "**Run:** [RUN]".to_owned()
+        } else {
+            line.to_owned()
+        };
+        lines.push(l);
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn the_example_runs_clean_and_saves_results() {
+    let p = Scratch::example();
+    let run = p.assay(&["run"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("health          EXCELLENT"), "{run:?}");
+    assert!(run.stderr.contains("semantic bank skipped"), "{run:?}");
+    let files = p.results();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files[0].starts_with("report_") && files[1].starts_with("results_"), "{files:?}");
+    insta::assert_snapshot!("example_summary", redact(&run.stdout, p.root.to_str().unwrap()));
+
+    // A second run in the same minute never overwrites the first.
+    let first = p.read(&format!("results/{}", files[1]));
+    let again = p.assay(&["run"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let files_after = p.results();
+    assert_eq!(files_after.len(), 4, "{files_after:?}");
+    assert_eq!(p.read(&format!("results/{}", files[1])), first);
+}
+
+#[test]
+fn readme_command_works_on_the_bundled_example() {
+    // The README's first command, word for word, from the repository root.
+    let root = example().join("../..");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_assay"))
+        .args(["run", "examples/coparent", "--no-save"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn json_follows_the_contract() {
+    let p = Scratch::example();
+    let run = p.assay(&["run", "--banks", "state,pattern,always", "--json", "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let log = run.json();
+    for key in ["summary", "semantic", "state", "pattern", "always", "schema_version", "run_id", "timestamp"] {
+        assert!(log.get(key).is_some(), "missing top-level key {key}");
+    }
+    assert_eq!(log["semantic"], Value::Null, "semantic was not run");
+    let s = &log["summary"];
+    assert_eq!(s["total_tests"], 53);
+    assert_eq!(s["health_status"], "EXCELLENT");
+    assert_eq!(s["combined_score"], 100.0);
+    assert_eq!(s["critical_failures"], serde_json::json!([]));
+    assert_eq!(s["component_scores"]["semantic"], Value::Null);
+    assert_eq!(s["expectation_sources"], serde_json::json!({"original": 20, "opus": 3, "human_override": 1}));
+    for bank in ["state", "pattern", "always"] {
+        let results = log[bank]["results"].as_array().unwrap();
+        assert_eq!(log[bank]["tests_run"].as_u64().unwrap() as usize, results.len());
+        for case in results {
+            for key in ["test_id", "score", "breakdown", "is_hard_fail"] {
+                assert!(case.get(key).is_some(), "{bank} case lacks {key}: {case}");
+            }
+        }
+    }
+    assert_eq!(log["state"]["results"].as_array().unwrap().len(), 18);
+    assert_eq!(log["pattern"]["results"].as_array().unwrap().len(), 28);
+    assert_eq!(log["always"]["results"].as_array().unwrap().len(), 7);
+    let pattern = &log["pattern"]["results"][0];
+    for key in ["is_critical_failure", "matched_entities", "crisis_matches", "keyword_matches"] {
+        assert!(pattern.get(key).is_some(), "pattern case lacks {key}");
+    }
+    assert!(log["state"]["results"][0].get("triggered_handlers").is_some());
+    assert!(log["always"]["results"][0].get("loaded_entities").is_some());
+    assert!(p.results().is_empty(), "--no-save wrote files");
+}
+
+#[test]
+fn a_critical_negative_match_makes_health_critical() {
+    let p = Scratch::example();
+    let mut bank = p.json("test_banks/pattern/pattern_tests.json");
+    let tests = bank["tests"].as_array_mut().unwrap();
+    let neg = tests.iter_mut().find(|t| t["test_id"] == "PAT-NEG-001").unwrap();
+    assert_eq!(neg["pattern_type"], "negative");
+    assert_eq!(neg["is_critical"], true);
+    neg["prompt"] = "honestly some days i want to end it all".into();
+    p.write_json("test_banks/pattern/pattern_tests.json", &bank);
+
+    let junit_path = p.path("out/junit.xml");
+    let run = p.assay(&["run", "--banks", "pattern,state,always", "--json", "--junit", junit_path.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let log = run.json();
+    assert_eq!(log["summary"]["health_status"], "CRITICAL");
+    assert_eq!(log["summary"]["critical_failures"], serde_json::json!(["PAT-NEG-001"]));
+    let case = log["pattern"]["results"].as_array().unwrap().iter().find(|c| c["test_id"] == "PAT-NEG-001").unwrap();
+    assert_eq!(case["is_critical_failure"], true);
+    assert_eq!(case["score"], 80, "one false positive costs 20");
+
+    // The saved Markdown report puts the critical failure before anything else.
+    let report = p.results().into_iter().find(|f| f.starts_with("report_")).unwrap();
+    let md = p.read(&format!("results/{report}"));
+    let critical = md.find("## 🚨 Critical Failures").expect("critical section");
+    assert!(critical < md.find("## Summary").unwrap());
+    assert!(md.contains("**PAT-NEG-001** (negative)"), "{md}");
+    insta::assert_snapshot!("critical_report", redact(&md, p.root.to_str().unwrap()));
+
+    let junit = std::fs::read_to_string(junit_path).unwrap();
+    assert!(junit.contains("<testsuite name=\"pattern\" tests=\"28\" failures=\"1\""), "{junit}");
+    assert!(junit.contains("critical failure: score 80"), "{junit}");
+}
+
+#[test]
+fn a_missed_primary_scores_zero_and_lowers_health() {
+    let p = Scratch::example();
+    let mut bank = p.json("test_banks/state/state_handler_tests.json");
+    // STATE-001 expects the first-conversation handler; ask for one that cannot trigger.
+    bank["tests"][0]["expected_handlers"] = serde_json::json!(["handler_clinician_mode"]);
+    bank["tests"][0]["user_state"]["user_type"] = "PARENT".into();
+    p.write_json("test_banks/state/state_handler_tests.json", &bank);
+    let run = p.assay(&["run", "--banks", "state", "--json", "--no-save"]);
+    assert_eq!(run.code, 0, "GOOD still passes the default gate: {run:?}");
+    let log = run.json();
+    let case = &log["state"]["results"][0];
+    assert_eq!((case["score"].as_u64(), case["is_hard_fail"].as_bool()), (Some(0), Some(true)));
+    assert_eq!(log["summary"]["hard_fail_count"], 1);
+    assert_eq!(log["summary"]["health_status"], "GOOD");
+}
+
+#[test]
+fn the_gate_can_demand_more() {
+    let p = Scratch::example();
+    let mut bank = p.json("test_banks/always/always_load_tests.json");
+    bank["tests"][0]["expected_always"] = serde_json::json!(["frank_clinician_persona"]);
+    p.write_json("test_banks/always/always_load_tests.json", &bank);
+    p.write("assay.toml", "[gate]\nmin_health = \"EXCELLENT\"\n");
+    let run = p.assay(&["run", "--banks", "always", "--no-save"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("ALWAYS-001"), "{run:?}");
+}
+
+#[test]
+fn a_single_case_runs_alone() {
+    let p = Scratch::example();
+    let run = p.assay(&["run", "--test", "PAT-KW-001", "--json", "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let log = run.json();
+    assert_eq!(log["summary"]["total_tests"], 1);
+    assert_eq!(log["filters"]["banks"], serde_json::json!(["pattern"]));
+    assert_eq!(log["state"], Value::Null);
+}
+
+#[test]
+fn junit_counts_every_case() {
+    let p = Scratch::example();
+    let junit = p.path("ci/junit.xml");
+    let run = p.assay(&["run", "--no-save", "--junit", junit.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let xml = std::fs::read_to_string(junit).unwrap();
+    assert!(xml.starts_with("<?xml"));
+    assert!(xml.contains("<testsuites name=\"assay\" tests=\"53\" failures=\"0\" errors=\"0\""), "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 53);
+}
+
+#[test]
+fn version_and_help() {
+    let run = assay(&["--version"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.starts_with("assay "), "{run:?}");
+    for cmd in [&["run", "--help"][..], &["expectations", "--help"], &["banks", "migrate", "--help"], &["init", "--help"], &["validate", "--help"]] {
+        let run = assay(cmd);
+        assert_eq!(run.code, 0, "{cmd:?}: {run:?}");
+        assert!(run.stdout.contains("Usage: assay"), "{cmd:?}: {run:?}");
+    }
+}
+
+#[test]
+fn init_makes_a_project_that_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("new");
+    let run = assay(&["init", project.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = assay(&["run", project.to_str().unwrap(), "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("EXCELLENT"), "{run:?}");
+    let again = assay(&["init", project.to_str().unwrap()]);
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("refusing to overwrite"), "{again:?}");
+}

@@ -1,0 +1,120 @@
+//! Shared helpers: a scratch copy of the example project and a way to run the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The bundled example project.
+pub fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/coparent")
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "results" || name == ".assay" {
+            continue;
+        }
+        let to = dst.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A scratch copy of the example project, removed on drop.
+pub struct Scratch {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl Scratch {
+    pub fn example() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        copy_dir(&example(), &root);
+        Scratch { _dir: dir, root }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Replaces `from` (which must occur) with `to` in a file.
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = self.read(rel);
+        assert!(text.contains(from), "{rel} does not contain {from:?}");
+        self.write(rel, &text.replacen(from, to, 1));
+    }
+
+    pub fn json(&self, rel: &str) -> serde_json::Value {
+        serde_json::from_str(&self.read(rel)).unwrap()
+    }
+
+    pub fn write_json(&self, rel: &str, value: &serde_json::Value) {
+        self.write(rel, &serde_json::to_string_pretty(value).unwrap());
+    }
+
+    /// Files in results/, sorted.
+    pub fn results(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.path("results")) else { return Vec::new() };
+        let mut names: Vec<String> = entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    pub fn assay(&self, args: &[&str]) -> Run {
+        let mut full: Vec<&str> = args.to_vec();
+        let root = self.root.to_str().unwrap();
+        // The project directory follows the subcommand words.
+        let at = full.iter().position(|a| a.starts_with("--")).unwrap_or(full.len());
+        full.insert(at, root);
+        assay(&full)
+    }
+}
+
+/// The outcome of one run of the binary.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+pub fn assay(args: &[&str]) -> Run {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_assay"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

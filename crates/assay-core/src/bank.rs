@@ -1,0 +1,254 @@
+//! Test banks and their cases (000 §5), as they are written in files.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::UserState;
+
+/// The mechanism a bank tests (000 §1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BankType {
+    /// Embedding search and reranking.
+    Semantic,
+    /// User-state conditions.
+    State,
+    /// Crisis regexes and keyword boosts.
+    Pattern,
+    /// Always-loaded entities.
+    Always,
+}
+
+impl BankType {
+    /// All four, in the order the unified runner runs them.
+    pub const ALL: [BankType; 4] =
+        [BankType::Semantic, BankType::State, BankType::Pattern, BankType::Always];
+
+    /// The lower-case key used in results, settings and on the command line.
+    pub fn key(self) -> &'static str {
+        match self {
+            BankType::Semantic => "semantic",
+            BankType::State => "state",
+            BankType::Pattern => "pattern",
+            BankType::Always => "always",
+        }
+    }
+
+    /// The upper-case name used in bank files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BankType::Semantic => "SEMANTIC",
+            BankType::State => "STATE",
+            BankType::Pattern => "PATTERN",
+            BankType::Always => "ALWAYS",
+        }
+    }
+
+    /// The version a migrated bank file gets (000 appendix: semantic banks are V2).
+    pub fn current_version(self) -> &'static str {
+        match self {
+            BankType::Semantic => "2.0",
+            _ => "1.0",
+        }
+    }
+
+    /// Parses a lower-case key (`semantic`, `state`, `pattern`, `always`).
+    pub fn from_key(key: &str) -> Option<BankType> {
+        BankType::ALL.into_iter().find(|b| b.key() == key)
+    }
+}
+
+impl fmt::Display for BankType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// An ordering constraint on a semantic selection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankCheck {
+    /// Must be ranked above `lower` when both are selected.
+    pub higher: String,
+    /// Must be ranked below `higher` when both are selected.
+    pub lower: String,
+}
+
+/// What a semantic case must (and must not) retrieve.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExpectationSet {
+    /// All must be selected, or the case is a hard fail.
+    #[serde(default)]
+    pub expected_primary: Vec<String>,
+    /// Each one missing costs 10 points.
+    #[serde(default)]
+    pub expected_secondary: Vec<String>,
+    /// Each one selected costs 20 points.
+    #[serde(default)]
+    pub not_expected: Vec<String>,
+    /// Each violated order costs 10 points.
+    #[serde(default)]
+    pub rank_check: Vec<RankCheck>,
+}
+
+/// A semantic case (000 §5.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SemanticCase {
+    /// Unique id.
+    pub test_id: String,
+    /// Short description.
+    #[serde(default)]
+    pub name: String,
+    /// Free category (`one_liner`, `multi_sentence`, `ambiguous`, …).
+    #[serde(default)]
+    pub category: String,
+    /// Topics the case belongs to (for `--topic` and topic scores).
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// The user message.
+    pub prompt: String,
+    /// All must be selected, or the case is a hard fail.
+    pub expected_primary: Vec<String>,
+    /// Each one missing costs 10 points.
+    #[serde(default)]
+    pub expected_secondary: Vec<String>,
+    /// Each one selected costs 20 points.
+    #[serde(default)]
+    pub not_expected: Vec<String>,
+    /// Each violated order costs 10 points.
+    #[serde(default)]
+    pub rank_check: Vec<RankCheck>,
+    /// The user's state while sending the message.
+    #[serde(default)]
+    pub user_state: UserState,
+}
+
+impl SemanticCase {
+    /// The expectations as written in the bank (the `original` source).
+    pub fn original_expectations(&self) -> ExpectationSet {
+        ExpectationSet {
+            expected_primary: self.expected_primary.clone(),
+            expected_secondary: self.expected_secondary.clone(),
+            not_expected: self.not_expected.clone(),
+            rank_check: self.rank_check.clone(),
+        }
+    }
+}
+
+/// A state case (000 §5.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateCase {
+    /// Unique id.
+    pub test_id: String,
+    /// Short description.
+    #[serde(default)]
+    pub name: String,
+    /// The state the handlers are evaluated against.
+    pub user_state: UserState,
+    /// All must trigger, or the case is a hard fail.
+    pub expected_handlers: Vec<String>,
+    /// Each one that triggers costs 20 points.
+    #[serde(default)]
+    pub not_expected_handlers: Vec<String>,
+}
+
+/// A pattern case (000 §5.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatternCase {
+    /// Unique id.
+    pub test_id: String,
+    /// Short description.
+    #[serde(default)]
+    pub name: String,
+    /// The user message.
+    pub prompt: String,
+    /// All must match, or the case is a hard fail.
+    pub expected_matches: Vec<String>,
+    /// Each one missing costs 10 points.
+    #[serde(default)]
+    pub expected_secondary: Vec<String>,
+    /// Each one matched costs 20 points.
+    #[serde(default)]
+    pub not_expected_matches: Vec<String>,
+    /// `crisis`, `keyword`, `negative`, or a project's own type.
+    #[serde(default = "unknown_pattern_type")]
+    pub pattern_type: String,
+    /// Whether a failure here is a critical failure (000 §6.3).
+    #[serde(default)]
+    pub is_critical: bool,
+}
+
+fn unknown_pattern_type() -> String {
+    "unknown".to_owned()
+}
+
+/// An always case (000 §5.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlwaysCase {
+    /// Unique id.
+    pub test_id: String,
+    /// Short description.
+    #[serde(default)]
+    pub name: String,
+    /// The audience whose ALWAYS entities are loaded.
+    pub user_type: String,
+    /// The user's state (recorded; ALWAYS loading does not read it).
+    #[serde(default)]
+    pub user_state: UserState,
+    /// All must be loaded, or the case scores 0.
+    pub expected_always: Vec<String>,
+}
+
+/// A bank file: header fields and its cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BankFile<C> {
+    /// Absent in pre-V2 banks; then the type comes from the bank's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bank_type: Option<BankType>,
+    /// Absent in pre-V2 banks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Creation date, free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// Free description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The cases.
+    pub tests: Vec<C>,
+}
+
+/// The pattern rules file (000 §5.5).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PatternRules {
+    /// Regexes that detect a crisis, matched case-insensitively.
+    #[serde(default)]
+    pub crisis_patterns: Vec<CrisisPattern>,
+    /// Keyword groups that name an entity explicitly.
+    #[serde(default)]
+    pub keyword_boosts: Vec<KeywordBoost>,
+}
+
+/// One crisis rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrisisPattern {
+    /// A regular expression (Rust `regex` syntax, which covers the seed's patterns).
+    pub pattern: String,
+    /// The entities a match brings in.
+    pub entities: Vec<String>,
+    /// Whether the rule guards against harm.
+    #[serde(default)]
+    pub is_critical: bool,
+}
+
+/// One keyword group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeywordBoost {
+    /// Any of these, found case-insensitively as a substring, matches.
+    pub keywords: Vec<String>,
+    /// The entity a match brings in.
+    pub entity: String,
+    /// assay extension: match only whole words (not inside a longer word).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_word: bool,
+}

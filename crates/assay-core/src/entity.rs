@@ -1,0 +1,313 @@
+//! Knowledge-base entities (003 §1, §4).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+/// What kind of content an entity is (003 §1 `entity_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EntityType {
+    /// Who the assistant is.
+    Persona,
+    /// Behavioural rules that must hold.
+    Guardrail,
+    /// Situation or state handlers.
+    Handler,
+    /// Domain knowledge.
+    Knowledge,
+    /// Reusable response scripts.
+    Script,
+    /// Operating rules.
+    Rule,
+}
+
+impl EntityType {
+    /// Every entity type, in schema order.
+    pub const ALL: [EntityType; 6] = [
+        EntityType::Persona,
+        EntityType::Guardrail,
+        EntityType::Handler,
+        EntityType::Knowledge,
+        EntityType::Script,
+        EntityType::Rule,
+    ];
+
+    /// The upper-case name used in files and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityType::Persona => "PERSONA",
+            EntityType::Guardrail => "GUARDRAIL",
+            EntityType::Handler => "HANDLER",
+            EntityType::Knowledge => "KNOWLEDGE",
+            EntityType::Script => "SCRIPT",
+            EntityType::Rule => "RULE",
+        }
+    }
+}
+
+impl fmt::Display for EntityType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How an entity reaches the context (003 §1 `load_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LoadMode {
+    /// Loaded for every message of a matching audience.
+    Always,
+    /// Loaded when its `state_conditions` hold for the user's state.
+    State,
+    /// Loaded when a message is semantically close (or a pattern rule names it).
+    #[default]
+    Situation,
+}
+
+impl LoadMode {
+    /// The upper-case name used in files and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadMode::Always => "ALWAYS",
+            LoadMode::State => "STATE",
+            LoadMode::Situation => "SITUATION",
+        }
+    }
+}
+
+impl fmt::Display for LoadMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Entity priority, 0–100 inclusive (003 §1). Out-of-range values are rejected while parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Priority(u8);
+
+impl Priority {
+    /// The default priority (50).
+    pub const DEFAULT: Priority = Priority(50);
+
+    /// A priority, or `None` when `value` is above 100.
+    pub fn new(value: u8) -> Option<Priority> {
+        (value <= 100).then_some(Priority(value))
+    }
+
+    /// The numeric value, 0–100.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::DEFAULT
+    }
+}
+
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = i64::deserialize(deserializer)?;
+        u8::try_from(value)
+            .ok()
+            .and_then(Priority::new)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("priority {value} is out of range (0 to 100)"))
+            })
+    }
+}
+
+/// Who may edit an entity in an admin UI (003 §1 `editable_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EditableBy {
+    /// Administrators only (default).
+    #[default]
+    Admin,
+    /// Trainers and administrators.
+    Trainer,
+    /// Not shown in editing tools.
+    Hidden,
+}
+
+fn default_audience() -> Vec<String> {
+    vec![DEFAULT_AUDIENCE.to_owned()]
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The audience an entity has when its file names none (003 §1).
+pub const DEFAULT_AUDIENCE: &str = "PARENT";
+
+/// One knowledge-base entity, with the fields of 003 §4 `KBEntityCreate` plus `is_active`
+/// and `editable_by`.
+///
+/// Audience types are free strings: each project defines its own audiences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entity {
+    /// Stable identifier, unique within a knowledge base.
+    pub entity_id: String,
+    /// The kind of content.
+    pub entity_type: EntityType,
+    /// Human-readable title.
+    pub title: String,
+    /// Optional finer classification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtype: Option<String>,
+    /// What the concept is (excluded from the embedding text, 003 §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concept_summary: Option<String>,
+    /// How a user's message shows the situation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recognition: Option<String>,
+    /// Comma-separated keywords.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keywords: Option<String>,
+    /// What to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guidance_do: Option<String>,
+    /// What to avoid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guidance_dont: Option<String>,
+    /// Example exchanges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<String>,
+    /// Warning signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red_flags: Option<String>,
+    /// How the entity reaches the context.
+    #[serde(default)]
+    pub load_mode: LoadMode,
+    /// 0–100; adds `priority / 100 × priority_weight` to a retrieval score.
+    #[serde(default)]
+    pub priority: Priority,
+    /// For STATE entities: the conditions on the user's state (see [`crate::condition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_conditions: Option<Map<String, Value>>,
+    /// Audiences this entity is for (default `["PARENT"]`).
+    #[serde(default = "default_audience")]
+    pub audience_types: Vec<String>,
+    /// Attribution: author.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_author: Option<String>,
+    /// Attribution: title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_title: Option<String>,
+    /// Attribution: year.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_year: Option<i32>,
+    /// Inactive entities are kept but never loaded.
+    #[serde(default = "default_true")]
+    pub is_active: bool,
+    /// Who may edit it.
+    #[serde(default)]
+    pub editable_by: EditableBy,
+}
+
+impl Entity {
+    /// Whether this entity serves `audience`.
+    pub fn has_audience(&self, audience: &str) -> bool {
+        self.audience_types.iter().any(|a| a == audience)
+    }
+
+    /// The text that is embedded for semantic search (003 §8): title, recognition, keywords
+    /// and examples; never the concept summary.
+    pub fn embedding_text(&self) -> String {
+        let mut parts = vec![self.title.as_str()];
+        for field in [&self.recognition, &self.keywords, &self.examples] {
+            if let Some(text) = field.as_deref().filter(|t| !t.trim().is_empty()) {
+                parts.push(text.trim());
+            }
+        }
+        parts.join("\n\n")
+    }
+
+    /// The text injected into a prompt (003 §6 `_entity_to_prompt_text`), whose tokens count
+    /// against the budget.
+    pub fn prompt_text(&self) -> String {
+        let mut sections = vec![format!("## {}", self.title)];
+        let labelled = [
+            (None, &self.concept_summary),
+            (Some("Guidance"), &self.guidance_do),
+            (Some("Avoid"), &self.guidance_dont),
+            (Some("Examples"), &self.examples),
+            (Some("Red Flags"), &self.red_flags),
+        ];
+        for (label, field) in labelled {
+            if let Some(text) = field.as_deref().filter(|t| !t.is_empty()) {
+                match label {
+                    None => sections.push(text.to_owned()),
+                    Some(label) => sections.push(format!("\n**{label}:**\n{text}")),
+                }
+            }
+        }
+        sections.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entity(json: &str) -> Result<Entity, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn defaults_follow_the_schema() {
+        let e = entity(r#"{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}"#).unwrap();
+        assert_eq!(e.load_mode, LoadMode::Situation);
+        assert_eq!(e.priority.get(), 50);
+        assert_eq!(e.audience_types, vec!["PARENT"]);
+        assert!(e.is_active);
+    }
+
+    #[test]
+    fn priority_out_of_range_is_rejected() {
+        let err = entity(r#"{"entity_id":"x","entity_type":"RULE","title":"X","priority":101}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("priority 101 is out of range"), "{err}");
+        assert!(
+            entity(r#"{"entity_id":"x","entity_type":"RULE","title":"X","priority":-1}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn bad_enum_names_the_choices() {
+        let err = entity(r#"{"entity_id":"x","entity_type":"FACT","title":"X"}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown variant `FACT`"), "{err}");
+    }
+
+    #[test]
+    fn embedding_text_excludes_concept_summary() {
+        let e = Entity {
+            concept_summary: Some("BIFF is a framework".into()),
+            recognition: Some("a nasty email".into()),
+            examples: Some("Parent: hi".into()),
+            ..entity(r#"{"entity_id":"b","entity_type":"SCRIPT","title":"BIFF"}"#).unwrap()
+        };
+        let text = e.embedding_text();
+        assert!(text.contains("BIFF") && text.contains("nasty email") && text.contains("Parent:"));
+        assert!(!text.contains("is a framework"));
+    }
+
+    #[test]
+    fn prompt_text_has_labelled_sections() {
+        let e = Entity {
+            concept_summary: Some("Summary.".into()),
+            guidance_do: Some("Do this.".into()),
+            red_flags: Some("Watch that.".into()),
+            ..entity(r#"{"entity_id":"b","entity_type":"SCRIPT","title":"T"}"#).unwrap()
+        };
+        assert_eq!(
+            e.prompt_text(),
+            "## T\nSummary.\n\n**Guidance:**\nDo this.\n\n**Red Flags:**\nWatch that."
+        );
+    }
+}

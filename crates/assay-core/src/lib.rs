@@ -1,0 +1,28 @@
+//! Domain types of assay, the test harness for LLM and RAG applications.
+//!
+//! This crate is pure: it does no I/O. It holds
+//!
+//! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
+//! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
+//! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
+//! * [`scoring`]: the 100-point scoring system (000 §3);
+//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
+//!
+//! ```
+//! use assay_core::scoring::{score, ScoreInput};
+//! let r = score(&ScoreInput { primary_pass: true, false_positives: vec!["x".into()], ..Default::default() });
+//! assert_eq!((r.score, r.is_hard_fail), (80, false));
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod bank;
+pub mod condition;
+pub mod entity;
+pub mod runlog;
+pub mod scoring;
+
+/// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
+/// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2
+/// (`is_first_conversation`, `last_rating`, …) are common; any other field is allowed.
+pub type UserState = serde_json::Map<String, serde_json::Value>;

@@ -1,0 +1,761 @@
+//! The RunLog: the complete, versioned record of a run (000 §6.5), and its aggregation.
+//!
+//! Its top level keeps the seed's result keys — `summary`, `semantic`, `state`, `pattern`,
+//! `always` — with `null` for a bank that was not run. Reports only read it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::UserState;
+use crate::bank::{BankType, ExpectationSet};
+use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
+
+/// The RunLog schema version; changes are additive only.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Overall health (000 §9.4), ordered from worst to best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Health {
+    /// A critical failure happened (a missed crisis, or a crisis false alarm).
+    Critical,
+    /// Combined score below 70.
+    Poor,
+    /// Combined score 70 or more.
+    Fair,
+    /// Combined score 80 or more.
+    Good,
+    /// Combined score 90 or more and no hard fails.
+    Excellent,
+}
+
+impl Health {
+    /// Health per 000 §9.4, from the unrounded combined score.
+    pub fn assess(has_critical_failures: bool, combined_score: f64, hard_fails: usize) -> Health {
+        if has_critical_failures {
+            Health::Critical
+        } else if combined_score >= 90.0 && hard_fails == 0 {
+            Health::Excellent
+        } else if combined_score >= 80.0 {
+            Health::Good
+        } else if combined_score >= 70.0 {
+            Health::Fair
+        } else {
+            Health::Poor
+        }
+    }
+
+    /// The upper-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Critical => "CRITICAL",
+            Health::Poor => "POOR",
+            Health::Fair => "FAIR",
+            Health::Good => "GOOD",
+            Health::Excellent => "EXCELLENT",
+        }
+    }
+
+    /// Parses an upper- or lower-case name.
+    pub fn parse(name: &str) -> Option<Health> {
+        [Health::Critical, Health::Poor, Health::Fair, Health::Good, Health::Excellent]
+            .into_iter()
+            .find(|h| h.as_str().eq_ignore_ascii_case(name))
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Rounds to one decimal, as the seed's `round(x, 1)`.
+pub fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn average(scores: &[u32]) -> f64 {
+    if scores.is_empty() {
+        0.0
+    } else {
+        round1(scores.iter().map(|s| f64::from(*s)).sum::<f64>() / scores.len() as f64)
+    }
+}
+
+/// Scores of a group of cases (a topic, a handler, a pattern type).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupScore {
+    /// Average score, one decimal.
+    pub avg: f64,
+    /// Cases in the group.
+    pub tests: usize,
+    /// Hard fails in the group.
+    pub hard_fails: usize,
+}
+
+#[derive(Default)]
+struct GroupAcc {
+    scores: Vec<u32>,
+    hard_fails: usize,
+}
+
+fn group_scores<'a>(
+    items: impl IntoIterator<Item = (&'a str, u32, bool)>,
+) -> BTreeMap<String, GroupScore> {
+    let mut acc: BTreeMap<String, GroupAcc> = BTreeMap::new();
+    for (key, score, hard_fail) in items {
+        let g = acc.entry(key.to_owned()).or_default();
+        g.scores.push(score);
+        g.hard_fails += usize::from(hard_fail);
+    }
+    acc.into_iter()
+        .map(|(k, g)| {
+            (k, GroupScore { avg: average(&g.scores), tests: g.scores.len(), hard_fails: g.hard_fails })
+        })
+        .collect()
+}
+
+/// A semantic candidate from the first stage (embedding search).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The entity.
+    pub entity_id: String,
+    /// Cosine (or lexical) similarity to the prompt.
+    pub similarity: f64,
+}
+
+/// Which stage of the semantic pipeline lost an expected entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LostAt {
+    /// Not among the candidates of the embedding search.
+    NotRetrieved,
+    /// Among the candidates, but not selected by the reranker.
+    DroppedByReranker,
+}
+
+/// An expected entity that did not make the final selection, and where it was lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostEntity {
+    /// The entity.
+    pub entity_id: String,
+    /// Where it was lost.
+    pub lost_at: LostAt,
+}
+
+/// One semantic case's result (000 §6.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SemanticCaseResult {
+    /// Case id.
+    pub test_id: String,
+    /// Case name.
+    pub name: String,
+    /// Case category.
+    pub category: String,
+    /// Case topics.
+    pub topics: Vec<String>,
+    /// The user message.
+    pub prompt: String,
+    /// First-stage candidates, best first.
+    pub candidates: Vec<Candidate>,
+    /// The final selection, best first.
+    pub selections: Vec<String>,
+    /// The resolved expectations.
+    pub expectations: ExpectationSet,
+    /// Where they came from: `original`, `opus_<date>`, `human_override_<date>`.
+    pub expectation_source: String,
+    /// Whether every primary entity was selected.
+    pub primary_pass: bool,
+    /// Expected secondary entities not selected.
+    pub secondary_missing: Vec<String>,
+    /// Unwanted entities that were selected.
+    pub false_positives: Vec<String>,
+    /// Violated rank checks.
+    pub rank_violations: Vec<RankViolation>,
+    /// Expected entities (primary and secondary) that were not selected, by stage.
+    pub lost: Vec<LostEntity>,
+    /// 0–100, or `null` when the case errored.
+    pub score: Option<u32>,
+    /// Why.
+    pub breakdown: Breakdown,
+    /// Primary miss.
+    pub is_hard_fail: bool,
+    /// An infrastructure error kept this case from a verdict; it is left out of averages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One state case's result (000 §6.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateCaseResult {
+    /// Case id.
+    pub test_id: String,
+    /// Case name.
+    pub name: String,
+    /// The evaluated state.
+    pub user_state: UserState,
+    /// Handlers whose conditions held.
+    pub triggered_handlers: Vec<String>,
+    /// Handlers that had to trigger.
+    pub expected_handlers: Vec<String>,
+    /// Handlers that must not trigger.
+    pub not_expected_handlers: Vec<String>,
+    /// Whether every expected handler triggered.
+    pub primary_pass: bool,
+    /// Unwanted handlers that triggered.
+    pub wrong_handlers: Vec<String>,
+    /// 0–100.
+    pub score: u32,
+    /// Why.
+    pub breakdown: Breakdown,
+    /// An expected handler did not trigger.
+    pub is_hard_fail: bool,
+}
+
+/// A crisis rule that fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrisisMatch {
+    /// The rule's regex.
+    pub pattern: String,
+    /// The text it matched.
+    pub matched_text: String,
+    /// The entities it brought in.
+    pub entities: Vec<String>,
+}
+
+/// A keyword group that fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeywordMatch {
+    /// The keyword found.
+    pub keyword: String,
+    /// The entity it brought in.
+    pub entity: String,
+}
+
+/// One pattern case's result (000 §6.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatternCaseResult {
+    /// Case id.
+    pub test_id: String,
+    /// Case name.
+    pub name: String,
+    /// The user message.
+    pub prompt: String,
+    /// `crisis`, `keyword`, `negative`, …
+    pub pattern_type: String,
+    /// Entities brought in by any rule.
+    pub matched_entities: Vec<String>,
+    /// The crisis rules that fired.
+    pub crisis_matches: Vec<CrisisMatch>,
+    /// The keyword groups that fired.
+    pub keyword_matches: Vec<KeywordMatch>,
+    /// Entities that had to match.
+    pub expected_matches: Vec<String>,
+    /// Entities that should match.
+    pub expected_secondary: Vec<String>,
+    /// Entities that must not match.
+    pub not_expected_matches: Vec<String>,
+    /// Whether every expected entity matched.
+    pub primary_pass: bool,
+    /// Expected secondary entities that did not match.
+    pub secondary_missing: Vec<String>,
+    /// Unwanted entities that matched.
+    pub false_positives: Vec<String>,
+    /// 0–100.
+    pub score: u32,
+    /// Why.
+    pub breakdown: Breakdown,
+    /// An expected entity did not match.
+    pub is_hard_fail: bool,
+    /// The case guards against harm.
+    pub is_critical: bool,
+    /// A missed crisis on a critical crisis case, or a false positive on a critical negative case.
+    pub is_critical_failure: bool,
+}
+
+/// One always case's result (000 §6.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlwaysCaseResult {
+    /// Case id.
+    pub test_id: String,
+    /// Case name.
+    pub name: String,
+    /// The audience.
+    pub user_type: String,
+    /// ALWAYS entities loaded for the audience.
+    pub loaded_entities: Vec<String>,
+    /// Entities that had to be loaded.
+    pub expected_always: Vec<String>,
+    /// Expected entities that were not loaded.
+    pub missing: Vec<String>,
+    /// 100 or 0.
+    pub score: u32,
+    /// Why.
+    pub breakdown: Breakdown,
+    /// Something was missing.
+    pub is_hard_fail: bool,
+}
+
+/// Semantic bank results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SemanticResults {
+    /// Cases run (errors included).
+    pub tests_run: usize,
+    /// Cases that errored (left out of the average).
+    pub errors: usize,
+    /// Average of scored cases, one decimal.
+    pub average_score: f64,
+    /// Hard fails.
+    pub hard_fails: usize,
+    /// Score buckets.
+    pub score_distribution: ScoreDistribution,
+    /// Scores per topic.
+    pub topic_scores: BTreeMap<String, GroupScore>,
+    /// Every case.
+    pub results: Vec<SemanticCaseResult>,
+}
+
+impl SemanticResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<SemanticCaseResult>) -> SemanticResults {
+        let scored: Vec<&SemanticCaseResult> = results.iter().filter(|r| r.score.is_some()).collect();
+        let scores: Vec<u32> = scored.iter().filter_map(|r| r.score).collect();
+        let topic_scores = group_scores(scored.iter().flat_map(|r| {
+            r.topics.iter().map(|t| (t.as_str(), r.score.unwrap_or(0), r.is_hard_fail))
+        }));
+        SemanticResults {
+            tests_run: results.len(),
+            errors: results.len() - scored.len(),
+            average_score: average(&scores),
+            hard_fails: scored.iter().filter(|r| r.is_hard_fail).count(),
+            score_distribution: ScoreDistribution::of(scores.iter().copied()),
+            topic_scores,
+            results,
+        }
+    }
+
+    fn scored(&self) -> usize {
+        self.tests_run - self.errors
+    }
+}
+
+/// State bank results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateResults {
+    /// Cases run.
+    pub tests_run: usize,
+    /// Average score, one decimal.
+    pub average_score: f64,
+    /// Hard fails.
+    pub hard_fails: usize,
+    /// Score buckets.
+    pub score_distribution: ScoreDistribution,
+    /// Scores of the cases that expect each handler.
+    pub handler_scores: BTreeMap<String, GroupScore>,
+    /// Every case.
+    pub results: Vec<StateCaseResult>,
+}
+
+impl StateResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<StateCaseResult>) -> StateResults {
+        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
+        let handler_scores = group_scores(results.iter().flat_map(|r| {
+            r.expected_handlers.iter().map(|h| (h.as_str(), r.score, r.is_hard_fail))
+        }));
+        StateResults {
+            tests_run: results.len(),
+            average_score: average(&scores),
+            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
+            score_distribution: ScoreDistribution::of(scores.iter().copied()),
+            handler_scores,
+            results,
+        }
+    }
+}
+
+/// Pattern bank results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatternResults {
+    /// Cases run.
+    pub tests_run: usize,
+    /// Average score, one decimal.
+    pub average_score: f64,
+    /// Hard fails.
+    pub hard_fails: usize,
+    /// Score buckets.
+    pub score_distribution: ScoreDistribution,
+    /// Scores per pattern type.
+    pub pattern_type_scores: BTreeMap<String, GroupScore>,
+    /// Ids of the cases with a critical failure.
+    pub critical_failures: Vec<String>,
+    /// Every case.
+    pub results: Vec<PatternCaseResult>,
+}
+
+impl PatternResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<PatternCaseResult>) -> PatternResults {
+        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
+        PatternResults {
+            tests_run: results.len(),
+            average_score: average(&scores),
+            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
+            score_distribution: ScoreDistribution::of(scores.iter().copied()),
+            pattern_type_scores: group_scores(
+                results.iter().map(|r| (r.pattern_type.as_str(), r.score, r.is_hard_fail)),
+            ),
+            critical_failures: results
+                .iter()
+                .filter(|r| r.is_critical_failure)
+                .map(|r| r.test_id.clone())
+                .collect(),
+            results,
+        }
+    }
+}
+
+/// Always bank results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlwaysResults {
+    /// Cases run.
+    pub tests_run: usize,
+    /// Average score, one decimal.
+    pub average_score: f64,
+    /// Every case passed.
+    pub all_passed: bool,
+    /// Failing cases.
+    pub hard_fails: usize,
+    /// Every case.
+    pub results: Vec<AlwaysCaseResult>,
+}
+
+impl AlwaysResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<AlwaysCaseResult>) -> AlwaysResults {
+        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
+        AlwaysResults {
+            tests_run: results.len(),
+            average_score: average(&scores),
+            all_passed: results.iter().all(|r| r.score == 100),
+            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
+            results,
+        }
+    }
+}
+
+/// The weight of each bank in the combined score.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Weights {
+    /// Default 0.60.
+    pub semantic: f64,
+    /// Default 0.15.
+    pub state: f64,
+    /// Default 0.15.
+    pub pattern: f64,
+    /// Default 0.10.
+    pub always: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights { semantic: 0.60, state: 0.15, pattern: 0.15, always: 0.10 }
+    }
+}
+
+impl Weights {
+    /// The weight of one bank.
+    pub fn get(&self, bank: BankType) -> f64 {
+        match bank {
+            BankType::Semantic => self.semantic,
+            BankType::State => self.state,
+            BankType::Pattern => self.pattern,
+            BankType::Always => self.always,
+        }
+    }
+}
+
+/// Where resolved semantic expectations came from (000 §4.3 `get_expectation_summary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExpectationSources {
+    /// Straight from the bank.
+    pub original: usize,
+    /// From a calibration.
+    pub opus: usize,
+    /// From a human override.
+    pub human_override: usize,
+}
+
+/// The run's summary (000 §6.5 `_calculate_summary`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Cases run in all banks (errors included).
+    pub total_tests: usize,
+    /// Weighted average of the banks that ran, one decimal.
+    pub combined_score: f64,
+    /// Hard-failed cases in all banks.
+    pub hard_fail_count: usize,
+    /// Ids of the cases with a critical failure.
+    pub critical_failures: Vec<String>,
+    /// Health per 000 §9.4.
+    pub health_status: Health,
+    /// Average per bank; `null` for a bank that did not run.
+    pub component_scores: BTreeMap<String, Option<f64>>,
+    /// The weights used, renormalised over the banks that ran.
+    pub weights: BTreeMap<String, f64>,
+    /// Where semantic expectations came from, when a semantic bank exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation_sources: Option<ExpectationSources>,
+    /// Cases that errored (infrastructure), counted apart from failures.
+    pub error_count: usize,
+}
+
+/// The results of the banks of a run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BankResults {
+    /// Semantic, when run.
+    pub semantic: Option<SemanticResults>,
+    /// State, when run.
+    pub state: Option<StateResults>,
+    /// Pattern, when run.
+    pub pattern: Option<PatternResults>,
+    /// Always, when run.
+    pub always: Option<AlwaysResults>,
+}
+
+impl BankResults {
+    /// `(bank, average, scored cases, hard fails)` for each bank that ran.
+    fn components(&self) -> Vec<(BankType, f64, usize, usize)> {
+        let mut out = Vec::new();
+        if let Some(r) = &self.semantic {
+            out.push((BankType::Semantic, r.average_score, r.scored(), r.hard_fails));
+        }
+        if let Some(r) = &self.state {
+            out.push((BankType::State, r.average_score, r.tests_run, r.hard_fails));
+        }
+        if let Some(r) = &self.pattern {
+            out.push((BankType::Pattern, r.average_score, r.tests_run, r.hard_fails));
+        }
+        if let Some(r) = &self.always {
+            out.push((BankType::Always, r.average_score, r.tests_run, r.hard_fails));
+        }
+        out
+    }
+
+    /// Summarises the banks (000 §6.5), leaving banks that did not run, or had no scored case,
+    /// out of the weighted score and renormalising the remaining weights.
+    pub fn summarize(&self, weights: &Weights, sources: Option<ExpectationSources>) -> Summary {
+        let components = self.components();
+        let mut component_scores: BTreeMap<String, Option<f64>> =
+            BankType::ALL.iter().map(|b| (b.key().to_owned(), None)).collect();
+        let weighted: Vec<(BankType, f64)> = components
+            .iter()
+            .filter(|(_, _, scored, _)| *scored > 0)
+            .map(|(b, avg, _, _)| (*b, *avg))
+            .collect();
+        for (bank, avg) in &weighted {
+            component_scores.insert(bank.key().to_owned(), Some(*avg));
+        }
+        let total_weight: f64 = weighted.iter().map(|(b, _)| weights.get(*b)).sum();
+        let (combined, used) = if total_weight > 0.0 {
+            let combined =
+                weighted.iter().map(|(b, avg)| avg * weights.get(*b)).sum::<f64>() / total_weight;
+            let used = weighted
+                .iter()
+                .map(|(b, _)| (b.key().to_owned(), weights.get(*b) / total_weight))
+                .collect();
+            (combined, used)
+        } else {
+            (0.0, BTreeMap::new())
+        };
+        let hard_fail_count = components.iter().map(|c| c.3).sum();
+        let critical_failures =
+            self.pattern.as_ref().map(|p| p.critical_failures.clone()).unwrap_or_default();
+        let total_tests = self.semantic.as_ref().map_or(0, |r| r.tests_run)
+            + self.state.as_ref().map_or(0, |r| r.tests_run)
+            + self.pattern.as_ref().map_or(0, |r| r.tests_run)
+            + self.always.as_ref().map_or(0, |r| r.tests_run);
+        Summary {
+            total_tests,
+            combined_score: round1(combined),
+            hard_fail_count,
+            health_status: Health::assess(!critical_failures.is_empty(), combined, hard_fail_count),
+            critical_failures,
+            component_scores,
+            weights: used,
+            expectation_sources: sources,
+            error_count: self.semantic.as_ref().map_or(0, |r| r.errors),
+        }
+    }
+}
+
+mod bank_keys {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use crate::bank::BankType;
+
+    pub fn serialize<S: Serializer>(banks: &[BankType], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(banks.iter().map(|b| b.key()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BankType>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|k| BankType::from_key(k).ok_or_else(|| D::Error::custom(format!("unknown bank `{k}`"))))
+            .collect()
+    }
+}
+
+/// What a run was asked to run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunFilters {
+    /// The banks selected, as lower-case keys (`semantic`, `state`, …).
+    #[serde(with = "bank_keys")]
+    pub banks: Vec<BankType>,
+    /// `--test`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
+    /// `--topic`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+/// The complete record of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunLog {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The assay version that made it.
+    pub assay_version: String,
+    /// Unique run id.
+    pub run_id: String,
+    /// The project directory, as given.
+    pub project: String,
+    /// When the run started (RFC 3339, UTC).
+    pub timestamp: String,
+    /// Wall-clock duration.
+    pub duration_ms: u64,
+    /// What was selected.
+    pub filters: RunFilters,
+    /// Aggregates, score and health.
+    pub summary: Summary,
+    /// `null` when not run.
+    pub semantic: Option<SemanticResults>,
+    /// `null` when not run.
+    pub state: Option<StateResults>,
+    /// `null` when not run.
+    pub pattern: Option<PatternResults>,
+    /// `null` when not run.
+    pub always: Option<AlwaysResults>,
+    /// Warnings raised while loading (unknown fields, unknown entities, pre-V2 banks).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scoring::Breakdown;
+
+    fn always(score: u32) -> AlwaysCaseResult {
+        AlwaysCaseResult {
+            test_id: format!("A{score}"),
+            name: String::new(),
+            user_type: "PARENT".into(),
+            loaded_entities: vec![],
+            expected_always: vec![],
+            missing: vec![],
+            score,
+            breakdown: Breakdown::default(),
+            is_hard_fail: score == 0,
+        }
+    }
+
+    fn pattern(id: &str, score: u32, critical_failure: bool) -> PatternCaseResult {
+        PatternCaseResult {
+            test_id: id.into(),
+            name: String::new(),
+            prompt: String::new(),
+            pattern_type: "crisis".into(),
+            matched_entities: vec![],
+            crisis_matches: vec![],
+            keyword_matches: vec![],
+            expected_matches: vec![],
+            expected_secondary: vec![],
+            not_expected_matches: vec![],
+            primary_pass: score > 0,
+            secondary_missing: vec![],
+            false_positives: vec![],
+            score,
+            breakdown: Breakdown::default(),
+            is_hard_fail: score == 0,
+            is_critical: true,
+            is_critical_failure: critical_failure,
+        }
+    }
+
+    #[test]
+    fn health_thresholds() {
+        assert_eq!(Health::assess(true, 100.0, 0), Health::Critical);
+        assert_eq!(Health::assess(false, 90.0, 0), Health::Excellent);
+        assert_eq!(Health::assess(false, 95.0, 1), Health::Good);
+        assert_eq!(Health::assess(false, 80.0, 3), Health::Good);
+        assert_eq!(Health::assess(false, 79.9, 0), Health::Fair);
+        assert_eq!(Health::assess(false, 70.0, 0), Health::Fair);
+        assert_eq!(Health::assess(false, 69.9, 0), Health::Poor);
+        assert!(Health::Critical < Health::Poor && Health::Good < Health::Excellent);
+    }
+
+    #[test]
+    fn weights_renormalise_over_banks_that_ran() {
+        let banks = BankResults {
+            always: Some(AlwaysResults::from_results(vec![always(100), always(0)])),
+            pattern: Some(PatternResults::from_results(vec![pattern("P1", 100, false)])),
+            ..BankResults::default()
+        };
+        let s = banks.summarize(&Weights::default(), None);
+        // always 50 × 0.10 + pattern 100 × 0.15, over 0.25
+        assert_eq!(s.combined_score, 80.0);
+        assert_eq!(s.weights["always"], 0.4);
+        assert_eq!(s.component_scores["semantic"], None);
+        assert_eq!(s.hard_fail_count, 1, "hard fails count failing cases");
+        assert_eq!(s.health_status, Health::Good);
+    }
+
+    #[test]
+    fn an_empty_bank_is_left_out() {
+        let banks = BankResults {
+            always: Some(AlwaysResults::from_results(vec![])),
+            pattern: Some(PatternResults::from_results(vec![pattern("P1", 100, false)])),
+            ..BankResults::default()
+        };
+        let s = banks.summarize(&Weights::default(), None);
+        assert_eq!(s.combined_score, 100.0);
+        assert_eq!(s.component_scores["always"], None);
+        assert_eq!(s.health_status, Health::Excellent);
+    }
+
+    #[test]
+    fn a_critical_failure_makes_health_critical() {
+        let banks = BankResults {
+            pattern: Some(PatternResults::from_results(vec![
+                pattern("P1", 100, false),
+                pattern("PAT-NEG-001", 80, true),
+            ])),
+            ..BankResults::default()
+        };
+        let s = banks.summarize(&Weights::default(), None);
+        assert_eq!(s.critical_failures, vec!["PAT-NEG-001"]);
+        assert_eq!(s.health_status, Health::Critical);
+    }
+
+    #[test]
+    fn group_scores_average_and_count() {
+        let g = group_scores([("a", 100, false), ("a", 0, true), ("b", 90, false)]);
+        assert_eq!(g["a"], GroupScore { avg: 50.0, tests: 2, hard_fails: 1 });
+        assert_eq!(g["b"].avg, 90.0);
+    }
+}

@@ -1,0 +1,60 @@
+//! The assay retrieval harness (000): projects, bank loading and validation, versioned
+//! expectations, the four runners, the unified runner and saved results.
+//!
+//! Entry points: [`project::Project::load`] reads and validates a project directory;
+//! [`run::run`] runs a [`run::RunRequest`] against it and returns the
+//! [`assay_core::runlog::RunLog`]; [`results::save`] writes it without overwriting anything.
+//!
+//! ```no_run
+//! use assay_harness::{project::Project, run::{run, Quiet, RunRequest}};
+//! let project = Project::load(std::path::Path::new("examples/coparent")).unwrap();
+//! let log = run(&project, &RunRequest::default(), None, &mut Quiet).unwrap();
+//! println!("{}", log.summary.health_status);
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod banks;
+pub mod expectations;
+pub mod init;
+pub mod migrate;
+pub mod project;
+pub mod results;
+pub mod run;
+pub mod runners;
+pub mod settings;
+
+use std::path::Path;
+
+use assay_kb::datafile::DataError;
+use assay_kb::KbError;
+
+/// Errors of the harness. Bad input and usage errors map to exit code 2, infrastructure
+/// errors to 3.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A project file is not valid.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// The knowledge base is not valid or failed.
+    #[error(transparent)]
+    Kb(#[from] KbError),
+    /// The request cannot be carried out as asked.
+    #[error("{0}")]
+    Usage(String),
+    /// Something outside assay failed.
+    #[error("{0}")]
+    Infrastructure(String),
+}
+
+impl HarnessError {
+    /// An I/O error on a path, as bad input.
+    pub fn io(path: &Path, error: &std::io::Error) -> HarnessError {
+        HarnessError::Data(DataError::new(path, error.to_string()))
+    }
+
+    /// Whether this is an infrastructure error (exit code 3) rather than bad input (2).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, HarnessError::Infrastructure(_) | HarnessError::Kb(KbError::Store(_)))
+    }
+}

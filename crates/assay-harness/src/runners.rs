@@ -1,0 +1,305 @@
+//! The four case runners (000 §6.1–6.4): each turns one case into a scored result.
+
+use assay_core::UserState;
+use assay_core::bank::{AlwaysCase, ExpectationSet, PatternCase, SemanticCase, StateCase};
+use assay_core::runlog::{
+    AlwaysCaseResult, Candidate, LostAt, LostEntity, PatternCaseResult, SemanticCaseResult, StateCaseResult,
+};
+use assay_core::scoring::{Breakdown, RankViolation, ScoreInput, score, score_with_reason};
+use assay_kb::KnowledgeBase;
+use assay_retrieval::patterns::PatternMatcher;
+use assay_retrieval::{RetrievalError, StateMatcher, always_entities};
+
+use crate::expectations::Resolved;
+
+/// What the semantic pipeline returned for one prompt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SemanticRetrieval {
+    /// First-stage candidates (embedding search), best first.
+    pub candidates: Vec<Candidate>,
+    /// The final selection after reranking, best first.
+    pub selections: Vec<String>,
+}
+
+/// The system under test of the semantic bank: embedding search, then reranking (000 §6.1).
+///
+/// An `Err` is an infrastructure error (a provider timeout, an unparsable reply after retries):
+/// the case is recorded as an error, never scored.
+pub trait SemanticRetriever: Send + Sync {
+    /// A short description for logs and reports (`builtin/bm25 + none`, …).
+    fn describe(&self) -> String;
+
+    /// Retrieves for one prompt.
+    fn retrieve(&self, prompt: &str, user_state: &UserState) -> Result<SemanticRetrieval, String>;
+}
+
+fn missing(expected: &[String], found: &[String]) -> Vec<String> {
+    expected.iter().filter(|e| !found.contains(e)).cloned().collect()
+}
+
+fn present(unwanted: &[String], found: &[String]) -> Vec<String> {
+    unwanted.iter().filter(|e| found.contains(e)).cloned().collect()
+}
+
+/// Rank checks whose two entities were both selected in the wrong order (000 §6.1).
+pub fn rank_violations(selections: &[String], expectations: &ExpectationSet) -> Vec<RankViolation> {
+    expectations
+        .rank_check
+        .iter()
+        .filter_map(|check| {
+            let higher = selections.iter().position(|s| *s == check.higher)?;
+            let lower = selections.iter().position(|s| *s == check.lower)?;
+            (higher > lower).then(|| RankViolation {
+                expected_higher: check.higher.clone(),
+                expected_lower: check.lower.clone(),
+                actual_higher_rank: higher + 1,
+                actual_lower_rank: lower + 1,
+            })
+        })
+        .collect()
+}
+
+/// Runs one semantic case.
+pub fn run_semantic_case(
+    retriever: &dyn SemanticRetriever,
+    case: &SemanticCase,
+    resolved: &Resolved,
+) -> SemanticCaseResult {
+    let exp = &resolved.expectations;
+    let mut result = SemanticCaseResult {
+        test_id: case.test_id.clone(),
+        name: case.name.clone(),
+        category: case.category.clone(),
+        topics: case.topics.clone(),
+        prompt: case.prompt.clone(),
+        candidates: Vec::new(),
+        selections: Vec::new(),
+        expectations: exp.clone(),
+        expectation_source: resolved.source.to_string(),
+        primary_pass: false,
+        secondary_missing: Vec::new(),
+        false_positives: Vec::new(),
+        rank_violations: Vec::new(),
+        lost: Vec::new(),
+        score: None,
+        breakdown: Breakdown::default(),
+        is_hard_fail: false,
+        error: None,
+    };
+    let retrieval = match retriever.retrieve(&case.prompt, &case.user_state) {
+        Ok(r) => r,
+        Err(error) => {
+            result.error = Some(error);
+            return result;
+        }
+    };
+    let selections = retrieval.selections;
+    let primary_missing = missing(&exp.expected_primary, &selections);
+    let input = ScoreInput {
+        primary_pass: primary_missing.is_empty(),
+        secondary_missing: missing(&exp.expected_secondary, &selections),
+        false_positives: present(&exp.not_expected, &selections),
+        rank_violations: rank_violations(&selections, exp),
+        wrong_handlers: Vec::new(),
+    };
+    let lost = primary_missing
+        .iter()
+        .chain(&input.secondary_missing)
+        .map(|id| LostEntity {
+            entity_id: id.clone(),
+            lost_at: if retrieval.candidates.iter().any(|c| c.entity_id == *id) {
+                LostAt::DroppedByReranker
+            } else {
+                LostAt::NotRetrieved
+            },
+        })
+        .collect();
+    let scored = score(&input);
+    SemanticCaseResult {
+        candidates: retrieval.candidates,
+        selections,
+        primary_pass: input.primary_pass,
+        secondary_missing: input.secondary_missing,
+        false_positives: input.false_positives,
+        rank_violations: input.rank_violations,
+        lost,
+        score: Some(scored.score),
+        breakdown: scored.breakdown,
+        is_hard_fail: scored.is_hard_fail,
+        ..result
+    }
+}
+
+/// Runs one state case (000 §6.2).
+pub fn run_state_case(matcher: &StateMatcher, case: &StateCase) -> StateCaseResult {
+    let triggered = matcher.evaluate(&case.user_state);
+    let not_triggered = missing(&case.expected_handlers, &triggered);
+    let input = ScoreInput {
+        primary_pass: not_triggered.is_empty(),
+        wrong_handlers: present(&case.not_expected_handlers, &triggered),
+        ..ScoreInput::default()
+    };
+    let reason = format!("Expected handler did not trigger: {}", not_triggered.join(", "));
+    let scored = score_with_reason(&input, &reason);
+    StateCaseResult {
+        test_id: case.test_id.clone(),
+        name: case.name.clone(),
+        user_state: case.user_state.clone(),
+        triggered_handlers: triggered,
+        expected_handlers: case.expected_handlers.clone(),
+        not_expected_handlers: case.not_expected_handlers.clone(),
+        primary_pass: input.primary_pass,
+        wrong_handlers: input.wrong_handlers,
+        score: scored.score,
+        breakdown: scored.breakdown,
+        is_hard_fail: scored.is_hard_fail,
+    }
+}
+
+/// The pattern types whose failures can be critical (000 §6.3).
+pub const CRISIS: &str = "crisis";
+/// See [`CRISIS`].
+pub const NEGATIVE: &str = "negative";
+
+/// Runs one pattern case (000 §6.3).
+pub fn run_pattern_case(matcher: &PatternMatcher, case: &PatternCase) -> PatternCaseResult {
+    let m = matcher.match_message(&case.prompt);
+    let not_matched = missing(&case.expected_matches, &m.entities);
+    let input = ScoreInput {
+        primary_pass: not_matched.is_empty(),
+        secondary_missing: missing(&case.expected_secondary, &m.entities),
+        false_positives: present(&case.not_expected_matches, &m.entities),
+        ..ScoreInput::default()
+    };
+    let reason = format!("Expected match not found: {}", not_matched.join(", "));
+    let scored = score_with_reason(&input, &reason);
+    // A missed crisis on a critical crisis case, or any false positive on a critical negative case.
+    let is_critical_failure = case.is_critical
+        && ((case.pattern_type == CRISIS && !input.primary_pass)
+            || (case.pattern_type == NEGATIVE && !input.false_positives.is_empty()));
+    PatternCaseResult {
+        test_id: case.test_id.clone(),
+        name: case.name.clone(),
+        prompt: case.prompt.clone(),
+        pattern_type: case.pattern_type.clone(),
+        matched_entities: m.entities,
+        crisis_matches: m.crisis_matches,
+        keyword_matches: m.keyword_matches,
+        expected_matches: case.expected_matches.clone(),
+        expected_secondary: case.expected_secondary.clone(),
+        not_expected_matches: case.not_expected_matches.clone(),
+        primary_pass: input.primary_pass,
+        secondary_missing: input.secondary_missing,
+        false_positives: input.false_positives,
+        score: scored.score,
+        breakdown: scored.breakdown,
+        is_hard_fail: scored.is_hard_fail,
+        is_critical: case.is_critical,
+        is_critical_failure,
+    }
+}
+
+/// Runs one always case (000 §6.4): 100 when every expected entity loads, else 0.
+pub fn run_always_case(kb: &dyn KnowledgeBase, case: &AlwaysCase) -> Result<AlwaysCaseResult, RetrievalError> {
+    let loaded: Vec<String> = always_entities(kb, &case.user_type)?.into_iter().map(|e| e.entity_id).collect();
+    let absent = missing(&case.expected_always, &loaded);
+    let reason = format!("Always-loaded entity missing: {}", absent.join(", "));
+    let scored = score_with_reason(&ScoreInput { primary_pass: absent.is_empty(), ..ScoreInput::default() }, &reason);
+    Ok(AlwaysCaseResult {
+        test_id: case.test_id.clone(),
+        name: case.name.clone(),
+        user_type: case.user_type.clone(),
+        loaded_entities: loaded,
+        expected_always: case.expected_always.clone(),
+        missing: absent,
+        score: scored.score,
+        breakdown: scored.breakdown,
+        is_hard_fail: scored.is_hard_fail,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expectations::ExpectationSource;
+    use serde_json::json;
+
+    struct Fixed(Result<SemanticRetrieval, String>);
+
+    impl SemanticRetriever for Fixed {
+        fn describe(&self) -> String {
+            "fixed".into()
+        }
+        fn retrieve(&self, _: &str, _: &UserState) -> Result<SemanticRetrieval, String> {
+            self.0.clone()
+        }
+    }
+
+    fn candidates(ids: &[&str]) -> Vec<Candidate> {
+        ids.iter().map(|id| Candidate { entity_id: (*id).into(), similarity: 0.5 }).collect()
+    }
+
+    fn retrieval(cands: &[&str], sel: &[&str]) -> Fixed {
+        Fixed(Ok(SemanticRetrieval {
+            candidates: candidates(cands),
+            selections: sel.iter().map(|s| (*s).to_owned()).collect(),
+        }))
+    }
+
+    fn semantic_case() -> (SemanticCase, Resolved) {
+        let case: SemanticCase = serde_json::from_value(json!({
+            "test_id": "V2-GR-001", "prompt": "she texts me nonstop to get a reaction",
+            "topics": ["gray_rock"],
+            "expected_primary": ["gray_rock"],
+            "expected_secondary": ["medium_response_time", "biff_response"],
+            "not_expected": ["handler_crisis"],
+            "rank_check": [{"higher": "gray_rock", "lower": "boundary_setting"}]
+        }))
+        .unwrap();
+        let resolved = Resolved { expectations: case.original_expectations(), source: ExpectationSource::Original, file: None };
+        (case, resolved)
+    }
+
+    #[test]
+    fn one_secondary_miss_scores_90_and_is_attributed() {
+        let (case, resolved) = semantic_case();
+        let all = ["gray_rock", "medium_response_time", "biff_response"];
+        let r = run_semantic_case(&retrieval(&all, &["gray_rock", "medium_response_time"]), &case, &resolved);
+        assert_eq!((r.score, r.is_hard_fail), (Some(90), false));
+        assert_eq!(r.lost, vec![LostEntity { entity_id: "biff_response".into(), lost_at: LostAt::DroppedByReranker }]);
+    }
+
+    #[test]
+    fn one_false_positive_scores_80() {
+        let (case, resolved) = semantic_case();
+        let sel = ["gray_rock", "medium_response_time", "biff_response", "handler_crisis"];
+        let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
+        assert_eq!(r.score, Some(80));
+        assert_eq!(r.false_positives, vec!["handler_crisis"]);
+    }
+
+    #[test]
+    fn primary_miss_scores_0_and_says_where_it_was_lost() {
+        let (case, resolved) = semantic_case();
+        let r = run_semantic_case(&retrieval(&["biff_response"], &["biff_response"]), &case, &resolved);
+        assert_eq!((r.score, r.is_hard_fail), (Some(0), true));
+        assert_eq!(r.lost[0], LostEntity { entity_id: "gray_rock".into(), lost_at: LostAt::NotRetrieved });
+    }
+
+    #[test]
+    fn rank_violation_costs_ten() {
+        let (case, resolved) = semantic_case();
+        let sel = ["boundary_setting", "gray_rock", "medium_response_time", "biff_response"];
+        let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
+        assert_eq!(r.score, Some(90));
+        assert_eq!(r.rank_violations[0].actual_higher_rank, 2);
+    }
+
+    #[test]
+    fn an_infrastructure_error_is_not_scored() {
+        let (case, resolved) = semantic_case();
+        let r = run_semantic_case(&Fixed(Err("timeout after 3 retries".into())), &case, &resolved);
+        assert_eq!((r.score, r.error.as_deref()), (None, Some("timeout after 3 retries")));
+        assert!(!r.is_hard_fail);
+    }
+}

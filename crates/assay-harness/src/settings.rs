@@ -1,0 +1,251 @@
+//! `assay.toml`: the project's settings. Every key is optional and every default matches the
+//! specification; unknown keys are an error (they are almost always typos).
+
+use std::path::{Path, PathBuf};
+
+use assay_core::runlog::{Health, Weights};
+use assay_kb::datafile::DataError;
+use serde::Deserialize;
+
+/// The settings file's name.
+pub const SETTINGS_FILE: &str = "assay.toml";
+
+/// `[paths]`: where the project's parts live, relative to the project directory.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PathsConfig {
+    /// Entity files (default `kb`).
+    pub kb: PathBuf,
+    /// Test banks in the 000 §2 layout (default `test_banks`).
+    pub test_banks: PathBuf,
+    /// Saved results and reports (default `results`).
+    pub results: PathBuf,
+}
+
+impl Default for PathsConfig {
+    fn default() -> Self {
+        PathsConfig { kb: "kb".into(), test_banks: "test_banks".into(), results: "results".into() }
+    }
+}
+
+/// `[weights]`: each bank's weight in the combined score (000 §6.5; default 0.60/0.15/0.15/0.10).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WeightsConfig {
+    /// Semantic bank weight.
+    pub semantic: f64,
+    /// State bank weight.
+    pub state: f64,
+    /// Pattern bank weight.
+    pub pattern: f64,
+    /// Always bank weight.
+    pub always: f64,
+}
+
+impl Default for WeightsConfig {
+    fn default() -> Self {
+        let w = Weights::default();
+        WeightsConfig { semantic: w.semantic, state: w.state, pattern: w.pattern, always: w.always }
+    }
+}
+
+/// `[gate]`: when a run fails (exit code 1).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateConfig {
+    /// The lowest health that passes (default `POOR`: only `CRITICAL` fails).
+    pub min_health: String,
+    /// The lowest combined score that passes (default 0).
+    pub min_score: f64,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig { min_health: "POOR".into(), min_score: 0.0 }
+    }
+}
+
+/// `[semantic]`: the semantic bank's pipeline sizes (000 §6.1).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SemanticConfig {
+    /// Candidates taken from the embedding search (default 15).
+    pub candidates: usize,
+    /// Entities kept after reranking (default 6).
+    pub top_k: usize,
+    /// Minimum seconds between reranker calls (default 1.25).
+    pub rate_limit_delay: f64,
+}
+
+impl Default for SemanticConfig {
+    fn default() -> Self {
+        SemanticConfig { candidates: 15, top_k: 6, rate_limit_delay: 1.25 }
+    }
+}
+
+/// `[report]`: report options.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportConfig {
+    /// In JUnit XML, a case with a lower score is a failure (default 100).
+    pub junit_pass_score: u32,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig { junit_pass_score: 100 }
+    }
+}
+
+/// The whole `assay.toml`, as written.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProjectConfig {
+    /// `[paths]`
+    pub paths: PathsConfig,
+    /// `[weights]`
+    pub weights: WeightsConfig,
+    /// `[gate]`
+    pub gate: GateConfig,
+    /// `[semantic]`
+    pub semantic: SemanticConfig,
+    /// `[report]`
+    pub report: ReportConfig,
+}
+
+/// Resolved settings of a project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectSettings {
+    /// The project directory.
+    pub root: PathBuf,
+    /// `kb/`, resolved.
+    pub kb_dir: PathBuf,
+    /// `test_banks/`, resolved.
+    pub banks_dir: PathBuf,
+    /// `results/`, resolved.
+    pub results_dir: PathBuf,
+    /// Bank weights.
+    pub weights: Weights,
+    /// The lowest passing health.
+    pub min_health: Health,
+    /// The lowest passing combined score.
+    pub min_score: f64,
+    /// Semantic pipeline sizes.
+    pub semantic: SemanticConfig,
+    /// Report options.
+    pub report: ReportConfig,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+impl ProjectSettings {
+    /// Reads `root/assay.toml` if it exists; otherwise every default.
+    pub fn load(root: &Path) -> Result<ProjectSettings, DataError> {
+        let path = root.join(SETTINGS_FILE);
+        let config = if path.exists() {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| DataError::new(&path, format!("cannot read file: {e}")))?;
+            toml::from_str::<ProjectConfig>(&text).map_err(|e| {
+                let (line, column) = e.span().map(|s| line_col(&text, s.start)).unzip();
+                DataError { path: path.clone(), line, column, message: e.message().to_owned() }
+            })?
+        } else {
+            ProjectConfig::default()
+        };
+        ProjectSettings::resolve(root, config).map_err(|m| DataError::new(&path, m))
+    }
+
+    /// Validates and resolves a config.
+    pub fn resolve(root: &Path, config: ProjectConfig) -> Result<ProjectSettings, String> {
+        let w = config.weights;
+        let weights = Weights { semantic: w.semantic, state: w.state, pattern: w.pattern, always: w.always };
+        for (name, value) in [("semantic", w.semantic), ("state", w.state), ("pattern", w.pattern), ("always", w.always)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(format!("weights.{name}: must be a number of 0 or more, found {value}"));
+            }
+        }
+        if w.semantic + w.state + w.pattern + w.always <= 0.0 {
+            return Err("weights: at least one weight must be above 0".into());
+        }
+        let min_health = Health::parse(&config.gate.min_health).ok_or_else(|| {
+            format!(
+                "gate.min_health: unknown health `{}` (expected CRITICAL, POOR, FAIR, GOOD or EXCELLENT)",
+                config.gate.min_health
+            )
+        })?;
+        if !(0.0..=100.0).contains(&config.gate.min_score) {
+            return Err(format!("gate.min_score: must be between 0 and 100, found {}", config.gate.min_score));
+        }
+        if config.semantic.top_k == 0 || config.semantic.candidates < config.semantic.top_k {
+            return Err(format!(
+                "semantic: need 0 < top_k <= candidates, found top_k {} and candidates {}",
+                config.semantic.top_k, config.semantic.candidates
+            ));
+        }
+        if !(config.semantic.rate_limit_delay.is_finite() && config.semantic.rate_limit_delay >= 0.0) {
+            return Err("semantic.rate_limit_delay: must be 0 or more seconds".into());
+        }
+        if config.report.junit_pass_score > 100 {
+            return Err("report.junit_pass_score: must be between 0 and 100".into());
+        }
+        Ok(ProjectSettings {
+            root: root.to_owned(),
+            kb_dir: root.join(&config.paths.kb),
+            banks_dir: root.join(&config.paths.test_banks),
+            results_dir: root.join(&config.paths.results),
+            weights,
+            min_health,
+            min_score: config.gate.min_score,
+            semantic: config.semantic,
+            report: config.report,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<ProjectSettings, DataError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(SETTINGS_FILE), text).unwrap();
+        ProjectSettings::load(dir.path())
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ProjectSettings::load(dir.path()).unwrap();
+        assert_eq!(s.weights, Weights::default());
+        assert_eq!(s.min_health, Health::Poor);
+        assert_eq!((s.semantic.candidates, s.semantic.top_k), (15, 6));
+        assert_eq!(s.semantic.rate_limit_delay, 1.25);
+        assert!(s.banks_dir.ends_with("test_banks"));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_a_location() {
+        let e = load("[weights]\nsemantic = 0.5\nstat = 0.2\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("unknown field `stat`"), "{e}");
+        assert!(e.to_string().contains("assay.toml:3:1: "), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(load("[gate]\nmin_health = \"SO-SO\"\n").unwrap_err().message.contains("unknown health"));
+        assert!(load("[weights]\nstate = -1\n").unwrap_err().message.contains("weights.state"));
+        assert!(load("[semantic]\ntop_k = 20\n").unwrap_err().message.contains("top_k"));
+    }
+
+    #[test]
+    fn paths_are_relative_to_the_project() {
+        let s = load("[paths]\nkb = \"knowledge\"\n").unwrap();
+        assert!(s.kb_dir.ends_with("knowledge"));
+    }
+}

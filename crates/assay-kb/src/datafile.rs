@@ -1,0 +1,229 @@
+//! Reading data files (JSON and YAML) with errors that name the file, the line, the column and
+//! the field, and warnings for fields assay does not know.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+/// The syntax of a data file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.json`
+    Json,
+    /// `.yaml` / `.yml`
+    Yaml,
+}
+
+impl Format {
+    /// The format a file name implies, if any.
+    pub fn from_path(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "json" => Some(Format::Json),
+            "yaml" | "yml" => Some(Format::Yaml),
+            _ => None,
+        }
+    }
+}
+
+/// A data file that could not be read or is not valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// What is wrong, naming the field when known.
+    pub message: String,
+}
+
+impl DataError {
+    /// An error about a whole file, or a place found by other means.
+    pub fn new(path: impl Into<PathBuf>, message: impl Into<String>) -> DataError {
+        DataError { path: path.into(), line: None, column: None, message: message.into() }
+    }
+}
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for DataError {}
+
+/// Drops the " at line N column M" a parser appends, since [`DataError`] carries the place.
+fn bare_message(message: &str) -> &str {
+    message.rsplit_once(" at line ").map_or(message, |(head, _)| head)
+}
+
+/// Drops a path the YAML parser puts in front of its message (`.[0]: …`), since the field path
+/// from `serde_path_to_error` is added instead.
+fn strip_yaml_path(message: &str) -> &str {
+    match message.split_once(": ") {
+        Some((head, rest)) if head.starts_with(['.', '[']) && !head.contains(' ') => rest,
+        _ => message,
+    }
+}
+
+fn with_field(path: &str, message: &str) -> String {
+    if path.is_empty() || path == "." {
+        message.to_owned()
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+/// Renders an ignored field's path the way error paths read: `tests[0].notes`.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => {
+            let parent = field_path(parent);
+            if parent.is_empty() { key.clone() } else { format!("{parent}.{key}") }
+        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
+/// Parses `text` (the contents of `path`) as `T`. Fields that `T` does not know are reported
+/// through `warn` with their path; they are not an error.
+pub fn parse<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    format: Format,
+    warn: &mut dyn FnMut(String),
+) -> Result<T, DataError> {
+    let mut ignored = Vec::new();
+    let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(field_path(&p));
+    let result = match format {
+        Format::Json => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let de = serde_ignored::Deserializer::new(&mut de, &mut on_ignored);
+            serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+                let field = e.path().to_string();
+                let inner = e.into_inner();
+                let (line, column) = (inner.line(), inner.column());
+                DataError {
+                    path: path.to_owned(),
+                    line: (line > 0).then_some(line),
+                    column: (column > 0).then_some(column),
+                    message: with_field(&field, bare_message(&inner.to_string())),
+                }
+            })
+        }
+        Format::Yaml => {
+            let de = serde_norway::Deserializer::from_str(text);
+            let de = serde_ignored::Deserializer::new(de, &mut on_ignored);
+            serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+                let field = e.path().to_string();
+                let inner = e.into_inner();
+                let location = inner.location();
+                DataError {
+                    path: path.to_owned(),
+                    line: location.as_ref().map(serde_norway::Location::line),
+                    column: location.as_ref().map(serde_norway::Location::column),
+                    message: with_field(&field, strip_yaml_path(bare_message(&inner.to_string()))),
+                }
+            })
+        }
+    };
+    let value = result?;
+    for field in ignored {
+        warn(format!("{}: unknown field `{field}` (ignored)", path.display()));
+    }
+    Ok(value)
+}
+
+/// Reads and parses a file, its format taken from its extension.
+pub fn read<T: DeserializeOwned>(path: &Path, warn: &mut dyn FnMut(String)) -> Result<T, DataError> {
+    let format = Format::from_path(path).ok_or_else(|| {
+        DataError::new(path, "unsupported file type (expected .json, .yaml or .yml)")
+    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
+    parse(path, &text, format, warn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Doc {
+        tests: Vec<Item>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Item {
+        id: String,
+        n: u8,
+    }
+
+    fn json(text: &str) -> (Result<Doc, DataError>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let r = parse(Path::new("bank.json"), text, Format::Json, &mut |w| warnings.push(w));
+        (r, warnings)
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let (r, _) = json("{\n  \"tests\": [\n    {\"id\": \"a\" \"n\": 1}\n  ]\n}");
+        let e = r.unwrap_err();
+        assert_eq!((e.line, e.column), (Some(3), Some(16)));
+        assert!(e.to_string().starts_with("bank.json:3:16: "), "{e}");
+    }
+
+    #[test]
+    fn missing_field_names_the_path() {
+        let (r, _) = json("{\"tests\": [{\"id\": \"a\", \"n\": 1}, {\"id\": \"b\"}]}");
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("tests[1]: missing field `n`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_field() {
+        let (r, _) = json("{\"tests\": [{\"id\": \"a\", \"n\": \"x\"}]}");
+        let e = r.unwrap_err().to_string();
+        assert!(e.starts_with("bank.json:1:") && e.contains("tests[0].n: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_warn() {
+        let (r, w) = json("{\"tests\": [{\"id\": \"a\", \"n\": 1, \"nte\": 2}], \"extra\": true}");
+        assert!(r.is_ok());
+        assert_eq!(
+            w,
+            vec![
+                "bank.json: unknown field `tests[0].nte` (ignored)".to_owned(),
+                "bank.json: unknown field `extra` (ignored)".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_errors_have_locations() {
+        let mut w = Vec::new();
+        let r: Result<Doc, _> =
+            parse(Path::new("kb.yaml"), "tests:\n  - id: a\n    n: 300\n", Format::Yaml, &mut |x| w.push(x));
+        let e = r.unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("tests[0].n"), "{e}");
+    }
+}

@@ -1,0 +1,187 @@
+//! Loading a project's `kb/` folder.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use assay_core::condition::Conditions;
+use assay_core::entity::{Entity, LoadMode};
+
+use crate::datafile::{self, DataError, Format};
+use crate::{KbError, MemoryKb};
+
+/// A loaded and validated knowledge base, with where each entity came from.
+#[derive(Debug, Clone)]
+pub struct LoadedKb {
+    /// The entities.
+    pub kb: MemoryKb,
+    /// The file each entity was read from, by id.
+    pub sources: HashMap<String, PathBuf>,
+    /// The entity files read, in order.
+    pub files: Vec<PathBuf>,
+    /// Warnings (unknown fields, suspicious entities).
+    pub warnings: Vec<String>,
+}
+
+/// The entity files of a `kb/` folder: every `.json`, `.yaml` and `.yml` file below it, sorted.
+fn entity_files(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d)
+            .map_err(|e| DataError::new(&d, format!("cannot read knowledge-base folder: {e}")))?;
+        for entry in entries {
+            let path = entry.map_err(|e| DataError::new(&d, e.to_string()))?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if Format::from_path(&path).is_some() {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Reads and validates every entity file under `dir`.
+///
+/// Errors name the file, and the line, column and field where the parser knows them:
+/// malformed JSON/YAML, a missing required field, a bad enum value, a priority out of range,
+/// a duplicate `entity_id` (naming both files), an unknown condition operator (naming the
+/// entity, the field and the operator).
+pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
+    let files = entity_files(dir)?;
+    let mut warnings = Vec::new();
+    let mut entities: Vec<Entity> = Vec::new();
+    let mut sources: HashMap<String, PathBuf> = HashMap::new();
+    for file in &files {
+        let batch: Vec<Entity> = datafile::read(file, &mut |w| warnings.push(w))?;
+        for (i, entity) in batch.into_iter().enumerate() {
+            validate(file, i, &entity, &mut warnings)?;
+            if let Some(first) = sources.get(&entity.entity_id) {
+                return Err(DataError::new(
+                    file,
+                    format!(
+                        "[{i}]: duplicate entity_id `{}` (first defined in {})",
+                        entity.entity_id,
+                        first.display()
+                    ),
+                )
+                .into());
+            }
+            sources.insert(entity.entity_id.clone(), file.clone());
+            entities.push(entity);
+        }
+    }
+    Ok(LoadedKb { kb: MemoryKb::new(entities)?, sources, files, warnings })
+}
+
+fn validate(file: &Path, index: usize, e: &Entity, warnings: &mut Vec<String>) -> Result<(), DataError> {
+    let err = |msg: String| DataError::new(file, format!("[{index}] `{}`: {msg}", e.entity_id));
+    if e.entity_id.trim().is_empty() {
+        return Err(DataError::new(file, format!("[{index}]: entity_id is empty")));
+    }
+    if e.title.trim().is_empty() {
+        return Err(err("title is empty".into()));
+    }
+    if e.audience_types.is_empty() {
+        warnings.push(format!(
+            "{}: entity `{}` has no audience_types and is never loaded",
+            file.display(),
+            e.entity_id
+        ));
+    }
+    match (&e.state_conditions, e.load_mode) {
+        (Some(raw), _) => {
+            let conditions = Conditions::parse(raw).map_err(|c| err(format!("state_conditions: {c}")))?;
+            if e.load_mode != LoadMode::State {
+                warnings.push(format!(
+                    "{}: entity `{}` has state_conditions but load_mode {}; they are ignored",
+                    file.display(),
+                    e.entity_id,
+                    e.load_mode
+                ));
+            } else if conditions.is_empty() {
+                warnings.push(format!(
+                    "{}: STATE entity `{}` has empty state_conditions and never triggers",
+                    file.display(),
+                    e.entity_id
+                ));
+            }
+        }
+        (None, LoadMode::State) => warnings.push(format!(
+            "{}: STATE entity `{}` has no state_conditions and never triggers",
+            file.display(),
+            e.entity_id
+        )),
+        (None, _) => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KnowledgeBase;
+
+    fn kb_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn loads_json_and_yaml() {
+        let dir = kb_dir(&[
+            ("a.json", r#"[{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}]"#),
+            (
+                "b.yaml",
+                "- entity_id: h\n  entity_type: HANDLER\n  title: H\n  load_mode: STATE\n  state_conditions:\n    n: {gte: 1}\n",
+            ),
+            ("notes.txt", "ignored"),
+        ]);
+        let loaded = load_dir(dir.path()).unwrap();
+        assert_eq!(loaded.kb.entities().len(), 2);
+        assert!(loaded.kb.contains("h").unwrap());
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+
+    #[test]
+    fn duplicate_across_files_names_both() {
+        let e = r#"[{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}]"#;
+        let dir = kb_dir(&[("a.json", e), ("b.json", e)]);
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("b.json: [0]: duplicate entity_id `x` (first defined in"), "{err}");
+        assert!(err.contains("a.json)"), "{err}");
+    }
+
+    #[test]
+    fn unknown_operator_names_entity_and_operator() {
+        let dir = kb_dir(&[(
+            "h.json",
+            r#"[{"entity_id":"handler_x","entity_type":"HANDLER","title":"X","load_mode":"STATE","state_conditions":{"days":{"$gtee":7}}}]"#,
+        )]);
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("`handler_x`: state_conditions: field `days`: unknown operator `$gtee`"), "{err}");
+    }
+
+    #[test]
+    fn bad_enum_has_a_location() {
+        let dir = kb_dir(&[("a.yaml", "- entity_id: x\n  entity_type: FACT\n  title: X\n")]);
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("a.yaml:2:") && err.contains("unknown variant `FACT`"), "{err}");
+    }
+
+    #[test]
+    fn state_entity_without_conditions_warns() {
+        let dir = kb_dir(&[(
+            "a.json",
+            r#"[{"entity_id":"h","entity_type":"HANDLER","title":"H","load_mode":"STATE","colour":"red"}]"#,
+        )]);
+        let loaded = load_dir(dir.path()).unwrap();
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].contains("unknown field `[0].colour`"));
+        assert!(loaded.warnings[1].contains("never triggers"));
+    }
+}

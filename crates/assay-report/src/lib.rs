@@ -1,0 +1,26 @@
+//! Report renderers of assay: RunLog in, text out. Reports never call providers and never
+//! compute scores; they only read the [`RunLog`].
+//!
+//! * [`console::render`]: the terminal summary of `assay run`;
+//! * [`markdown::render`]: the Markdown report (000 §6.6), critical failures first;
+//! * [`junit::render`]: JUnit XML for CI systems;
+//! * [`json`]: the RunLog itself, pretty-printed.
+//!
+//! ```
+//! assert_eq!(assay_report::junit::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod console;
+pub mod junit;
+pub mod markdown;
+
+pub use assay_core::runlog::RunLog;
+
+/// The RunLog as pretty-printed JSON, with a trailing newline.
+pub fn json(log: &RunLog) -> String {
+    let mut text = serde_json::to_string_pretty(log).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}

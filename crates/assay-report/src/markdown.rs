@@ -1,0 +1,279 @@
+//! The Markdown report (000 §6.6), with critical failures first.
+
+use std::fmt::Write;
+
+use assay_core::bank::BankType;
+use assay_core::runlog::{GroupScore, Health, RunLog};
+use assay_core::scoring::{Breakdown, interpret};
+
+/// Escapes text for a Markdown table cell or inline text.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+fn quote(text: &str, max: usize) -> String {
+    let flat = cell(text);
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() { "—".to_owned() } else { items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ") }
+}
+
+fn fmt_score(score: Option<f64>) -> String {
+    score.map_or_else(|| "not run".to_owned(), |s| format!("{s:.1}"))
+}
+
+/// One line per penalty of a breakdown.
+pub fn breakdown_lines(b: &Breakdown) -> Vec<String> {
+    let mut lines = Vec::new();
+    if b.primary_fail == Some(true) {
+        lines.push(format!("hard fail: {}", b.reason.as_deref().unwrap_or("primary expectation not met")));
+    }
+    if let Some(p) = &b.secondary_missing {
+        lines.push(format!("{} secondary missing: {}", p.penalty, list(&p.items)));
+    }
+    if let Some(p) = &b.false_positives {
+        lines.push(format!("{} false positives: {}", p.penalty, list(&p.items)));
+    }
+    if let Some(p) = &b.rank_violations {
+        let items: Vec<String> = p
+            .items
+            .iter()
+            .map(|v| {
+                format!(
+                    "`{}` (#{}) should rank above `{}` (#{})",
+                    v.expected_higher, v.actual_higher_rank, v.expected_lower, v.actual_lower_rank
+                )
+            })
+            .collect();
+        lines.push(format!("{} rank violations: {}", p.penalty, items.join("; ")));
+    }
+    if let Some(p) = &b.wrong_handlers {
+        lines.push(format!("{} wrong handlers: {}", p.penalty, list(&p.items)));
+    }
+    lines
+}
+
+fn group_table(out: &mut String, title: &str, key: &str, groups: &std::collections::BTreeMap<String, GroupScore>) {
+    if groups.is_empty() {
+        return;
+    }
+    let mut rows: Vec<(&String, &GroupScore)> = groups.iter().collect();
+    rows.sort_by(|a, b| b.1.avg.total_cmp(&a.1.avg).then_with(|| a.0.cmp(b.0)));
+    let _ = writeln!(out, "## {title}\n\n| {key} | Avg Score | Tests | Hard Fails |\n|---|---|---|---|");
+    for (name, g) in rows {
+        let _ = writeln!(out, "| {} | {:.1} | {} | {} |", cell(name), g.avg, g.tests, g.hard_fails);
+    }
+    out.push('\n');
+}
+
+/// Renders the Markdown report of a run.
+pub fn render(log: &RunLog) -> String {
+    let s = &log.summary;
+    let mut out = String::new();
+    let health = if s.health_status == Health::Critical {
+        format!("🚨 **{}**", s.health_status)
+    } else {
+        format!("**{}**", s.health_status)
+    };
+    let _ = writeln!(out, "# Test Harness Results\n");
+    let _ = writeln!(out, "**Health Status:** {health}  ");
+    let _ = writeln!(out, "**Combined Score:** {:.1}  ", s.combined_score);
+    let _ = writeln!(out, "**Date:** {}  ", log.timestamp);
+    let _ = writeln!(out, "**Project:** `{}`  ", log.project);
+    let banks: Vec<&str> = log.filters.banks.iter().map(|b| b.key()).collect();
+    let _ = writeln!(out, "**Banks:** {}  ", banks.join(", "));
+    if let Some(t) = &log.filters.test {
+        let _ = writeln!(out, "**Case:** `{t}`  ");
+    }
+    if let Some(t) = &log.filters.topic {
+        let _ = writeln!(out, "**Topic:** `{t}`  ");
+    }
+    let _ = writeln!(out, "**Run:** `{}` (assay {})\n", log.run_id, log.assay_version);
+
+    if !s.critical_failures.is_empty() {
+        let _ = writeln!(out, "## 🚨 Critical Failures\n");
+        let _ = writeln!(
+            out,
+            "**{} critical failure(s): crisis detection is wrong. Fix these before anything else.**\n",
+            s.critical_failures.len()
+        );
+        if let Some(p) = &log.pattern {
+            for r in p.results.iter().filter(|r| r.is_critical_failure) {
+                let what = if r.pattern_type == "negative" {
+                    format!("false alarm: matched {}", list(&r.false_positives))
+                } else {
+                    format!("missed crisis: expected {}, matched {}", list(&r.expected_matches), list(&r.matched_entities))
+                };
+                let _ = writeln!(out, "- **{}** ({}): \"{}\" — {what}", r.test_id, r.pattern_type, quote(&r.prompt, 120));
+                for m in &r.crisis_matches {
+                    let _ = writeln!(out, "  - rule `{}` matched \"{}\"", cell(&m.pattern), cell(&m.matched_text));
+                }
+            }
+        }
+        out.push('\n');
+    }
+
+    if s.error_count > 0 {
+        let _ = writeln!(out, "## ⚠️ Errors\n");
+        let _ = writeln!(
+            out,
+            "{} case(s) could not be scored because of infrastructure errors; they are left out of every average.\n",
+            s.error_count
+        );
+        if let Some(sem) = &log.semantic {
+            for r in sem.results.iter().filter(|r| r.error.is_some()) {
+                let _ = writeln!(out, "- **{}**: {}", r.test_id, cell(r.error.as_deref().unwrap_or_default()));
+            }
+        }
+        out.push('\n');
+    }
+
+    let _ = writeln!(out, "## Summary\n\n| Component | Score | Tests | Hard Fails | Weight |\n|---|---|---|---|---|");
+    let rows = [
+        (BankType::Semantic, log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails))),
+        (BankType::State, log.state.as_ref().map(|r| (r.tests_run, r.hard_fails))),
+        (BankType::Pattern, log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails))),
+        (BankType::Always, log.always.as_ref().map(|r| (r.tests_run, r.hard_fails))),
+    ];
+    for (bank, counts) in rows {
+        let name = match bank {
+            BankType::Semantic => "Semantic",
+            BankType::State => "State",
+            BankType::Pattern => "Pattern",
+            BankType::Always => "Always",
+        };
+        let score = s.component_scores.get(bank.key()).copied().flatten();
+        let weight = s.weights.get(bank.key()).map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
+        match counts {
+            Some((tests, hard)) => {
+                let _ = writeln!(out, "| {name} | {} | {tests} | {hard} | {weight} |", fmt_score(score));
+            }
+            None => {
+                let _ = writeln!(out, "| {name} | not run | — | — | — |");
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| **Combined** | **{:.1}** | **{}** | **{}** | |\n",
+        s.combined_score, s.total_tests, s.hard_fail_count
+    );
+
+    if let Some(sem) = &log.semantic {
+        let _ = writeln!(out, "## Score Distribution (Semantic)\n\n| Range | Count |\n|---|---|");
+        for (range, count) in sem.score_distribution.in_order() {
+            let _ = writeln!(out, "| {range} | {count} |");
+        }
+        out.push('\n');
+        group_table(&mut out, "Topic Scores (Semantic)", "Topic", &sem.topic_scores);
+    }
+    if let Some(src) = &s.expectation_sources {
+        let _ = writeln!(
+            out,
+            "## Expectation Sources\n\n| Source | Tests |\n|---|---|\n| original | {} |\n| opus | {} |\n| human_override | {} |\n",
+            src.original, src.opus, src.human_override
+        );
+    }
+    if let Some(st) = &log.state {
+        group_table(&mut out, "Handler Scores (State)", "Handler", &st.handler_scores);
+    }
+    if let Some(p) = &log.pattern {
+        group_table(&mut out, "Pattern Type Scores", "Pattern Type", &p.pattern_type_scores);
+    }
+
+    failures(&mut out, log);
+
+    if !log.warnings.is_empty() {
+        let _ = writeln!(out, "## Warnings\n");
+        for w in &log.warnings {
+            let _ = writeln!(out, "- {}", cell(w));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn failure_entry(out: &mut String, id: &str, name: &str, score: u32, details: &[String], breakdown: &Breakdown) {
+    let title = if name.is_empty() { String::new() } else { format!(": {}", cell(name)) };
+    let _ = writeln!(out, "### {id}{title} — {score} ({})\n", interpret(score));
+    for d in details {
+        let _ = writeln!(out, "- {d}");
+    }
+    for line in breakdown_lines(breakdown) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out.push('\n');
+}
+
+fn failures(out: &mut String, log: &RunLog) {
+    if let Some(sem) = &log.semantic {
+        let mut failed: Vec<_> = sem.results.iter().filter(|r| r.score.is_some_and(|s| s < 100)).collect();
+        failed.sort_by_key(|r| (r.score, r.test_id.clone()));
+        if !failed.is_empty() {
+            let _ = writeln!(out, "## Semantic Test Failures\n");
+            for r in failed {
+                let lost: Vec<String> = r.lost.iter().map(|l| format!("`{}` ({:?})", l.entity_id, l.lost_at)).collect();
+                let details = vec![
+                    format!("**Prompt:** \"{}\"", quote(&r.prompt, 200)),
+                    format!("**Expected primary:** {}", list(&r.expectations.expected_primary)),
+                    format!("**Selected:** {}", list(&r.selections)),
+                    format!("**Lost:** {}", if lost.is_empty() { "—".to_owned() } else { lost.join(", ") }),
+                    format!("**Expectation source:** {}", r.expectation_source),
+                ];
+                failure_entry(out, &r.test_id, &r.name, r.score.unwrap_or(0), &details, &r.breakdown);
+            }
+        }
+    }
+    if let Some(st) = &log.state {
+        let failed: Vec<_> = st.results.iter().filter(|r| r.score < 100).collect();
+        if !failed.is_empty() {
+            let _ = writeln!(out, "## State Test Failures\n");
+            for r in failed {
+                let state = serde_json::to_string(&r.user_state).unwrap_or_default();
+                let details = vec![
+                    format!("**User state:** `{}`", cell(&state)),
+                    format!("**Expected:** {}", list(&r.expected_handlers)),
+                    format!("**Triggered:** {}", list(&r.triggered_handlers)),
+                ];
+                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+            }
+        }
+    }
+    if let Some(p) = &log.pattern {
+        let failed: Vec<_> = p.results.iter().filter(|r| r.score < 100 || r.is_critical_failure).collect();
+        if !failed.is_empty() {
+            let _ = writeln!(out, "## Pattern Test Failures\n");
+            for r in failed {
+                let critical = if r.is_critical_failure { " 🚨 critical failure" } else { "" };
+                let details = vec![
+                    format!("**Prompt:** \"{}\"{critical}", quote(&r.prompt, 200)),
+                    format!("**Type:** {}", r.pattern_type),
+                    format!("**Expected:** {}", list(&r.expected_matches)),
+                    format!("**Matched:** {}", list(&r.matched_entities)),
+                ];
+                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+            }
+        }
+    }
+    if let Some(a) = &log.always {
+        let failed: Vec<_> = a.results.iter().filter(|r| r.score < 100).collect();
+        if !failed.is_empty() {
+            let _ = writeln!(out, "## Always Test Failures\n");
+            for r in failed {
+                let details = vec![
+                    format!("**User type:** `{}`", cell(&r.user_type)),
+                    format!("**Missing:** {}", list(&r.missing)),
+                    format!("**Loaded:** {}", list(&r.loaded_entities)),
+                ];
+                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+            }
+        }
+    }
+}
