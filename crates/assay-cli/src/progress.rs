@@ -23,7 +23,8 @@ impl RunObserver for Bar {
             return;
         }
         let bar = ProgressBar::with_draw_target(Some(cases as u64), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}") {
+        if let Ok(style) = ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(bank.key());

@@ -22,8 +22,12 @@ pub enum BankType {
 
 impl BankType {
     /// All four, in the order the unified runner runs them.
-    pub const ALL: [BankType; 4] =
-        [BankType::Semantic, BankType::State, BankType::Pattern, BankType::Always];
+    pub const ALL: [BankType; 4] = [
+        BankType::Semantic,
+        BankType::State,
+        BankType::Pattern,
+        BankType::Always,
+    ];
 
     /// The lower-case key used in results, settings and on the command line.
     pub fn key(self) -> &'static str {

@@ -164,26 +164,41 @@ impl Conditions {
             let tests = match spec {
                 Value::Object(ops) => {
                     if ops.is_empty() {
-                        return Err(ConditionError::Empty { field: field.clone() });
+                        return Err(ConditionError::Empty {
+                            field: field.clone(),
+                        });
                     }
                     let mut tests = Vec::with_capacity(ops.len());
                     for (name, operand) in ops {
-                        let op = Op::parse(name).ok_or_else(|| ConditionError::UnknownOperator {
-                            field: field.clone(),
-                            op: name.clone(),
-                        })?;
+                        let op =
+                            Op::parse(name).ok_or_else(|| ConditionError::UnknownOperator {
+                                field: field.clone(),
+                                op: name.clone(),
+                            })?;
                         validate_operand(field, op, operand)?;
-                        tests.push(Test { op, operand: operand.clone() });
+                        tests.push(Test {
+                            op,
+                            operand: operand.clone(),
+                        });
                     }
                     tests
                 }
-                Value::Array(_) => vec![Test { op: Op::In, operand: spec.clone() }],
+                Value::Array(_) => vec![Test {
+                    op: Op::In,
+                    operand: spec.clone(),
+                }],
                 scalar => {
                     validate_operand(field, Op::Eq, scalar)?;
-                    vec![Test { op: Op::Eq, operand: scalar.clone() }]
+                    vec![Test {
+                        op: Op::Eq,
+                        operand: scalar.clone(),
+                    }]
                 }
             };
-            conditions.push(Condition { field: field.clone(), tests });
+            conditions.push(Condition {
+                field: field.clone(),
+                tests,
+            });
         }
         Ok(Conditions { conditions })
     }
@@ -216,7 +231,9 @@ fn validate_operand(field: &str, op: Op, operand: &Value) -> Result<(), Conditio
     };
     match op {
         Op::Eq | Op::Ne => match operand {
-            Value::Null => Err(bad("needs a value (use `exists: false` to test for a missing value)")),
+            Value::Null => Err(bad(
+                "needs a value (use `exists: false` to test for a missing value)",
+            )),
             Value::Object(_) => Err(bad("needs a scalar or a list")),
             _ => Ok(()),
         },
@@ -261,14 +278,25 @@ fn test(value: Option<&Value>, test: &Test) -> bool {
     }
     // A missing or null value never satisfies a comparison.
     let Some(value) = present else { return false };
-    let list = || test.operand.as_array().map(Vec::as_slice).unwrap_or_default();
+    let list = || {
+        test.operand
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
     match test.op {
         Op::Eq => json_eq(value, &test.operand),
         Op::Ne => !json_eq(value, &test.operand),
         Op::Gt => compare(value, &test.operand) == Some(Ordering::Greater),
-        Op::Gte => matches!(compare(value, &test.operand), Some(Ordering::Greater | Ordering::Equal)),
+        Op::Gte => matches!(
+            compare(value, &test.operand),
+            Some(Ordering::Greater | Ordering::Equal)
+        ),
         Op::Lt => compare(value, &test.operand) == Some(Ordering::Less),
-        Op::Lte => matches!(compare(value, &test.operand), Some(Ordering::Less | Ordering::Equal)),
+        Op::Lte => matches!(
+            compare(value, &test.operand),
+            Some(Ordering::Less | Ordering::Equal)
+        ),
         Op::In => list().iter().any(|x| json_eq(value, x)),
         Op::Nin => !list().iter().any(|x| json_eq(value, x)),
         Op::Exists => unreachable!("handled above"),
@@ -280,53 +308,101 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[allow(clippy::needless_pass_by_value)]
     fn check(conditions: Value, state: Value) -> bool {
         let conditions = Conditions::parse(conditions.as_object().unwrap()).unwrap();
         conditions.matches(state.as_object().unwrap())
     }
 
+    #[allow(clippy::needless_pass_by_value)]
     fn parse_err(conditions: Value) -> ConditionError {
         Conditions::parse(conditions.as_object().unwrap()).unwrap_err()
     }
 
     #[test]
     fn seed_000_dialect() {
-        let returning = json!({"is_first_conversation": {"eq": false}, "days_since_last": {"gte": 7}});
-        assert!(check(returning.clone(), json!({"is_first_conversation": false, "days_since_last": 7})));
-        assert!(!check(returning.clone(), json!({"is_first_conversation": false, "days_since_last": 6})));
-        assert!(!check(returning.clone(), json!({"is_first_conversation": false, "days_since_last": null})));
+        let returning =
+            json!({"is_first_conversation": {"eq": false}, "days_since_last": {"gte": 7}});
+        assert!(check(
+            returning.clone(),
+            json!({"is_first_conversation": false, "days_since_last": 7})
+        ));
+        assert!(!check(
+            returning.clone(),
+            json!({"is_first_conversation": false, "days_since_last": 6})
+        ));
+        assert!(!check(
+            returning.clone(),
+            json!({"is_first_conversation": false, "days_since_last": null})
+        ));
         assert!(!check(returning, json!({"is_first_conversation": false})));
         let clinician = json!({"user_type": {"in": ["CLINICIAN", "PROFESSIONAL"]}});
-        assert!(check(clinician.clone(), json!({"user_type": "PROFESSIONAL"})));
+        assert!(check(
+            clinician.clone(),
+            json!({"user_type": "PROFESSIONAL"})
+        ));
         assert!(!check(clinician.clone(), json!({"user_type": "PARENT"})));
         assert!(!check(clinician, json!({})));
-        assert!(check(json!({"last_rating": {"lte": 2}}), json!({"last_rating": 2})));
-        assert!(!check(json!({"last_rating": {"lte": 2}}), json!({"last_rating": null})));
+        assert!(check(
+            json!({"last_rating": {"lte": 2}}),
+            json!({"last_rating": 2})
+        ));
+        assert!(!check(
+            json!({"last_rating": {"lte": 2}}),
+            json!({"last_rating": null})
+        ));
     }
 
     #[test]
     fn seed_003_dialect() {
-        assert!(check(json!({"days_since_last": {"$gte": 7}}), json!({"days_since_last": 10})));
+        assert!(check(
+            json!({"days_since_last": {"$gte": 7}}),
+            json!({"days_since_last": 10})
+        ));
         assert!(check(json!({"n": {"$gt": 1, "$lt": 3}}), json!({"n": 2})));
         assert!(!check(json!({"n": {"$gt": 1, "$lt": 3}}), json!({"n": 3})));
-        assert!(check(json!({"n": {"$lte": 3, "$eq": 3}}), json!({"n": 3.0})));
-        assert!(check(json!({"interaction_rating": [1, 2]}), json!({"interaction_rating": 2})));
-        assert!(!check(json!({"interaction_rating": [1, 2]}), json!({"interaction_rating": 3})));
-        assert!(check(json!({"conversation_count": 0}), json!({"conversation_count": 0})));
+        assert!(check(
+            json!({"n": {"$lte": 3, "$eq": 3}}),
+            json!({"n": 3.0})
+        ));
+        assert!(check(
+            json!({"interaction_rating": [1, 2]}),
+            json!({"interaction_rating": 2})
+        ));
+        assert!(!check(
+            json!({"interaction_rating": [1, 2]}),
+            json!({"interaction_rating": 3})
+        ));
+        assert!(check(
+            json!({"conversation_count": 0}),
+            json!({"conversation_count": 0})
+        ));
         assert!(!check(json!({"conversation_count": 0}), json!({})));
-        assert!(check(json!({"user_type": "CLINICIAN"}), json!({"user_type": "CLINICIAN"})));
+        assert!(check(
+            json!({"user_type": "CLINICIAN"}),
+            json!({"user_type": "CLINICIAN"})
+        ));
     }
 
     #[test]
     fn extensions() {
-        assert!(check(json!({"t": {"ne": "PARENT"}}), json!({"t": "CLINICIAN"})));
-        assert!(!check(json!({"t": {"ne": "PARENT"}}), json!({})), "missing never satisfies ne");
+        assert!(check(
+            json!({"t": {"ne": "PARENT"}}),
+            json!({"t": "CLINICIAN"})
+        ));
+        assert!(
+            !check(json!({"t": {"ne": "PARENT"}}), json!({})),
+            "missing never satisfies ne"
+        );
         assert!(check(json!({"t": {"nin": ["A"]}}), json!({"t": "B"})));
         assert!(!check(json!({"t": {"nin": ["A"]}}), json!({"t": null})));
         assert!(check(json!({"t": {"exists": true}}), json!({"t": 0})));
         assert!(!check(json!({"t": {"exists": true}}), json!({"t": null})));
         assert!(check(json!({"t": {"$exists": false}}), json!({})));
-        assert!(check(json!({"d": {"gt": "2026-01-01"}}), json!({"d": "2026-02-01"})));
+        assert!(check(
+            json!({"d": {"gt": "2026-01-01"}}),
+            json!({"d": "2026-02-01"})
+        ));
     }
 
     #[test]
@@ -341,17 +417,35 @@ mod tests {
         let err = parse_err(json!({"days_since_last": {"$gtee": 7}}));
         assert_eq!(
             err,
-            ConditionError::UnknownOperator { field: "days_since_last".into(), op: "$gtee".into() }
+            ConditionError::UnknownOperator {
+                field: "days_since_last".into(),
+                op: "$gtee".into()
+            }
         );
         assert!(err.to_string().contains("unknown operator `$gtee`"));
     }
 
     #[test]
     fn bad_operands_are_rejected() {
-        assert!(matches!(parse_err(json!({"x": {"in": 3}})), ConditionError::BadOperand { .. }));
-        assert!(matches!(parse_err(json!({"x": {"gte": [1]}})), ConditionError::BadOperand { .. }));
-        assert!(matches!(parse_err(json!({"x": {"exists": 1}})), ConditionError::BadOperand { .. }));
-        assert!(matches!(parse_err(json!({"x": null})), ConditionError::BadOperand { .. }));
-        assert!(matches!(parse_err(json!({"x": {}})), ConditionError::Empty { .. }));
+        assert!(matches!(
+            parse_err(json!({"x": {"in": 3}})),
+            ConditionError::BadOperand { .. }
+        ));
+        assert!(matches!(
+            parse_err(json!({"x": {"gte": [1]}})),
+            ConditionError::BadOperand { .. }
+        ));
+        assert!(matches!(
+            parse_err(json!({"x": {"exists": 1}})),
+            ConditionError::BadOperand { .. }
+        ));
+        assert!(matches!(
+            parse_err(json!({"x": null})),
+            ConditionError::BadOperand { .. }
+        ));
+        assert!(matches!(
+            parse_err(json!({"x": {}})),
+            ConditionError::Empty { .. }
+        ));
     }
 }

@@ -54,7 +54,9 @@ impl fmt::Display for EntityType {
 }
 
 /// How an entity reaches the context (003 §1 `load_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum LoadMode {
     /// Loaded for every message of a matching audience.
@@ -272,7 +274,10 @@ mod tests {
     fn priority_out_of_range_is_rejected() {
         let err = entity(r#"{"entity_id":"x","entity_type":"RULE","title":"X","priority":101}"#)
             .unwrap_err();
-        assert!(err.to_string().contains("priority 101 is out of range"), "{err}");
+        assert!(
+            err.to_string().contains("priority 101 is out of range"),
+            "{err}"
+        );
         assert!(
             entity(r#"{"entity_id":"x","entity_type":"RULE","title":"X","priority":-1}"#).is_err()
         );

@@ -60,9 +60,15 @@ impl Health {
 
     /// Parses an upper- or lower-case name.
     pub fn parse(name: &str) -> Option<Health> {
-        [Health::Critical, Health::Poor, Health::Fair, Health::Good, Health::Excellent]
-            .into_iter()
-            .find(|h| h.as_str().eq_ignore_ascii_case(name))
+        [
+            Health::Critical,
+            Health::Poor,
+            Health::Fair,
+            Health::Good,
+            Health::Excellent,
+        ]
+        .into_iter()
+        .find(|h| h.as_str().eq_ignore_ascii_case(name))
     }
 }
 
@@ -113,7 +119,14 @@ fn group_scores<'a>(
     }
     acc.into_iter()
         .map(|(k, g)| {
-            (k, GroupScore { avg: average(&g.scores), tests: g.scores.len(), hard_fails: g.hard_fails })
+            (
+                k,
+                GroupScore {
+                    avg: average(&g.scores),
+                    tests: g.scores.len(),
+                    hard_fails: g.hard_fails,
+                },
+            )
         })
         .collect()
 }
@@ -321,10 +334,13 @@ pub struct SemanticResults {
 impl SemanticResults {
     /// Aggregates case results.
     pub fn from_results(results: Vec<SemanticCaseResult>) -> SemanticResults {
-        let scored: Vec<&SemanticCaseResult> = results.iter().filter(|r| r.score.is_some()).collect();
+        let scored: Vec<&SemanticCaseResult> =
+            results.iter().filter(|r| r.score.is_some()).collect();
         let scores: Vec<u32> = scored.iter().filter_map(|r| r.score).collect();
         let topic_scores = group_scores(scored.iter().flat_map(|r| {
-            r.topics.iter().map(|t| (t.as_str(), r.score.unwrap_or(0), r.is_hard_fail))
+            r.topics
+                .iter()
+                .map(|t| (t.as_str(), r.score.unwrap_or(0), r.is_hard_fail))
         }));
         SemanticResults {
             tests_run: results.len(),
@@ -364,7 +380,9 @@ impl StateResults {
     pub fn from_results(results: Vec<StateCaseResult>) -> StateResults {
         let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
         let handler_scores = group_scores(results.iter().flat_map(|r| {
-            r.expected_handlers.iter().map(|h| (h.as_str(), r.score, r.is_hard_fail))
+            r.expected_handlers
+                .iter()
+                .map(|h| (h.as_str(), r.score, r.is_hard_fail))
         }));
         StateResults {
             tests_run: results.len(),
@@ -406,7 +424,9 @@ impl PatternResults {
             hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
             score_distribution: ScoreDistribution::of(scores.iter().copied()),
             pattern_type_scores: group_scores(
-                results.iter().map(|r| (r.pattern_type.as_str(), r.score, r.is_hard_fail)),
+                results
+                    .iter()
+                    .map(|r| (r.pattern_type.as_str(), r.score, r.is_hard_fail)),
             ),
             critical_failures: results
                 .iter()
@@ -462,7 +482,12 @@ pub struct Weights {
 
 impl Default for Weights {
     fn default() -> Self {
-        Weights { semantic: 0.60, state: 0.15, pattern: 0.15, always: 0.10 }
+        Weights {
+            semantic: 0.60,
+            state: 0.15,
+            pattern: 0.15,
+            always: 0.10,
+        }
     }
 }
 
@@ -531,13 +556,23 @@ impl BankResults {
     fn components(&self) -> Vec<(BankType, f64, usize, usize)> {
         let mut out = Vec::new();
         if let Some(r) = &self.semantic {
-            out.push((BankType::Semantic, r.average_score, r.scored(), r.hard_fails));
+            out.push((
+                BankType::Semantic,
+                r.average_score,
+                r.scored(),
+                r.hard_fails,
+            ));
         }
         if let Some(r) = &self.state {
             out.push((BankType::State, r.average_score, r.tests_run, r.hard_fails));
         }
         if let Some(r) = &self.pattern {
-            out.push((BankType::Pattern, r.average_score, r.tests_run, r.hard_fails));
+            out.push((
+                BankType::Pattern,
+                r.average_score,
+                r.tests_run,
+                r.hard_fails,
+            ));
         }
         if let Some(r) = &self.always {
             out.push((BankType::Always, r.average_score, r.tests_run, r.hard_fails));
@@ -549,8 +584,10 @@ impl BankResults {
     /// out of the weighted score and renormalising the remaining weights.
     pub fn summarize(&self, weights: &Weights, sources: Option<ExpectationSources>) -> Summary {
         let components = self.components();
-        let mut component_scores: BTreeMap<String, Option<f64>> =
-            BankType::ALL.iter().map(|b| (b.key().to_owned(), None)).collect();
+        let mut component_scores: BTreeMap<String, Option<f64>> = BankType::ALL
+            .iter()
+            .map(|b| (b.key().to_owned(), None))
+            .collect();
         let weighted: Vec<(BankType, f64)> = components
             .iter()
             .filter(|(_, _, scored, _)| *scored > 0)
@@ -561,8 +598,11 @@ impl BankResults {
         }
         let total_weight: f64 = weighted.iter().map(|(b, _)| weights.get(*b)).sum();
         let (combined, used) = if total_weight > 0.0 {
-            let combined =
-                weighted.iter().map(|(b, avg)| avg * weights.get(*b)).sum::<f64>() / total_weight;
+            let combined = weighted
+                .iter()
+                .map(|(b, avg)| avg * weights.get(*b))
+                .sum::<f64>()
+                / total_weight;
             let used = weighted
                 .iter()
                 .map(|(b, _)| (b.key().to_owned(), weights.get(*b) / total_weight))
@@ -572,8 +612,11 @@ impl BankResults {
             (0.0, BTreeMap::new())
         };
         let hard_fail_count = components.iter().map(|c| c.3).sum();
-        let critical_failures =
-            self.pattern.as_ref().map(|p| p.critical_failures.clone()).unwrap_or_default();
+        let critical_failures = self
+            .pattern
+            .as_ref()
+            .map(|p| p.critical_failures.clone())
+            .unwrap_or_default();
         let total_tests = self.semantic.as_ref().map_or(0, |r| r.tests_run)
             + self.state.as_ref().map_or(0, |r| r.tests_run)
             + self.pattern.as_ref().map_or(0, |r| r.tests_run)
@@ -604,7 +647,9 @@ mod bank_keys {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BankType>, D::Error> {
         Vec::<String>::deserialize(d)?
             .iter()
-            .map(|k| BankType::from_key(k).ok_or_else(|| D::Error::custom(format!("unknown bank `{k}`"))))
+            .map(|k| {
+                BankType::from_key(k).ok_or_else(|| D::Error::custom(format!("unknown bank `{k}`")))
+            })
             .collect()
     }
 }
@@ -713,7 +758,9 @@ mod tests {
     fn weights_renormalise_over_banks_that_ran() {
         let banks = BankResults {
             always: Some(AlwaysResults::from_results(vec![always(100), always(0)])),
-            pattern: Some(PatternResults::from_results(vec![pattern("P1", 100, false)])),
+            pattern: Some(PatternResults::from_results(vec![pattern(
+                "P1", 100, false,
+            )])),
             ..BankResults::default()
         };
         let s = banks.summarize(&Weights::default(), None);
@@ -729,7 +776,9 @@ mod tests {
     fn an_empty_bank_is_left_out() {
         let banks = BankResults {
             always: Some(AlwaysResults::from_results(vec![])),
-            pattern: Some(PatternResults::from_results(vec![pattern("P1", 100, false)])),
+            pattern: Some(PatternResults::from_results(vec![pattern(
+                "P1", 100, false,
+            )])),
             ..BankResults::default()
         };
         let s = banks.summarize(&Weights::default(), None);
@@ -755,7 +804,14 @@ mod tests {
     #[test]
     fn group_scores_average_and_count() {
         let g = group_scores([("a", 100, false), ("a", 0, true), ("b", 90, false)]);
-        assert_eq!(g["a"], GroupScore { avg: 50.0, tests: 2, hard_fails: 1 });
+        assert_eq!(
+            g["a"],
+            GroupScore {
+                avg: 50.0,
+                tests: 2,
+                hard_fails: 1
+            }
+        );
         assert_eq!(g["b"].avg, 90.0);
     }
 }

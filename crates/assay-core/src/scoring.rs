@@ -69,7 +69,11 @@ impl<T> Penalty<T> {
         }
         let count = items.len();
         let count_i64 = i64::try_from(count).unwrap_or(i64::MAX);
-        Some(Penalty { items, count, penalty: -count_i64.saturating_mul(i64::from(per_item)) })
+        Some(Penalty {
+            items,
+            count,
+            penalty: -count_i64.saturating_mul(i64::from(per_item)),
+        })
     }
 
     fn points(&self) -> u64 {
@@ -139,12 +143,25 @@ pub fn score_with_reason(input: &ScoreInput, hard_fail_reason: &str) -> ScoreRes
         wrong_handlers: Penalty::of(input.wrong_handlers.clone(), WRONG_HANDLER_PENALTY),
         ..Breakdown::default()
     };
-    let taken: u64 = breakdown.secondary_missing.as_ref().map_or(0, Penalty::points)
-        + breakdown.false_positives.as_ref().map_or(0, Penalty::points)
-        + breakdown.rank_violations.as_ref().map_or(0, Penalty::points)
+    let taken: u64 = breakdown
+        .secondary_missing
+        .as_ref()
+        .map_or(0, Penalty::points)
+        + breakdown
+            .false_positives
+            .as_ref()
+            .map_or(0, Penalty::points)
+        + breakdown
+            .rank_violations
+            .as_ref()
+            .map_or(0, Penalty::points)
         + breakdown.wrong_handlers.as_ref().map_or(0, Penalty::points);
     let score = 100u64.saturating_sub(taken) as u32;
-    ScoreResult { score, breakdown, is_hard_fail: false }
+    ScoreResult {
+        score,
+        breakdown,
+        is_hard_fail: false,
+    }
 }
 
 /// The human reading of a score (000 §3.2 `interpret_score`).
@@ -193,7 +210,9 @@ impl ScoreDistribution {
 
     /// `(bucket, count)` in report order (100 first, 0 last).
     pub fn in_order(&self) -> impl Iterator<Item = (&'static str, usize)> + '_ {
-        BUCKETS.iter().map(|b| (*b, self.0.get(*b).copied().unwrap_or(0)))
+        BUCKETS
+            .iter()
+            .map(|b| (*b, self.0.get(*b).copied().unwrap_or(0)))
     }
 }
 
@@ -261,7 +280,10 @@ mod tests {
 
     #[test]
     fn table_primary_not_found() {
-        let r = score(&ScoreInput { primary_pass: false, ..passing(1, 1, 1, 1) });
+        let r = score(&ScoreInput {
+            primary_pass: false,
+            ..passing(1, 1, 1, 1)
+        });
         assert_eq!((r.score, r.is_hard_fail), (0, true));
         assert_eq!(r.breakdown.primary_fail, Some(true));
         assert_eq!(r.breakdown.reason.as_deref(), Some(PRIMARY_FAIL_REASON));
@@ -314,9 +336,23 @@ mod tests {
         let got: Vec<_> = d.in_order().collect();
         assert_eq!(
             got,
-            vec![("100", 2), ("90-99", 1), ("80-89", 1), ("70-79", 1), ("60-69", 1), ("1-59", 2), ("0", 1)]
+            vec![
+                ("100", 2),
+                ("90-99", 1),
+                ("80-89", 1),
+                ("70-79", 1),
+                ("60-69", 1),
+                ("1-59", 2),
+                ("0", 1)
+            ]
         );
-        assert_eq!(ScoreDistribution::of([]).in_order().map(|(_, c)| c).sum::<usize>(), 0);
+        assert_eq!(
+            ScoreDistribution::of([])
+                .in_order()
+                .map(|(_, c)| c)
+                .sum::<usize>(),
+            0
+        );
     }
 
     proptest! {

@@ -71,13 +71,21 @@ pub fn bank_files(banks_dir: &Path, bank: BankType) -> Result<Vec<PathBuf>, Data
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let entries =
-        std::fs::read_dir(&dir).map_err(|e| DataError::new(&dir, format!("cannot read bank folder: {e}")))?;
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| DataError::new(&dir, format!("cannot read bank folder: {e}")))?;
     let mut files = Vec::new();
     for entry in entries {
-        let path = entry.map_err(|e| DataError::new(&dir, e.to_string()))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if path.is_file() && Format::from_path(&path) == Some(Format::Json) && name != PATTERN_RULES_FILE {
+        let path = entry
+            .map_err(|e| DataError::new(&dir, e.to_string()))?
+            .path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if path.is_file()
+            && Format::from_path(&path) == Some(Format::Json)
+            && name != PATTERN_RULES_FILE
+        {
             files.push(path);
         }
     }
@@ -96,7 +104,8 @@ pub fn read_bank<C: DeserializeOwned>(
     bank: BankType,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<C>, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
     let pre_v2 = |what: &str| {
         format!(
             "{}: {what}: loaded as a {} bank from its folder (pre-V2 layout); `assay banks migrate` adds the fields",
@@ -138,7 +147,11 @@ fn load_kind<C: DeserializeOwned>(
     let mut out = Vec::new();
     for path in bank_files(banks_dir, bank)? {
         let cases: Vec<C> = read_bank(&path, bank, warn)?;
-        out.extend(cases.into_iter().enumerate().map(|(index, case)| Located { case, file: path.clone(), index }));
+        out.extend(cases.into_iter().enumerate().map(|(index, case)| Located {
+            case,
+            file: path.clone(),
+            index,
+        }));
         files.push((bank, path));
     }
     Ok(out)
@@ -151,5 +164,11 @@ pub fn load_banks(banks_dir: &Path, warn: &mut dyn FnMut(String)) -> Result<Bank
     let state = load_kind(banks_dir, BankType::State, &mut files, warn)?;
     let pattern = load_kind(banks_dir, BankType::Pattern, &mut files, warn)?;
     let always = load_kind(banks_dir, BankType::Always, &mut files, warn)?;
-    Ok(Banks { semantic, state, pattern, always, files })
+    Ok(Banks {
+        semantic,
+        state,
+        pattern,
+        always,
+        files,
+    })
 }

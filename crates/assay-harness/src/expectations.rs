@@ -155,9 +155,17 @@ pub fn history_files(history_dir: &Path) -> Result<Vec<PathBuf>, DataError> {
         .map_err(|e| DataError::new(history_dir, format!("cannot read history folder: {e}")))?;
     let mut files = Vec::new();
     for entry in entries {
-        let path = entry.map_err(|e| DataError::new(history_dir, e.to_string()))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if name.starts_with("expectations_") && name.ends_with(".json") && path.is_file() {
+        let path = entry
+            .map_err(|e| DataError::new(history_dir, e.to_string()))?
+            .path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        if name.starts_with("expectations_") && is_json && path.is_file() {
             files.push(path);
         }
     }
@@ -168,26 +176,41 @@ pub fn history_files(history_dir: &Path) -> Result<Vec<PathBuf>, DataError> {
 
 impl ExpectationLoader {
     /// Reads every history file. A malformed file is an error naming file, line and column.
-    pub fn load(history_dir: &Path, warn: &mut dyn FnMut(String)) -> Result<ExpectationLoader, DataError> {
+    pub fn load(
+        history_dir: &Path,
+        warn: &mut dyn FnMut(String),
+    ) -> Result<ExpectationLoader, DataError> {
         let files = history_files(history_dir)?;
         let mut entries: HashMap<String, Vec<Entry>> = HashMap::new();
         for file in &files {
             let history: HistoryFile = datafile::read(file, warn)?;
-            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-            let stem_date = stem.strip_prefix("expectations_").unwrap_or(stem).to_owned();
+            let stem = file
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
+            let stem_date = stem
+                .strip_prefix("expectations_")
+                .unwrap_or(stem)
+                .to_owned();
             // Later entries in a file are newer: walk them backwards.
             for (i, change) in history.changes.into_iter().enumerate().rev() {
                 if change.updated.is_none() && change.human_override.is_none() {
                     return Err(DataError::new(
                         file,
-                        format!("changes[{i}] ({}): needs `updated` or `human_override`", change.test_id),
+                        format!(
+                            "changes[{i}] ({}): needs `updated` or `human_override`",
+                            change.test_id
+                        ),
                     ));
                 }
-                entries.entry(change.test_id.clone()).or_default().push(Entry {
-                    file: file.clone(),
-                    stem_date: stem_date.clone(),
-                    change,
-                });
+                entries
+                    .entry(change.test_id.clone())
+                    .or_default()
+                    .push(Entry {
+                        file: file.clone(),
+                        stem_date: stem_date.clone(),
+                        change,
+                    });
             }
         }
         Ok(ExpectationLoader { entries, files })
@@ -200,27 +223,40 @@ impl ExpectationLoader {
 
     /// Test ids named in history that are not in `known`.
     pub fn unknown_test_ids<'a>(&'a self, known: &'a dyn Fn(&str) -> bool) -> Vec<&'a str> {
-        let mut ids: Vec<&str> = self.entries.keys().map(String::as_str).filter(|id| !known(id)).collect();
+        let mut ids: Vec<&str> = self
+            .entries
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !known(id))
+            .collect();
         ids.sort_unstable();
         ids
     }
 
     /// The expectations in force for `case`.
     pub fn resolve(&self, case: &SemanticCase) -> Resolved {
-        let entries = self.entries.get(&case.test_id).map(Vec::as_slice).unwrap_or_default();
-        if let Some((entry, o)) =
-            entries.iter().find_map(|e| e.change.human_override.as_ref().map(|o| (e, o)))
+        let entries = self
+            .entries
+            .get(&case.test_id)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if let Some((entry, o)) = entries
+            .iter()
+            .find_map(|e| e.change.human_override.as_ref().map(|o| (e, o)))
         {
             return Resolved {
                 expectations: o.expectations(),
                 source: ExpectationSource::HumanOverride(
-                    o.override_date.clone().unwrap_or_else(|| "unknown".to_owned()),
+                    o.override_date
+                        .clone()
+                        .unwrap_or_else(|| "unknown".to_owned()),
                 ),
                 file: Some(entry.file.clone()),
             };
         }
-        if let Some((entry, updated)) =
-            entries.iter().find_map(|e| e.change.updated.as_ref().map(|u| (e, u)))
+        if let Some((entry, updated)) = entries
+            .iter()
+            .find_map(|e| e.change.updated.as_ref().map(|u| (e, u)))
         {
             return Resolved {
                 expectations: updated.clone(),
@@ -228,11 +264,18 @@ impl ExpectationLoader {
                 file: Some(entry.file.clone()),
             };
         }
-        Resolved { expectations: case.original_expectations(), source: ExpectationSource::Original, file: None }
+        Resolved {
+            expectations: case.original_expectations(),
+            source: ExpectationSource::Original,
+            file: None,
+        }
     }
 
     /// How many cases take their expectations from each source (000 §4.3).
-    pub fn summary<'a>(&self, cases: impl IntoIterator<Item = &'a SemanticCase>) -> ExpectationSources {
+    pub fn summary<'a>(
+        &self,
+        cases: impl IntoIterator<Item = &'a SemanticCase>,
+    ) -> ExpectationSources {
         let mut s = ExpectationSources::default();
         for case in cases {
             match self.resolve(case).source {
@@ -251,7 +294,8 @@ mod tests {
     use serde_json::json;
 
     fn case(id: &str, primary: &str) -> SemanticCase {
-        serde_json::from_value(json!({"test_id": id, "prompt": "p", "expected_primary": [primary]})).unwrap()
+        serde_json::from_value(json!({"test_id": id, "prompt": "p", "expected_primary": [primary]}))
+            .unwrap()
     }
 
     fn change(id: &str, primary: &str, over: Option<(&str, &str)>) -> serde_json::Value {
@@ -268,7 +312,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (name, changes) in files {
             let body = json!({"version": "x", "changes": changes, "unchanged_count": 0, "changed_count": changes.len()});
-            std::fs::write(dir.path().join(name), serde_json::to_string_pretty(&body).unwrap()).unwrap();
+            std::fs::write(
+                dir.path().join(name),
+                serde_json::to_string_pretty(&body).unwrap(),
+            )
+            .unwrap();
         }
         let loader = ExpectationLoader::load(dir.path(), &mut |w| panic!("{w}")).unwrap();
         (dir, loader)
@@ -278,12 +326,18 @@ mod tests {
     fn original_without_history() {
         let (_d, l) = history(&[]);
         let r = l.resolve(&case("T1", "a"));
-        assert_eq!((r.source.to_string(), r.expectations.expected_primary), ("original".into(), vec!["a".into()]));
+        assert_eq!(
+            (r.source.to_string(), r.expectations.expected_primary),
+            ("original".into(), vec!["a".into()])
+        );
     }
 
     #[test]
     fn a_history_entry_wins_over_the_original() {
-        let (_d, l) = history(&[("expectations_2026-01-01.json", vec![change("T1", "b", None)])]);
+        let (_d, l) = history(&[(
+            "expectations_2026-01-01.json",
+            vec![change("T1", "b", None)],
+        )]);
         let r = l.resolve(&case("T1", "a"));
         assert_eq!(r.source.to_string(), "opus_2026-01-01");
         assert_eq!(r.expectations.expected_primary, vec!["b"]);
@@ -292,15 +346,27 @@ mod tests {
     #[test]
     fn the_newest_calibration_wins() {
         let (_d, l) = history(&[
-            ("expectations_2026-01-01.json", vec![change("T1", "b", None)]),
-            ("expectations_2026-02-01.json", vec![change("T1", "c", None)]),
+            (
+                "expectations_2026-01-01.json",
+                vec![change("T1", "b", None)],
+            ),
+            (
+                "expectations_2026-02-01.json",
+                vec![change("T1", "c", None)],
+            ),
         ]);
-        assert_eq!(l.resolve(&case("T1", "a")).expectations.expected_primary, vec!["c"]);
+        assert_eq!(
+            l.resolve(&case("T1", "a")).expectations.expected_primary,
+            vec!["c"]
+        );
     }
 
     #[test]
     fn a_human_override_wins_over_the_history_entry() {
-        let (_d, l) = history(&[("expectations_2026-01-01.json", vec![change("T1", "b", Some(("h", "2026-01-03")))])]);
+        let (_d, l) = history(&[(
+            "expectations_2026-01-01.json",
+            vec![change("T1", "b", Some(("h", "2026-01-03")))],
+        )]);
         let r = l.resolve(&case("T1", "a"));
         assert_eq!(r.source.to_string(), "human_override_2026-01-03");
         assert_eq!(r.expectations.expected_primary, vec!["h"]);
@@ -309,39 +375,75 @@ mod tests {
     #[test]
     fn an_older_override_wins_over_a_later_calibration() {
         let (_d, l) = history(&[
-            ("expectations_2026-01-01.json", vec![change("T1", "b", Some(("h", "2026-01-03")))]),
-            ("expectations_2026-03-01.json", vec![change("T1", "c", None)]),
+            (
+                "expectations_2026-01-01.json",
+                vec![change("T1", "b", Some(("h", "2026-01-03")))],
+            ),
+            (
+                "expectations_2026-03-01.json",
+                vec![change("T1", "c", None)],
+            ),
         ]);
-        assert_eq!(l.resolve(&case("T1", "a")).source.to_string(), "human_override_2026-01-03");
+        assert_eq!(
+            l.resolve(&case("T1", "a")).source.to_string(),
+            "human_override_2026-01-03"
+        );
     }
 
     #[test]
     fn the_newest_override_wins_and_later_entries_in_a_file_are_newer() {
         let (_d, l) = history(&[
-            ("expectations_2026-01-01.json", vec![change("T1", "b", Some(("h1", "2026-01-02")))]),
+            (
+                "expectations_2026-01-01.json",
+                vec![change("T1", "b", Some(("h1", "2026-01-02")))],
+            ),
             (
                 "expectations_2026-02-01.json",
-                vec![change("T1", "b", Some(("h2", "2026-02-02"))), change("T1", "b", Some(("h3", "2026-02-03")))],
+                vec![
+                    change("T1", "b", Some(("h2", "2026-02-02"))),
+                    change("T1", "b", Some(("h3", "2026-02-03"))),
+                ],
             ),
         ]);
-        assert_eq!(l.resolve(&case("T1", "a")).expectations.expected_primary, vec!["h3"]);
+        assert_eq!(
+            l.resolve(&case("T1", "a")).expectations.expected_primary,
+            vec!["h3"]
+        );
     }
 
     #[test]
     fn summary_counts_sources() {
         let (_d, l) = history(&[(
             "expectations_2026-01-01.json",
-            vec![change("T1", "b", None), change("T2", "b", Some(("h", "2026-01-02")))],
+            vec![
+                change("T1", "b", None),
+                change("T2", "b", Some(("h", "2026-01-02"))),
+            ],
         )]);
         let cases = [case("T1", "a"), case("T2", "a"), case("T3", "a")];
-        assert_eq!(l.summary(&cases), ExpectationSources { original: 1, opus: 1, human_override: 1 });
+        assert_eq!(
+            l.summary(&cases),
+            ExpectationSources {
+                original: 1,
+                opus: 1,
+                human_override: 1
+            }
+        );
     }
 
     #[test]
     fn an_entry_with_neither_update_nor_override_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("expectations_2026-01-01.json"), r#"{"changes": [{"test_id": "T1"}]}"#).unwrap();
+        std::fs::write(
+            dir.path().join("expectations_2026-01-01.json"),
+            r#"{"changes": [{"test_id": "T1"}]}"#,
+        )
+        .unwrap();
         let e = ExpectationLoader::load(dir.path(), &mut |_| {}).unwrap_err();
-        assert!(e.to_string().contains("changes[0] (T1): needs `updated` or `human_override`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("changes[0] (T1): needs `updated` or `human_override`"),
+            "{e}"
+        );
     }
 }

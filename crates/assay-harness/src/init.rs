@@ -7,12 +7,30 @@ use crate::results::write_new;
 
 const FILES: [(&str, &str); 7] = [
     ("assay.toml", include_str!("../templates/assay.toml")),
-    ("kb/entities.yaml", include_str!("../templates/entities.yaml")),
-    ("test_banks/semantic/parent_test_bank.json", include_str!("../templates/semantic_bank.json")),
-    ("test_banks/state/state_handler_tests.json", include_str!("../templates/state_bank.json")),
-    ("test_banks/pattern/pattern_tests.json", include_str!("../templates/pattern_bank.json")),
-    ("test_banks/pattern/pattern_rules.json", include_str!("../templates/pattern_rules.json")),
-    ("test_banks/always/always_load_tests.json", include_str!("../templates/always_bank.json")),
+    (
+        "kb/entities.yaml",
+        include_str!("../templates/entities.yaml"),
+    ),
+    (
+        "test_banks/semantic/parent_test_bank.json",
+        include_str!("../templates/semantic_bank.json"),
+    ),
+    (
+        "test_banks/state/state_handler_tests.json",
+        include_str!("../templates/state_bank.json"),
+    ),
+    (
+        "test_banks/pattern/pattern_tests.json",
+        include_str!("../templates/pattern_bank.json"),
+    ),
+    (
+        "test_banks/pattern/pattern_rules.json",
+        include_str!("../templates/pattern_rules.json"),
+    ),
+    (
+        "test_banks/always/always_load_tests.json",
+        include_str!("../templates/always_bank.json"),
+    ),
 ];
 
 /// Creates a project in `dir` (which may exist, but must not hold any file `init` writes).
@@ -62,6 +80,9 @@ mod tests {
         let project = Project::load(dir.path()).unwrap();
         assert!(project.warnings.is_empty(), "{:?}", project.warnings);
         assert_eq!(project.banks.state.len(), 2);
-        assert!(matches!(init_project(dir.path()), Err(HarnessError::Usage(_))));
+        assert!(matches!(
+            init_project(dir.path()),
+            Err(HarnessError::Usage(_))
+        ));
     }
 }

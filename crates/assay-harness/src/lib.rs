@@ -26,8 +26,8 @@ pub mod settings;
 
 use std::path::Path;
 
-use assay_kb::datafile::DataError;
 use assay_kb::KbError;
+use assay_kb::datafile::DataError;
 
 /// Errors of the harness. Bad input and usage errors map to exit code 2, infrastructure
 /// errors to 3.
@@ -55,6 +55,9 @@ impl HarnessError {
 
     /// Whether this is an infrastructure error (exit code 3) rather than bad input (2).
     pub fn is_infrastructure(&self) -> bool {
-        matches!(self, HarnessError::Infrastructure(_) | HarnessError::Kb(KbError::Store(_)))
+        matches!(
+            self,
+            HarnessError::Infrastructure(_) | HarnessError::Kb(KbError::Store(_))
+        )
     }
 }

@@ -1,6 +1,7 @@
 //! `assay banks migrate`: adds `bank_type` and `version` to pre-V2 bank files in place
 //! (000 §9.2 and appendix), keeping the original as a backup and changing nothing else.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use assay_core::bank::{AlwaysCase, BankType, PatternCase, SemanticCase, StateCase};
@@ -37,9 +38,15 @@ fn check_cases(path: &Path, bank: BankType) -> Result<(), DataError> {
 }
 
 /// The migrated text of a bank file, or `None` when it needs nothing.
-pub fn migrated_text(text: &str, bank: BankType) -> Result<Option<(String, Vec<&'static str>)>, String> {
+pub fn migrated_text(
+    text: &str,
+    bank: BankType,
+) -> Result<Option<(String, Vec<&'static str>)>, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let fields = [("bank_type", bank.as_str()), ("version", bank.current_version())];
+    let fields = [
+        ("bank_type", bank.as_str()),
+        ("version", bank.current_version()),
+    ];
     let (new_text, added) = match &value {
         Value::Array(_) => {
             let body = text.trim();
@@ -50,8 +57,11 @@ pub fn migrated_text(text: &str, bank: BankType) -> Result<Option<(String, Vec<&
             (new, vec!["bank_type", "version"])
         }
         Value::Object(map) => {
-            let missing: Vec<(&'static str, &str)> =
-                fields.iter().copied().filter(|(k, _)| !map.contains_key(*k)).collect();
+            let missing: Vec<(&'static str, &str)> = fields
+                .iter()
+                .copied()
+                .filter(|(k, _)| !map.contains_key(*k))
+                .collect();
             if missing.is_empty() {
                 return Ok(None);
             }
@@ -63,13 +73,15 @@ pub fn migrated_text(text: &str, bank: BankType) -> Result<Option<(String, Vec<&
                 .skip(1)
                 .find(|l| !l.trim().is_empty())
                 .map_or("  ", |l| &l[..l.len() - l.trim_start().len()]);
-            let multiline = rest.trim_start_matches([' ', '\t']).starts_with(['\n', '\r']);
+            let multiline = rest
+                .trim_start_matches([' ', '\t'])
+                .starts_with(['\n', '\r']);
             let mut inserted = String::new();
             for (k, v) in &missing {
                 if multiline {
-                    inserted.push_str(&format!("\n{indent}\"{k}\": \"{v}\","));
+                    let _ = write!(inserted, "\n{indent}\"{k}\": \"{v}\",");
                 } else {
-                    inserted.push_str(&format!(" \"{k}\": \"{v}\","));
+                    let _ = write!(inserted, " \"{k}\": \"{v}\",");
                 }
             }
             if map.is_empty() {
@@ -90,7 +102,8 @@ pub fn migrated_text(text: &str, bank: BankType) -> Result<Option<(String, Vec<&
             map.entry(k).or_insert_with(|| Value::String(v.to_owned()));
         }
     }
-    let reparsed: Value = serde_json::from_str(&new_text).map_err(|e| format!("migration produced bad JSON: {e}"))?;
+    let reparsed: Value =
+        serde_json::from_str(&new_text).map_err(|e| format!("migration produced bad JSON: {e}"))?;
     if reparsed != expected {
         return Err("migration would change more than the two header fields".into());
     }
@@ -98,7 +111,10 @@ pub fn migrated_text(text: &str, bank: BankType) -> Result<Option<(String, Vec<&
 }
 
 fn backup_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut candidate = path.with_file_name(format!("{name}.bak"));
     let mut n = 2;
     while candidate.exists() {
@@ -115,7 +131,8 @@ pub fn migrate_banks(banks_dir: &Path) -> Result<Vec<Migration>, DataError> {
     for bank in BankType::ALL {
         for path in bank_files(banks_dir, bank)? {
             check_cases(&path, bank)?;
-            let text = std::fs::read_to_string(&path).map_err(|e| DataError::new(&path, e.to_string()))?;
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| DataError::new(&path, e.to_string()))?;
             let change = migrated_text(&text, bank).map_err(|m| DataError::new(&path, m))?;
             plan.push((path, text, change));
         }
@@ -129,7 +146,11 @@ pub fn migrate_banks(banks_dir: &Path) -> Result<Vec<Migration>, DataError> {
                 let io = |e: std::io::Error| DataError::new(&path, format!("cannot write: {e}"));
                 write_new(&backup, original.as_bytes()).map_err(io)?;
                 write_replace(&path, new_text.as_bytes()).map_err(io)?;
-                out.push(Migration::Migrated { path, backup, added });
+                out.push(Migration::Migrated {
+                    path,
+                    backup,
+                    added,
+                });
             }
         }
     }
@@ -144,7 +165,10 @@ mod tests {
     fn adds_fields_after_the_brace_and_keeps_the_rest() {
         let text = "{\n    \"description\": \"old\",\n    \"tests\": []\n}\n";
         let (new, added) = migrated_text(text, BankType::Semantic).unwrap().unwrap();
-        assert_eq!(new, "{\n    \"bank_type\": \"SEMANTIC\",\n    \"version\": \"2.0\",\n    \"description\": \"old\",\n    \"tests\": []\n}\n");
+        assert_eq!(
+            new,
+            "{\n    \"bank_type\": \"SEMANTIC\",\n    \"version\": \"2.0\",\n    \"description\": \"old\",\n    \"tests\": []\n}\n"
+        );
         assert_eq!(added, vec!["bank_type", "version"]);
     }
 
@@ -152,13 +176,18 @@ mod tests {
     fn adds_only_what_is_missing() {
         let text = "{\"bank_type\": \"STATE\", \"tests\": []}";
         let (new, added) = migrated_text(text, BankType::State).unwrap().unwrap();
-        assert_eq!(new, "{ \"version\": \"1.0\",\"bank_type\": \"STATE\", \"tests\": []}");
+        assert_eq!(
+            new,
+            "{ \"version\": \"1.0\",\"bank_type\": \"STATE\", \"tests\": []}"
+        );
         assert_eq!(added, vec!["version"]);
     }
 
     #[test]
     fn wraps_a_bare_list() {
-        let (new, _) = migrated_text("[{\"test_id\": \"A\"}]\n", BankType::Always).unwrap().unwrap();
+        let (new, _) = migrated_text("[{\"test_id\": \"A\"}]\n", BankType::Always)
+            .unwrap()
+            .unwrap();
         let v: Value = serde_json::from_str(&new).unwrap();
         assert_eq!(v["bank_type"], "ALWAYS");
         assert_eq!(v["tests"][0]["test_id"], "A");
@@ -166,6 +195,12 @@ mod tests {
 
     #[test]
     fn current_files_are_left_alone() {
-        assert_eq!(migrated_text("{\"bank_type\": \"STATE\", \"version\": \"1.0\", \"tests\": []}", BankType::State), Ok(None));
+        assert_eq!(
+            migrated_text(
+                "{\"bank_type\": \"STATE\", \"version\": \"1.0\", \"tests\": []}",
+                BankType::State
+            ),
+            Ok(None)
+        );
     }
 }

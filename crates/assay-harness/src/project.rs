@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use assay_core::bank::{BankType, PatternRules};
 use assay_kb::datafile::{self, DataError};
 use assay_kb::{KnowledgeBase, LoadedKb};
-use assay_retrieval::patterns::PatternMatcher;
 use assay_retrieval::StateMatcher;
+use assay_retrieval::patterns::PatternMatcher;
 
+use crate::HarnessError;
 use crate::banks::{self, Banks, HISTORY_DIR, Located, PATTERN_RULES_FILE};
 use crate::expectations::ExpectationLoader;
 use crate::settings::ProjectSettings;
-use crate::HarnessError;
 
 /// A loaded project: settings, knowledge base, banks, rules and expectation history.
 pub struct Project {
@@ -36,12 +36,18 @@ pub struct Project {
 
 impl std::fmt::Debug for Project {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Project").field("root", &self.settings.root).finish_non_exhaustive()
+        f.debug_struct("Project")
+            .field("root", &self.settings.root)
+            .finish_non_exhaustive()
     }
 }
 
 fn case_place<C>(located: &Located<C>, test_id: &str) -> String {
-    format!("{}: tests[{}] ({test_id})", located.file.display(), located.index)
+    format!(
+        "{}: tests[{}] ({test_id})",
+        located.file.display(),
+        located.index
+    )
 }
 
 impl Project {
@@ -49,7 +55,10 @@ impl Project {
     /// column or field where known; nothing is run and nothing is written.
     pub fn load(root: &Path) -> Result<Project, HarnessError> {
         if !root.is_dir() {
-            return Err(HarnessError::Usage(format!("project directory `{}` does not exist", root.display())));
+            return Err(HarnessError::Usage(format!(
+                "project directory `{}` does not exist",
+                root.display()
+            )));
         }
         let settings = ProjectSettings::load(root)?;
         let mut warnings = Vec::new();
@@ -58,7 +67,10 @@ impl Project {
         let kb = if settings.kb_dir.is_dir() {
             assay_kb::load_dir(&settings.kb_dir)?
         } else {
-            warn(format!("{}: no knowledge-base folder; the knowledge base is empty", settings.kb_dir.display()));
+            warn(format!(
+                "{}: no knowledge-base folder; the knowledge base is empty",
+                settings.kb_dir.display()
+            ));
             LoadedKb {
                 kb: assay_kb::MemoryKb::default(),
                 sources: HashMap::new(),
@@ -77,11 +89,12 @@ impl Project {
         }
         let banks = banks::load_banks(&settings.banks_dir, &mut warn)?;
 
-        let rules_path = banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
+        let rules_path =
+            banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
         let (patterns, rules_file) = if rules_path.is_file() {
             let rules: PatternRules = datafile::read(&rules_path, &mut warn)?;
-            let matcher =
-                PatternMatcher::new(&rules).map_err(|e| DataError::new(&rules_path, e.to_string()))?;
+            let matcher = PatternMatcher::new(&rules)
+                .map_err(|e| DataError::new(&rules_path, e.to_string()))?;
             check_rule_entities(&rules_path, &rules, &kb, &mut warn)?;
             (Some(matcher), Some(rules_path))
         } else if !banks.pattern.is_empty() {
@@ -93,19 +106,36 @@ impl Project {
             (None, None)
         };
 
-        let state_matcher = StateMatcher::from_kb(&kb.kb).map_err(|e| HarnessError::Usage(e.to_string()))?;
-        let history_dir = banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR);
+        let state_matcher =
+            StateMatcher::from_kb(&kb.kb).map_err(|e| HarnessError::Usage(e.to_string()))?;
+        let history_dir =
+            banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR);
         let expectations = ExpectationLoader::load(&history_dir, &mut warn)?;
 
         validate_cases(&banks, &kb, &mut warn)?;
-        let semantic_ids: std::collections::HashSet<&str> =
-            banks.semantic.iter().map(|c| c.case.test_id.as_str()).collect();
+        let semantic_ids: std::collections::HashSet<&str> = banks
+            .semantic
+            .iter()
+            .map(|c| c.case.test_id.as_str())
+            .collect();
         let known = |id: &str| semantic_ids.contains(id);
         for id in expectations.unknown_test_ids(&known) {
-            warn(format!("{}: history names test `{id}`, which no semantic bank has", history_dir.display()));
+            warn(format!(
+                "{}: history names test `{id}`, which no semantic bank has",
+                history_dir.display()
+            ));
         }
 
-        Ok(Project { settings, kb, banks, patterns, rules_file, state_matcher, expectations, warnings })
+        Ok(Project {
+            settings,
+            kb,
+            banks,
+            patterns,
+            rules_file,
+            state_matcher,
+            expectations,
+            warnings,
+        })
     }
 }
 
@@ -117,27 +147,42 @@ fn check_rule_entities(
 ) -> Result<(), HarnessError> {
     let mut named: Vec<(String, &str)> = Vec::new();
     for (i, r) in rules.crisis_patterns.iter().enumerate() {
-        named.extend(r.entities.iter().map(|e| (format!("crisis_patterns[{i}]"), e.as_str())));
+        named.extend(
+            r.entities
+                .iter()
+                .map(|e| (format!("crisis_patterns[{i}]"), e.as_str())),
+        );
     }
     for (i, r) in rules.keyword_boosts.iter().enumerate() {
         named.push((format!("keyword_boosts[{i}]"), r.entity.as_str()));
     }
     for (place, id) in named {
         if !kb.kb.contains(id)? {
-            warn(format!("{}: {place}: unknown entity `{id}` (not in the knowledge base)", path.display()));
+            warn(format!(
+                "{}: {place}: unknown entity `{id}` (not in the knowledge base)",
+                path.display()
+            ));
         }
     }
     Ok(())
 }
 
-fn validate_cases(banks: &Banks, kb: &LoadedKb, warn: &mut dyn FnMut(String)) -> Result<(), HarnessError> {
+fn validate_cases(
+    banks: &Banks,
+    kb: &LoadedKb,
+    warn: &mut dyn FnMut(String),
+) -> Result<(), HarnessError> {
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut check_id = |test_id: &str, place: String, file: &Path| -> Result<(), HarnessError> {
         if test_id.trim().is_empty() {
             return Err(DataError::new(file, format!("{place}: test_id is empty")).into());
         }
         if let Some(first) = seen.insert(test_id.to_owned(), place.clone()) {
-            return Err(DataError::new(file, format!("duplicate test_id `{test_id}` (first at {first})")).into());
+            return Err(DataError::new(
+                file,
+                format!("duplicate test_id `{test_id}` (first at {first})"),
+            )
+            .into());
         }
         Ok(())
     };
@@ -146,9 +191,16 @@ fn validate_cases(banks: &Banks, kb: &LoadedKb, warn: &mut dyn FnMut(String)) ->
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
         if c.case.expected_primary.is_empty() {
-            warn(format!("{place}: no expected_primary, so the case can never hard-fail"));
+            warn(format!(
+                "{place}: no expected_primary, so the case can never hard-fail"
+            ));
         }
-        let ids = c.case.expected_primary.iter().chain(&c.case.expected_secondary).chain(&c.case.not_expected);
+        let ids = c
+            .case
+            .expected_primary
+            .iter()
+            .chain(&c.case.expected_secondary)
+            .chain(&c.case.not_expected);
         let ranks = c.case.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]);
         refs.push((place, ids.chain(ranks).map(String::as_str).collect()));
     }
@@ -156,26 +208,42 @@ fn validate_cases(banks: &Banks, kb: &LoadedKb, warn: &mut dyn FnMut(String)) ->
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
         if c.case.expected_handlers.is_empty() && c.case.not_expected_handlers.is_empty() {
-            warn(format!("{place}: neither expected_handlers nor not_expected_handlers: the case tests nothing"));
+            warn(format!(
+                "{place}: neither expected_handlers nor not_expected_handlers: the case tests nothing"
+            ));
         }
-        let ids = c.case.expected_handlers.iter().chain(&c.case.not_expected_handlers);
+        let ids = c
+            .case
+            .expected_handlers
+            .iter()
+            .chain(&c.case.not_expected_handlers);
         refs.push((place, ids.map(String::as_str).collect()));
     }
     for c in &banks.pattern {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
-        let ids = c.case.expected_matches.iter().chain(&c.case.expected_secondary).chain(&c.case.not_expected_matches);
+        let ids = c
+            .case
+            .expected_matches
+            .iter()
+            .chain(&c.case.expected_secondary)
+            .chain(&c.case.not_expected_matches);
         refs.push((place, ids.map(String::as_str).collect()));
     }
     for c in &banks.always {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
-        refs.push((place, c.case.expected_always.iter().map(String::as_str).collect()));
+        refs.push((
+            place,
+            c.case.expected_always.iter().map(String::as_str).collect(),
+        ));
     }
     for (place, ids) in refs {
         for id in ids {
             if !kb.kb.contains(id)? {
-                warn(format!("{place}: unknown entity `{id}` (not in the knowledge base)"));
+                warn(format!(
+                    "{place}: unknown entity `{id}` (not in the knowledge base)"
+                ));
             }
         }
     }

@@ -16,8 +16,7 @@ pub struct SavedResults {
 /// The file stamp of a run that started at `timestamp` (RFC 3339): `YYYY-MM-DD-HHMM`, UTC.
 pub fn stamp(timestamp: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(timestamp)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .unwrap_or_else(|_| chrono::Utc::now())
+        .map_or_else(|_| chrono::Utc::now(), |t| t.with_timezone(&chrono::Utc))
         .format("%Y-%m-%d-%H%M")
         .to_string()
 }
@@ -26,7 +25,9 @@ pub fn stamp(timestamp: &str) -> String {
 /// an existing file.
 pub fn write_new(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = target.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".assay-tmp-").tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".assay-tmp-")
+        .tempfile_in(dir)?;
     tmp.write_all(contents)?;
     tmp.as_file().sync_all()?;
     tmp.persist_noclobber(target).map_err(|e| e.error)?;
@@ -36,7 +37,9 @@ pub fn write_new(target: &Path, contents: &[u8]) -> std::io::Result<()> {
 /// Writes `contents` to `target` atomically, replacing it if it exists.
 pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = target.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".assay-tmp-").tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".assay-tmp-")
+        .tempfile_in(dir)?;
     tmp.write_all(contents)?;
     tmp.as_file().sync_all()?;
     tmp.persist(target).map_err(|e| e.error)?;
@@ -48,7 +51,11 @@ pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
 pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Result<SavedResults> {
     std::fs::create_dir_all(dir)?;
     for n in 1..10_000 {
-        let suffix = if n == 1 { String::new() } else { format!("-{n}") };
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
         let json_path = dir.join(format!("results_{stamp}{suffix}.json"));
         let md_path = dir.join(format!("report_{stamp}{suffix}.md"));
         if json_path.exists() || md_path.exists() {
@@ -60,7 +67,12 @@ pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Res
             Err(e) => return Err(e),
         }
         match write_new(&md_path, markdown.as_bytes()) {
-            Ok(()) => return Ok(SavedResults { json: json_path, markdown: md_path }),
+            Ok(()) => {
+                return Ok(SavedResults {
+                    json: json_path,
+                    markdown: md_path,
+                });
+            }
             Err(e) => {
                 // Keep the pair together: take back the JSON we just wrote.
                 std::fs::remove_file(&json_path)?;
@@ -70,7 +82,9 @@ pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Res
             }
         }
     }
-    Err(std::io::Error::other(format!("no free results file name for stamp {stamp}")))
+    Err(std::io::Error::other(format!(
+        "no free results file name for stamp {stamp}"
+    )))
 }
 
 #[cfg(test)]
@@ -86,7 +100,10 @@ mod tests {
         assert!(b.json.ends_with("results_2026-11-21-2040-2.json"));
         assert!(b.markdown.ends_with("report_2026-11-21-2040-2.md"));
         assert_eq!(std::fs::read_to_string(&a.json).unwrap(), "{\"a\":1}");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 4, "no temporary files left: {names:?}");
     }
 
@@ -100,7 +117,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.json");
         std::fs::write(&p, "old").unwrap();
-        assert_eq!(write_new(&p, b"new").unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            write_new(&p, b"new").unwrap_err().kind(),
+            std::io::ErrorKind::AlreadyExists
+        );
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
     }
 }

@@ -4,7 +4,8 @@ use std::time::Instant;
 
 use assay_core::bank::BankType;
 use assay_core::runlog::{
-    AlwaysResults, BankResults, PatternResults, RunFilters, RunLog, SCHEMA_VERSION, SemanticResults, StateResults,
+    AlwaysResults, BankResults, PatternResults, RunFilters, RunLog, SCHEMA_VERSION,
+    SemanticResults, StateResults,
 };
 
 use crate::HarnessError;
@@ -69,18 +70,28 @@ pub fn run(
     let explicit = !request.banks.is_empty() || request.topic.is_some();
     let mut banks: Vec<BankType> = if request.topic.is_some() {
         if !request.banks.is_empty() && !request.banks.contains(&BankType::Semantic) {
-            return Err(HarnessError::Usage("--topic selects semantic cases; add `semantic` to --banks".into()));
+            return Err(HarnessError::Usage(
+                "--topic selects semantic cases; add `semantic` to --banks".into(),
+            ));
         }
         vec![BankType::Semantic]
     } else if request.banks.is_empty() {
         BankType::ALL.to_vec()
     } else {
-        BankType::ALL.into_iter().filter(|b| request.banks.contains(b)).collect()
+        BankType::ALL
+            .into_iter()
+            .filter(|b| request.banks.contains(b))
+            .collect()
     };
 
     let b = &project.banks;
     let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
-    let semantic_cases = selected(&b.semantic, |c| &c.test_id, request, |c| topic_ok(&c.topics));
+    let semantic_cases = selected(
+        &b.semantic,
+        |c| &c.test_id,
+        request,
+        |c| topic_ok(&c.topics),
+    );
     let state_cases = selected(&b.state, |c| &c.test_id, request, |_| true);
     let pattern_cases = selected(&b.pattern, |c| &c.test_id, request, |_| true);
     let always_cases = selected(&b.always, |c| &c.test_id, request, |_| true);
@@ -105,10 +116,12 @@ pub fn run(
             }
         }
     }
-    if let Some(topic) = &request.topic {
-        if semantic_cases.is_empty() {
-            return Err(HarnessError::Usage(format!("no semantic case has topic `{topic}`")));
-        }
+    if let Some(topic) = &request.topic
+        && semantic_cases.is_empty()
+    {
+        return Err(HarnessError::Usage(format!(
+            "no semantic case has topic `{topic}`"
+        )));
     }
     if banks.contains(&BankType::Semantic) && semantic.is_none() {
         if explicit || request.test.is_some() {
@@ -134,7 +147,9 @@ pub fn run(
         })
         .sum();
     if selected_total == 0 {
-        return Err(HarnessError::Usage("no cases selected: the selected banks are empty".into()));
+        return Err(HarnessError::Usage(
+            "no cases selected: the selected banks are empty".into(),
+        ));
     }
 
     let mut results = BankResults::default();
@@ -194,8 +209,11 @@ pub fn run(
         }
     }
 
-    let sources = (!project.banks.semantic.is_empty())
-        .then(|| project.expectations.summary(project.banks.semantic.iter().map(|l| &l.case)));
+    let sources = (!project.banks.semantic.is_empty()).then(|| {
+        project
+            .expectations
+            .summary(project.banks.semantic.iter().map(|l| &l.case))
+    });
     let summary = results.summarize(&project.settings.weights, sources);
     Ok(RunLog {
         schema_version: SCHEMA_VERSION,
@@ -204,7 +222,11 @@ pub fn run(
         project: project.settings.root.display().to_string(),
         timestamp,
         duration_ms: started.elapsed().as_millis() as u64,
-        filters: RunFilters { banks, test: request.test.clone(), topic: request.topic.clone() },
+        filters: RunFilters {
+            banks,
+            test: request.test.clone(),
+            topic: request.topic.clone(),
+        },
         summary,
         semantic: results.semantic,
         state: results.state,

@@ -3,7 +3,8 @@
 use assay_core::UserState;
 use assay_core::bank::{AlwaysCase, ExpectationSet, PatternCase, SemanticCase, StateCase};
 use assay_core::runlog::{
-    AlwaysCaseResult, Candidate, LostAt, LostEntity, PatternCaseResult, SemanticCaseResult, StateCaseResult,
+    AlwaysCaseResult, Candidate, LostAt, LostEntity, PatternCaseResult, SemanticCaseResult,
+    StateCaseResult,
 };
 use assay_core::scoring::{Breakdown, RankViolation, ScoreInput, score, score_with_reason};
 use assay_kb::KnowledgeBase;
@@ -34,11 +35,19 @@ pub trait SemanticRetriever: Send + Sync {
 }
 
 fn missing(expected: &[String], found: &[String]) -> Vec<String> {
-    expected.iter().filter(|e| !found.contains(e)).cloned().collect()
+    expected
+        .iter()
+        .filter(|e| !found.contains(e))
+        .cloned()
+        .collect()
 }
 
 fn present(unwanted: &[String], found: &[String]) -> Vec<String> {
-    unwanted.iter().filter(|e| found.contains(e)).cloned().collect()
+    unwanted
+        .iter()
+        .filter(|e| found.contains(e))
+        .cloned()
+        .collect()
 }
 
 /// Rank checks whose two entities were both selected in the wrong order (000 §6.1).
@@ -139,7 +148,10 @@ pub fn run_state_case(matcher: &StateMatcher, case: &StateCase) -> StateCaseResu
         wrong_handlers: present(&case.not_expected_handlers, &triggered),
         ..ScoreInput::default()
     };
-    let reason = format!("Expected handler did not trigger: {}", not_triggered.join(", "));
+    let reason = format!(
+        "Expected handler did not trigger: {}",
+        not_triggered.join(", ")
+    );
     let scored = score_with_reason(&input, &reason);
     StateCaseResult {
         test_id: case.test_id.clone(),
@@ -200,11 +212,23 @@ pub fn run_pattern_case(matcher: &PatternMatcher, case: &PatternCase) -> Pattern
 }
 
 /// Runs one always case (000 §6.4): 100 when every expected entity loads, else 0.
-pub fn run_always_case(kb: &dyn KnowledgeBase, case: &AlwaysCase) -> Result<AlwaysCaseResult, RetrievalError> {
-    let loaded: Vec<String> = always_entities(kb, &case.user_type)?.into_iter().map(|e| e.entity_id).collect();
+pub fn run_always_case(
+    kb: &dyn KnowledgeBase,
+    case: &AlwaysCase,
+) -> Result<AlwaysCaseResult, RetrievalError> {
+    let loaded: Vec<String> = always_entities(kb, &case.user_type)?
+        .into_iter()
+        .map(|e| e.entity_id)
+        .collect();
     let absent = missing(&case.expected_always, &loaded);
     let reason = format!("Always-loaded entity missing: {}", absent.join(", "));
-    let scored = score_with_reason(&ScoreInput { primary_pass: absent.is_empty(), ..ScoreInput::default() }, &reason);
+    let scored = score_with_reason(
+        &ScoreInput {
+            primary_pass: absent.is_empty(),
+            ..ScoreInput::default()
+        },
+        &reason,
+    );
     Ok(AlwaysCaseResult {
         test_id: case.test_id.clone(),
         name: case.name.clone(),
@@ -236,7 +260,12 @@ mod tests {
     }
 
     fn candidates(ids: &[&str]) -> Vec<Candidate> {
-        ids.iter().map(|id| Candidate { entity_id: (*id).into(), similarity: 0.5 }).collect()
+        ids.iter()
+            .map(|id| Candidate {
+                entity_id: (*id).into(),
+                similarity: 0.5,
+            })
+            .collect()
     }
 
     fn retrieval(cands: &[&str], sel: &[&str]) -> Fixed {
@@ -256,7 +285,11 @@ mod tests {
             "rank_check": [{"higher": "gray_rock", "lower": "boundary_setting"}]
         }))
         .unwrap();
-        let resolved = Resolved { expectations: case.original_expectations(), source: ExpectationSource::Original, file: None };
+        let resolved = Resolved {
+            expectations: case.original_expectations(),
+            source: ExpectationSource::Original,
+            file: None,
+        };
         (case, resolved)
     }
 
@@ -264,15 +297,30 @@ mod tests {
     fn one_secondary_miss_scores_90_and_is_attributed() {
         let (case, resolved) = semantic_case();
         let all = ["gray_rock", "medium_response_time", "biff_response"];
-        let r = run_semantic_case(&retrieval(&all, &["gray_rock", "medium_response_time"]), &case, &resolved);
+        let r = run_semantic_case(
+            &retrieval(&all, &["gray_rock", "medium_response_time"]),
+            &case,
+            &resolved,
+        );
         assert_eq!((r.score, r.is_hard_fail), (Some(90), false));
-        assert_eq!(r.lost, vec![LostEntity { entity_id: "biff_response".into(), lost_at: LostAt::DroppedByReranker }]);
+        assert_eq!(
+            r.lost,
+            vec![LostEntity {
+                entity_id: "biff_response".into(),
+                lost_at: LostAt::DroppedByReranker
+            }]
+        );
     }
 
     #[test]
     fn one_false_positive_scores_80() {
         let (case, resolved) = semantic_case();
-        let sel = ["gray_rock", "medium_response_time", "biff_response", "handler_crisis"];
+        let sel = [
+            "gray_rock",
+            "medium_response_time",
+            "biff_response",
+            "handler_crisis",
+        ];
         let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
         assert_eq!(r.score, Some(80));
         assert_eq!(r.false_positives, vec!["handler_crisis"]);
@@ -281,15 +329,30 @@ mod tests {
     #[test]
     fn primary_miss_scores_0_and_says_where_it_was_lost() {
         let (case, resolved) = semantic_case();
-        let r = run_semantic_case(&retrieval(&["biff_response"], &["biff_response"]), &case, &resolved);
+        let r = run_semantic_case(
+            &retrieval(&["biff_response"], &["biff_response"]),
+            &case,
+            &resolved,
+        );
         assert_eq!((r.score, r.is_hard_fail), (Some(0), true));
-        assert_eq!(r.lost[0], LostEntity { entity_id: "gray_rock".into(), lost_at: LostAt::NotRetrieved });
+        assert_eq!(
+            r.lost[0],
+            LostEntity {
+                entity_id: "gray_rock".into(),
+                lost_at: LostAt::NotRetrieved
+            }
+        );
     }
 
     #[test]
     fn rank_violation_costs_ten() {
         let (case, resolved) = semantic_case();
-        let sel = ["boundary_setting", "gray_rock", "medium_response_time", "biff_response"];
+        let sel = [
+            "boundary_setting",
+            "gray_rock",
+            "medium_response_time",
+            "biff_response",
+        ];
         let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
         assert_eq!(r.score, Some(90));
         assert_eq!(r.rank_violations[0].actual_higher_rank, 2);
@@ -298,8 +361,15 @@ mod tests {
     #[test]
     fn an_infrastructure_error_is_not_scored() {
         let (case, resolved) = semantic_case();
-        let r = run_semantic_case(&Fixed(Err("timeout after 3 retries".into())), &case, &resolved);
-        assert_eq!((r.score, r.error.as_deref()), (None, Some("timeout after 3 retries")));
+        let r = run_semantic_case(
+            &Fixed(Err("timeout after 3 retries".into())),
+            &case,
+            &resolved,
+        );
+        assert_eq!(
+            (r.score, r.error.as_deref()),
+            (None, Some("timeout after 3 retries"))
+        );
         assert!(!r.is_hard_fail);
     }
 }

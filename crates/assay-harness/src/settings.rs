@@ -24,7 +24,11 @@ pub struct PathsConfig {
 
 impl Default for PathsConfig {
     fn default() -> Self {
-        PathsConfig { kb: "kb".into(), test_banks: "test_banks".into(), results: "results".into() }
+        PathsConfig {
+            kb: "kb".into(),
+            test_banks: "test_banks".into(),
+            results: "results".into(),
+        }
     }
 }
 
@@ -45,7 +49,12 @@ pub struct WeightsConfig {
 impl Default for WeightsConfig {
     fn default() -> Self {
         let w = Weights::default();
-        WeightsConfig { semantic: w.semantic, state: w.state, pattern: w.pattern, always: w.always }
+        WeightsConfig {
+            semantic: w.semantic,
+            state: w.state,
+            pattern: w.pattern,
+            always: w.always,
+        }
     }
 }
 
@@ -61,7 +70,10 @@ pub struct GateConfig {
 
 impl Default for GateConfig {
     fn default() -> Self {
-        GateConfig { min_health: "POOR".into(), min_score: 0.0 }
+        GateConfig {
+            min_health: "POOR".into(),
+            min_score: 0.0,
+        }
     }
 }
 
@@ -79,7 +91,11 @@ pub struct SemanticConfig {
 
 impl Default for SemanticConfig {
     fn default() -> Self {
-        SemanticConfig { candidates: 15, top_k: 6, rate_limit_delay: 1.25 }
+        SemanticConfig {
+            candidates: 15,
+            top_k: 6,
+            rate_limit_delay: 1.25,
+        }
     }
 }
 
@@ -93,7 +109,9 @@ pub struct ReportConfig {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        ReportConfig { junit_pass_score: 100 }
+        ReportConfig {
+            junit_pass_score: 100,
+        }
     }
 }
 
@@ -152,7 +170,12 @@ impl ProjectSettings {
                 .map_err(|e| DataError::new(&path, format!("cannot read file: {e}")))?;
             toml::from_str::<ProjectConfig>(&text).map_err(|e| {
                 let (line, column) = e.span().map(|s| line_col(&text, s.start)).unzip();
-                DataError { path: path.clone(), line, column, message: e.message().to_owned() }
+                DataError {
+                    path: path.clone(),
+                    line,
+                    column,
+                    message: e.message().to_owned(),
+                }
             })?
         } else {
             ProjectConfig::default()
@@ -163,10 +186,22 @@ impl ProjectSettings {
     /// Validates and resolves a config.
     pub fn resolve(root: &Path, config: ProjectConfig) -> Result<ProjectSettings, String> {
         let w = config.weights;
-        let weights = Weights { semantic: w.semantic, state: w.state, pattern: w.pattern, always: w.always };
-        for (name, value) in [("semantic", w.semantic), ("state", w.state), ("pattern", w.pattern), ("always", w.always)] {
+        let weights = Weights {
+            semantic: w.semantic,
+            state: w.state,
+            pattern: w.pattern,
+            always: w.always,
+        };
+        for (name, value) in [
+            ("semantic", w.semantic),
+            ("state", w.state),
+            ("pattern", w.pattern),
+            ("always", w.always),
+        ] {
             if !(value.is_finite() && value >= 0.0) {
-                return Err(format!("weights.{name}: must be a number of 0 or more, found {value}"));
+                return Err(format!(
+                    "weights.{name}: must be a number of 0 or more, found {value}"
+                ));
             }
         }
         if w.semantic + w.state + w.pattern + w.always <= 0.0 {
@@ -179,7 +214,10 @@ impl ProjectSettings {
             )
         })?;
         if !(0.0..=100.0).contains(&config.gate.min_score) {
-            return Err(format!("gate.min_score: must be between 0 and 100, found {}", config.gate.min_score));
+            return Err(format!(
+                "gate.min_score: must be between 0 and 100, found {}",
+                config.gate.min_score
+            ));
         }
         if config.semantic.top_k == 0 || config.semantic.candidates < config.semantic.top_k {
             return Err(format!(
@@ -187,7 +225,9 @@ impl ProjectSettings {
                 config.semantic.top_k, config.semantic.candidates
             ));
         }
-        if !(config.semantic.rate_limit_delay.is_finite() && config.semantic.rate_limit_delay >= 0.0) {
+        if !(config.semantic.rate_limit_delay.is_finite()
+            && config.semantic.rate_limit_delay >= 0.0)
+        {
             return Err("semantic.rate_limit_delay: must be 0 or more seconds".into());
         }
         if config.report.junit_pass_score > 100 {
@@ -238,9 +278,24 @@ mod tests {
 
     #[test]
     fn bad_values_are_errors() {
-        assert!(load("[gate]\nmin_health = \"SO-SO\"\n").unwrap_err().message.contains("unknown health"));
-        assert!(load("[weights]\nstate = -1\n").unwrap_err().message.contains("weights.state"));
-        assert!(load("[semantic]\ntop_k = 20\n").unwrap_err().message.contains("top_k"));
+        assert!(
+            load("[gate]\nmin_health = \"SO-SO\"\n")
+                .unwrap_err()
+                .message
+                .contains("unknown health")
+        );
+        assert!(
+            load("[weights]\nstate = -1\n")
+                .unwrap_err()
+                .message
+                .contains("weights.state")
+        );
+        assert!(
+            load("[semantic]\ntop_k = 20\n")
+                .unwrap_err()
+                .message
+                .contains("top_k")
+        );
     }
 
     #[test]

@@ -42,7 +42,12 @@ pub struct DataError {
 impl DataError {
     /// An error about a whole file, or a place found by other means.
     pub fn new(path: impl Into<PathBuf>, message: impl Into<String>) -> DataError {
-        DataError { path: path.into(), line: None, column: None, message: message.into() }
+        DataError {
+            path: path.into(),
+            line: None,
+            column: None,
+            message: message.into(),
+        }
     }
 }
 
@@ -63,7 +68,9 @@ impl std::error::Error for DataError {}
 
 /// Drops the " at line N column M" a parser appends, since [`DataError`] carries the place.
 fn bare_message(message: &str) -> &str {
-    message.rsplit_once(" at line ").map_or(message, |(head, _)| head)
+    message
+        .rsplit_once(" at line ")
+        .map_or(message, |(head, _)| head)
 }
 
 /// Drops a path the YAML parser puts in front of its message (`.[0]: …`), since the field path
@@ -91,11 +98,15 @@ fn field_path(path: &serde_ignored::Path<'_>) -> String {
         Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
         Path::Map { parent, key } => {
             let parent = field_path(parent);
-            if parent.is_empty() { key.clone() } else { format!("{parent}.{key}") }
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
         }
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
-            field_path(parent)
-        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => field_path(parent),
     }
 }
 
@@ -143,15 +154,24 @@ pub fn parse<T: DeserializeOwned>(
     };
     let value = result?;
     for field in ignored {
-        warn(format!("{}: unknown field `{field}` (ignored)", path.display()));
+        warn(format!(
+            "{}: unknown field `{field}` (ignored)",
+            path.display()
+        ));
     }
     Ok(value)
 }
 
 /// Reads and parses a file, its format taken from its extension.
-pub fn read<T: DeserializeOwned>(path: &Path, warn: &mut dyn FnMut(String)) -> Result<T, DataError> {
+pub fn read<T: DeserializeOwned>(
+    path: &Path,
+    warn: &mut dyn FnMut(String),
+) -> Result<T, DataError> {
     let format = Format::from_path(path).ok_or_else(|| {
-        DataError::new(path, "unsupported file type (expected .json, .yaml or .yml)")
+        DataError::new(
+            path,
+            "unsupported file type (expected .json, .yaml or .yml)",
+        )
     })?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
@@ -178,7 +198,9 @@ mod tests {
 
     fn json(text: &str) -> (Result<Doc, DataError>, Vec<String>) {
         let mut warnings = Vec::new();
-        let r = parse(Path::new("bank.json"), text, Format::Json, &mut |w| warnings.push(w));
+        let r = parse(Path::new("bank.json"), text, Format::Json, &mut |w| {
+            warnings.push(w);
+        });
         (r, warnings)
     }
 
@@ -201,7 +223,10 @@ mod tests {
     fn wrong_type_names_the_field() {
         let (r, _) = json("{\"tests\": [{\"id\": \"a\", \"n\": \"x\"}]}");
         let e = r.unwrap_err().to_string();
-        assert!(e.starts_with("bank.json:1:") && e.contains("tests[0].n: invalid type"), "{e}");
+        assert!(
+            e.starts_with("bank.json:1:") && e.contains("tests[0].n: invalid type"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -220,8 +245,12 @@ mod tests {
     #[test]
     fn yaml_errors_have_locations() {
         let mut w = Vec::new();
-        let r: Result<Doc, _> =
-            parse(Path::new("kb.yaml"), "tests:\n  - id: a\n    n: 300\n", Format::Yaml, &mut |x| w.push(x));
+        let r: Result<Doc, _> = parse(
+            Path::new("kb.yaml"),
+            "tests:\n  - id: a\n    n: 300\n",
+            Format::Yaml,
+            &mut |x| w.push(x),
+        );
         let e = r.unwrap_err();
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("tests[0].n"), "{e}");

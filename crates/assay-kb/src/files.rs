@@ -72,13 +72,26 @@ pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
             entities.push(entity);
         }
     }
-    Ok(LoadedKb { kb: MemoryKb::new(entities)?, sources, files, warnings })
+    Ok(LoadedKb {
+        kb: MemoryKb::new(entities)?,
+        sources,
+        files,
+        warnings,
+    })
 }
 
-fn validate(file: &Path, index: usize, e: &Entity, warnings: &mut Vec<String>) -> Result<(), DataError> {
+fn validate(
+    file: &Path,
+    index: usize,
+    e: &Entity,
+    warnings: &mut Vec<String>,
+) -> Result<(), DataError> {
     let err = |msg: String| DataError::new(file, format!("[{index}] `{}`: {msg}", e.entity_id));
     if e.entity_id.trim().is_empty() {
-        return Err(DataError::new(file, format!("[{index}]: entity_id is empty")));
+        return Err(DataError::new(
+            file,
+            format!("[{index}]: entity_id is empty"),
+        ));
     }
     if e.title.trim().is_empty() {
         return Err(err("title is empty".into()));
@@ -92,7 +105,8 @@ fn validate(file: &Path, index: usize, e: &Entity, warnings: &mut Vec<String>) -
     }
     match (&e.state_conditions, e.load_mode) {
         (Some(raw), _) => {
-            let conditions = Conditions::parse(raw).map_err(|c| err(format!("state_conditions: {c}")))?;
+            let conditions =
+                Conditions::parse(raw).map_err(|c| err(format!("state_conditions: {c}")))?;
             if e.load_mode != LoadMode::State {
                 warnings.push(format!(
                     "{}: entity `{}` has state_conditions but load_mode {}; they are ignored",
@@ -134,7 +148,10 @@ mod tests {
     #[test]
     fn loads_json_and_yaml() {
         let dir = kb_dir(&[
-            ("a.json", r#"[{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}]"#),
+            (
+                "a.json",
+                r#"[{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}]"#,
+            ),
             (
                 "b.yaml",
                 "- entity_id: h\n  entity_type: HANDLER\n  title: H\n  load_mode: STATE\n  state_conditions:\n    n: {gte: 1}\n",
@@ -152,7 +169,10 @@ mod tests {
         let e = r#"[{"entity_id":"x","entity_type":"KNOWLEDGE","title":"X"}]"#;
         let dir = kb_dir(&[("a.json", e), ("b.json", e)]);
         let err = load_dir(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("b.json: [0]: duplicate entity_id `x` (first defined in"), "{err}");
+        assert!(
+            err.contains("b.json: [0]: duplicate entity_id `x` (first defined in"),
+            "{err}"
+        );
         assert!(err.contains("a.json)"), "{err}");
     }
 
@@ -163,14 +183,23 @@ mod tests {
             r#"[{"entity_id":"handler_x","entity_type":"HANDLER","title":"X","load_mode":"STATE","state_conditions":{"days":{"$gtee":7}}}]"#,
         )]);
         let err = load_dir(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("`handler_x`: state_conditions: field `days`: unknown operator `$gtee`"), "{err}");
+        assert!(
+            err.contains("`handler_x`: state_conditions: field `days`: unknown operator `$gtee`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_enum_has_a_location() {
-        let dir = kb_dir(&[("a.yaml", "- entity_id: x\n  entity_type: FACT\n  title: X\n")]);
+        let dir = kb_dir(&[(
+            "a.yaml",
+            "- entity_id: x\n  entity_type: FACT\n  title: X\n",
+        )]);
         let err = load_dir(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("a.yaml:2:") && err.contains("unknown variant `FACT`"), "{err}");
+        assert!(
+            err.contains("a.yaml:2:") && err.contains("unknown variant `FACT`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ pub struct EntityFilter {
 impl EntityFilter {
     /// Active entities of one load mode.
     pub fn active(load_mode: LoadMode) -> EntityFilter {
-        EntityFilter { load_mode: Some(load_mode), active: Some(true), ..EntityFilter::default() }
+        EntityFilter {
+            load_mode: Some(load_mode),
+            active: Some(true),
+            ..EntityFilter::default()
+        }
     }
 
     /// Whether `entity` passes the filter.
@@ -62,7 +66,10 @@ impl EntityFilter {
         self.entity_type.is_none_or(|t| entity.entity_type == t)
             && self.load_mode.is_none_or(|m| entity.load_mode == m)
             && self.active.is_none_or(|a| entity.is_active == a)
-            && self.audience.as_deref().is_none_or(|a| entity.has_audience(a))
+            && self
+                .audience
+                .as_deref()
+                .is_none_or(|a| entity.has_audience(a))
     }
 }
 
@@ -111,8 +118,17 @@ impl KnowledgeBase for MemoryKb {
     }
 
     fn list(&self, filter: &EntityFilter) -> Result<Vec<Entity>, KbError> {
-        let mut out: Vec<Entity> = self.entities.iter().filter(|e| filter.accepts(e)).cloned().collect();
-        out.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.entity_id.cmp(&b.entity_id)));
+        let mut out: Vec<Entity> = self
+            .entities
+            .iter()
+            .filter(|e| filter.accepts(e))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.entity_id.cmp(&b.entity_id))
+        });
         Ok(out)
     }
 
@@ -143,8 +159,16 @@ mod tests {
             entity("e", "SITUATION", 99, &["PARENT"], true),
         ])
         .unwrap();
-        let filter = EntityFilter { audience: Some("PARENT".into()), ..EntityFilter::active(LoadMode::Always) };
-        let ids: Vec<_> = kb.list(&filter).unwrap().into_iter().map(|e| e.entity_id).collect();
+        let filter = EntityFilter {
+            audience: Some("PARENT".into()),
+            ..EntityFilter::active(LoadMode::Always)
+        };
+        let ids: Vec<_> = kb
+            .list(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.entity_id)
+            .collect();
         assert_eq!(ids, vec!["b", "a"]);
         assert!(kb.contains("d").unwrap());
         assert!(kb.get("zzz").unwrap().is_none());
@@ -153,6 +177,8 @@ mod tests {
     #[test]
     fn duplicate_ids_are_rejected() {
         let e = entity("a", "ALWAYS", 50, &["PARENT"], true);
-        assert!(matches!(MemoryKb::new(vec![e.clone(), e]), Err(KbError::Duplicate(id)) if id == "a"));
+        assert!(
+            matches!(MemoryKb::new(vec![e.clone(), e]), Err(KbError::Duplicate(id)) if id == "a")
+        );
     }
 }

@@ -39,10 +39,13 @@ struct Case {
     outcome: Outcome,
 }
 
-fn outcome(score: u32, pass_score: u32, critical: bool, lines: Vec<String>) -> Outcome {
+fn outcome(score: u32, pass_score: u32, critical: bool, lines: &[String]) -> Outcome {
     if critical || score < pass_score {
         let kind = if critical { "critical failure: " } else { "" };
-        Outcome::Failure { message: format!("{kind}score {score}"), details: lines.join("\n") }
+        Outcome::Failure {
+            message: format!("{kind}score {score}"),
+            details: lines.join("\n"),
+        }
     } else {
         Outcome::Pass
     }
@@ -60,7 +63,12 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
                 name: r.name.clone(),
                 outcome: match (&r.error, r.score) {
                     (Some(e), _) => Outcome::Error(e.clone()),
-                    (None, score) => outcome(score.unwrap_or(0), pass_score, false, breakdown_lines(&r.breakdown)),
+                    (None, score) => outcome(
+                        score.unwrap_or(0),
+                        pass_score,
+                        false,
+                        &breakdown_lines(&r.breakdown),
+                    ),
                 },
             })
             .collect();
@@ -73,7 +81,7 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
             .map(|r| Case {
                 id: r.test_id.clone(),
                 name: r.name.clone(),
-                outcome: outcome(r.score, pass_score, false, breakdown_lines(&r.breakdown)),
+                outcome: outcome(r.score, pass_score, false, &breakdown_lines(&r.breakdown)),
             })
             .collect();
         suites.push(("state", cases));
@@ -85,7 +93,12 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
             .map(|r| Case {
                 id: r.test_id.clone(),
                 name: r.name.clone(),
-                outcome: outcome(r.score, pass_score, r.is_critical_failure, breakdown_lines(&r.breakdown)),
+                outcome: outcome(
+                    r.score,
+                    pass_score,
+                    r.is_critical_failure,
+                    &breakdown_lines(&r.breakdown),
+                ),
             })
             .collect();
         suites.push(("pattern", cases));
@@ -97,13 +110,14 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
             .map(|r| Case {
                 id: r.test_id.clone(),
                 name: r.name.clone(),
-                outcome: outcome(r.score, pass_score, false, breakdown_lines(&r.breakdown)),
+                outcome: outcome(r.score, pass_score, false, &breakdown_lines(&r.breakdown)),
             })
             .collect();
         suites.push(("always", cases));
     }
 
-    let count = |cases: &[Case], f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
+    let count =
+        |cases: &[Case], f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
     let is_failure = |o: &Outcome| matches!(o, Outcome::Failure { .. });
     let is_error = |o: &Outcome| matches!(o, Outcome::Error(_));
     let total: usize = suites.iter().map(|(_, c)| c.len()).sum();
@@ -126,8 +140,15 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
             escape(&log.timestamp)
         );
         for case in cases {
-            let name = if case.name.is_empty() { case.id.clone() } else { format!("{}: {}", case.id, case.name) };
-            let open = format!("    <testcase classname=\"assay.{bank}\" name=\"{}\"", escape(&name));
+            let name = if case.name.is_empty() {
+                case.id.clone()
+            } else {
+                format!("{}: {}", case.id, case.name)
+            };
+            let open = format!(
+                "    <testcase classname=\"assay.{bank}\" name=\"{}\"",
+                escape(&name)
+            );
             match &case.outcome {
                 Outcome::Pass => {
                     let _ = writeln!(out, "{open}/>");

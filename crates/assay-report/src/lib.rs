@@ -20,7 +20,8 @@ pub use assay_core::runlog::RunLog;
 
 /// The RunLog as pretty-printed JSON, with a trailing newline.
 pub fn json(log: &RunLog) -> String {
-    let mut text = serde_json::to_string_pretty(log).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut text =
+        serde_json::to_string_pretty(log).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
 }

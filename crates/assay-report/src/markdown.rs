@@ -22,7 +22,15 @@ fn quote(text: &str, max: usize) -> String {
 }
 
 fn list(items: &[String]) -> String {
-    if items.is_empty() { "—".to_owned() } else { items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ") }
+    if items.is_empty() {
+        "—".to_owned()
+    } else {
+        items
+            .iter()
+            .map(|i| format!("`{i}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 fn fmt_score(score: Option<f64>) -> String {
@@ -33,10 +41,17 @@ fn fmt_score(score: Option<f64>) -> String {
 pub fn breakdown_lines(b: &Breakdown) -> Vec<String> {
     let mut lines = Vec::new();
     if b.primary_fail == Some(true) {
-        lines.push(format!("hard fail: {}", b.reason.as_deref().unwrap_or("primary expectation not met")));
+        lines.push(format!(
+            "hard fail: {}",
+            b.reason.as_deref().unwrap_or("primary expectation not met")
+        ));
     }
     if let Some(p) = &b.secondary_missing {
-        lines.push(format!("{} secondary missing: {}", p.penalty, list(&p.items)));
+        lines.push(format!(
+            "{} secondary missing: {}",
+            p.penalty,
+            list(&p.items)
+        ));
     }
     if let Some(p) = &b.false_positives {
         lines.push(format!("{} false positives: {}", p.penalty, list(&p.items)));
@@ -52,7 +67,11 @@ pub fn breakdown_lines(b: &Breakdown) -> Vec<String> {
                 )
             })
             .collect();
-        lines.push(format!("{} rank violations: {}", p.penalty, items.join("; ")));
+        lines.push(format!(
+            "{} rank violations: {}",
+            p.penalty,
+            items.join("; ")
+        ));
     }
     if let Some(p) = &b.wrong_handlers {
         lines.push(format!("{} wrong handlers: {}", p.penalty, list(&p.items)));
@@ -60,15 +79,30 @@ pub fn breakdown_lines(b: &Breakdown) -> Vec<String> {
     lines
 }
 
-fn group_table(out: &mut String, title: &str, key: &str, groups: &std::collections::BTreeMap<String, GroupScore>) {
+fn group_table(
+    out: &mut String,
+    title: &str,
+    key: &str,
+    groups: &std::collections::BTreeMap<String, GroupScore>,
+) {
     if groups.is_empty() {
         return;
     }
     let mut rows: Vec<(&String, &GroupScore)> = groups.iter().collect();
     rows.sort_by(|a, b| b.1.avg.total_cmp(&a.1.avg).then_with(|| a.0.cmp(b.0)));
-    let _ = writeln!(out, "## {title}\n\n| {key} | Avg Score | Tests | Hard Fails |\n|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "## {title}\n\n| {key} | Avg Score | Tests | Hard Fails |\n|---|---|---|---|"
+    );
     for (name, g) in rows {
-        let _ = writeln!(out, "| {} | {:.1} | {} | {} |", cell(name), g.avg, g.tests, g.hard_fails);
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {} | {} |",
+            cell(name),
+            g.avg,
+            g.tests,
+            g.hard_fails
+        );
     }
     out.push('\n');
 }
@@ -95,7 +129,11 @@ pub fn render(log: &RunLog) -> String {
     if let Some(t) = &log.filters.topic {
         let _ = writeln!(out, "**Topic:** `{t}`  ");
     }
-    let _ = writeln!(out, "**Run:** `{}` (assay {})\n", log.run_id, log.assay_version);
+    let _ = writeln!(
+        out,
+        "**Run:** `{}` (assay {})\n",
+        log.run_id, log.assay_version
+    );
 
     if !s.critical_failures.is_empty() {
         let _ = writeln!(out, "## 🚨 Critical Failures\n");
@@ -109,11 +147,26 @@ pub fn render(log: &RunLog) -> String {
                 let what = if r.pattern_type == "negative" {
                     format!("false alarm: matched {}", list(&r.false_positives))
                 } else {
-                    format!("missed crisis: expected {}, matched {}", list(&r.expected_matches), list(&r.matched_entities))
+                    format!(
+                        "missed crisis: expected {}, matched {}",
+                        list(&r.expected_matches),
+                        list(&r.matched_entities)
+                    )
                 };
-                let _ = writeln!(out, "- **{}** ({}): \"{}\" — {what}", r.test_id, r.pattern_type, quote(&r.prompt, 120));
+                let _ = writeln!(
+                    out,
+                    "- **{}** ({}): \"{}\" — {what}",
+                    r.test_id,
+                    r.pattern_type,
+                    quote(&r.prompt, 120)
+                );
                 for m in &r.crisis_matches {
-                    let _ = writeln!(out, "  - rule `{}` matched \"{}\"", cell(&m.pattern), cell(&m.matched_text));
+                    let _ = writeln!(
+                        out,
+                        "  - rule `{}` matched \"{}\"",
+                        cell(&m.pattern),
+                        cell(&m.matched_text)
+                    );
                 }
             }
         }
@@ -129,18 +182,38 @@ pub fn render(log: &RunLog) -> String {
         );
         if let Some(sem) = &log.semantic {
             for r in sem.results.iter().filter(|r| r.error.is_some()) {
-                let _ = writeln!(out, "- **{}**: {}", r.test_id, cell(r.error.as_deref().unwrap_or_default()));
+                let _ = writeln!(
+                    out,
+                    "- **{}**: {}",
+                    r.test_id,
+                    cell(r.error.as_deref().unwrap_or_default())
+                );
             }
         }
         out.push('\n');
     }
 
-    let _ = writeln!(out, "## Summary\n\n| Component | Score | Tests | Hard Fails | Weight |\n|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "## Summary\n\n| Component | Score | Tests | Hard Fails | Weight |\n|---|---|---|---|---|"
+    );
     let rows = [
-        (BankType::Semantic, log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails))),
-        (BankType::State, log.state.as_ref().map(|r| (r.tests_run, r.hard_fails))),
-        (BankType::Pattern, log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails))),
-        (BankType::Always, log.always.as_ref().map(|r| (r.tests_run, r.hard_fails))),
+        (
+            BankType::Semantic,
+            log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::State,
+            log.state.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::Pattern,
+            log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::Always,
+            log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
     ];
     for (bank, counts) in rows {
         let name = match bank {
@@ -150,10 +223,17 @@ pub fn render(log: &RunLog) -> String {
             BankType::Always => "Always",
         };
         let score = s.component_scores.get(bank.key()).copied().flatten();
-        let weight = s.weights.get(bank.key()).map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
+        let weight = s
+            .weights
+            .get(bank.key())
+            .map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
         match counts {
             Some((tests, hard)) => {
-                let _ = writeln!(out, "| {name} | {} | {tests} | {hard} | {weight} |", fmt_score(score));
+                let _ = writeln!(
+                    out,
+                    "| {name} | {} | {tests} | {hard} | {weight} |",
+                    fmt_score(score)
+                );
             }
             None => {
                 let _ = writeln!(out, "| {name} | not run | — | — | — |");
@@ -167,12 +247,20 @@ pub fn render(log: &RunLog) -> String {
     );
 
     if let Some(sem) = &log.semantic {
-        let _ = writeln!(out, "## Score Distribution (Semantic)\n\n| Range | Count |\n|---|---|");
+        let _ = writeln!(
+            out,
+            "## Score Distribution (Semantic)\n\n| Range | Count |\n|---|---|"
+        );
         for (range, count) in sem.score_distribution.in_order() {
             let _ = writeln!(out, "| {range} | {count} |");
         }
         out.push('\n');
-        group_table(&mut out, "Topic Scores (Semantic)", "Topic", &sem.topic_scores);
+        group_table(
+            &mut out,
+            "Topic Scores (Semantic)",
+            "Topic",
+            &sem.topic_scores,
+        );
     }
     if let Some(src) = &s.expectation_sources {
         let _ = writeln!(
@@ -182,10 +270,20 @@ pub fn render(log: &RunLog) -> String {
         );
     }
     if let Some(st) = &log.state {
-        group_table(&mut out, "Handler Scores (State)", "Handler", &st.handler_scores);
+        group_table(
+            &mut out,
+            "Handler Scores (State)",
+            "Handler",
+            &st.handler_scores,
+        );
     }
     if let Some(p) = &log.pattern {
-        group_table(&mut out, "Pattern Type Scores", "Pattern Type", &p.pattern_type_scores);
+        group_table(
+            &mut out,
+            "Pattern Type Scores",
+            "Pattern Type",
+            &p.pattern_type_scores,
+        );
     }
 
     failures(&mut out, log);
@@ -200,8 +298,19 @@ pub fn render(log: &RunLog) -> String {
     out
 }
 
-fn failure_entry(out: &mut String, id: &str, name: &str, score: u32, details: &[String], breakdown: &Breakdown) {
-    let title = if name.is_empty() { String::new() } else { format!(": {}", cell(name)) };
+fn failure_entry(
+    out: &mut String,
+    id: &str,
+    name: &str,
+    score: u32,
+    details: &[String],
+    breakdown: &Breakdown,
+) {
+    let title = if name.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", cell(name))
+    };
     let _ = writeln!(out, "### {id}{title} — {score} ({})\n", interpret(score));
     for d in details {
         let _ = writeln!(out, "- {d}");
@@ -214,20 +323,45 @@ fn failure_entry(out: &mut String, id: &str, name: &str, score: u32, details: &[
 
 fn failures(out: &mut String, log: &RunLog) {
     if let Some(sem) = &log.semantic {
-        let mut failed: Vec<_> = sem.results.iter().filter(|r| r.score.is_some_and(|s| s < 100)).collect();
+        let mut failed: Vec<_> = sem
+            .results
+            .iter()
+            .filter(|r| r.score.is_some_and(|s| s < 100))
+            .collect();
         failed.sort_by_key(|r| (r.score, r.test_id.clone()));
         if !failed.is_empty() {
             let _ = writeln!(out, "## Semantic Test Failures\n");
             for r in failed {
-                let lost: Vec<String> = r.lost.iter().map(|l| format!("`{}` ({:?})", l.entity_id, l.lost_at)).collect();
+                let lost: Vec<String> = r
+                    .lost
+                    .iter()
+                    .map(|l| format!("`{}` ({:?})", l.entity_id, l.lost_at))
+                    .collect();
                 let details = vec![
                     format!("**Prompt:** \"{}\"", quote(&r.prompt, 200)),
-                    format!("**Expected primary:** {}", list(&r.expectations.expected_primary)),
+                    format!(
+                        "**Expected primary:** {}",
+                        list(&r.expectations.expected_primary)
+                    ),
                     format!("**Selected:** {}", list(&r.selections)),
-                    format!("**Lost:** {}", if lost.is_empty() { "—".to_owned() } else { lost.join(", ") }),
+                    format!(
+                        "**Lost:** {}",
+                        if lost.is_empty() {
+                            "—".to_owned()
+                        } else {
+                            lost.join(", ")
+                        }
+                    ),
                     format!("**Expectation source:** {}", r.expectation_source),
                 ];
-                failure_entry(out, &r.test_id, &r.name, r.score.unwrap_or(0), &details, &r.breakdown);
+                failure_entry(
+                    out,
+                    &r.test_id,
+                    &r.name,
+                    r.score.unwrap_or(0),
+                    &details,
+                    &r.breakdown,
+                );
             }
         }
     }
@@ -247,11 +381,19 @@ fn failures(out: &mut String, log: &RunLog) {
         }
     }
     if let Some(p) = &log.pattern {
-        let failed: Vec<_> = p.results.iter().filter(|r| r.score < 100 || r.is_critical_failure).collect();
+        let failed: Vec<_> = p
+            .results
+            .iter()
+            .filter(|r| r.score < 100 || r.is_critical_failure)
+            .collect();
         if !failed.is_empty() {
             let _ = writeln!(out, "## Pattern Test Failures\n");
             for r in failed {
-                let critical = if r.is_critical_failure { " 🚨 critical failure" } else { "" };
+                let critical = if r.is_critical_failure {
+                    " 🚨 critical failure"
+                } else {
+                    ""
+                };
                 let details = vec![
                     format!("**Prompt:** \"{}\"{critical}", quote(&r.prompt, 200)),
                     format!("**Type:** {}", r.pattern_type),

@@ -51,8 +51,12 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         if arg == "--repeat" {
-            let n = it.next().ok_or_else(|| format!("--repeat needs a value\n{usage}"))?;
-            repeat = n.parse().map_err(|_| format!("--repeat: not a number: {n}\n{usage}"))?;
+            let n = it
+                .next()
+                .ok_or_else(|| format!("--repeat needs a value\n{usage}"))?;
+            repeat = n
+                .parse()
+                .map_err(|_| format!("--repeat: not a number: {n}\n{usage}"))?;
             if repeat == 0 {
                 return Err(format!("--repeat must be at least 1\n{usage}"));
             }
@@ -63,7 +67,11 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let [rules, corpus]: [String; 2] = positional.try_into().map_err(|_| usage.to_owned())?;
-    Ok(Args { rules, corpus, repeat })
+    Ok(Args {
+        rules,
+        corpus,
+        repeat,
+    })
 }
 
 fn run(args: &Args) -> Result<(), String> {

@@ -36,8 +36,14 @@ pub enum RetrievalError {
 }
 
 /// The active ALWAYS entities for an audience, by priority (000 §6.4, 003 §3).
-pub fn always_entities(kb: &dyn KnowledgeBase, audience: &str) -> Result<Vec<Entity>, RetrievalError> {
-    let filter = EntityFilter { audience: Some(audience.to_owned()), ..EntityFilter::active(LoadMode::Always) };
+pub fn always_entities(
+    kb: &dyn KnowledgeBase,
+    audience: &str,
+) -> Result<Vec<Entity>, RetrievalError> {
+    let filter = EntityFilter {
+        audience: Some(audience.to_owned()),
+        ..EntityFilter::active(LoadMode::Always)
+    };
     Ok(kb.list(&filter)?)
 }
 
@@ -53,11 +59,14 @@ impl StateMatcher {
     pub fn from_kb(kb: &dyn KnowledgeBase) -> Result<StateMatcher, RetrievalError> {
         let mut handlers = Vec::new();
         for entity in kb.list(&EntityFilter::active(LoadMode::State))? {
-            let Some(raw) = &entity.state_conditions else { continue };
-            let conditions = Conditions::parse(raw).map_err(|source| RetrievalError::Condition {
-                entity_id: entity.entity_id.clone(),
-                source,
-            })?;
+            let Some(raw) = &entity.state_conditions else {
+                continue;
+            };
+            let conditions =
+                Conditions::parse(raw).map_err(|source| RetrievalError::Condition {
+                    entity_id: entity.entity_id.clone(),
+                    source,
+                })?;
             if !conditions.is_empty() {
                 handlers.push((entity.entity_id, conditions));
             }
@@ -67,7 +76,11 @@ impl StateMatcher {
 
     /// The ids of the entities whose conditions all hold, in priority order.
     pub fn evaluate(&self, state: &UserState) -> Vec<String> {
-        self.handlers.iter().filter(|(_, c)| c.matches(state)).map(|(id, _)| id.clone()).collect()
+        self.handlers
+            .iter()
+            .filter(|(_, c)| c.matches(state))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// How many STATE entities are evaluated.
@@ -104,9 +117,17 @@ mod tests {
 
     #[test]
     fn always_respects_audience_and_activity() {
-        let ids: Vec<_> = always_entities(&kb(), "PARENT").unwrap().into_iter().map(|e| e.entity_id).collect();
+        let ids: Vec<_> = always_entities(&kb(), "PARENT")
+            .unwrap()
+            .into_iter()
+            .map(|e| e.entity_id)
+            .collect();
         assert_eq!(ids, vec!["persona"]);
-        let ids: Vec<_> = always_entities(&kb(), "CLINICIAN").unwrap().into_iter().map(|e| e.entity_id).collect();
+        let ids: Vec<_> = always_entities(&kb(), "CLINICIAN")
+            .unwrap()
+            .into_iter()
+            .map(|e| e.entity_id)
+            .collect();
         assert_eq!(ids, vec!["clin"]);
     }
 

@@ -85,7 +85,10 @@ fn is_word_char(c: char) -> bool {
 }
 
 fn whole_word_at(text: &str, start: usize, end: usize) -> bool {
-    let before = text[..start].chars().next_back().is_none_or(|c| !is_word_char(c));
+    let before = text[..start]
+        .chars()
+        .next_back()
+        .is_none_or(|c| !is_word_char(c));
     let after = text[end..].chars().next().is_none_or(|c| !is_word_char(c));
     before && after
 }
@@ -104,7 +107,10 @@ impl PatternMatcher {
                     pattern: rule.pattern.clone(),
                     message: e.to_string(),
                 })?;
-            crisis.push(Crisis { regex, entities: rule.entities.clone() });
+            crisis.push(Crisis {
+                regex,
+                entities: rule.entities.clone(),
+            });
         }
         let crisis_set = RegexSetBuilder::new(rules.crisis_patterns.iter().map(|r| &r.pattern))
             .case_insensitive(true)
@@ -131,7 +137,11 @@ impl PatternMatcher {
                 owners.push((index, k));
                 keywords.push(lower);
             }
-            boosts.push(Boost { keywords, entity: rule.entity.clone(), whole_word: rule.whole_word });
+            boosts.push(Boost {
+                keywords,
+                entity: rule.entity.clone(),
+                whole_word: rule.whole_word,
+            });
         }
         let keywords = if patterns.is_empty() {
             None
@@ -144,7 +154,13 @@ impl PatternMatcher {
                     .map_err(|e| RuleError::Automaton(e.to_string()))?,
             )
         };
-        Ok(PatternMatcher { crisis_set, crisis, keywords, owners, boosts })
+        Ok(PatternMatcher {
+            crisis_set,
+            crisis,
+            keywords,
+            owners,
+            boosts,
+        })
     }
 
     /// How many crisis rules and keyword groups there are.
@@ -205,8 +221,11 @@ impl PatternMatcher {
         let mut result = PatternMatch::default();
         for i in crisis {
             let rule = &self.crisis[i];
-            let matched_text =
-                rule.regex.find(message).map(|m| m.as_str().to_owned()).unwrap_or_default();
+            let matched_text = rule
+                .regex
+                .find(message)
+                .map(|m| m.as_str().to_owned())
+                .unwrap_or_default();
             result.crisis_matches.push(CrisisMatch {
                 pattern: rule.regex.as_str().to_owned(),
                 matched_text,
@@ -220,9 +239,10 @@ impl PatternMatcher {
         }
         for (b, k) in hits {
             let boost = &self.boosts[b];
-            result
-                .keyword_matches
-                .push(KeywordMatch { keyword: boost.keywords[k].clone(), entity: boost.entity.clone() });
+            result.keyword_matches.push(KeywordMatch {
+                keyword: boost.keywords[k].clone(),
+                entity: boost.entity.clone(),
+            });
             if !result.entities.contains(&boost.entity) {
                 result.entities.push(boost.entity.clone());
             }
@@ -275,9 +295,18 @@ mod tests {
     #[test]
     fn keywords_are_substrings_like_the_seed() {
         let m = matcher();
-        assert_eq!(m.matched_entities("She has no BOUNDARIES"), vec!["boundary_setting"]);
-        assert_eq!(m.matched_entities("a boundaryless ex"), vec!["boundary_setting"]);
-        assert_eq!(m.matched_entities("the biffy clyro concert"), vec!["biff_response"]);
+        assert_eq!(
+            m.matched_entities("She has no BOUNDARIES"),
+            vec!["boundary_setting"]
+        );
+        assert_eq!(
+            m.matched_entities("a boundaryless ex"),
+            vec!["boundary_setting"]
+        );
+        assert_eq!(
+            m.matched_entities("the biffy clyro concert"),
+            vec!["biff_response"]
+        );
         let details = m.match_message("how do i write a biff response");
         // the first keyword of the group in list order, as in the seed
         assert_eq!(details.keyword_matches[0].keyword, "biff");
@@ -286,19 +315,28 @@ mod tests {
     #[test]
     fn whole_word_rules_skip_longer_words() {
         let m = matcher();
-        assert_eq!(m.matched_entities("is this alienation?"), vec!["parental_alienation"]);
+        assert_eq!(
+            m.matched_entities("is this alienation?"),
+            vec!["parental_alienation"]
+        );
         assert!(m.matched_entities("alienations everywhere").is_empty());
     }
 
     #[test]
     fn non_ascii_messages_are_lowercased_first() {
         let m = matcher();
-        assert_eq!(m.matched_entities("GRÅ — GRAY ROCK, s'il vous plaît"), vec!["gray_rock"]);
+        assert_eq!(
+            m.matched_entities("GRÅ — GRAY ROCK, s'il vous plaît"),
+            vec!["gray_rock"]
+        );
     }
 
     #[test]
     fn nothing_matches_a_calm_message() {
-        assert_eq!(matcher().match_message("what time is pickup"), PatternMatch::default());
+        assert_eq!(
+            matcher().match_message("what time is pickup"),
+            PatternMatch::default()
+        );
     }
 
     #[test]
@@ -307,7 +345,11 @@ mod tests {
         rules.crisis_patterns[3].pattern = "can't (go on".into();
         let err = PatternMatcher::new(&rules).unwrap_err();
         assert!(matches!(err, RuleError::Regex { index: 3, .. }));
-        assert!(err.to_string().starts_with("crisis_patterns[3]: bad regex `can't (go on`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("crisis_patterns[3]: bad regex `can't (go on`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -316,7 +358,10 @@ mod tests {
         rules.keyword_boosts[1].keywords.push(String::new());
         assert_eq!(
             PatternMatcher::new(&rules).unwrap_err(),
-            RuleError::EmptyKeyword { index: 1, keyword: 2 }
+            RuleError::EmptyKeyword {
+                index: 1,
+                keyword: 2
+            }
         );
     }
 }

@@ -15,7 +15,11 @@ pub fn migrate(dir: &Path) -> anyhow::Result<Exit> {
     for o in &outcomes {
         match o {
             Migration::Current(path) => text.push_str(&format!("current   {}\n", path.display())),
-            Migration::Migrated { path, backup, added } => text.push_str(&format!(
+            Migration::Migrated {
+                path,
+                backup,
+                added,
+            } => text.push_str(&format!(
                 "migrated  {} (added {}; original kept as {})\n",
                 path.display(),
                 added.join(", "),

@@ -14,7 +14,9 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Run(args) => run::run(&args),
         Command::Expectations(args) => expectations::run(&args),
-        Command::Banks { command: BanksCommand::Migrate(args) } => banks::migrate(&args.dir),
+        Command::Banks {
+            command: BanksCommand::Migrate(args),
+        } => banks::migrate(&args.dir),
         Command::Validate(args) => validate::run(&args.dir),
         Command::Init(args) => init::run(&args.dir),
     }

@@ -6,8 +6,8 @@ use anyhow::Context;
 use assay_core::bank::BankType;
 use assay_harness::HarnessError;
 use assay_harness::project::Project;
-use assay_harness::run::{RunRequest, gate_passed, run as run_banks};
 use assay_harness::results;
+use assay_harness::run::{RunRequest, gate_passed, run as run_banks};
 
 use super::{log_warnings, out};
 use crate::args::RunArgs;
@@ -32,11 +32,16 @@ fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
-    let request = RunRequest { banks: parse_banks(&args.banks)?, test: args.test.clone(), topic: args.topic.clone() };
+    let request = RunRequest {
+        banks: parse_banks(&args.banks)?,
+        test: args.test.clone(),
+        topic: args.topic.clone(),
+    };
     let project = Project::load(&args.dir)?;
     log_warnings(&project.warnings);
 
-    let show_progress = !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    let show_progress =
+        !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bar = Bar::new(show_progress);
     let log = run_banks(&project, &request, None, &mut bar)?;
     for w in log.warnings.iter().skip(project.warnings.len()) {
@@ -67,7 +72,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     } else {
         let mut text = assay_report::console::render(&log, args.failures_only);
         if let Some(s) = &saved {
-            text.push_str(&format!("\nsaved {} and {}\n", s.json.display(), s.markdown.display()));
+            text.push_str(&format!(
+                "\nsaved {} and {}\n",
+                s.json.display(),
+                s.markdown.display()
+            ));
         }
         out(&text);
     }
@@ -88,7 +97,15 @@ mod tests {
     #[test]
     fn banks_parse() {
         assert_eq!(parse_banks("all").unwrap(), vec![]);
-        assert_eq!(parse_banks("state, Pattern").unwrap(), vec![BankType::State, BankType::Pattern]);
-        assert!(parse_banks("state,stats").unwrap_err().to_string().contains("unknown bank `stats`"));
+        assert_eq!(
+            parse_banks("state, Pattern").unwrap(),
+            vec![BankType::State, BankType::Pattern]
+        );
+        assert!(
+            parse_banks("state,stats")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown bank `stats`")
+        );
     }
 }

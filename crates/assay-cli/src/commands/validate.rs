@@ -18,12 +18,25 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
         project.kb.files.len()
     ));
     for bank in BankType::ALL {
-        text.push_str(&format!("  {:<15} {} cases\n", bank.key(), project.banks.count(bank)));
+        text.push_str(&format!(
+            "  {:<15} {} cases\n",
+            bank.key(),
+            project.banks.count(bank)
+        ));
     }
-    if let Some((crisis, keywords)) = project.patterns.as_ref().map(|p| p.rule_counts()) {
-        text.push_str(&format!("  pattern rules   {crisis} crisis patterns, {keywords} keyword groups\n"));
+    if let Some((crisis, keywords)) = project
+        .patterns
+        .as_ref()
+        .map(assay_retrieval::patterns::PatternMatcher::rule_counts)
+    {
+        text.push_str(&format!(
+            "  pattern rules   {crisis} crisis patterns, {keywords} keyword groups\n"
+        ));
     }
-    text.push_str(&format!("  history files   {}\n", project.expectations.files().len()));
+    text.push_str(&format!(
+        "  history files   {}\n",
+        project.expectations.files().len()
+    ));
     text.push_str(&format!("  warnings        {}\n", project.warnings.len()));
     out(&text);
     Ok(Exit::Success)

@@ -8,22 +8,35 @@ fn rejected(project: &Scratch) -> Run {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("error: "), "{run:?}");
     assert!(!run.stderr.contains("panicked"), "{run:?}");
-    assert!(project.results().is_empty(), "a results file was written: {:?}", project.results());
+    assert!(
+        project.results().is_empty(),
+        "a results file was written: {:?}",
+        project.results()
+    );
     run
 }
 
 #[test]
 fn malformed_json_names_file_line_and_column() {
     let p = Scratch::example();
-    p.write("test_banks/state/state_handler_tests.json", "{\n  \"bank_type\": \"STATE\",\n  \"tests\": [\n    {\"test_id\": \"S1\",, }\n  ]\n}\n");
+    p.write(
+        "test_banks/state/state_handler_tests.json",
+        "{\n  \"bank_type\": \"STATE\",\n  \"tests\": [\n    {\"test_id\": \"S1\",, }\n  ]\n}\n",
+    );
     let run = rejected(&p);
-    assert!(run.stderr.contains("state_handler_tests.json:4:22: "), "{run:?}");
+    assert!(
+        run.stderr.contains("state_handler_tests.json:4:22: "),
+        "{run:?}"
+    );
 }
 
 #[test]
 fn malformed_yaml_names_file_and_line() {
     let p = Scratch::example();
-    p.write("kb/broken.yaml", "- entity_id: x\n  entity_type: KNOWLEDGE\n  title: [unclosed\n");
+    p.write(
+        "kb/broken.yaml",
+        "- entity_id: x\n  entity_type: KNOWLEDGE\n  title: [unclosed\n",
+    );
     let run = rejected(&p);
     assert!(run.stderr.contains("broken.yaml:"), "{run:?}");
 }
@@ -36,7 +49,10 @@ fn missing_required_field_names_the_case() {
     p.write_json("test_banks/pattern/pattern_tests.json", &bank);
     let run = rejected(&p);
     assert!(run.stderr.contains("pattern_tests.json:"), "{run:?}");
-    assert!(run.stderr.contains("tests[2]: missing field `prompt`"), "{run:?}");
+    assert!(
+        run.stderr.contains("tests[2]: missing field `prompt`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -47,7 +63,11 @@ fn duplicate_test_id_names_both_places() {
     bank["tests"][3]["test_id"] = first.clone();
     p.write_json("test_banks/always/always_load_tests.json", &bank);
     let run = rejected(&p);
-    assert!(run.stderr.contains(&format!("duplicate test_id `{}`", first.as_str().unwrap())), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("duplicate test_id `{}`", first.as_str().unwrap())),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("tests[0]"), "{run:?}");
 }
 
@@ -58,13 +78,20 @@ fn duplicate_test_id_across_banks_is_rejected() {
     bank["tests"][0]["test_id"] = "STATE-001".into();
     p.write_json("test_banks/always/always_load_tests.json", &bank);
     let run = rejected(&p);
-    assert!(run.stderr.contains("duplicate test_id `STATE-001`"), "{run:?}");
+    assert!(
+        run.stderr.contains("duplicate test_id `STATE-001`"),
+        "{run:?}"
+    );
 }
 
 #[test]
 fn unknown_bank_type_is_rejected() {
     let p = Scratch::example();
-    p.edit("test_banks/state/state_handler_tests.json", "\"STATE\"", "\"STATES\"");
+    p.edit(
+        "test_banks/state/state_handler_tests.json",
+        "\"STATE\"",
+        "\"STATES\"",
+    );
     let run = rejected(&p);
     assert!(run.stderr.contains("state_handler_tests.json:"), "{run:?}");
     assert!(run.stderr.contains("unknown variant `STATES`"), "{run:?}");
@@ -73,9 +100,17 @@ fn unknown_bank_type_is_rejected() {
 #[test]
 fn bank_type_that_contradicts_its_folder_is_rejected() {
     let p = Scratch::example();
-    p.edit("test_banks/state/state_handler_tests.json", "\"STATE\"", "\"PATTERN\"");
+    p.edit(
+        "test_banks/state/state_handler_tests.json",
+        "\"STATE\"",
+        "\"PATTERN\"",
+    );
     let run = rejected(&p);
-    assert!(run.stderr.contains("bank_type PATTERN does not match its folder `state/`"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("bank_type PATTERN does not match its folder `state/`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -85,7 +120,11 @@ fn bad_regex_names_file_rule_and_error() {
     rules["crisis_patterns"][2]["pattern"] = "(not|don't feel safe".into();
     p.write_json("test_banks/pattern/pattern_rules.json", &rules);
     let run = rejected(&p);
-    assert!(run.stderr.contains("pattern_rules.json: crisis_patterns[2]: bad regex `(not|don't feel safe`"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("pattern_rules.json: crisis_patterns[2]: bad regex `(not|don't feel safe`"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("unclosed group"), "{run:?}");
 }
 
@@ -101,21 +140,40 @@ fn bad_operator_names_entity_and_operator() {
 #[test]
 fn priority_out_of_range_and_bad_enum_are_rejected() {
     let p = Scratch::example();
-    p.write("kb/extra.yaml", "- entity_id: extra\n  entity_type: KNOWLEDGE\n  title: Extra\n  priority: 140\n");
+    p.write(
+        "kb/extra.yaml",
+        "- entity_id: extra\n  entity_type: KNOWLEDGE\n  title: Extra\n  priority: 140\n",
+    );
     let run = rejected(&p);
-    assert!(run.stderr.contains("extra.yaml:1:3: [0].priority: priority 140 is out of range (0 to 100)"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("extra.yaml:1:3: [0].priority: priority 140 is out of range (0 to 100)"),
+        "{run:?}"
+    );
 
-    p.write("kb/extra.yaml", "- entity_id: extra\n  entity_type: KNOWLEDGE\n  title: Extra\n  load_mode: SOMETIMES\n");
+    p.write(
+        "kb/extra.yaml",
+        "- entity_id: extra\n  entity_type: KNOWLEDGE\n  title: Extra\n  load_mode: SOMETIMES\n",
+    );
     let run = rejected(&p);
-    assert!(run.stderr.contains("unknown variant `SOMETIMES`"), "{run:?}");
+    assert!(
+        run.stderr.contains("unknown variant `SOMETIMES`"),
+        "{run:?}"
+    );
 }
 
 #[test]
 fn duplicate_entity_id_is_rejected() {
     let p = Scratch::example();
-    p.write("kb/extra.yaml", "- entity_id: gray_rock\n  entity_type: KNOWLEDGE\n  title: Another gray rock\n");
+    p.write(
+        "kb/extra.yaml",
+        "- entity_id: gray_rock\n  entity_type: KNOWLEDGE\n  title: Another gray rock\n",
+    );
     let run = rejected(&p);
-    assert!(run.stderr.contains("duplicate entity_id `gray_rock`"), "{run:?}");
+    assert!(
+        run.stderr.contains("duplicate entity_id `gray_rock`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -123,7 +181,10 @@ fn unknown_settings_key_is_rejected() {
     let p = Scratch::example();
     p.write("assay.toml", "[weights]\nsemantic = 0.6\nstat = 0.15\n");
     let run = rejected(&p);
-    assert!(run.stderr.contains("assay.toml:3:1: unknown field `stat`"), "{run:?}");
+    assert!(
+        run.stderr.contains("assay.toml:3:1: unknown field `stat`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -133,7 +194,10 @@ fn malformed_history_file_is_rejected_and_left_alone() {
     p.write(rel, "{\"changes\": [ {\"test_id\": 5} ]}");
     let run = p.assay(&["expectations"]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("expectations_2026-12-01.json:1:"), "{run:?}");
+    assert!(
+        run.stderr.contains("expectations_2026-12-01.json:1:"),
+        "{run:?}"
+    );
     assert_eq!(p.read(rel), "{\"changes\": [ {\"test_id\": 5} ]}");
 }
 
@@ -146,7 +210,11 @@ fn unknown_entity_referenced_by_a_case_is_a_warning() {
     let run = p.assay(&["run", "--banks", "state", "--no-save"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("WARN"), "{run:?}");
-    assert!(run.stderr.contains("unknown entity `handler_does_not_exist`"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("unknown entity `handler_does_not_exist`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -157,7 +225,11 @@ fn unknown_case_field_is_a_warning() {
     p.write_json("test_banks/always/always_load_tests.json", &bank);
     let run = p.assay(&["validate"]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stderr.contains("unknown field `tests[1].expected_allways`"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("unknown field `tests[1].expected_allways`"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -168,7 +240,10 @@ fn usage_errors_exit_2() {
     assert!(run.stderr.contains("unknown bank `stats`"), "{run:?}");
     let run = p.assay(&["run", "--test", "NOPE-001"]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("no case with test_id `NOPE-001`"), "{run:?}");
+    assert!(
+        run.stderr.contains("no case with test_id `NOPE-001`"),
+        "{run:?}"
+    );
     let run = p.assay(&["run", "--banks", "semantic"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(p.results().is_empty());

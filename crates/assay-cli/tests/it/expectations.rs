@@ -12,17 +12,27 @@ fn resolved(p: &Scratch) -> (Value, Value) {
 }
 
 fn case<'a>(all: &'a Value, id: &str) -> &'a Value {
-    all.as_array().unwrap().iter().find(|c| c["test_id"] == id).unwrap_or_else(|| panic!("{id} missing"))
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["test_id"] == id)
+        .unwrap_or_else(|| panic!("{id} missing"))
 }
 
 #[test]
 fn the_example_shows_all_three_sources() {
     let p = Scratch::example();
     let (summary, all) = resolved(&p);
-    assert_eq!(summary, json!({"original": 20, "opus": 3, "human_override": 1}));
+    assert_eq!(
+        summary,
+        json!({"original": 20, "opus": 3, "human_override": 1})
+    );
     assert_eq!(all.as_array().unwrap().len(), 24);
     // The override in the older file wins over the newer calibration of the same case.
-    assert_eq!(case(&all, "V2-LOY-002")["_source"], "human_override_2026-10-09");
+    assert_eq!(
+        case(&all, "V2-LOY-002")["_source"],
+        "human_override_2026-10-09"
+    );
     assert_eq!(case(&all, "V2-ALN-001")["_source"], "opus_2026-11-05");
     assert_eq!(case(&all, "V2-GR-001")["_source"], "original");
 }
@@ -60,5 +70,9 @@ fn a_history_entry_wins_over_the_original_and_an_override_over_the_entry() {
     assert_eq!(c["_source"], "human_override_2026-12-02");
     assert_eq!(c["expected_primary"], json!(["boundary_setting"]));
     assert_eq!(summary["human_override"], 2);
-    assert_eq!(p.read(rel), before, "the loader never modifies a history file");
+    assert_eq!(
+        p.read(rel),
+        before,
+        "the loader never modifies a history file"
+    );
 }

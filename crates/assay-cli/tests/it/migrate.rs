@@ -35,9 +35,16 @@ fn migrate_adds_the_fields_and_changes_nothing_else() {
     let run = p.assay(&["banks", "migrate"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("migrated"), "{run:?}");
-    assert!(run.stdout.contains("current"), "the other banks already have both fields: {run:?}");
+    assert!(
+        run.stdout.contains("current"),
+        "the other banks already have both fields: {run:?}"
+    );
 
-    assert_eq!(p.read(&format!("{BANK}.bak")), original_text, "the original is kept byte for byte");
+    assert_eq!(
+        p.read(&format!("{BANK}.bak")),
+        original_text,
+        "the original is kept byte for byte"
+    );
     let mut migrated = p.json(BANK);
     assert_eq!(migrated["bank_type"], "SEMANTIC");
     assert_eq!(migrated["version"], "2.0");
@@ -47,7 +54,10 @@ fn migrate_adds_the_fields_and_changes_nothing_else() {
     assert_eq!(migrated, original_value);
     // Every line of the original is still there, in order.
     let new_text = p.read(BANK);
-    let kept: Vec<&str> = new_text.lines().filter(|l| !l.contains("\"bank_type\"") && !l.contains("\"version\"")).collect();
+    let kept: Vec<&str> = new_text
+        .lines()
+        .filter(|l| !l.contains("\"bank_type\"") && !l.contains("\"version\""))
+        .collect();
     assert_eq!(kept, original_text.lines().collect::<Vec<_>>());
 
     let run = p.assay(&["validate"]);
@@ -65,7 +75,10 @@ fn migrate_writes_nothing_when_a_bank_is_invalid() {
     let p = Scratch::example();
     strip_header(&p);
     let before = p.read(BANK);
-    p.write("test_banks/state/state_handler_tests.json", "{\"tests\": [{\"test_id\": 3}]}");
+    p.write(
+        "test_banks/state/state_handler_tests.json",
+        "{\"tests\": [{\"test_id\": 3}]}",
+    );
     let run = p.assay(&["banks", "migrate"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(p.read(BANK), before);

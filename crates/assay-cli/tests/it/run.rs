@@ -35,8 +35,14 @@ fn the_example_runs_clean_and_saves_results() {
     assert!(run.stderr.contains("semantic bank skipped"), "{run:?}");
     let files = p.results();
     assert_eq!(files.len(), 2, "{files:?}");
-    assert!(files[0].starts_with("report_") && files[1].starts_with("results_"), "{files:?}");
-    insta::assert_snapshot!("example_summary", redact(&run.stdout, p.root.to_str().unwrap()));
+    assert!(
+        files[0].starts_with("report_") && files[1].starts_with("results_"),
+        "{files:?}"
+    );
+    insta::assert_snapshot!(
+        "example_summary",
+        redact(&run.stdout, p.root.to_str().unwrap())
+    );
 
     // A second run in the same minute never overwrites the first.
     let first = p.read(&format!("results/{}", files[1]));
@@ -56,16 +62,36 @@ fn readme_command_works_on_the_bundled_example() {
         .current_dir(&root)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn json_follows_the_contract() {
     let p = Scratch::example();
-    let run = p.assay(&["run", "--banks", "state,pattern,always", "--json", "--no-save"]);
+    let run = p.assay(&[
+        "run",
+        "--banks",
+        "state,pattern,always",
+        "--json",
+        "--no-save",
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
     let log = run.json();
-    for key in ["summary", "semantic", "state", "pattern", "always", "schema_version", "run_id", "timestamp"] {
+    for key in [
+        "summary",
+        "semantic",
+        "state",
+        "pattern",
+        "always",
+        "schema_version",
+        "run_id",
+        "timestamp",
+    ] {
         assert!(log.get(key).is_some(), "missing top-level key {key}");
     }
     assert_eq!(log["semantic"], Value::Null, "semantic was not run");
@@ -75,10 +101,16 @@ fn json_follows_the_contract() {
     assert_eq!(s["combined_score"], 100.0);
     assert_eq!(s["critical_failures"], serde_json::json!([]));
     assert_eq!(s["component_scores"]["semantic"], Value::Null);
-    assert_eq!(s["expectation_sources"], serde_json::json!({"original": 20, "opus": 3, "human_override": 1}));
+    assert_eq!(
+        s["expectation_sources"],
+        serde_json::json!({"original": 20, "opus": 3, "human_override": 1})
+    );
     for bank in ["state", "pattern", "always"] {
         let results = log[bank]["results"].as_array().unwrap();
-        assert_eq!(log[bank]["tests_run"].as_u64().unwrap() as usize, results.len());
+        assert_eq!(
+            log[bank]["tests_run"].as_u64().unwrap() as usize,
+            results.len()
+        );
         for case in results {
             for key in ["test_id", "score", "breakdown", "is_hard_fail"] {
                 assert!(case.get(key).is_some(), "{bank} case lacks {key}: {case}");
@@ -89,10 +121,19 @@ fn json_follows_the_contract() {
     assert_eq!(log["pattern"]["results"].as_array().unwrap().len(), 28);
     assert_eq!(log["always"]["results"].as_array().unwrap().len(), 7);
     let pattern = &log["pattern"]["results"][0];
-    for key in ["is_critical_failure", "matched_entities", "crisis_matches", "keyword_matches"] {
+    for key in [
+        "is_critical_failure",
+        "matched_entities",
+        "crisis_matches",
+        "keyword_matches",
+    ] {
         assert!(pattern.get(key).is_some(), "pattern case lacks {key}");
     }
-    assert!(log["state"]["results"][0].get("triggered_handlers").is_some());
+    assert!(
+        log["state"]["results"][0]
+            .get("triggered_handlers")
+            .is_some()
+    );
     assert!(log["always"]["results"][0].get("loaded_entities").is_some());
     assert!(p.results().is_empty(), "--no-save wrote files");
 }
@@ -102,32 +143,59 @@ fn a_critical_negative_match_makes_health_critical() {
     let p = Scratch::example();
     let mut bank = p.json("test_banks/pattern/pattern_tests.json");
     let tests = bank["tests"].as_array_mut().unwrap();
-    let neg = tests.iter_mut().find(|t| t["test_id"] == "PAT-NEG-001").unwrap();
+    let neg = tests
+        .iter_mut()
+        .find(|t| t["test_id"] == "PAT-NEG-001")
+        .unwrap();
     assert_eq!(neg["pattern_type"], "negative");
     assert_eq!(neg["is_critical"], true);
     neg["prompt"] = "honestly some days i want to end it all".into();
     p.write_json("test_banks/pattern/pattern_tests.json", &bank);
 
     let junit_path = p.path("out/junit.xml");
-    let run = p.assay(&["run", "--banks", "pattern,state,always", "--json", "--junit", junit_path.to_str().unwrap()]);
+    let run = p.assay(&[
+        "run",
+        "--banks",
+        "pattern,state,always",
+        "--json",
+        "--junit",
+        junit_path.to_str().unwrap(),
+    ]);
     assert_eq!(run.code, 1, "{run:?}");
     let log = run.json();
     assert_eq!(log["summary"]["health_status"], "CRITICAL");
-    assert_eq!(log["summary"]["critical_failures"], serde_json::json!(["PAT-NEG-001"]));
-    let case = log["pattern"]["results"].as_array().unwrap().iter().find(|c| c["test_id"] == "PAT-NEG-001").unwrap();
+    assert_eq!(
+        log["summary"]["critical_failures"],
+        serde_json::json!(["PAT-NEG-001"])
+    );
+    let case = log["pattern"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["test_id"] == "PAT-NEG-001")
+        .unwrap();
     assert_eq!(case["is_critical_failure"], true);
     assert_eq!(case["score"], 80, "one false positive costs 20");
 
     // The saved Markdown report puts the critical failure before anything else.
-    let report = p.results().into_iter().find(|f| f.starts_with("report_")).unwrap();
+    let report = p
+        .results()
+        .into_iter()
+        .find(|f| f.starts_with("report_"))
+        .unwrap();
     let md = p.read(&format!("results/{report}"));
-    let critical = md.find("## 🚨 Critical Failures").expect("critical section");
+    let critical = md
+        .find("## 🚨 Critical Failures")
+        .expect("critical section");
     assert!(critical < md.find("## Summary").unwrap());
     assert!(md.contains("**PAT-NEG-001** (negative)"), "{md}");
     insta::assert_snapshot!("critical_report", redact(&md, p.root.to_str().unwrap()));
 
     let junit = std::fs::read_to_string(junit_path).unwrap();
-    assert!(junit.contains("<testsuite name=\"pattern\" tests=\"28\" failures=\"1\""), "{junit}");
+    assert!(
+        junit.contains("<testsuite name=\"pattern\" tests=\"28\" failures=\"1\""),
+        "{junit}"
+    );
     assert!(junit.contains("critical failure: score 80"), "{junit}");
 }
 
@@ -143,7 +211,10 @@ fn a_missed_primary_scores_zero_and_lowers_health() {
     assert_eq!(run.code, 0, "GOOD still passes the default gate: {run:?}");
     let log = run.json();
     let case = &log["state"]["results"][0];
-    assert_eq!((case["score"].as_u64(), case["is_hard_fail"].as_bool()), (Some(0), Some(true)));
+    assert_eq!(
+        (case["score"].as_u64(), case["is_hard_fail"].as_bool()),
+        (Some(0), Some(true))
+    );
     assert_eq!(log["summary"]["hard_fail_count"], 1);
     assert_eq!(log["summary"]["health_status"], "GOOD");
 }
@@ -179,7 +250,10 @@ fn junit_counts_every_case() {
     assert_eq!(run.code, 0, "{run:?}");
     let xml = std::fs::read_to_string(junit).unwrap();
     assert!(xml.starts_with("<?xml"));
-    assert!(xml.contains("<testsuites name=\"assay\" tests=\"53\" failures=\"0\" errors=\"0\""), "{xml}");
+    assert!(
+        xml.contains("<testsuites name=\"assay\" tests=\"53\" failures=\"0\" errors=\"0\""),
+        "{xml}"
+    );
     assert_eq!(xml.matches("<testcase ").count(), 53);
 }
 
@@ -188,7 +262,13 @@ fn version_and_help() {
     let run = assay(&["--version"]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.starts_with("assay "), "{run:?}");
-    for cmd in [&["run", "--help"][..], &["expectations", "--help"], &["banks", "migrate", "--help"], &["init", "--help"], &["validate", "--help"]] {
+    for cmd in [
+        &["run", "--help"][..],
+        &["expectations", "--help"],
+        &["banks", "migrate", "--help"],
+        &["init", "--help"],
+        &["validate", "--help"],
+    ] {
         let run = assay(cmd);
         assert_eq!(run.code, 0, "{cmd:?}: {run:?}");
         assert!(run.stdout.contains("Usage: assay"), "{cmd:?}: {run:?}");

@@ -70,8 +70,12 @@ impl Scratch {
 
     /// Files in results/, sorted.
     pub fn results(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.path("results")) else { return Vec::new() };
-        let mut names: Vec<String> = entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let Ok(entries) = std::fs::read_dir(self.path("results")) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         names
     }
@@ -80,7 +84,10 @@ impl Scratch {
         let mut full: Vec<&str> = args.to_vec();
         let root = self.root.to_str().unwrap();
         // The project directory follows the subcommand words.
-        let at = full.iter().position(|a| a.starts_with("--")).unwrap_or(full.len());
+        let at = full
+            .iter()
+            .position(|a| a.starts_with("--"))
+            .unwrap_or(full.len());
         full.insert(at, root);
         assay(&full)
     }
@@ -95,13 +102,18 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
 }
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
