@@ -36,6 +36,33 @@ pub enum Command {
     },
     /// Load and validate a project without running anything.
     Validate(ProjectArg),
+    /// Retrieve the context for a message with the project's retrieval pipeline.
+    ///
+    /// Stages: ALWAYS, STATE (conditions on the user's state), pattern rules (crisis first),
+    /// SITUATION semantic search (threshold, top_k), then ranking by similarity + priority bonus
+    /// and a token budget counted with cl100k_base.
+    Retrieve(RetrieveArgs),
+    /// Print the embedding of each text (for checking a model).
+    Embed(EmbedArgs),
+    /// Manage the knowledge-base store (`.assay/kb.db`): import, list, edit, history, embed.
+    ///
+    /// The project's kb/ files are the source of truth: create, update and deactivate change
+    /// the files and the store together, so the next import changes nothing.
+    Kb {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: KbCommand,
+    },
+    /// Read and change stored user state (003 §5), which STATE conditions read.
+    State {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Create a small project that runs as it is.
     Init(InitArgs),
 }
@@ -82,6 +109,221 @@ pub struct RunArgs {
     /// List only failing cases in the summary (the default lists every imperfect case).
     #[arg(long)]
     pub failures_only: bool,
+
+    /// Embedder for the semantic bank (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+}
+
+/// `assay retrieve`
+#[derive(Debug, Args)]
+pub struct RetrieveArgs {
+    /// The user's message.
+    pub message: String,
+
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// The user's state as a JSON object, e.g. '{"days_since_last": 9}'.
+    #[arg(long, value_name = "JSON", conflicts_with = "user")]
+    pub state: Option<String>,
+
+    /// Read the user's state from the store (see `assay state`).
+    #[arg(long, value_name = "USER_ID")]
+    pub user: Option<String>,
+
+    /// The audience (default: the state's user_type, else PARENT).
+    #[arg(long, value_name = "AUDIENCE")]
+    pub audience: Option<String>,
+
+    /// Show each stage's candidates and why entities were dropped.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+}
+
+/// `assay embed`
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// The texts.
+    #[arg(required = true)]
+    pub texts: Vec<String>,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and the project's assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// The project whose assay.toml names the embedder.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// Embed as documents instead of queries (matters for Voyage).
+    #[arg(long)]
+    pub document: bool,
+
+    /// Print JSON: {"model", "dimension", "embeddings": [[...]]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay kb …`
+#[derive(Debug, Subcommand)]
+pub enum KbCommand {
+    /// Import the kb/ files into the store (unchanged entities get no new version).
+    Import,
+    /// List current entities.
+    List(KbListArgs),
+    /// Show one entity with its version and embedding status.
+    Show {
+        /// The entity.
+        entity_id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an entity from a YAML or JSON file holding one entity (003 §4 fields).
+    Create {
+        /// The file.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// Update an entity: a new version; the old one is kept.
+    Update {
+        /// The entity.
+        entity_id: String,
+        /// A YAML or JSON file with the fields to change (003 §4 `KBEntityUpdate`).
+        #[arg(long, value_name = "FILE", required_unless_present = "set")]
+        file: Option<PathBuf>,
+        /// A field to change, as FIELD=VALUE (VALUE is read as JSON when it parses, else text).
+        #[arg(long = "set", value_name = "FIELD=VALUE")]
+        set: Vec<String>,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// Deactivate an entity (a soft delete: a new, inactive version).
+    Deactivate {
+        /// The entity.
+        entity_id: String,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// Every version of an entity, with what changed.
+    History {
+        /// The entity.
+        entity_id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Embed entities whose embedding is missing or stale (all with --all, or one).
+    Embed {
+        /// Only this entity.
+        entity_id: Option<String>,
+        /// Re-embed every active entity.
+        #[arg(long, conflicts_with = "entity_id")]
+        all: bool,
+        /// Embedder (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+    },
+    /// Counts by type and load mode, embedding coverage, retrieval counts.
+    Stats {
+        /// Embedder whose coverage to report (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the current entities as a YAML or JSON list.
+    Export {
+        /// json or yaml.
+        #[arg(long, default_value = "yaml")]
+        format: String,
+        /// Write here instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `assay kb list`
+#[derive(Debug, Args)]
+pub struct KbListArgs {
+    /// Only this entity type (PERSONA, GUARDRAIL, HANDLER, KNOWLEDGE, SCRIPT, RULE).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub entity_type: Option<String>,
+    /// Only this load mode (ALWAYS, STATE, SITUATION).
+    #[arg(long, value_name = "MODE")]
+    pub load_mode: Option<String>,
+    /// Only entities for this audience.
+    #[arg(long, value_name = "AUDIENCE")]
+    pub audience: Option<String>,
+    /// Include inactive entities.
+    #[arg(long, conflicts_with = "inactive")]
+    pub all: bool,
+    /// Only inactive entities.
+    #[arg(long)]
+    pub inactive: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay state …`
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Show a user's state (the default for a new user).
+    Show {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set fields of a user's state.
+    Set {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// FIELD=VALUE pairs (VALUE is read as JSON when it parses, else text).
+        #[arg(required = true, value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record an interaction: rating, topics, skills, last seen now.
+    Record {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// The user's rating, 1 to 5.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+        rating: Option<u8>,
+        /// A topic discussed (repeatable).
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
+        /// A skill practised (repeatable).
+        #[arg(long = "skill", value_name = "SKILL")]
+        skills: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `assay expectations`

@@ -26,15 +26,18 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// Prints an error on stderr and chooses its exit code: 3 for infrastructure, else 2.
+/// Prints an error on stderr and chooses its exit code: 3 for infrastructure (a provider, the
+/// store), else 2.
 pub fn report(err: &anyhow::Error) -> ExitCode {
     #[allow(clippy::print_stderr)]
     {
         eprintln!("error: {err:#}");
     }
-    let infrastructure = err
-        .chain()
-        .find_map(|e| e.downcast_ref::<HarnessError>())
-        .is_some_and(HarnessError::is_infrastructure);
+    let infrastructure = err.chain().any(|e| {
+        e.downcast_ref::<HarnessError>()
+            .is_some_and(HarnessError::is_infrastructure)
+            || e.downcast_ref::<assay_kb::KbError>()
+                .is_some_and(assay_kb::KbError::is_infrastructure)
+    });
     ExitCode::from(if infrastructure { 3 } else { 2 })
 }

@@ -685,6 +685,10 @@ pub struct RunLog {
     pub duration_ms: u64,
     /// What was selected.
     pub filters: RunFilters,
+    /// The systems under test, described (for example the semantic pipeline's embedder and
+    /// reranker).
+    #[serde(default)]
+    pub setup: BTreeMap<String, String>,
     /// Aggregates, score and health.
     pub summary: Summary,
     /// `null` when not run.

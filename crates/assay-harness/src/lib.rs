@@ -6,15 +6,16 @@
 //! [`assay_core::runlog::RunLog`]; [`results::save`] writes it without overwriting anything.
 //!
 //! ```no_run
-//! use assay_harness::{project::Project, run::{run, Quiet, RunRequest}};
+//! use assay_harness::{project::Project, run::{run, Backends, Quiet, RunRequest}};
 //! let project = Project::load(std::path::Path::new("examples/coparent")).unwrap();
-//! let log = run(&project, &RunRequest::default(), None, &mut Quiet).unwrap();
+//! let log = run(&project, &RunRequest::default(), Backends::files(&project), &mut Quiet).unwrap();
 //! println!("{}", log.summary.health_status);
 //! ```
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod banks;
+pub mod engine;
 pub mod expectations;
 pub mod init;
 pub mod migrate;
@@ -55,9 +56,10 @@ impl HarnessError {
 
     /// Whether this is an infrastructure error (exit code 3) rather than bad input (2).
     pub fn is_infrastructure(&self) -> bool {
-        matches!(
-            self,
-            HarnessError::Infrastructure(_) | HarnessError::Kb(KbError::Store(_))
-        )
+        match self {
+            HarnessError::Infrastructure(_) => true,
+            HarnessError::Kb(e) => e.is_infrastructure(),
+            HarnessError::Data(_) | HarnessError::Usage(_) => false,
+        }
     }
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use assay_core::bank::{BankType, PatternRules};
 use assay_kb::datafile::{self, DataError};
 use assay_kb::{KnowledgeBase, LoadedKb};
-use assay_retrieval::StateMatcher;
 use assay_retrieval::patterns::PatternMatcher;
 
 use crate::HarnessError;
@@ -24,10 +23,10 @@ pub struct Project {
     pub banks: Banks,
     /// The compiled pattern rules, when the project has a rules file.
     pub patterns: Option<PatternMatcher>,
+    /// The pattern rules as written (to compile again for a retrieval pipeline).
+    pub rules: Option<PatternRules>,
     /// The pattern rules file, when present.
     pub rules_file: Option<PathBuf>,
-    /// STATE entities and their conditions.
-    pub state_matcher: StateMatcher,
     /// Semantic expectation history.
     pub expectations: ExpectationLoader,
     /// Warnings raised while loading.
@@ -91,23 +90,21 @@ impl Project {
 
         let rules_path =
             banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
-        let (patterns, rules_file) = if rules_path.is_file() {
+        let (patterns, rules, rules_file) = if rules_path.is_file() {
             let rules: PatternRules = datafile::read(&rules_path, &mut warn)?;
             let matcher = PatternMatcher::new(&rules)
                 .map_err(|e| DataError::new(&rules_path, e.to_string()))?;
             check_rule_entities(&rules_path, &rules, &kb, &mut warn)?;
-            (Some(matcher), Some(rules_path))
+            (Some(matcher), Some(rules), Some(rules_path))
         } else if !banks.pattern.is_empty() {
             return Err(HarnessError::Data(DataError::new(
                 &rules_path,
                 "the pattern bank has cases but this rules file is missing",
             )));
         } else {
-            (None, None)
+            (None, None, None)
         };
 
-        let state_matcher =
-            StateMatcher::from_kb(&kb.kb).map_err(|e| HarnessError::Usage(e.to_string()))?;
         let history_dir =
             banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR);
         let expectations = ExpectationLoader::load(&history_dir, &mut warn)?;
@@ -131,8 +128,8 @@ impl Project {
             kb,
             banks,
             patterns,
+            rules,
             rules_file,
-            state_matcher,
             expectations,
             warnings,
         })

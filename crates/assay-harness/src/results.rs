@@ -21,27 +21,38 @@ pub fn stamp(timestamp: &str) -> String {
         .to_string()
 }
 
-/// Writes `contents` to `target` atomically, failing with `AlreadyExists` rather than replacing
-/// an existing file.
-pub fn write_new(target: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = target.parent().unwrap_or(Path::new("."));
+/// Writes `contents` to a temporary file next to `target`, synced, with the permissions an
+/// ordinary new file gets (a temporary file is created readable by its owner only).
+fn staged(target: &Path, contents: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".assay-tmp-")
         .tempfile_in(dir)?;
     tmp.write_all(contents)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     tmp.as_file().sync_all()?;
+    Ok(tmp)
+}
+
+/// Writes `contents` to `target` atomically, failing with `AlreadyExists` rather than replacing
+/// an existing file.
+pub fn write_new(target: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let tmp = staged(target, contents)?;
     tmp.persist_noclobber(target).map_err(|e| e.error)?;
     Ok(())
 }
 
 /// Writes `contents` to `target` atomically, replacing it if it exists.
 pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".assay-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(contents)?;
-    tmp.as_file().sync_all()?;
+    let tmp = staged(target, contents)?;
     tmp.persist(target).map_err(|e| e.error)?;
     Ok(())
 }
@@ -110,6 +121,19 @@ mod tests {
     #[test]
     fn stamp_is_utc_minutes() {
         assert_eq!(stamp("2026-11-21T22:40:59+02:00"), "2026-11-21-2040");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn saved_files_are_readable_by_others() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        write_new(&p, b"{}").unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]

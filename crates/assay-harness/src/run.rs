@@ -8,6 +8,9 @@ use assay_core::runlog::{
     SemanticResults, StateResults,
 };
 
+use assay_kb::KnowledgeBase;
+use assay_retrieval::StateMatcher;
+
 use crate::HarnessError;
 use crate::project::Project;
 use crate::runners::{self, SemanticRetriever};
@@ -21,6 +24,25 @@ pub struct RunRequest {
     pub test: Option<String>,
     /// Only semantic cases with this topic (other banks are not run).
     pub topic: Option<String>,
+}
+
+/// The systems under test of a run.
+#[derive(Clone, Copy)]
+pub struct Backends<'a> {
+    /// The knowledge base the always and state banks read (the store, after import).
+    pub kb: &'a dyn KnowledgeBase,
+    /// The semantic pipeline, when one is configured.
+    pub semantic: Option<&'a dyn SemanticRetriever>,
+}
+
+impl<'a> Backends<'a> {
+    /// The project's own files as the knowledge base, and no semantic pipeline.
+    pub fn files(project: &'a Project) -> Backends<'a> {
+        Backends {
+            kb: &project.kb.kb,
+            semantic: None,
+        }
+    }
 }
 
 /// Hears about progress (a progress bar, a journal).
@@ -55,15 +77,16 @@ fn selected<'a, C>(
 
 /// Runs what `request` asks for.
 ///
-/// `semantic` is the system under test of the semantic bank. When it is `None`, a semantic bank
+/// `backends.semantic` is the system under test of the semantic bank. When it is `None`, a semantic bank
 /// selected implicitly (all banks) is skipped with a warning, and one asked for explicitly is a
 /// usage error.
 pub fn run(
     project: &Project,
     request: &RunRequest,
-    semantic: Option<&dyn SemanticRetriever>,
+    backends: Backends<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<RunLog, HarnessError> {
+    let semantic = backends.semantic;
     let started = Instant::now();
     let timestamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut warnings = project.warnings.clone();
@@ -169,11 +192,13 @@ pub fn run(
                 results.semantic = Some(SemanticResults::from_results(out));
             }
             BankType::State => {
+                let matcher = StateMatcher::from_kb(backends.kb)
+                    .map_err(|e| HarnessError::Usage(e.to_string()))?;
                 observer.bank_started(*bank, state_cases.len());
                 let out = state_cases
                     .iter()
                     .map(|case| {
-                        let r = runners::run_state_case(&project.state_matcher, case);
+                        let r = runners::run_state_case(&matcher, case);
                         observer.case_finished(*bank, &r.test_id, Some(r.score));
                         r
                     })
@@ -198,7 +223,7 @@ pub fn run(
                 observer.bank_started(*bank, always_cases.len());
                 let mut out = Vec::with_capacity(always_cases.len());
                 for case in &always_cases {
-                    let r = runners::run_always_case(&project.kb.kb, case)
+                    let r = runners::run_always_case(backends.kb, case)
                         .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
                     observer.case_finished(*bank, &r.test_id, Some(r.score));
                     out.push(r);
@@ -222,6 +247,13 @@ pub fn run(
         project: project.settings.root.display().to_string(),
         timestamp,
         duration_ms: started.elapsed().as_millis() as u64,
+        setup: semantic
+            .map(|s| {
+                [("semantic".to_owned(), s.describe())]
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
         filters: RunFilters {
             banks,
             test: request.test.clone(),

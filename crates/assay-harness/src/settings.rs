@@ -115,6 +115,54 @@ impl Default for ReportConfig {
     }
 }
 
+/// `[embedder]`: how entity and query texts are embedded.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedderConfig {
+    /// `vendor/model`: `builtin/hashed-ngrams` (default), `local/<dir>` (or `local` with
+    /// `model_dir`), `hf/<repo>`, `voyage/<model>`, `openai/<model>`.
+    pub model: Option<String>,
+    /// The model directory for `model = "local"`, relative to the project.
+    pub model_dir: Option<PathBuf>,
+    /// Base URL of an OpenAI-compatible server (default `https://api.openai.com/v1`).
+    pub openai_base_url: Option<String>,
+    /// Base URL of the Voyage API (default `https://api.voyageai.com/v1`).
+    pub voyage_base_url: Option<String>,
+    /// Seconds before a request times out (default 60).
+    pub timeout_seconds: Option<f64>,
+    /// Texts per request or forward pass (default: each provider's own).
+    pub batch_size: Option<usize>,
+}
+
+/// `[retrieval]`: the retrieval pipeline (003 §3, §6).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrievalSettingsConfig {
+    /// SITUATION entities kept (default 5).
+    pub top_k: usize,
+    /// Candidates fetched per kept entity before the threshold (default 2).
+    pub fetch_factor: usize,
+    /// Minimum similarity of a SITUATION entity (default 0.65; see the guide for the built-in
+    /// embedder).
+    pub score_threshold: Option<f32>,
+    /// Weight of priority in the final score (default 0.15).
+    pub priority_weight: f32,
+    /// Token budget of the context (default 3000).
+    pub max_tokens_budget: usize,
+}
+
+impl Default for RetrievalSettingsConfig {
+    fn default() -> Self {
+        RetrievalSettingsConfig {
+            top_k: 5,
+            fetch_factor: 2,
+            score_threshold: None,
+            priority_weight: 0.15,
+            max_tokens_budget: 3000,
+        }
+    }
+}
+
 /// The whole `assay.toml`, as written.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -129,6 +177,10 @@ pub struct ProjectConfig {
     pub semantic: SemanticConfig,
     /// `[report]`
     pub report: ReportConfig,
+    /// `[embedder]`
+    pub embedder: EmbedderConfig,
+    /// `[retrieval]`
+    pub retrieval: RetrievalSettingsConfig,
 }
 
 /// Resolved settings of a project.
@@ -152,6 +204,10 @@ pub struct ProjectSettings {
     pub semantic: SemanticConfig,
     /// Report options.
     pub report: ReportConfig,
+    /// Embedder settings, as written (resolved by [`crate::engine::choose_embedder`]).
+    pub embedder: EmbedderConfig,
+    /// Retrieval pipeline settings.
+    pub retrieval: RetrievalSettingsConfig,
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -230,6 +286,28 @@ impl ProjectSettings {
         {
             return Err("semantic.rate_limit_delay: must be 0 or more seconds".into());
         }
+        let r = &config.retrieval;
+        if r.top_k == 0 || r.fetch_factor == 0 {
+            return Err("retrieval: top_k and fetch_factor must be at least 1".into());
+        }
+        if r.score_threshold
+            .is_some_and(|t| !(-1.0..=1.0).contains(&t))
+        {
+            return Err("retrieval.score_threshold: must be between -1 and 1".into());
+        }
+        if !(r.priority_weight.is_finite() && r.priority_weight >= 0.0) {
+            return Err("retrieval.priority_weight: must be 0 or more".into());
+        }
+        if config
+            .embedder
+            .timeout_seconds
+            .is_some_and(|t| !(t.is_finite() && t > 0.0))
+        {
+            return Err("embedder.timeout_seconds: must be more than 0".into());
+        }
+        if config.embedder.batch_size == Some(0) {
+            return Err("embedder.batch_size: must be at least 1".into());
+        }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());
         }
@@ -243,6 +321,8 @@ impl ProjectSettings {
             min_score: config.gate.min_score,
             semantic: config.semantic,
             report: config.report,
+            embedder: config.embedder,
+            retrieval: config.retrieval,
         })
     }
 }

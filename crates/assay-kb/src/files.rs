@@ -3,11 +3,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use assay_core::condition::Conditions;
 use assay_core::entity::{Entity, LoadMode};
 
 use crate::datafile::{self, DataError, Format};
-use crate::{KbError, MemoryKb};
+use crate::{InvalidEntity, KbError, MemoryKb, check_entity};
 
 /// A loaded and validated knowledge base, with where each entity came from.
 #[derive(Debug, Clone)]
@@ -86,16 +85,10 @@ fn validate(
     e: &Entity,
     warnings: &mut Vec<String>,
 ) -> Result<(), DataError> {
-    let err = |msg: String| DataError::new(file, format!("[{index}] `{}`: {msg}", e.entity_id));
-    if e.entity_id.trim().is_empty() {
-        return Err(DataError::new(
-            file,
-            format!("[{index}]: entity_id is empty"),
-        ));
-    }
-    if e.title.trim().is_empty() {
-        return Err(err("title is empty".into()));
-    }
+    let conditions = check_entity(e).map_err(|problem| match problem {
+        InvalidEntity::EmptyId => DataError::new(file, format!("[{index}]: {problem}")),
+        _ => DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id)),
+    })?;
     if e.audience_types.is_empty() {
         warnings.push(format!(
             "{}: entity `{}` has no audience_types and is never loaded",
@@ -103,10 +96,8 @@ fn validate(
             e.entity_id
         ));
     }
-    match (&e.state_conditions, e.load_mode) {
-        (Some(raw), _) => {
-            let conditions =
-                Conditions::parse(raw).map_err(|c| err(format!("state_conditions: {c}")))?;
+    match (conditions, e.load_mode) {
+        (Some(conditions), _) => {
             if e.load_mode != LoadMode::State {
                 warnings.push(format!(
                     "{}: entity `{}` has state_conditions but load_mode {}; they are ignored",

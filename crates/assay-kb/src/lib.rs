@@ -1,9 +1,14 @@
-//! The assay knowledge base: the [`KnowledgeBase`] interface that retrieval reads, and loading
-//! entities from a project's `kb/` folder.
+//! The assay knowledge base: the [`KnowledgeBase`] interface that retrieval reads, loading
+//! entities from a project's `kb/` folder, and the versioned store.
 //!
 //! A project's `kb/` files (JSON arrays or YAML lists of entities, 003 §4 fields) are the source
-//! of truth. [`load_dir`] reads and validates them into a [`MemoryKb`]; the SQLite store
-//! implements the same trait.
+//! of truth. [`load_dir`] reads and validates them into a [`MemoryKb`].
+//!
+//! The [`store`] module holds the [`KbStore`] trait (the admin API of 003 §4: create, update,
+//! deactivate, version history, import and export, embeddings, retrieval counts, statistics) and
+//! [`SqliteStore`], its SQLite backend. Every change to an entity writes a new version and
+//! nothing is deleted (003 §1). The [`user_state`] module keeps the per-user facts that STATE
+//! conditions read (003 §5) in the same database.
 //!
 //! ```
 //! use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
@@ -12,17 +17,40 @@
 //! let kb = MemoryKb::new(vec![entity]).unwrap();
 //! assert_eq!(kb.list(&EntityFilter::default()).unwrap().len(), 1);
 //! ```
+//!
+//! The store keeps every version:
+//!
+//! ```
+//! use assay_kb::{Edit, EntityUpdate, KbStore, KnowledgeBase, SqliteStore};
+//! let store = SqliteStore::in_memory().unwrap();
+//! let entity = serde_json::from_str(
+//!     r#"{"entity_id":"gray_rock","entity_type":"KNOWLEDGE","title":"Gray rock"}"#).unwrap();
+//! store.create(&entity, &Edit::now("admin")).unwrap();
+//! let update = EntityUpdate { title: Some("Gray rock method".into()), ..EntityUpdate::default() };
+//! let stored = store.update("gray_rock", &update, &Edit::now("admin")).unwrap();
+//! assert_eq!(stored.version, 2);
+//! assert_eq!(store.history("gray_rock").unwrap()[1].changed_fields, ["title"]);
+//! assert_eq!(store.get("gray_rock").unwrap().unwrap().title, "Gray rock method");
+//! ```
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod datafile;
 mod files;
+pub mod store;
+pub mod user_state;
 
 use std::collections::HashMap;
 
+use assay_core::condition::{ConditionError, Conditions};
 use assay_core::entity::{Entity, EntityType, LoadMode};
 
 pub use files::{LoadedKb, load_dir};
+pub use store::{
+    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, Staleness,
+    StoredEntity,
+};
+pub use user_state::StateStore;
 
 /// Errors of a knowledge base.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +61,67 @@ pub enum KbError {
     /// Two entities share an id.
     #[error("duplicate entity_id `{0}`")]
     Duplicate(String),
-    /// A store backend failed.
+    /// A store backend failed, or holds data it cannot read.
     #[error("knowledge-base store: {0}")]
     Store(String),
+    /// No entity has this id.
+    #[error("no entity `{0}`")]
+    NotFound(String),
+    /// An entity with this id exists already (active or not).
+    #[error("entity `{0}` already exists")]
+    AlreadyExists(String),
+    /// An entity breaks a rule every entity must meet.
+    #[error("entity `{entity_id}`: {problem}")]
+    InvalidEntity {
+        /// The entity.
+        entity_id: String,
+        /// What is wrong.
+        problem: InvalidEntity,
+    },
+    /// A request to the store is not valid (an embedding, a user-state update, a rating).
+    #[error("{0}")]
+    Invalid(String),
+    /// The SQLite backend failed.
+    #[error("knowledge-base store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl KbError {
+    /// Whether the store itself failed (infrastructure, exit code 3) rather than the input
+    /// being wrong (bad input, exit code 2).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, KbError::Store(_) | KbError::Sqlite(_))
+    }
+}
+
+/// Why an entity cannot be loaded or stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEntity {
+    /// The `entity_id` is empty.
+    #[error("entity_id is empty")]
+    EmptyId,
+    /// The title is empty.
+    #[error("title is empty")]
+    EmptyTitle,
+    /// The `state_conditions` do not parse.
+    #[error("state_conditions: {0}")]
+    Conditions(#[from] ConditionError),
+}
+
+/// Checks the rules every entity must meet (a non-empty id and title, valid
+/// `state_conditions`) and returns its parsed conditions.
+pub fn check_entity(entity: &Entity) -> Result<Option<Conditions>, InvalidEntity> {
+    if entity.entity_id.trim().is_empty() {
+        return Err(InvalidEntity::EmptyId);
+    }
+    if entity.title.trim().is_empty() {
+        return Err(InvalidEntity::EmptyTitle);
+    }
+    Ok(entity
+        .state_conditions
+        .as_ref()
+        .map(Conditions::parse)
+        .transpose()?)
 }
 
 /// Which entities to list. Every `None` matches all.
@@ -172,6 +258,13 @@ mod tests {
         assert_eq!(ids, vec!["b", "a"]);
         assert!(kb.contains("d").unwrap());
         assert!(kb.get("zzz").unwrap().is_none());
+    }
+
+    #[test]
+    fn store_failures_are_infrastructure() {
+        assert!(KbError::Store("disk full".into()).is_infrastructure());
+        assert!(!KbError::NotFound("x".into()).is_infrastructure());
+        assert!(!KbError::Duplicate("x".into()).is_infrastructure());
     }
 
     #[test]

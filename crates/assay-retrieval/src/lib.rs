@@ -13,6 +13,8 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod patterns;
+pub mod pipeline;
+pub mod vector;
 
 use assay_core::UserState;
 use assay_core::condition::{ConditionError, Conditions};
@@ -25,6 +27,12 @@ pub enum RetrievalError {
     /// The knowledge base failed.
     #[error(transparent)]
     Kb(#[from] KbError),
+    /// The tokenizer could not be loaded.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// An embedding does not fit the index.
+    #[error("vector index: {0}")]
+    Index(String),
     /// A STATE entity's conditions are not valid.
     #[error("entity `{entity_id}`: state_conditions: {source}")]
     Condition {

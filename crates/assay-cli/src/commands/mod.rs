@@ -1,9 +1,13 @@
 //! One module per subcommand; each parses its arguments into settings and calls the library.
 
 mod banks;
+mod embed;
 mod expectations;
 mod init;
+mod kb;
+mod retrieve;
 mod run;
+mod state;
 mod validate;
 
 use crate::args::{BanksCommand, Command};
@@ -19,7 +23,23 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         } => banks::migrate(&args.dir),
         Command::Validate(args) => validate::run(&args.dir),
         Command::Init(args) => init::run(&args.dir),
+        Command::Retrieve(args) => retrieve::run(&args),
+        Command::Embed(args) => embed::run(&args),
+        Command::Kb { project, command } => kb::run(&project, &command),
+        Command::State { project, command } => state::run(&project, &command),
     }
+}
+
+/// A runtime for the async provider calls of one command.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The process environment, as the lookup the harness takes.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Writes to stdout, ignoring a closed pipe (`assay … | head`).

@@ -5,11 +5,14 @@ use std::io::IsTerminal;
 use anyhow::Context;
 use assay_core::bank::BankType;
 use assay_harness::HarnessError;
+use assay_harness::engine::{self, SemanticSearch};
 use assay_harness::project::Project;
 use assay_harness::results;
-use assay_harness::run::{RunRequest, gate_passed, run as run_banks};
+use assay_harness::run::{Backends, RunRequest, gate_passed, run as run_banks};
+use assay_harness::runners::SemanticRetriever;
+use assay_retrieval::pipeline::Pipeline;
 
-use super::{log_warnings, out};
+use super::{env, log_warnings, out, runtime};
 use crate::args::RunArgs;
 use crate::exit::Exit;
 use crate::progress::Bar;
@@ -31,6 +34,55 @@ fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
         .collect()
 }
 
+/// Whether the request may run semantic cases (so the embedder is needed).
+fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
+    let cases = &project.banks.semantic;
+    let bank_selected = request.banks.is_empty()
+        || request.banks.contains(&BankType::Semantic)
+        || request.topic.is_some();
+    let case_selected = request
+        .test
+        .as_ref()
+        .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
+    !cases.is_empty() && bank_selected && case_selected
+}
+
+type Queries = std::collections::HashMap<String, Result<Vec<f32>, String>>;
+
+/// Builds the embedder, refreshes stale entity embeddings, embeds every semantic prompt, and
+/// builds the pipeline.
+fn prepare_semantic(
+    project: &Project,
+    store: &assay_kb::store::SqliteStore,
+    flag: Option<&str>,
+) -> anyhow::Result<(Pipeline, Queries, String)> {
+    let choice = engine::choose_embedder(&project.settings, flag, &env)?;
+    let embedder = engine::build_embedder(&choice)?;
+    let rt = runtime()?;
+    let refreshed = rt.block_on(engine::refresh_embeddings(
+        store,
+        embedder.as_ref(),
+        false,
+        None,
+    ))?;
+    tracing::info!(
+        embedded = refreshed.embedded.len(),
+        fresh = refreshed.fresh,
+        model = embedder.model(),
+        "entity embeddings"
+    );
+    let config = engine::retrieval_config(&project.settings, &choice);
+    let pipeline = engine::build_pipeline(store, project, embedder.model(), config)?;
+    let prompts: Vec<String> = project
+        .banks
+        .semantic
+        .iter()
+        .map(|c| c.case.prompt.clone())
+        .collect();
+    let queries = rt.block_on(engine::embed_queries(embedder.as_ref(), &prompts));
+    Ok((pipeline, queries, embedder.model().to_owned()))
+}
+
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let request = RunRequest {
         banks: parse_banks(&args.banks)?,
@@ -40,10 +92,39 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let project = Project::load(&args.dir)?;
     log_warnings(&project.warnings);
 
+    // The knowledge base the banks read is the store, refreshed from the kb/ files.
+    let store = engine::open_store(&project.settings)?;
+    let imported = engine::import_kb(&store, &project)?;
+    tracing::info!(
+        created = imported.created.len(),
+        updated = imported.updated.len(),
+        deactivated = imported.deactivated.len(),
+        unchanged = imported.unchanged.len(),
+        "imported kb/ into {}",
+        engine::store_path(&project.settings).display()
+    );
+
     let show_progress =
         !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bar = Bar::new(show_progress);
-    let log = run_banks(&project, &request, None, &mut bar)?;
+    let semantic = if wants_semantic(&project, &request) {
+        Some(prepare_semantic(
+            &project,
+            &store,
+            args.embedder.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let search = semantic.as_ref().map(|(pipeline, queries, model)| {
+        let s = &project.settings.semantic;
+        SemanticSearch::new(pipeline, queries.clone(), s.candidates, s.top_k, model)
+    });
+    let backends = Backends {
+        kb: &store,
+        semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
+    };
+    let log = run_banks(&project, &request, backends, &mut bar)?;
     for w in log.warnings.iter().skip(project.warnings.len()) {
         tracing::warn!("{w}");
     }

@@ -244,8 +244,19 @@ fn usage_errors_exit_2() {
         run.stderr.contains("no case with test_id `NOPE-001`"),
         "{run:?}"
     );
-    let run = p.assay(&["run", "--banks", "semantic"]);
+    let run = p.assay(&["run", "--embedder", "nonsense"]);
     assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("invalid embedder name `nonsense`"),
+        "{run:?}"
+    );
+    let run = p.assay(&["run", "--topic", "no_such_topic"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no semantic case has topic `no_such_topic`"),
+        "{run:?}"
+    );
     assert!(p.results().is_empty());
     let run = crate::support::assay(&["run", "/nonexistent/assay-project"]);
     assert_eq!(run.code, 2, "{run:?}");

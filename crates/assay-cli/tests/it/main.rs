@@ -2,6 +2,10 @@
 
 mod bad_input;
 mod expectations;
+mod kb;
 mod migrate;
+mod quality;
+mod retrieve;
 mod run;
+mod state;
 mod support;

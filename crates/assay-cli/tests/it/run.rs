@@ -27,12 +27,18 @@ fn redact(text: &str, project: &str) -> String {
 }
 
 #[test]
-fn the_example_runs_clean_and_saves_results() {
+fn the_example_runs_all_four_banks_and_saves_results() {
     let p = Scratch::example();
     let run = p.assay(&["run"]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("health          EXCELLENT"), "{run:?}");
-    assert!(run.stderr.contains("semantic bank skipped"), "{run:?}");
+    assert!(
+        run.stdout.contains("(semantic, state, pattern, always)"),
+        "{run:?}"
+    );
+    assert!(
+        p.path(".assay/kb.db").is_file(),
+        "the knowledge base is imported into the store"
+    );
     let files = p.results();
     assert_eq!(files.len(), 2, "{files:?}");
     assert!(
@@ -246,7 +252,14 @@ fn a_single_case_runs_alone() {
 fn junit_counts_every_case() {
     let p = Scratch::example();
     let junit = p.path("ci/junit.xml");
-    let run = p.assay(&["run", "--no-save", "--junit", junit.to_str().unwrap()]);
+    let run = p.assay(&[
+        "run",
+        "--banks",
+        "state,pattern,always",
+        "--no-save",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
     let xml = std::fs::read_to_string(junit).unwrap();
     assert!(xml.starts_with("<?xml"));
@@ -258,17 +271,91 @@ fn junit_counts_every_case() {
 }
 
 #[test]
+fn the_semantic_bank_records_every_stage() {
+    let p = Scratch::example();
+    let run = p.assay(&["run", "--banks", "semantic", "--json", "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let log = run.json();
+    let sem = &log["semantic"];
+    assert_eq!(sem["tests_run"], 24);
+    assert_eq!(sem["errors"], 0);
+    assert!(
+        log["setup"]["semantic"]
+            .as_str()
+            .unwrap()
+            .starts_with("builtin/hashed-ngrams top 15"),
+        "{}",
+        log["setup"]
+    );
+    for case in sem["results"].as_array().unwrap() {
+        assert_eq!(case["candidates"].as_array().unwrap().len(), 15, "{case}");
+        assert_eq!(case["selections"].as_array().unwrap().len(), 6, "{case}");
+        for key in [
+            "test_id",
+            "score",
+            "breakdown",
+            "is_hard_fail",
+            "expectation_source",
+            "lost",
+            "topics",
+        ] {
+            assert!(case.get(key).is_some(), "semantic case lacks {key}");
+        }
+        // Every expected entity that was not selected says which stage lost it.
+        let lost = case["lost"].as_array().unwrap().len();
+        let missing_secondary = case["secondary_missing"].as_array().unwrap().len();
+        assert!(lost >= missing_secondary, "{case}");
+    }
+    let overridden = sem["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["test_id"] == "V2-LOY-002")
+        .unwrap();
+    assert_eq!(
+        overridden["expectation_source"],
+        "human_override_2026-10-09"
+    );
+    assert!(sem["topic_scores"].as_object().unwrap().len() > 5);
+}
+
+#[test]
+fn a_topic_runs_its_semantic_cases() {
+    let p = Scratch::example();
+    let run = p.assay(&["run", "--topic", "gray_rock", "--json", "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let log = run.json();
+    let results = log["semantic"]["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    assert!(results.iter().all(|c| {
+        c["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "gray_rock")
+    }));
+    assert_eq!(log["state"], Value::Null);
+}
+
+#[test]
 fn version_and_help() {
     let run = assay(&["--version"]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.starts_with("assay "), "{run:?}");
-    for cmd in [
-        &["run", "--help"][..],
+    let commands: [&[&str]; 11] = [
+        &["run", "--help"],
         &["expectations", "--help"],
         &["banks", "migrate", "--help"],
         &["init", "--help"],
         &["validate", "--help"],
-    ] {
+        &["retrieve", "--help"],
+        &["embed", "--help"],
+        &["kb", "--help"],
+        &["kb", "history", "--help"],
+        &["state", "--help"],
+        &["state", "record", "--help"],
+    ];
+    for cmd in commands {
         let run = assay(cmd);
         assert_eq!(run.code, 0, "{cmd:?}: {run:?}");
         assert!(run.stdout.contains("Usage: assay"), "{cmd:?}: {run:?}");

@@ -1,0 +1,199 @@
+//! `assay retrieve`
+
+use anyhow::Context;
+use assay_core::UserState;
+use assay_core::entity::DEFAULT_AUDIENCE;
+use assay_harness::HarnessError;
+use assay_harness::engine;
+use assay_harness::project::Project;
+use assay_kb::StateStore;
+use assay_kb::store::KbStore;
+use assay_providers::InputKind;
+use assay_retrieval::pipeline::{DropReason, Retrieval};
+use serde_json::json;
+
+use super::{env, log_warnings, out, runtime};
+use crate::args::RetrieveArgs;
+use crate::exit::Exit;
+
+fn parse_state(text: &str) -> Result<UserState, HarnessError> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(HarnessError::Usage(
+            "--state: expected a JSON object, e.g. '{\"days_since_last\": 9}'".into(),
+        )),
+        Err(e) => Err(HarnessError::Usage(format!("--state: not valid JSON: {e}"))),
+    }
+}
+
+pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
+    let project = Project::load(&args.project)?;
+    log_warnings(&project.warnings);
+    let store = engine::open_store(&project.settings)?;
+    engine::import_kb(&store, &project)?;
+    let state = match (&args.state, &args.user) {
+        (Some(text), _) => parse_state(text)?,
+        (None, Some(user)) => store.get_user_state(user, std::time::SystemTime::now().into())?,
+        (None, None) => UserState::new(),
+    };
+    let audience = args
+        .audience
+        .clone()
+        .or_else(|| {
+            state
+                .get("user_type")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| DEFAULT_AUDIENCE.to_owned());
+
+    let choice = engine::choose_embedder(&project.settings, args.embedder.as_deref(), &env)?;
+    let embedder = engine::build_embedder(&choice)?;
+    let rt = runtime()?;
+    rt.block_on(engine::refresh_embeddings(
+        &store,
+        embedder.as_ref(),
+        false,
+        None,
+    ))?;
+    let pipeline = engine::build_pipeline(
+        &store,
+        &project,
+        embedder.model(),
+        engine::retrieval_config(&project.settings, &choice),
+    )?;
+    let query = rt
+        .block_on(embedder.embed(std::slice::from_ref(&args.message), InputKind::Query))
+        .map_err(|e| {
+            HarnessError::Infrastructure(format!(
+                "embedding the message with {}: {e}",
+                embedder.model()
+            ))
+        })?
+        .into_iter()
+        .next();
+    let retrieval = pipeline.retrieve(&args.message, query.as_deref(), &state, &audience);
+    let ids: Vec<String> = retrieval
+        .entities
+        .iter()
+        .map(|e| e.entity_id.clone())
+        .collect();
+    store
+        .record_retrievals(&ids)
+        .context("recording retrieval counts")?;
+
+    if args.json {
+        let mut doc = json!({
+            "message": args.message,
+            "audience": audience,
+            "embedder": embedder.model(),
+            "entities": retrieval.entities,
+            "tokens_used": retrieval.tokens_used,
+            "token_budget": retrieval.token_budget,
+        });
+        if args.explain {
+            doc["stages"] = json!(retrieval.stages);
+            doc["dropped"] = json!(retrieval.dropped);
+            doc["notes"] = json!(retrieval.notes);
+        }
+        out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
+    } else {
+        out(&render(
+            &retrieval,
+            args.explain,
+            embedder.model(),
+            &audience,
+        ));
+    }
+    Ok(Exit::Success)
+}
+
+fn render(r: &Retrieval, explain: bool, model: &str, audience: &str) -> String {
+    let mut text = format!(
+        "{} entities, {} of {} tokens (audience {audience}, embedder {model})\n\n",
+        r.entities.len(),
+        r.tokens_used,
+        r.token_budget
+    );
+    text.push_str(&format!(
+        "  {:>2}  {:<32} {:<10} {:<9} {:>6} {:>6} {:>6}\n",
+        "#", "entity", "type", "stage", "sim", "final", "tokens"
+    ));
+    for (i, e) in r.entities.iter().enumerate() {
+        let stage = if e.also.is_empty() {
+            e.stage.to_string()
+        } else {
+            format!(
+                "{}+{}",
+                e.stage,
+                e.also
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("+")
+            )
+        };
+        text.push_str(&format!(
+            "  {:>2}  {:<32} {:<10} {:<9} {:>6.3} {:>6.3} {:>6}\n",
+            i + 1,
+            e.entity_id,
+            e.entity_type.as_str(),
+            stage,
+            e.similarity,
+            e.final_score,
+            e.tokens
+        ));
+    }
+    if explain {
+        text.push_str("\nstages:\n");
+        for s in &r.stages {
+            let list: Vec<String> = s
+                .candidates
+                .iter()
+                .map(|(id, sim)| format!("{id} ({sim:.3})"))
+                .collect();
+            text.push_str(&format!(
+                "  {:<9} {}\n",
+                s.stage.to_string(),
+                if list.is_empty() {
+                    "—".to_owned()
+                } else {
+                    list.join(", ")
+                }
+            ));
+        }
+        if !r.dropped.is_empty() {
+            text.push_str("\ndropped:\n");
+            for d in &r.dropped {
+                let why = match &d.reason {
+                    DropReason::Threshold {
+                        similarity,
+                        threshold,
+                    } => format!("similarity {similarity:.3} below threshold {threshold}"),
+                    DropReason::TopK { similarity } => {
+                        format!("similarity {similarity:.3} but beyond top_k")
+                    }
+                    DropReason::Duplicate { kept_as } => format!("duplicate, kept as {kept_as}"),
+                    DropReason::Budget {
+                        tokens,
+                        used,
+                        budget,
+                    } => format!("{tokens} tokens do not fit ({used} of {budget} used)"),
+                    DropReason::Displaced { by } => format!("displaced by {by}"),
+                    DropReason::Unavailable => {
+                        "not in the knowledge base, inactive, or not for this audience".to_owned()
+                    }
+                };
+                text.push_str(&format!(
+                    "  {:<32} {:<9} {why}\n",
+                    d.entity_id,
+                    d.stage.to_string()
+                ));
+            }
+        }
+        for n in &r.notes {
+            text.push_str(&format!("\nnote: {n}\n"));
+        }
+    }
+    text
+}

@@ -1,0 +1,898 @@
+//! [`SqliteStore`]: the knowledge base (and the user state) in one SQLite database.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use assay_core::entity::{EditableBy, Entity, EntityType, LoadMode, Priority};
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, Row, Rows, ToSql, Transaction, TransactionBehavior, named_params};
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+
+use super::schema;
+use super::{
+    Edit, EmbeddingCoverage, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore,
+    Staleness, StoredEntity, changed_fields,
+};
+use crate::{EntityFilter, KbError, KnowledgeBase, check_entity};
+
+/// A [`KbStore`] (and [`crate::StateStore`]) in one SQLite database, `.assay/kb.db` by
+/// convention.
+///
+/// The connection sits behind a mutex, so the store is `Send + Sync` and calls are serialised
+/// within a process. Writes run in `IMMEDIATE` transactions and the database is in WAL mode,
+/// so other processes may read while one writes.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+/// How long a write waits for another process's write to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`, creating its parent folders, and brings its
+    /// schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, KbError> {
+        let path = path.as_ref();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| KbError::Store(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let mode: String =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(
+                path = %path.display(),
+                mode,
+                "the knowledge-base database is not in WAL mode"
+            );
+        }
+        // Safe with WAL: a power loss may lose the last commits, never consistency.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        SqliteStore::init(conn)
+    }
+
+    /// A store in memory, gone when dropped (for tests and one-off runs).
+    pub fn in_memory() -> Result<SqliteStore, KbError> {
+        SqliteStore::init(Connection::open_in_memory()?)
+    }
+
+    fn init(mut conn: Connection) -> Result<SqliteStore, KbError> {
+        conn.pragma_update(None, "foreign_keys", true)?;
+        schema::migrate(&mut conn)?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The schema version of the database (`PRAGMA user_version`).
+    pub fn schema_version(&self) -> Result<u32, KbError> {
+        schema::version(&self.lock())
+    }
+
+    /// The connection. A panic while it was held cannot have left a transaction open
+    /// (`Transaction` rolls back when dropped), so a poisoned lock is taken over.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `change` to the current version of an entity and writes the result as a new
+    /// version when it differs.
+    fn change(
+        &self,
+        entity_id: &str,
+        edit: &Edit,
+        change: impl FnOnce(&Entity) -> Entity,
+    ) -> Result<StoredEntity, KbError> {
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        let row = must_current(&tx, entity_id)?;
+        let new = change(&row.entity);
+        let changed = changed_fields(&row.entity, &new);
+        if changed.is_empty() {
+            return Ok(row.into_stored());
+        }
+        check(&new)?;
+        write_version(&tx, &new, Some(&row), &changed, edit)?;
+        let stored = must_current(&tx, entity_id)?.into_stored();
+        tx.commit()?;
+        Ok(stored)
+    }
+}
+
+/// Starts a transaction that takes the write lock at once, so its reads and writes see one
+/// state.
+pub(crate) fn write_transaction(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+}
+
+/// A timestamp as stored: RFC 3339, UTC, microseconds (sorts as text).
+pub(crate) fn time_text(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A stored timestamp.
+pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn check(entity: &Entity) -> Result<(), KbError> {
+    check_entity(entity)
+        .map(|_| ())
+        .map_err(|problem| KbError::InvalidEntity {
+            entity_id: entity.entity_id.clone(),
+            problem,
+        })
+}
+
+/// The SHA-256 (hex) of the text an entity's embedding is made from.
+fn text_hash(entity: &Entity) -> String {
+    format!("{:x}", Sha256::digest(entity.embedding_text().as_bytes()))
+}
+
+const LOAD_MODES: [LoadMode; 3] = [LoadMode::Always, LoadMode::State, LoadMode::Situation];
+const EDITABLE_BY: [EditableBy; 3] = [EditableBy::Admin, EditableBy::Trainer, EditableBy::Hidden];
+
+fn editable_by_name(editable_by: EditableBy) -> &'static str {
+    match editable_by {
+        EditableBy::Admin => "ADMIN",
+        EditableBy::Trainer => "TRAINER",
+        EditableBy::Hidden => "HIDDEN",
+    }
+}
+
+fn by_name<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, text: &str) -> Option<T> {
+    all.iter().copied().find(|v| name(*v) == text)
+}
+
+/// The columns every entity query reads, in the order of the schema.
+macro_rules! columns {
+    () => {
+        "id, entity_id, entity_type, subtype, title, concept_summary, recognition, keywords, \
+         guidance_do, guidance_dont, examples, red_flags, load_mode, priority, state_conditions, \
+         audience_types, source_author, source_title, source_year, is_active, editable_by, version, \
+         previous_version_id, is_current, retrieval_count, created_at, updated_at, created_by, \
+         embedding_model, embedding_text_hash, changed_fields"
+    };
+}
+
+/// Writes `entity` as a new row: version 1 without `previous`, else the version after it,
+/// which stops being current. The embedding and the retrieval count carry over.
+const INSERT: &str = "INSERT INTO kb_content_entities (id, entity_id, entity_type, subtype, \
+     title, concept_summary, recognition, keywords, guidance_do, guidance_dont, examples, red_flags, \
+     load_mode, priority, state_conditions, audience_types, source_author, source_title, \
+     source_year, is_active, editable_by, embedding, embedding_model, embedding_dim, \
+     embedding_text_hash, retrieval_count, created_at, updated_at, created_by, version, \
+     previous_version_id, is_current, changed_fields) \
+     SELECT :id, :entity_id, :entity_type, :subtype, :title, :concept_summary, :recognition, \
+     :keywords, :guidance_do, :guidance_dont, :examples, :red_flags, :load_mode, :priority, \
+     :state_conditions, :audience_types, :source_author, :source_title, :source_year, :is_active, \
+     :editable_by, p.embedding, p.embedding_model, p.embedding_dim, p.embedding_text_hash, \
+     coalesce(p.retrieval_count, 0), :at, :at, :by, coalesce(p.version, 0) + 1, p.id, 1, \
+     :changed_fields \
+     FROM (SELECT 1) LEFT JOIN kb_content_entities p ON p.id = :previous_id";
+
+/// One stored row: a version of an entity.
+struct VersionRow {
+    id: String,
+    entity: Entity,
+    version: u32,
+    previous_version_id: Option<String>,
+    is_current: bool,
+    retrieval_count: u64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    created_by: String,
+    embedding_model: Option<String>,
+    embedding_text_hash: Option<String>,
+    changed_fields: Vec<String>,
+}
+
+impl VersionRow {
+    fn read(row: &Row<'_>) -> Result<VersionRow, KbError> {
+        let id: String = row.get("id")?;
+        let bad =
+            |column: &str, value: &str| KbError::Store(format!("row {id}: bad {column} `{value}`"));
+        let time = |column: &str| -> Result<DateTime<Utc>, KbError> {
+            let text: String = row.get(column)?;
+            parse_time(&text).ok_or_else(|| bad(column, &text))
+        };
+
+        let entity_type: String = row.get("entity_type")?;
+        let load_mode: String = row.get("load_mode")?;
+        let editable_by: String = row.get("editable_by")?;
+        let priority: i64 = row.get("priority")?;
+        let retrieval_count: i64 = row.get("retrieval_count")?;
+        let entity = Entity {
+            entity_id: row.get("entity_id")?,
+            entity_type: by_name(&EntityType::ALL, EntityType::as_str, &entity_type)
+                .ok_or_else(|| bad("entity_type", &entity_type))?,
+            title: row.get("title")?,
+            subtype: row.get("subtype")?,
+            concept_summary: row.get("concept_summary")?,
+            recognition: row.get("recognition")?,
+            keywords: row.get("keywords")?,
+            guidance_do: row.get("guidance_do")?,
+            guidance_dont: row.get("guidance_dont")?,
+            examples: row.get("examples")?,
+            red_flags: row.get("red_flags")?,
+            load_mode: by_name(&LOAD_MODES, LoadMode::as_str, &load_mode)
+                .ok_or_else(|| bad("load_mode", &load_mode))?,
+            priority: u8::try_from(priority)
+                .ok()
+                .and_then(Priority::new)
+                .ok_or_else(|| bad("priority", &priority.to_string()))?,
+            state_conditions: json_column(row, &id, "state_conditions")?,
+            audience_types: json_column(row, &id, "audience_types")?.unwrap_or_default(),
+            source_author: row.get("source_author")?,
+            source_title: row.get("source_title")?,
+            source_year: row.get("source_year")?,
+            is_active: row.get("is_active")?,
+            editable_by: by_name(&EDITABLE_BY, editable_by_name, &editable_by)
+                .ok_or_else(|| bad("editable_by", &editable_by))?,
+        };
+        Ok(VersionRow {
+            entity,
+            version: row.get("version")?,
+            previous_version_id: row.get("previous_version_id")?,
+            is_current: row.get("is_current")?,
+            retrieval_count: u64::try_from(retrieval_count)
+                .map_err(|_| bad("retrieval_count", &retrieval_count.to_string()))?,
+            created_at: time("created_at")?,
+            updated_at: time("updated_at")?,
+            created_by: row.get("created_by")?,
+            embedding_model: row.get("embedding_model")?,
+            embedding_text_hash: row.get("embedding_text_hash")?,
+            changed_fields: json_column(row, &id, "changed_fields")?.unwrap_or_default(),
+            id,
+        })
+    }
+
+    fn read_all(mut rows: Rows<'_>) -> Result<Vec<VersionRow>, KbError> {
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(VersionRow::read(row)?);
+        }
+        Ok(out)
+    }
+
+    /// Whether this row's embedding can be used with `model`.
+    fn staleness(&self, model: &str) -> Staleness {
+        match (&self.embedding_model, &self.embedding_text_hash) {
+            (None, _) => Staleness::Missing,
+            (Some(other), _) if other != model => Staleness::OtherModel {
+                model: other.clone(),
+            },
+            (Some(_), Some(hash)) if *hash == text_hash(&self.entity) => Staleness::Fresh,
+            (Some(_), _) => Staleness::TextChanged,
+        }
+    }
+
+    fn into_stored(self) -> StoredEntity {
+        StoredEntity {
+            id: self.id,
+            entity: self.entity,
+            version: self.version,
+            previous_version_id: self.previous_version_id,
+            retrieval_count: self.retrieval_count,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            created_by: self.created_by,
+            embedding_model: self.embedding_model,
+        }
+    }
+
+    fn into_version(self) -> EntityVersion {
+        EntityVersion {
+            id: self.id,
+            version: self.version,
+            previous_version_id: self.previous_version_id,
+            is_current: self.is_current,
+            entity: self.entity,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            created_by: self.created_by,
+            changed_fields: self.changed_fields,
+        }
+    }
+}
+
+/// A JSON text column, parsed.
+pub(crate) fn json_column<T: DeserializeOwned>(
+    row: &Row<'_>,
+    id: &str,
+    column: &str,
+) -> Result<Option<T>, KbError> {
+    let text: Option<String> = row.get(column)?;
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| KbError::Store(format!("row {id}: bad {column} `{t}` ({e})")))
+    })
+    .transpose()
+}
+
+/// The current version of an entity.
+fn current(conn: &Connection, entity_id: &str) -> Result<Option<VersionRow>, KbError> {
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM kb_content_entities WHERE entity_id = ?1 AND is_current = 1"
+    ))?;
+    let mut rows = stmt.query([entity_id])?;
+    rows.next()?.map(VersionRow::read).transpose()
+}
+
+fn must_current(conn: &Connection, entity_id: &str) -> Result<VersionRow, KbError> {
+    current(conn, entity_id)?.ok_or_else(|| KbError::NotFound(entity_id.to_owned()))
+}
+
+/// The current versions passing `filter`, by priority (highest first), then id.
+fn current_rows(conn: &Connection, filter: &EntityFilter) -> Result<Vec<VersionRow>, KbError> {
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM kb_content_entities WHERE is_current = 1"
+    ));
+    let entity_type = filter.entity_type.map(EntityType::as_str);
+    let load_mode = filter.load_mode.map(LoadMode::as_str);
+    let mut params: Vec<(&str, &dyn ToSql)> = Vec::new();
+    if let Some(entity_type) = &entity_type {
+        sql.push_str(" AND entity_type = :entity_type");
+        params.push((":entity_type", entity_type));
+    }
+    if let Some(load_mode) = &load_mode {
+        sql.push_str(" AND load_mode = :load_mode");
+        params.push((":load_mode", load_mode));
+    }
+    if let Some(active) = &filter.active {
+        sql.push_str(" AND is_active = :active");
+        params.push((":active", active));
+    }
+    sql.push_str(" ORDER BY priority DESC, entity_id");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = VersionRow::read_all(stmt.query(params.as_slice())?)?;
+    // The audience (a JSON array) is tested here; `accepts` also re-checks the rest.
+    Ok(rows
+        .into_iter()
+        .filter(|r| filter.accepts(&r.entity))
+        .collect())
+}
+
+/// Writes `entity` as version 1 (`previous` is `None`) or as the version after `previous`,
+/// which stops being current and active. `changed` names the fields that differ.
+fn write_version(
+    tx: &Transaction<'_>,
+    entity: &Entity,
+    previous: Option<&VersionRow>,
+    changed: &[&str],
+    edit: &Edit,
+) -> Result<(), KbError> {
+    let at = time_text(edit.at);
+    if let Some(previous) = previous {
+        let superseded = tx
+            .prepare_cached(
+                "UPDATE kb_content_entities SET is_current = 0, is_active = 0, updated_at = ?1 \
+                 WHERE id = ?2 AND is_current = 1",
+            )?
+            .execute((&at, &previous.id))?;
+        if superseded != 1 {
+            return Err(KbError::Store(format!(
+                "entity `{}`: version {} is no longer current",
+                entity.entity_id, previous.version
+            )));
+        }
+    }
+    let state_conditions = entity.state_conditions.as_ref().map(to_json).transpose()?;
+    let audience_types = to_json(&entity.audience_types)?;
+    let changed_fields = previous.map(|_| to_json(changed)).transpose()?;
+    tx.prepare_cached(INSERT)?.execute(named_params! {
+        ":id": uuid::Uuid::new_v4().to_string(),
+        ":entity_id": entity.entity_id,
+        ":entity_type": entity.entity_type.as_str(),
+        ":subtype": entity.subtype,
+        ":title": entity.title,
+        ":concept_summary": entity.concept_summary,
+        ":recognition": entity.recognition,
+        ":keywords": entity.keywords,
+        ":guidance_do": entity.guidance_do,
+        ":guidance_dont": entity.guidance_dont,
+        ":examples": entity.examples,
+        ":red_flags": entity.red_flags,
+        ":load_mode": entity.load_mode.as_str(),
+        ":priority": entity.priority.get(),
+        ":state_conditions": state_conditions,
+        ":audience_types": audience_types,
+        ":source_author": entity.source_author,
+        ":source_title": entity.source_title,
+        ":source_year": entity.source_year,
+        ":is_active": entity.is_active,
+        ":editable_by": editable_by_name(entity.editable_by),
+        ":at": at,
+        ":by": edit.by,
+        ":changed_fields": changed_fields,
+        ":previous_id": previous.map(|p| &p.id),
+    })?;
+    Ok(())
+}
+
+/// JSON text of a value the store writes.
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, KbError> {
+    serde_json::to_string(value).map_err(|e| KbError::Store(format!("cannot encode JSON: {e}")))
+}
+
+fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn decode_vector(entity_id: &str, blob: &[u8]) -> Result<Vec<f32>, KbError> {
+    if !blob.len().is_multiple_of(4) {
+        return Err(KbError::Store(format!(
+            "entity `{entity_id}`: embedding of {} bytes",
+            blob.len()
+        )));
+    }
+    Ok(blob
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+impl KnowledgeBase for SqliteStore {
+    fn get(&self, entity_id: &str) -> Result<Option<Entity>, KbError> {
+        Ok(current(&self.lock(), entity_id)?.map(|r| r.entity))
+    }
+
+    fn list(&self, filter: &EntityFilter) -> Result<Vec<Entity>, KbError> {
+        Ok(current_rows(&self.lock(), filter)?
+            .into_iter()
+            .map(|r| r.entity)
+            .collect())
+    }
+
+    fn contains(&self, entity_id: &str) -> Result<bool, KbError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM kb_content_entities \
+             WHERE entity_id = ?1 AND is_current = 1)",
+        )?;
+        Ok(stmt.query_row([entity_id], |row| row.get(0))?)
+    }
+}
+
+impl KbStore for SqliteStore {
+    fn get_stored(&self, entity_id: &str) -> Result<Option<StoredEntity>, KbError> {
+        Ok(current(&self.lock(), entity_id)?.map(VersionRow::into_stored))
+    }
+
+    fn create(&self, entity: &Entity, edit: &Edit) -> Result<StoredEntity, KbError> {
+        check(entity)?;
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        if current(&tx, &entity.entity_id)?.is_some() {
+            return Err(KbError::AlreadyExists(entity.entity_id.clone()));
+        }
+        write_version(&tx, entity, None, &[], edit)?;
+        let stored = must_current(&tx, &entity.entity_id)?.into_stored();
+        tx.commit()?;
+        Ok(stored)
+    }
+
+    fn update(
+        &self,
+        entity_id: &str,
+        update: &EntityUpdate,
+        edit: &Edit,
+    ) -> Result<StoredEntity, KbError> {
+        self.change(entity_id, edit, |entity| update.apply(entity))
+    }
+
+    fn deactivate(&self, entity_id: &str, edit: &Edit) -> Result<StoredEntity, KbError> {
+        self.change(entity_id, edit, |entity| Entity {
+            is_active: false,
+            ..entity.clone()
+        })
+    }
+
+    fn history(&self, entity_id: &str) -> Result<Vec<EntityVersion>, KbError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM kb_content_entities WHERE entity_id = ?1 ORDER BY version"
+        ))?;
+        let rows = VersionRow::read_all(stmt.query([entity_id])?)?;
+        let Some(last) = rows.last() else {
+            return Err(KbError::NotFound(entity_id.to_owned()));
+        };
+        // Superseded rows are stored inactive (003 §1): rebuild each version's own flag from the
+        // current one backwards, through the versions that changed it.
+        let mut active = last.entity.is_active;
+        let mut versions: Vec<EntityVersion> =
+            rows.into_iter().map(VersionRow::into_version).collect();
+        for version in versions.iter_mut().rev() {
+            version.entity.is_active = active;
+            if version.changed_fields.iter().any(|f| f == "is_active") {
+                active = !active;
+            }
+        }
+        Ok(versions)
+    }
+
+    fn import(&self, entities: &[Entity], edit: &Edit) -> Result<ImportReport, KbError> {
+        let mut ids = HashSet::with_capacity(entities.len());
+        for entity in entities {
+            check(entity)?;
+            if !ids.insert(entity.entity_id.as_str()) {
+                return Err(KbError::Duplicate(entity.entity_id.clone()));
+            }
+        }
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        let stored: BTreeMap<String, VersionRow> = current_rows(&tx, &EntityFilter::default())?
+            .into_iter()
+            .map(|r| (r.entity.entity_id.clone(), r))
+            .collect();
+        let mut report = ImportReport::default();
+        for entity in entities {
+            let id = entity.entity_id.clone();
+            match stored.get(&id) {
+                None => {
+                    write_version(&tx, entity, None, &[], edit)?;
+                    report.created.push(id);
+                }
+                Some(row) => {
+                    let changed = changed_fields(&row.entity, entity);
+                    if changed.is_empty() {
+                        report.unchanged.push(id);
+                    } else {
+                        write_version(&tx, entity, Some(row), &changed, edit)?;
+                        report.updated.push(id);
+                    }
+                }
+            }
+        }
+        for (id, row) in &stored {
+            if row.entity.is_active && !ids.contains(id.as_str()) {
+                let inactive = Entity {
+                    is_active: false,
+                    ..row.entity.clone()
+                };
+                write_version(&tx, &inactive, Some(row), &["is_active"], edit)?;
+                report.deactivated.push(id.clone());
+            }
+        }
+        tx.commit()?;
+        for list in [
+            &mut report.created,
+            &mut report.updated,
+            &mut report.unchanged,
+        ] {
+            list.sort();
+        }
+        tracing::debug!(
+            created = report.created.len(),
+            updated = report.updated.len(),
+            unchanged = report.unchanged.len(),
+            deactivated = report.deactivated.len(),
+            "imported entities"
+        );
+        Ok(report)
+    }
+
+    fn export(&self) -> Result<Vec<Entity>, KbError> {
+        let mut entities: Vec<Entity> = current_rows(&self.lock(), &EntityFilter::default())?
+            .into_iter()
+            .map(|r| r.entity)
+            .collect();
+        entities.sort_by(|a, b| {
+            a.entity_type
+                .cmp(&b.entity_type)
+                .then_with(|| a.entity_id.cmp(&b.entity_id))
+        });
+        Ok(entities)
+    }
+
+    fn set_embedding(&self, entity_id: &str, model: &str, vector: &[f32]) -> Result<(), KbError> {
+        let invalid = |what: &str| Err(KbError::Invalid(format!("entity `{entity_id}`: {what}")));
+        if model.trim().is_empty() {
+            return invalid("the embedding model is empty");
+        }
+        if vector.is_empty() {
+            return invalid("the embedding is empty");
+        }
+        if vector.iter().any(|x| !x.is_finite()) {
+            return invalid("the embedding has a value that is not finite");
+        }
+        let Ok(dim) = u32::try_from(vector.len()) else {
+            return invalid("the embedding is too long");
+        };
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        let row = must_current(&tx, entity_id)?;
+        tx.execute(
+            "UPDATE kb_content_entities \
+             SET embedding = ?1, embedding_model = ?2, embedding_dim = ?3, embedding_text_hash = ?4 \
+             WHERE id = ?5",
+            (encode_vector(vector), model, dim, text_hash(&row.entity), &row.id),
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn embedding_status(
+        &self,
+        filter: &EntityFilter,
+        model: &str,
+    ) -> Result<Vec<(String, Staleness)>, KbError> {
+        let rows = current_rows(&self.lock(), filter)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let staleness = r.staleness(model);
+                (r.entity.entity_id, staleness)
+            })
+            .collect())
+    }
+
+    fn current_embeddings(
+        &self,
+        filter: &EntityFilter,
+        model: &str,
+    ) -> Result<Vec<(String, Vec<f32>)>, KbError> {
+        let conn = self.lock();
+        let fresh: Vec<String> = current_rows(&conn, filter)?
+            .into_iter()
+            .filter(|r| r.staleness(model).is_fresh())
+            .map(|r| r.entity.entity_id)
+            .collect();
+        if fresh.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut stmt = conn.prepare_cached(
+            "SELECT entity_id, embedding FROM kb_content_entities \
+             WHERE is_current = 1 AND embedding_model = ?1",
+        )?;
+        let mut blobs: HashMap<String, Vec<u8>> = stmt
+            .query_map([model], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        fresh
+            .into_iter()
+            .filter_map(|id| blobs.remove(&id).map(|blob| (id, blob)))
+            .map(|(id, blob)| {
+                let vector = decode_vector(&id, &blob)?;
+                Ok((id, vector))
+            })
+            .collect()
+    }
+
+    fn record_retrievals(&self, entity_ids: &[String]) -> Result<usize, KbError> {
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        let mut counted = 0;
+        {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE kb_content_entities SET retrieval_count = retrieval_count + 1 \
+                 WHERE entity_id = ?1 AND is_current = 1",
+            )?;
+            for id in entity_ids {
+                counted += stmt.execute([id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(counted)
+    }
+
+    fn stats(&self, embedding_model: &str) -> Result<KbStats, KbError> {
+        let conn = self.lock();
+        let rows = current_rows(&conn, &EntityFilter::default())?;
+        let versions: i64 =
+            conn.query_row("SELECT count(*) FROM kb_content_entities", [], |row| {
+                row.get(0)
+            })?;
+        let mut stats = KbStats {
+            entities: rows.len(),
+            versions: usize::try_from(versions).unwrap_or_default(),
+            embeddings: EmbeddingCoverage {
+                model: embedding_model.to_owned(),
+                ..EmbeddingCoverage::default()
+            },
+            ..KbStats::default()
+        };
+        for row in &rows {
+            stats.total_retrievals += row.retrieval_count;
+            if !row.entity.is_active {
+                stats.inactive += 1;
+                continue;
+            }
+            stats.active += 1;
+            *stats.by_type.entry(row.entity.entity_type).or_default() += 1;
+            *stats.by_load_mode.entry(row.entity.load_mode).or_default() += 1;
+            match row.staleness(embedding_model) {
+                Staleness::Fresh => stats.embeddings.fresh += 1,
+                Staleness::Missing => stats.embeddings.missing += 1,
+                Staleness::OtherModel { .. } | Staleness::TextChanged => {
+                    stats.embeddings.stale += 1;
+                }
+            }
+        }
+        let mut top: Vec<(String, u64)> = rows
+            .iter()
+            .filter(|r| r.retrieval_count > 0)
+            .map(|r| (r.entity.entity_id.clone(), r.retrieval_count))
+            .collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        top.truncate(KbStats::TOP_RETRIEVED);
+        stats.top_retrieved = top;
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn entity(id: &str) -> Entity {
+        serde_json::from_value(serde_json::json!({
+            "entity_id": id, "entity_type": "KNOWLEDGE", "title": id, "keywords": "k",
+        }))
+        .unwrap()
+    }
+
+    fn edit(minute: u32) -> Edit {
+        Edit::new(
+            "tester",
+            Utc.with_ymd_and_hms(2026, 11, 21, 12, minute, 0).unwrap(),
+        )
+    }
+
+    fn row_count(store: &SqliteStore, entity_id: &str) -> i64 {
+        store
+            .lock()
+            .query_row(
+                "SELECT count(*) FROM kb_content_entities WHERE entity_id = ?1",
+                [entity_id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn new_database_has_the_current_schema() {
+        let store = SqliteStore::in_memory().unwrap();
+        assert_eq!(store.schema_version().unwrap(), schema::SCHEMA_VERSION);
+        assert_eq!(schema::SCHEMA_VERSION, 1);
+    }
+
+    #[test]
+    fn reopening_keeps_data_and_newer_schemas_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/.assay/kb.db");
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            store.create(&entity("a"), &edit(0)).unwrap();
+            let mode: String = store
+                .lock()
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(store.contains("a").unwrap());
+        store
+            .lock()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        drop(store);
+        let err = SqliteStore::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("schema version 99, newer than this assay supports (1)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn timestamps_round_trip_and_sort_as_text() {
+        let a = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        assert_eq!(parse_time(&time_text(a)), Some(a));
+        assert_eq!(time_text(a), "2026-01-02T03:04:05.000000Z");
+        assert!(time_text(a) < time_text(a + chrono::Duration::microseconds(1)));
+    }
+
+    #[test]
+    fn vectors_round_trip_little_endian() {
+        let v = [1.0_f32, -0.5, 3.25e-3];
+        let blob = encode_vector(&v);
+        assert_eq!(&blob[..4], &1.0_f32.to_le_bytes());
+        assert_eq!(decode_vector("x", &blob).unwrap(), v);
+        assert!(decode_vector("x", &blob[..5]).is_err());
+    }
+
+    #[test]
+    fn a_failed_insert_rolls_back_the_supersession() {
+        let store = SqliteStore::in_memory().unwrap();
+        let v1 = store.create(&entity("a"), &edit(0)).unwrap();
+        store
+            .lock()
+            .execute_batch(
+                "CREATE TRIGGER crash BEFORE INSERT ON kb_content_entities WHEN NEW.version > 1 \
+                 BEGIN SELECT RAISE(ABORT, 'simulated crash'); END;",
+            )
+            .unwrap();
+        let update = EntityUpdate {
+            title: Some("A2".into()),
+            ..EntityUpdate::default()
+        };
+        let err = store.update("a", &update, &edit(1)).unwrap_err();
+        assert!(err.to_string().contains("simulated crash"), "{err}");
+        assert_eq!(store.get_stored("a").unwrap().unwrap(), v1);
+        assert_eq!(row_count(&store, "a"), 1);
+    }
+
+    #[test]
+    fn history_keeps_each_versions_own_active_flag() {
+        let store = SqliteStore::in_memory().unwrap();
+        store.create(&entity("a"), &edit(0)).unwrap();
+        store.deactivate("a", &edit(1)).unwrap();
+        let reactivate = EntityUpdate {
+            is_active: Some(true),
+            ..EntityUpdate::default()
+        };
+        store.update("a", &reactivate, &edit(2)).unwrap();
+        let history = store.history("a").unwrap();
+        let flags: Vec<bool> = history.iter().map(|v| v.entity.is_active).collect();
+        assert_eq!(flags, [true, false, true]);
+        // As stored, superseded rows are inactive (003 §1).
+        let stored: Vec<bool> = store
+            .lock()
+            .prepare("SELECT is_active FROM kb_content_entities ORDER BY version")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(stored, [false, false, true]);
+    }
+
+    #[test]
+    fn only_one_row_per_entity_can_be_current() {
+        let store = SqliteStore::in_memory().unwrap();
+        let v1 = store.create(&entity("a"), &edit(0)).unwrap();
+        let err = store
+            .lock()
+            .execute(
+                "INSERT INTO kb_content_entities (id, entity_id, entity_type, title, created_at, \
+                 updated_at, created_by, version) SELECT 'x', entity_id, entity_type, title, \
+                 created_at, updated_at, created_by, 2 FROM kb_content_entities WHERE id = ?1",
+                [&v1.id],
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("UNIQUE constraint failed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_embeddings_are_rejected() {
+        let store = SqliteStore::in_memory().unwrap();
+        store.create(&entity("a"), &edit(0)).unwrap();
+        for (model, vector) in [("", &[1.0][..]), ("m", &[][..]), ("m", &[f32::NAN][..])] {
+            assert!(matches!(
+                store.set_embedding("a", model, vector),
+                Err(KbError::Invalid(_))
+            ));
+        }
+        assert!(
+            matches!(store.set_embedding("zzz", "m", &[1.0]), Err(KbError::NotFound(id)) if id == "zzz")
+        );
+    }
+}

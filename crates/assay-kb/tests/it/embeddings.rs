@@ -1,0 +1,113 @@
+//! Embeddings: stored on the current version, fresh only for the same model and text.
+
+use assay_core::entity::{LoadMode, Priority};
+use assay_kb::{EntityFilter, EntityUpdate, KbStore, SqliteStore, Staleness};
+use serde_json::json;
+
+use crate::{edit, entity};
+
+fn status(store: &SqliteStore, model: &str) -> Vec<(String, Staleness)> {
+    store
+        .embedding_status(&EntityFilter::default(), model)
+        .unwrap()
+}
+
+fn status_of(store: &SqliteStore, id: &str, model: &str) -> Staleness {
+    status(store, model)
+        .into_iter()
+        .find(|(e, _)| e == id)
+        .unwrap()
+        .1
+}
+
+#[test]
+fn staleness_follows_model_and_text() {
+    let store = SqliteStore::in_memory().unwrap();
+    store
+        .create(&entity("a", json!({"priority": 60})), &edit("admin", 1))
+        .unwrap();
+    store
+        .create(&entity("b", json!({})), &edit("admin", 1))
+        .unwrap();
+    assert_eq!(
+        status(&store, "m"),
+        [
+            ("a".to_owned(), Staleness::Missing),
+            ("b".to_owned(), Staleness::Missing)
+        ]
+    );
+
+    store.set_embedding("a", "m", &[0.25, -1.5, 3.0]).unwrap();
+    assert_eq!(status_of(&store, "a", "m"), Staleness::Fresh);
+    assert_eq!(
+        status_of(&store, "a", "m2"),
+        Staleness::OtherModel { model: "m".into() }
+    );
+    assert_eq!(
+        store.get_stored("a").unwrap().unwrap().version,
+        1,
+        "no version for an embedding"
+    );
+
+    // Fields outside the embedding text (003 §8) keep it fresh; the embedding carries over.
+    let update = EntityUpdate {
+        concept_summary: Some("not embedded".into()),
+        priority: Priority::new(70),
+        ..EntityUpdate::default()
+    };
+    store.update("a", &update, &edit("admin", 2)).unwrap();
+    assert_eq!(status_of(&store, "a", "m"), Staleness::Fresh);
+
+    let update = EntityUpdate {
+        keywords: Some("new keywords".into()),
+        ..EntityUpdate::default()
+    };
+    store.update("a", &update, &edit("admin", 3)).unwrap();
+    assert_eq!(status_of(&store, "a", "m"), Staleness::TextChanged);
+    assert!(
+        store
+            .current_embeddings(&EntityFilter::default(), "m")
+            .unwrap()
+            .is_empty()
+    );
+
+    store.set_embedding("a", "m", &[1.0, 2.0]).unwrap();
+    assert!(status_of(&store, "a", "m").is_fresh());
+    assert_eq!(
+        store
+            .current_embeddings(&EntityFilter::default(), "m")
+            .unwrap(),
+        [("a".to_owned(), vec![1.0, 2.0])]
+    );
+}
+
+#[test]
+fn current_embeddings_are_fresh_filtered_and_ordered() {
+    let store = SqliteStore::in_memory().unwrap();
+    let entities = [
+        entity("low", json!({"priority": 10})),
+        entity("high", json!({"priority": 90})),
+        entity("always", json!({"load_mode": "ALWAYS"})),
+        entity("off", json!({"is_active": false})),
+        entity("other", json!({})),
+    ];
+    store.import(&entities, &edit("import", 1)).unwrap();
+    for (id, x) in [("low", 1.0), ("high", 2.0), ("always", 3.0), ("off", 4.0)] {
+        store.set_embedding(id, "m", &[x, 0.5]).unwrap();
+    }
+    store.set_embedding("other", "m2", &[5.0, 0.5]).unwrap();
+
+    let filter = EntityFilter::active(LoadMode::Situation);
+    let embeddings = store.current_embeddings(&filter, "m").unwrap();
+    assert_eq!(
+        embeddings,
+        [
+            ("high".to_owned(), vec![2.0, 0.5]),
+            ("low".to_owned(), vec![1.0, 0.5])
+        ]
+    );
+    let all = store
+        .current_embeddings(&EntityFilter::default(), "m")
+        .unwrap();
+    assert_eq!(all.len(), 4);
+}

@@ -1,0 +1,493 @@
+//! Create, read, update, deactivate, history, crash consistency, retrievals, stats, export.
+
+use assay_core::entity::{EntityType, LoadMode, Priority};
+use assay_kb::{
+    EntityFilter, EntityUpdate, InvalidEntity, KbError, KbStore, KnowledgeBase, MemoryKb,
+    SqliteStore,
+};
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::{edit, entity, file_store};
+
+fn ids(entities: &[assay_core::entity::Entity]) -> Vec<&str> {
+    entities.iter().map(|e| e.entity_id.as_str()).collect()
+}
+
+/// (version, is_current, is_active) of every row of an entity, as stored.
+fn rows(conn: &Connection, entity_id: &str) -> Vec<(u32, bool, bool)> {
+    conn.prepare(
+        "SELECT version, is_current, is_active FROM kb_content_entities \
+         WHERE entity_id = ?1 ORDER BY version",
+    )
+    .unwrap()
+    .query_map([entity_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+#[test]
+fn create_get_and_list() {
+    let store = SqliteStore::in_memory().unwrap();
+    let a = entity("a", json!({"load_mode": "ALWAYS", "priority": 50}));
+    let b = entity(
+        "b",
+        json!({"load_mode": "ALWAYS", "priority": 90, "audience_types": ["CLINICIAN"]}),
+    );
+    let c = entity(
+        "c",
+        json!({"load_mode": "ALWAYS", "priority": 90, "is_active": false}),
+    );
+    let d = entity("d", json!({"entity_type": "HANDLER", "priority": 99}));
+    for e in [&a, &b, &c, &d] {
+        store.create(e, &edit("admin", 1)).unwrap();
+    }
+
+    let stored = store.get_stored("a").unwrap().unwrap();
+    assert_eq!(stored.entity, a);
+    assert_eq!(
+        (
+            stored.version,
+            stored.previous_version_id,
+            stored.created_by.as_str()
+        ),
+        (1, None, "admin")
+    );
+    assert_eq!(
+        (stored.created_at, stored.updated_at),
+        (edit("", 1).at, edit("", 1).at)
+    );
+    assert_eq!(
+        uuid::Uuid::parse_str(&stored.id).unwrap().get_version_num(),
+        4
+    );
+    assert_eq!(
+        store.get("c").unwrap(),
+        Some(c),
+        "get returns inactive entities"
+    );
+    assert!(store.get("zzz").unwrap().is_none());
+    assert!(store.contains("d").unwrap() && !store.contains("zzz").unwrap());
+
+    assert_eq!(
+        ids(&store.list(&EntityFilter::default()).unwrap()),
+        ["d", "b", "c", "a"]
+    );
+    assert_eq!(
+        ids(&store.list(&EntityFilter::active(LoadMode::Always)).unwrap()),
+        ["b", "a"]
+    );
+    let parents = EntityFilter {
+        audience: Some("PARENT".into()),
+        ..EntityFilter::active(LoadMode::Always)
+    };
+    assert_eq!(ids(&store.list(&parents).unwrap()), ["a"]);
+    let handlers = EntityFilter {
+        entity_type: Some(EntityType::Handler),
+        ..EntityFilter::default()
+    };
+    assert_eq!(ids(&store.list(&handlers).unwrap()), ["d"]);
+    let inactive = EntityFilter {
+        active: Some(false),
+        ..EntityFilter::default()
+    };
+    assert_eq!(ids(&store.list(&inactive).unwrap()), ["c"]);
+}
+
+#[test]
+fn create_rejects_taken_ids_and_invalid_entities() {
+    let store = SqliteStore::in_memory().unwrap();
+    store
+        .create(&entity("a", json!({})), &edit("admin", 1))
+        .unwrap();
+    store.deactivate("a", &edit("admin", 2)).unwrap();
+    let err = store
+        .create(&entity("a", json!({})), &edit("admin", 3))
+        .unwrap_err();
+    assert!(
+        matches!(&err, KbError::AlreadyExists(id) if id == "a"),
+        "{err}"
+    );
+
+    let err = store
+        .create(&entity("t", json!({"title": " "})), &edit("admin", 1))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        KbError::InvalidEntity {
+            problem: InvalidEntity::EmptyTitle,
+            ..
+        }
+    ));
+    let bad = entity(
+        "h",
+        json!({"load_mode": "STATE", "state_conditions": {"days": {"$gtee": 7}}}),
+    );
+    let err = store
+        .create(&bad, &edit("admin", 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("entity `h`: state_conditions: field `days`: unknown operator `$gtee`"),
+        "{err}"
+    );
+    assert!(!store.contains("h").unwrap());
+}
+
+#[test]
+fn update_keeps_the_old_version() {
+    let (_dir, path, store) = file_store();
+    let v1 = store
+        .create(&entity("a", json!({"priority": 50})), &edit("alice", 1))
+        .unwrap();
+    let update = EntityUpdate {
+        title: Some("A, revised".into()),
+        priority: Priority::new(80),
+        ..EntityUpdate::default()
+    };
+    let v2 = store.update("a", &update, &edit("bob", 2)).unwrap();
+
+    assert_eq!(
+        (v2.version, v2.previous_version_id.as_deref()),
+        (2, Some(v1.id.as_str()))
+    );
+    assert_ne!(v2.id, v1.id);
+    assert_eq!(v2.entity.title, "A, revised");
+    assert_eq!(v2.entity.priority.get(), 80);
+    assert_eq!(
+        v2.entity.keywords.as_deref(),
+        Some("k"),
+        "fields not in the update are kept"
+    );
+    assert_eq!(store.get("a").unwrap().unwrap(), v2.entity);
+
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(rows(&conn, "a"), [(1, false, false), (2, true, true)]);
+
+    let history = store.history("a").unwrap();
+    assert_eq!(history.len(), 2);
+    let (old, new) = (&history[0], &history[1]);
+    assert_eq!(
+        (old.id.as_str(), old.version, old.is_current),
+        (v1.id.as_str(), 1, false)
+    );
+    assert_eq!(
+        old.entity, v1.entity,
+        "the old version's content is kept as it was"
+    );
+    assert!(old.changed_fields.is_empty());
+    assert_eq!(
+        (old.created_by.as_str(), old.created_at),
+        ("alice", edit("", 1).at)
+    );
+    assert_eq!(
+        old.updated_at,
+        edit("", 2).at,
+        "superseded when v2 was written"
+    );
+    assert_eq!(
+        (new.id.as_str(), new.version, new.is_current),
+        (v2.id.as_str(), 2, true)
+    );
+    assert_eq!(new.previous_version_id.as_deref(), Some(v1.id.as_str()));
+    assert_eq!(
+        (new.created_by.as_str(), new.created_at),
+        ("bob", edit("", 2).at)
+    );
+    assert_eq!(new.changed_fields, ["title", "priority"]);
+}
+
+#[test]
+fn an_update_that_changes_nothing_adds_no_version() {
+    let store = SqliteStore::in_memory().unwrap();
+    let v1 = store
+        .create(&entity("a", json!({"priority": 50})), &edit("admin", 1))
+        .unwrap();
+    let same = EntityUpdate {
+        title: Some("a".into()),
+        priority: Priority::new(50),
+        ..EntityUpdate::default()
+    };
+    assert_eq!(store.update("a", &same, &edit("admin", 2)).unwrap(), v1);
+    assert_eq!(
+        store
+            .update("a", &EntityUpdate::default(), &edit("admin", 2))
+            .unwrap(),
+        v1
+    );
+    assert_eq!(store.history("a").unwrap().len(), 1);
+
+    let err = store.update("zzz", &same, &edit("admin", 2)).unwrap_err();
+    assert!(
+        matches!(&err, KbError::NotFound(id) if id == "zzz"),
+        "{err}"
+    );
+    assert!(matches!(store.history("zzz"), Err(KbError::NotFound(_))));
+}
+
+#[test]
+fn deactivate_is_a_soft_delete_with_a_version() {
+    let (_dir, path, store) = file_store();
+    store
+        .create(&entity("a", json!({})), &edit("admin", 1))
+        .unwrap();
+    let v2 = store.deactivate("a", &edit("admin", 2)).unwrap();
+    assert_eq!((v2.version, v2.entity.is_active), (2, false));
+    assert!(!store.get("a").unwrap().unwrap().is_active);
+    assert!(
+        store
+            .list(&EntityFilter {
+                active: Some(true),
+                ..EntityFilter::default()
+            })
+            .unwrap()
+            .is_empty()
+    );
+
+    assert_eq!(
+        store.deactivate("a", &edit("admin", 3)).unwrap(),
+        v2,
+        "already inactive: no version"
+    );
+
+    let reactivate = EntityUpdate {
+        is_active: Some(true),
+        ..EntityUpdate::default()
+    };
+    let v3 = store.update("a", &reactivate, &edit("admin", 4)).unwrap();
+    assert_eq!((v3.version, v3.entity.is_active), (3, true));
+
+    let history = store.history("a").unwrap();
+    let summary: Vec<(u32, bool, Vec<String>)> = history
+        .iter()
+        .map(|v| (v.version, v.entity.is_active, v.changed_fields.clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, true, vec![]),
+            (2, false, vec!["is_active".to_owned()]),
+            (3, true, vec!["is_active".to_owned()])
+        ]
+    );
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(
+        rows(&conn, "a"),
+        [(1, false, false), (2, false, false), (3, true, true)]
+    );
+}
+
+/// Makes every insert of a row for `entity_id` fail, as a crash between the two steps of a
+/// version (supersede the old row, insert the new one) would.
+fn crash_on_insert(conn: &Connection, entity_id: &str) {
+    conn.execute_batch(&format!(
+        "CREATE TRIGGER crash BEFORE INSERT ON kb_content_entities \
+         WHEN NEW.entity_id = '{entity_id}' BEGIN SELECT RAISE(ABORT, 'simulated crash'); END;"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn a_failure_inside_an_update_leaves_the_store_consistent() {
+    let (_dir, path, store) = file_store();
+    let v1 = store
+        .create(&entity("a", json!({})), &edit("admin", 1))
+        .unwrap();
+    let conn = Connection::open(&path).unwrap();
+    crash_on_insert(&conn, "a");
+
+    let update = EntityUpdate {
+        title: Some("A2".into()),
+        ..EntityUpdate::default()
+    };
+    let err = store
+        .update("a", &update, &edit("admin", 2))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("simulated crash"), "{err}");
+    let err = store
+        .deactivate("a", &edit("admin", 2))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("simulated crash"), "{err}");
+
+    assert_eq!(
+        rows(&conn, "a"),
+        [(1, true, true)],
+        "the old row is current and active; no orphan row"
+    );
+    assert_eq!(store.get_stored("a").unwrap().unwrap(), v1);
+
+    conn.execute_batch("DROP TRIGGER crash").unwrap();
+    assert_eq!(
+        store
+            .update("a", &update, &edit("admin", 3))
+            .unwrap()
+            .version,
+        2
+    );
+}
+
+#[test]
+fn a_failure_inside_an_import_writes_nothing() {
+    let (_dir, path, store) = file_store();
+    store
+        .import(
+            &[entity("a", json!({})), entity("gone", json!({}))],
+            &edit("import", 1),
+        )
+        .unwrap();
+    let conn = Connection::open(&path).unwrap();
+    crash_on_insert(&conn, "c");
+
+    let files = [
+        entity("a", json!({"title": "A2"})),
+        entity("b", json!({})),
+        entity("c", json!({})),
+    ];
+    let err = store
+        .import(&files, &edit("import", 2))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("simulated crash"), "{err}");
+
+    let total: i64 = conn
+        .query_row("SELECT count(*) FROM kb_content_entities", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(total, 2);
+    assert_eq!(rows(&conn, "a"), [(1, true, true)]);
+    assert_eq!(rows(&conn, "gone"), [(1, true, true)]);
+}
+
+#[test]
+fn retrievals_are_counted_without_versions() {
+    let store = SqliteStore::in_memory().unwrap();
+    for id in ["a", "b"] {
+        store
+            .create(&entity(id, json!({})), &edit("admin", 1))
+            .unwrap();
+    }
+    let retrieved = ["a", "a", "b", "zzz"].map(String::from);
+    assert_eq!(store.record_retrievals(&retrieved).unwrap(), 3);
+    let a = store.get_stored("a").unwrap().unwrap();
+    assert_eq!((a.retrieval_count, a.version), (2, 1));
+    assert_eq!(store.get_stored("b").unwrap().unwrap().retrieval_count, 1);
+
+    let update = EntityUpdate {
+        title: Some("A2".into()),
+        ..EntityUpdate::default()
+    };
+    let a = store.update("a", &update, &edit("admin", 2)).unwrap();
+    assert_eq!(
+        (a.retrieval_count, a.version),
+        (2, 2),
+        "the count carries over to the new version"
+    );
+}
+
+#[test]
+fn stats_count_types_modes_embeddings_and_retrievals() {
+    let store = SqliteStore::in_memory().unwrap();
+    let entities = [
+        entity("k1", json!({})),
+        entity("k2", json!({"load_mode": "ALWAYS"})),
+        entity(
+            "h1",
+            json!({"entity_type": "HANDLER", "load_mode": "STATE", "state_conditions": {"n": {"eq": 0}}}),
+        ),
+        entity("old", json!({"is_active": false})),
+    ];
+    store.import(&entities, &edit("import", 1)).unwrap();
+    store
+        .update(
+            "k1",
+            &EntityUpdate {
+                priority: Priority::new(10),
+                ..EntityUpdate::default()
+            },
+            &edit("a", 2),
+        )
+        .unwrap();
+    store.set_embedding("k1", "m", &[1.0, 0.0]).unwrap();
+    store.set_embedding("k2", "other", &[1.0, 0.0]).unwrap();
+    store
+        .record_retrievals(&["h1", "k1", "h1", "old"].map(String::from))
+        .unwrap();
+
+    let stats = store.stats("m").unwrap();
+    assert_eq!(
+        (stats.entities, stats.active, stats.inactive, stats.versions),
+        (4, 3, 1, 5)
+    );
+    assert_eq!(
+        serde_json::to_value(&stats.by_type).unwrap(),
+        json!({"HANDLER": 1, "KNOWLEDGE": 2}),
+        "by_type counts active entities"
+    );
+    assert_eq!(
+        serde_json::to_value(&stats.by_load_mode).unwrap(),
+        json!({"ALWAYS": 1, "STATE": 1, "SITUATION": 1})
+    );
+    let coverage = &stats.embeddings;
+    assert_eq!(
+        (
+            coverage.model.as_str(),
+            coverage.fresh,
+            coverage.stale,
+            coverage.missing
+        ),
+        ("m", 1, 1, 1)
+    );
+    assert_eq!(stats.total_retrievals, 4);
+    assert_eq!(
+        stats.top_retrieved,
+        [
+            ("h1".to_owned(), 2),
+            ("k1".to_owned(), 1),
+            ("old".to_owned(), 1)
+        ]
+    );
+}
+
+#[test]
+fn export_round_trips_into_files() {
+    let store = SqliteStore::in_memory().unwrap();
+    let entities = crate::example_kb();
+    store.import(&entities, &edit("import", 1)).unwrap();
+    store
+        .deactivate("handler_crisis", &edit("admin", 2))
+        .unwrap();
+
+    let exported = store.export().unwrap();
+    assert_eq!(exported.len(), entities.len());
+    let types: Vec<EntityType> = exported.iter().map(|e| e.entity_type).collect();
+    assert!(types.is_sorted(), "exported by type, in schema order");
+
+    let text = serde_json::to_string_pretty(&exported).unwrap();
+    let kb = MemoryKb::new(serde_json::from_str(&text).unwrap()).unwrap();
+    assert_eq!(kb.entities(), exported.as_slice());
+    for original in &entities {
+        let mut expected = original.clone();
+        expected.is_active &= original.entity_id != "handler_crisis";
+        assert_eq!(
+            kb.get(&original.entity_id).unwrap().as_ref(),
+            Some(&expected)
+        );
+    }
+    let report = store.import(kb.entities(), &edit("import", 3)).unwrap();
+    assert_eq!(report.unchanged.len(), entities.len(), "{report:?}");
+}
+
+#[test]
+fn the_traits_are_object_safe_and_shareable() {
+    let store = std::sync::Arc::new(SqliteStore::in_memory().unwrap());
+    let kb: std::sync::Arc<dyn KbStore> = store.clone();
+    let state: std::sync::Arc<dyn assay_kb::StateStore> = store;
+    let worker = std::thread::spawn(move || kb.create(&entity("a", json!({})), &edit("admin", 1)));
+    assert_eq!(worker.join().unwrap().unwrap().version, 1);
+    assert_eq!(
+        state.get_user_state("u", crate::at(1, 9)).unwrap()["conversation_count"],
+        0
+    );
+}

@@ -1,0 +1,268 @@
+//! [`ProviderError`]: what can go wrong when calling a model, and whether trying again may help.
+//!
+//! Invariant: no error carries an API key. Keys are never passed to an error constructor, and the
+//! HTTP clients redact the key from any server text they quote (some servers echo it back).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An error from a model provider: a [`ProviderErrorKind`] and, where known, the `vendor/model`
+/// name of the provider that raised it.
+#[derive(Debug)]
+pub struct ProviderError {
+    model: Option<String>,
+    kind: ProviderErrorKind,
+}
+
+/// What went wrong. New kinds may be added; match with a `_` arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderErrorKind {
+    /// The server answered with a non-success HTTP status.
+    #[error("HTTP {status}{}: {message}", RetryAfter(*retry_after))]
+    Http {
+        /// The HTTP status code.
+        status: u16,
+        /// How long the server asked us to wait (`retry-after` / `retry-after-ms`), if it did.
+        retry_after: Option<Duration>,
+        /// The server's error message (its JSON `message`/`detail` when present, else the body,
+        /// shortened), with any API key redacted.
+        message: String,
+    },
+    /// The request did not complete in time.
+    #[error("request timed out after {}", Secs(*after))]
+    Timeout {
+        /// The configured timeout.
+        after: Duration,
+    },
+    /// The server could not be reached, or the connection broke before the answer was complete.
+    #[error("connection failed: {message}")]
+    Connection {
+        /// What the HTTP stack reported.
+        message: String,
+    },
+    /// The server answered 2xx, but not with what the wire format promises.
+    #[error("malformed response: {message}")]
+    Malformed {
+        /// What was wrong with it.
+        message: String,
+    },
+    /// A required API key is missing. Names the environment variable, never a key.
+    #[error("missing API key: set the environment variable {env_var}")]
+    Auth {
+        /// The environment variable to set, e.g. `VOYAGE_API_KEY`.
+        env_var: &'static str,
+    },
+    /// A bad provider name or option.
+    #[error("{message}")]
+    Config {
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+    /// A local model could not be loaded.
+    #[error("cannot load model file {}: {message}", path.display())]
+    Model {
+        /// The missing or invalid file (or directory).
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A local model failed while computing (tokenisation or the forward pass).
+    #[error("local inference failed: {message}")]
+    Inference {
+        /// What the runtime reported.
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// An error of `kind` not yet tied to a provider name.
+    pub fn new(kind: ProviderErrorKind) -> ProviderError {
+        ProviderError { model: None, kind }
+    }
+
+    /// Ties the error to the `vendor/model` name of the provider that raised it.
+    pub fn with_model(mut self, model: impl Into<String>) -> ProviderError {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// A [`ProviderErrorKind::Config`] error.
+    pub fn config(message: impl Into<String>) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Config {
+            message: message.into(),
+        })
+    }
+
+    /// A [`ProviderErrorKind::Malformed`] error.
+    pub fn malformed(message: impl Into<String>) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Malformed {
+            message: message.into(),
+        })
+    }
+
+    /// A [`ProviderErrorKind::Model`] error about `path`.
+    pub fn model_file(path: impl Into<PathBuf>, message: impl Into<String>) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Model {
+            path: path.into(),
+            message: message.into(),
+        })
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ProviderErrorKind {
+        &self.kind
+    }
+
+    /// The `vendor/model` name of the provider that raised the error, if known.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// The HTTP status, for [`ProviderErrorKind::Http`].
+    pub fn status(&self) -> Option<u16> {
+        match self.kind {
+            ProviderErrorKind::Http { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// How long the server asked to wait before trying again, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.kind {
+            ProviderErrorKind::Http { retry_after, .. } => retry_after,
+            _ => None,
+        }
+    }
+
+    /// Whether the same request may succeed if sent again later: HTTP 429 and 5xx, timeouts and
+    /// connection failures. Everything else (4xx, malformed answers, configuration and model
+    /// errors) will fail the same way again.
+    pub fn is_retryable(&self) -> bool {
+        match self.kind {
+            ProviderErrorKind::Http { status, .. } => {
+                status == 429 || (500..=599).contains(&status)
+            }
+            ProviderErrorKind::Timeout { .. } | ProviderErrorKind::Connection { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.model {
+            Some(model) => write!(f, "{model}: {}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl From<ProviderErrorKind> for ProviderError {
+    fn from(kind: ProviderErrorKind) -> ProviderError {
+        ProviderError::new(kind)
+    }
+}
+
+/// Displays a duration in seconds, e.g. `2s` or `0.25s`.
+struct Secs(Duration);
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs_f64();
+        if secs.fract() == 0.0 {
+            write!(f, "{secs:.0}s")
+        } else {
+            write!(f, "{secs}s")
+        }
+    }
+}
+
+/// Displays ` (retry after 2s)`, or nothing.
+struct RetryAfter(Option<Duration>);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, " (retry after {})", Secs(d)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Http {
+            status,
+            retry_after: None,
+            message: "x".into(),
+        })
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for status in [429, 500, 502, 503, 504, 599] {
+            assert!(http(status).is_retryable(), "{status}");
+        }
+        for status in [400, 401, 403, 404, 422, 600] {
+            assert!(!http(status).is_retryable(), "{status}");
+        }
+    }
+
+    #[test]
+    fn retryable_kinds() {
+        let timeout = ProviderErrorKind::Timeout {
+            after: Duration::from_secs(1),
+        };
+        let connection = ProviderErrorKind::Connection {
+            message: "refused".into(),
+        };
+        assert!(ProviderError::from(timeout).is_retryable());
+        assert!(ProviderError::from(connection).is_retryable());
+        assert!(!ProviderError::malformed("x").is_retryable());
+        assert!(!ProviderError::config("x").is_retryable());
+        assert!(!ProviderError::model_file("/m", "x").is_retryable());
+        let auth = ProviderErrorKind::Auth {
+            env_var: "VOYAGE_API_KEY",
+        };
+        assert!(!ProviderError::from(auth).is_retryable());
+    }
+
+    #[test]
+    fn display() {
+        let e = ProviderError::new(ProviderErrorKind::Http {
+            status: 429,
+            retry_after: Some(Duration::from_millis(2500)),
+            message: "rate limited".into(),
+        })
+        .with_model("voyage/voyage-2");
+        assert_eq!(
+            e.to_string(),
+            "voyage/voyage-2: HTTP 429 (retry after 2.5s): rate limited"
+        );
+        assert_eq!(e.retry_after(), Some(Duration::from_millis(2500)));
+        assert_eq!(e.status(), Some(429));
+        let e = ProviderError::from(ProviderErrorKind::Timeout {
+            after: Duration::from_secs(30),
+        });
+        assert_eq!(e.to_string(), "request timed out after 30s");
+        let e = ProviderError::from(ProviderErrorKind::Auth {
+            env_var: "OPENAI_API_KEY",
+        });
+        assert_eq!(
+            e.to_string(),
+            "missing API key: set the environment variable OPENAI_API_KEY"
+        );
+        let e = ProviderError::model_file("/m/tokenizer.json", "not found");
+        assert_eq!(
+            e.to_string(),
+            "cannot load model file /m/tokenizer.json: not found"
+        );
+    }
+}

@@ -1,0 +1,483 @@
+//! What the HTTP clients share: the API key type, one JSON POST with error mapping, `retry-after`
+//! parsing, and reassembling indexed vectors. Wire formats stay in each client's module.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::embed::l2_normalize;
+use crate::{ProviderError, ProviderErrorKind};
+
+/// An API key. It is read from the environment, sent only in the `Authorization` header (marked
+/// sensitive), and never shown: `Debug` prints `ApiKey(<redacted>)` and there is no `Display`.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Reads the key from the environment variable `var`; an unset or blank variable is `None`.
+    pub fn from_env(var: &str) -> Option<ApiKey> {
+        Self::from_lookup(var, &|name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn from_lookup(var: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<ApiKey> {
+        env(var)
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .map(ApiKey)
+    }
+
+    /// Wraps a key obtained elsewhere (tests, or a host that sandboxes the environment). assay
+    /// itself reads keys only from environment variables.
+    pub fn new(secret: impl Into<String>) -> ApiKey {
+        ApiKey(secret.into())
+    }
+
+    fn header(&self) -> Result<HeaderValue, ProviderError> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.0)).map_err(|_| {
+            ProviderError::config("the API key contains characters not allowed in an HTTP header")
+        })?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+
+    /// Replaces every occurrence of the key in `text` (servers sometimes quote it back).
+    fn redact(&self, text: &str) -> String {
+        if self.0.len() < 4 {
+            text.to_owned()
+        } else {
+            text.replace(&self.0, "<redacted>")
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// A JSON-over-HTTP client with assay's error mapping.
+#[derive(Debug)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    timeout: Duration,
+    key: Option<ApiKey>,
+}
+
+impl Http {
+    pub(crate) fn new(timeout: Duration, key: Option<ApiKey>) -> Result<Http, ProviderError> {
+        if timeout.is_zero() {
+            return Err(ProviderError::config(
+                "the request timeout must be greater than zero",
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("assay/", env!("CARGO_PKG_VERSION")))
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| {
+                ProviderError::config(format!(
+                    "cannot create the HTTP client: {}",
+                    error_chain(&e)
+                ))
+            })?;
+        Ok(Http {
+            client,
+            timeout,
+            key,
+        })
+    }
+
+    /// POSTs `body` as JSON to `url` and decodes a 2xx JSON answer.
+    pub(crate) async fn post_json<B, R>(&self, url: &str, body: &B) -> Result<R, ProviderError>
+    where
+        B: Serialize + ?Sized,
+        R: DeserializeOwned,
+    {
+        let mut request = self.client.post(url).json(body);
+        if let Some(key) = &self.key {
+            request = request.header(AUTHORIZATION, key.header()?);
+        }
+        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        let retry_after = parse_retry_after(response.headers(), SystemTime::now());
+        let bytes = response.bytes().await;
+        if !status.is_success() {
+            let message = match &bytes {
+                Ok(bytes) => error_message(self.redact(&String::from_utf8_lossy(bytes)).as_bytes()),
+                Err(e) => format!(
+                    "(the error body could not be read: {})",
+                    self.redact(&error_chain(e))
+                ),
+            };
+            let message = match status.canonical_reason() {
+                Some(reason) if message.is_empty() => reason.to_owned(),
+                _ => message,
+            };
+            return Err(ProviderErrorKind::Http {
+                status: status.as_u16(),
+                retry_after,
+                message,
+            }
+            .into());
+        }
+        let bytes = bytes.map_err(|e| self.transport_error(&e))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            let body = self.redact(&String::from_utf8_lossy(&bytes));
+            ProviderError::malformed(format!("{e} (body starts: {:?})", shorten(&body, 120)))
+        })
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
+        if e.is_timeout() {
+            ProviderErrorKind::Timeout {
+                after: self.timeout,
+            }
+            .into()
+        } else {
+            ProviderErrorKind::Connection {
+                message: self.redact(&error_chain(e)),
+            }
+            .into()
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) => key.redact(text),
+            None => text.to_owned(),
+        }
+    }
+}
+
+/// Checks that `base` is an http(s) URL and returns `{base}/{path}`.
+pub(crate) fn endpoint(base: &str, path: &str) -> Result<String, ProviderError> {
+    let url = reqwest::Url::parse(base)
+        .map_err(|e| ProviderError::config(format!("invalid base URL `{base}`: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ProviderError::config(format!(
+            "invalid base URL `{base}`: expected http:// or https://"
+        )));
+    }
+    Ok(format!("{}/{path}", base.trim_end_matches('/')))
+}
+
+/// The host of `base`, if it parses.
+pub(crate) fn host(base: &str) -> Option<String> {
+    reqwest::Url::parse(base)
+        .ok()?
+        .host_str()
+        .map(str::to_owned)
+}
+
+/// An error with its sources: `error sending request: connection refused`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The message of an error body: `error.message` (OpenAI), `detail` (Voyage), `message` or a
+/// string `error`, else the body itself, shortened.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
+        let candidates = [
+            json.pointer("/error/message"),
+            json.get("detail"),
+            json.get("message"),
+            json.get("error"),
+        ];
+        for value in candidates.into_iter().flatten() {
+            match value {
+                serde_json::Value::String(s) => return shorten(s, 500),
+                serde_json::Value::Null => {}
+                other => return shorten(&other.to_string(), 500),
+            }
+        }
+    }
+    shorten(String::from_utf8_lossy(body).trim(), 500)
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The wait a server asks for: `retry-after-ms` (OpenAI), else `retry-after` as seconds
+/// (integer or decimal) or as an HTTP date (IMF-fixdate, relative to `now`).
+pub(crate) fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    }
+    let value = header("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Parses an IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (the format RFC 9110 requires).
+fn parse_http_date(value: &str) -> Option<SystemTime> {
+    let parts: Vec<&str> = value.split_ascii_whitespace().collect();
+    let [_weekday, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = i64::try_from(MONTHS.iter().position(|m| m == month)?).ok()? + 1;
+    let day: i64 = day.parse().ok()?;
+    let year: i64 = year.parse().ok()?;
+    let hms: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, s] = hms.as_slice() else {
+        return None;
+    };
+    if !(1..=31).contains(&day)
+        || !(0..24).contains(h)
+        || !(0..60).contains(m)
+        || !(0..61).contains(s)
+    {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = u64::try_from(days * 86_400 + h * 3600 + m * 60 + s).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// Puts `(index, vector)` pairs back in input order, checking that every index in
+/// `0..expected` appears exactly once and that all vectors share one length, and normalises them.
+pub(crate) fn reassemble(
+    items: Vec<(usize, Vec<f32>)>,
+    expected: usize,
+) -> Result<Vec<Vec<f32>>, ProviderError> {
+    if items.len() != expected {
+        return Err(ProviderError::malformed(format!(
+            "expected {expected} embeddings, got {}",
+            items.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(expected);
+    let mut slots: Vec<Option<Vec<f32>>> = vec![None; expected];
+    let mut dimension = None;
+    for (index, mut vector) in items {
+        if index >= expected || !seen.insert(index) {
+            return Err(ProviderError::malformed(format!(
+                "embedding index {index} is out of range or repeated (batch of {expected})"
+            )));
+        }
+        if vector.is_empty() || vector.iter().any(|x| !x.is_finite()) {
+            return Err(ProviderError::malformed(format!(
+                "embedding {index} is empty or not finite"
+            )));
+        }
+        match dimension {
+            None => dimension = Some(vector.len()),
+            Some(d) if d != vector.len() => {
+                return Err(ProviderError::malformed(format!(
+                    "embeddings of different lengths in one answer ({d} and {})",
+                    vector.len()
+                )));
+            }
+            Some(_) => {}
+        }
+        l2_normalize(&mut vector);
+        slots[index] = Some(vector);
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
+/// The vector length a remote embedder learns from its first answer, then enforces.
+#[derive(Debug, Default)]
+pub(crate) struct DimensionCell(OnceLock<usize>);
+
+impl DimensionCell {
+    pub(crate) fn get(&self) -> Option<usize> {
+        self.0.get().copied()
+    }
+
+    /// Records the length of `vectors`, or checks it against the one recorded.
+    pub(crate) fn check(&self, vectors: &[Vec<f32>]) -> Result<(), ProviderError> {
+        let Some(first) = vectors.first() else {
+            return Ok(());
+        };
+        let known = *self.0.get_or_init(|| first.len());
+        if known == first.len() {
+            Ok(())
+        } else {
+            Err(ProviderError::malformed(format!(
+                "the embedding length changed from {known} to {}",
+                first.len()
+            )))
+        }
+    }
+}
+
+/// Splits `0..len` into batches of at most `batch_size`.
+pub(crate) fn batches(
+    len: usize,
+    batch_size: usize,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let size = batch_size.max(1);
+    (0..len)
+        .step_by(size)
+        .map(move |start| start..(start + size).min(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        let parse = |pairs| parse_retry_after(&headers(pairs), now);
+        assert_eq!(parse(&[("retry-after", "2")]), Some(Duration::from_secs(2)));
+        assert_eq!(
+            parse(&[("retry-after", " 1.5 ")]),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse(&[("retry-after-ms", "250"), ("retry-after", "9")]),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse(&[("retry-after", "Sun, 06 Nov 1994 08:50:07 GMT")]),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse(&[("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT")]),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse(&[("retry-after", "Sunday, 06-Nov-94 08:49:37 GMT")]),
+            None
+        );
+        assert_eq!(parse(&[("retry-after", "-3")]), None);
+        assert_eq!(parse(&[("retry-after", "soon")]), None);
+        assert_eq!(parse(&[]), None);
+    }
+
+    #[test]
+    fn http_dates() {
+        let at = |s| parse_http_date(s).map(|t| t.duration_since(UNIX_EPOCH).unwrap().as_secs());
+        assert_eq!(at("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(at("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(at("Tue, 29 Feb 2028 23:59:59 GMT"), Some(1_835_481_599));
+        assert_eq!(at("Tue, 29 Foo 2028 23:59:59 GMT"), None);
+        assert_eq!(at("Tue, 29 Feb 2028 24:00:00 GMT"), None);
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(br#"{"error":{"message":"Invalid key","type":"x"}}"#),
+            "Invalid key"
+        );
+        assert_eq!(
+            error_message(br#"{"detail":"Rate limit exceeded"}"#),
+            "Rate limit exceeded"
+        );
+        assert_eq!(error_message(br#"{"error":"bad model"}"#), "bad model");
+        assert_eq!(error_message(b"  <html>oops</html>\n"), "<html>oops</html>");
+        assert_eq!(error_message(&[b'x'; 600]).chars().count(), 501);
+    }
+
+    #[test]
+    fn keys_are_redacted() {
+        let key = ApiKey::new("sk-secret-123");
+        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+        assert_eq!(key.redact("bad key sk-secret-123!"), "bad key <redacted>!");
+        let env = |name: &str| (name == "K").then(|| " sk-1 ".to_string());
+        assert_eq!(
+            ApiKey::from_lookup("K", &env).map(|k| k.0),
+            Some("sk-1".into())
+        );
+        assert!(ApiKey::from_lookup("OTHER", &env).is_none());
+        assert!(ApiKey::from_lookup("K", &|_| Some("  ".into())).is_none());
+    }
+
+    #[test]
+    fn reassembles_by_index() {
+        let out = reassemble(vec![(1, vec![0.0, 2.0]), (0, vec![3.0, 4.0])], 2).unwrap();
+        assert_eq!(out, vec![vec![0.6, 0.8], vec![0.0, 1.0]]);
+        for bad in [
+            vec![(0, vec![1.0])],
+            vec![(0, vec![1.0]), (0, vec![1.0])],
+            vec![(0, vec![1.0]), (2, vec![1.0])],
+            vec![(0, vec![1.0]), (1, vec![1.0, 2.0])],
+            vec![(0, vec![1.0]), (1, vec![])],
+            vec![(0, vec![1.0]), (1, vec![f32::NAN])],
+        ] {
+            let e = reassemble(bad.clone(), 2).unwrap_err();
+            assert!(
+                matches!(e.kind(), ProviderErrorKind::Malformed { .. }),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn batch_ranges() {
+        assert_eq!(
+            batches(300, 128).collect::<Vec<_>>(),
+            vec![0..128, 128..256, 256..300]
+        );
+        assert_eq!(batches(0, 128).count(), 0);
+        assert_eq!(batches(3, 0).count(), 3);
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            endpoint("http://localhost:8080/v1/", "embeddings").unwrap(),
+            "http://localhost:8080/v1/embeddings"
+        );
+        assert!(endpoint("localhost:8080", "embeddings").is_err());
+        assert!(endpoint("not a url", "embeddings").is_err());
+        assert_eq!(
+            host("https://api.openai.com/v1").as_deref(),
+            Some("api.openai.com")
+        );
+    }
+}

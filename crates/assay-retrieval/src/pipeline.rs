@@ -1,0 +1,738 @@
+//! The retrieval pipeline (003 §3, §6): ALWAYS → STATE → pattern rules → SITUATION semantic
+//! search → final score → dedupe and rank → token budget, with a trace of every decision.
+//!
+//! * ALWAYS and STATE entities, and entities named by a pattern rule, have similarity 1.0.
+//! * SITUATION candidates: the `top_k × fetch_factor` nearest active SITUATION entities of the
+//!   audience, those at or above `score_threshold`, at most `top_k` of them.
+//! * final score = similarity + priority / 100 × `priority_weight`.
+//! * Crisis entities (named by a crisis rule) always come first, in rule order.
+//! * The budget counts each entity's prompt text with the cl100k_base tokenizer. When an entity
+//!   does not fit, a GUARDRAIL or HANDLER displaces the last KNOWLEDGE entity already taken (as
+//!   many as needed) instead of being dropped; crisis entities are never displaced.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use assay_core::UserState;
+use assay_core::entity::{Entity, EntityType, LoadMode};
+use assay_kb::{EntityFilter, KnowledgeBase};
+use serde::Serialize;
+
+use crate::patterns::PatternMatcher;
+use crate::vector::{FlatIndex, VectorIndex};
+use crate::{RetrievalError, StateMatcher};
+
+/// Pipeline settings (003 §3 `RetrievalConfig`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrievalConfig {
+    /// SITUATION entities kept (default 5).
+    pub top_k: usize,
+    /// Candidates fetched per kept entity before the threshold (default 2).
+    pub fetch_factor: usize,
+    /// Minimum cosine similarity of a SITUATION entity (default 0.65).
+    pub score_threshold: f32,
+    /// Weight of priority in the final score (default 0.15).
+    pub priority_weight: f32,
+    /// Token budget of the retrieved content (default 3000).
+    pub max_tokens_budget: usize,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        RetrievalConfig {
+            top_k: 5,
+            fetch_factor: 2,
+            score_threshold: 0.65,
+            priority_weight: 0.15,
+            max_tokens_budget: 3000,
+        }
+    }
+}
+
+/// How an entity reached the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Load mode ALWAYS.
+    Always,
+    /// STATE conditions held.
+    State,
+    /// Named by a crisis rule.
+    Crisis,
+    /// Named by a keyword boost.
+    Keyword,
+    /// Semantic search.
+    Semantic,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Always => "always",
+            Stage::State => "state",
+            Stage::Crisis => "crisis",
+            Stage::Keyword => "keyword",
+            Stage::Semantic => "semantic",
+        })
+    }
+}
+
+/// One entity in the context, with how it got there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetrievedEntity {
+    /// The entity.
+    pub entity_id: String,
+    /// Its type.
+    pub entity_type: EntityType,
+    /// Its title.
+    pub title: String,
+    /// The stage that brought it in (the highest-scoring one when several did).
+    pub stage: Stage,
+    /// Other stages that also selected it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Stage>,
+    /// Similarity (1.0 for ALWAYS, STATE and pattern entities).
+    pub similarity: f32,
+    /// Its priority.
+    pub priority: u8,
+    /// priority / 100 × priority_weight.
+    pub priority_bonus: f32,
+    /// similarity + priority_bonus.
+    pub final_score: f32,
+    /// Tokens of its prompt text (cl100k_base).
+    pub tokens: usize,
+}
+
+/// Why an entity was not put in the context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum DropReason {
+    /// A semantic candidate under the similarity threshold.
+    Threshold {
+        /// Its similarity.
+        similarity: f32,
+        /// The threshold.
+        threshold: f32,
+    },
+    /// A semantic candidate above the threshold but beyond `top_k`.
+    TopK {
+        /// Its similarity.
+        similarity: f32,
+    },
+    /// Selected by several stages; kept once.
+    Duplicate {
+        /// The stage it was kept under.
+        kept_as: Stage,
+    },
+    /// It did not fit in the remaining budget.
+    Budget {
+        /// Its tokens.
+        tokens: usize,
+        /// Tokens already used.
+        used: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// A KNOWLEDGE entity removed to make room for a GUARDRAIL or HANDLER.
+    Displaced {
+        /// The entity that took its place.
+        by: String,
+    },
+    /// A pattern rule names an entity that is not in the knowledge base, or is inactive, or is
+    /// not for this audience.
+    Unavailable,
+}
+
+/// A dropped entity.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dropped {
+    /// The entity.
+    pub entity_id: String,
+    /// The stage that proposed it.
+    pub stage: Stage,
+    /// Why it was dropped.
+    #[serde(flatten)]
+    pub reason: DropReason,
+}
+
+/// Candidates a stage proposed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageCandidates {
+    /// The stage.
+    pub stage: Stage,
+    /// `(entity_id, similarity)`, in the stage's order.
+    pub candidates: Vec<(String, f32)>,
+}
+
+/// The ranked context and the trace of how it was built.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retrieval {
+    /// The context, in order.
+    pub entities: Vec<RetrievedEntity>,
+    /// What each stage proposed.
+    pub stages: Vec<StageCandidates>,
+    /// What was dropped and why.
+    pub dropped: Vec<Dropped>,
+    /// Tokens used.
+    pub tokens_used: usize,
+    /// The budget.
+    pub token_budget: usize,
+    /// Notes (for example: no query embedding, so no semantic stage).
+    pub notes: Vec<String>,
+}
+
+/// Counts tokens with cl100k_base.
+pub struct TokenCounter {
+    bpe: &'static tiktoken_rs::CoreBPE,
+}
+
+impl fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenCounter(cl100k_base)")
+    }
+}
+
+impl TokenCounter {
+    /// The cl100k_base tokenizer (shipped inside the binary; no download), parsed once per
+    /// process.
+    pub fn cl100k() -> Result<TokenCounter, RetrievalError> {
+        static BPE: std::sync::OnceLock<Result<tiktoken_rs::CoreBPE, String>> =
+            std::sync::OnceLock::new();
+        let bpe = BPE.get_or_init(|| tiktoken_rs::cl100k_base().map_err(|e| e.to_string()));
+        match bpe {
+            Ok(bpe) => Ok(TokenCounter { bpe }),
+            Err(e) => Err(RetrievalError::Tokenizer(e.clone())),
+        }
+    }
+
+    /// Tokens in `text`.
+    pub fn count(&self, text: &str) -> usize {
+        self.bpe.encode_ordinary(text).len()
+    }
+}
+
+/// A pipeline over one knowledge base, ready to answer many messages.
+pub struct Pipeline {
+    config: RetrievalConfig,
+    entities: HashMap<String, Entity>,
+    tokens: HashMap<String, usize>,
+    always: Vec<String>,
+    state: StateMatcher,
+    patterns: Option<PatternMatcher>,
+    index: FlatIndex,
+    /// Per index row: the entity's audiences.
+    audiences: Vec<Vec<String>>,
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("entities", &self.entities.len())
+            .field("indexed", &self.index.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// Builds a pipeline from the knowledge base's active entities, the pattern rules, and the
+    /// embeddings of SITUATION entities (`(entity_id, normalised vector)`; others are ignored).
+    pub fn new(
+        kb: &dyn KnowledgeBase,
+        patterns: Option<PatternMatcher>,
+        embeddings: &[(String, Vec<f32>)],
+        config: RetrievalConfig,
+        counter: &TokenCounter,
+    ) -> Result<Pipeline, RetrievalError> {
+        let active = kb.list(&EntityFilter {
+            active: Some(true),
+            ..EntityFilter::default()
+        })?;
+        let tokens = active
+            .iter()
+            .map(|e| (e.entity_id.clone(), counter.count(&e.prompt_text())))
+            .collect();
+        let always = active
+            .iter()
+            .filter(|e| e.load_mode == LoadMode::Always)
+            .map(|e| e.entity_id.clone())
+            .collect();
+        let entities: HashMap<String, Entity> = active
+            .into_iter()
+            .map(|e| (e.entity_id.clone(), e))
+            .collect();
+        let dimension = embeddings.first().map_or(0, |(_, v)| v.len());
+        let mut index = FlatIndex::with_capacity(dimension, embeddings.len());
+        let mut audiences = Vec::with_capacity(embeddings.len());
+        for (id, vector) in embeddings {
+            let Some(entity) = entities
+                .get(id)
+                .filter(|e| e.load_mode == LoadMode::Situation)
+            else {
+                continue;
+            };
+            index
+                .push(id.clone(), vector)
+                .map_err(|e| RetrievalError::Index(e.to_string()))?;
+            audiences.push(entity.audience_types.clone());
+        }
+        Ok(Pipeline {
+            config,
+            entities,
+            tokens,
+            always,
+            state: StateMatcher::from_kb(kb)?,
+            patterns,
+            index,
+            audiences,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RetrievalConfig {
+        &self.config
+    }
+
+    /// How many SITUATION entities have an embedding.
+    pub fn indexed(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The nearest SITUATION entities of an audience, without threshold (for the semantic bank
+    /// and `--explain`): `(entity_id, similarity)`, best first.
+    pub fn nearest(&self, query: &[f32], audience: &str, k: usize) -> Vec<(String, f32)> {
+        let mask: Vec<bool> = self
+            .audiences
+            .iter()
+            .map(|a| a.iter().any(|x| x == audience))
+            .collect();
+        self.index
+            .search(query, k, Some(&mask))
+            .into_iter()
+            .map(|h| (self.index.id(h.row).to_owned(), h.score))
+            .collect()
+    }
+
+    /// The priority of an entity, if it is active.
+    pub fn priority(&self, entity_id: &str) -> Option<u8> {
+        self.entities.get(entity_id).map(|e| e.priority.get())
+    }
+
+    fn candidate(&self, entity: &Entity, stage: Stage, similarity: f32) -> RetrievedEntity {
+        let priority = entity.priority.get();
+        let priority_bonus = f32::from(priority) / 100.0 * self.config.priority_weight;
+        RetrievedEntity {
+            entity_id: entity.entity_id.clone(),
+            entity_type: entity.entity_type,
+            title: entity.title.clone(),
+            stage,
+            also: Vec::new(),
+            similarity,
+            priority,
+            priority_bonus,
+            final_score: similarity + priority_bonus,
+            tokens: self.tokens.get(&entity.entity_id).copied().unwrap_or(0),
+        }
+    }
+
+    /// Retrieves the context for `message` from a user of `audience` in `state`.
+    /// `query` is the message's embedding; without one the semantic stage is skipped.
+    pub fn retrieve(
+        &self,
+        message: &str,
+        query: Option<&[f32]>,
+        state: &UserState,
+        audience: &str,
+    ) -> Retrieval {
+        let mut proposed: Vec<RetrievedEntity> = Vec::new();
+        let mut stages = Vec::new();
+        let mut dropped = Vec::new();
+        let mut notes = Vec::new();
+        let mut record = |stage: Stage, list: &[RetrievedEntity]| {
+            stages.push(StageCandidates {
+                stage,
+                candidates: list
+                    .iter()
+                    .map(|e| (e.entity_id.clone(), e.similarity))
+                    .collect(),
+            });
+        };
+
+        // 1. ALWAYS
+        let always: Vec<RetrievedEntity> = self
+            .always
+            .iter()
+            .filter_map(|id| self.entities.get(id))
+            .filter(|e| e.has_audience(audience))
+            .map(|e| self.candidate(e, Stage::Always, 1.0))
+            .collect();
+        record(Stage::Always, &always);
+        proposed.extend(always);
+
+        // 2. STATE (audience applies here, unlike in the state bank)
+        let triggered: Vec<RetrievedEntity> = self
+            .state
+            .evaluate(state)
+            .iter()
+            .filter_map(|id| self.entities.get(id))
+            .filter(|e| e.has_audience(audience))
+            .map(|e| self.candidate(e, Stage::State, 1.0))
+            .collect();
+        record(Stage::State, &triggered);
+        proposed.extend(triggered);
+
+        // 3. Pattern rules: crisis entities regardless of audience (safety first), keywords by audience.
+        let mut crisis_ids: Vec<String> = Vec::new();
+        if let Some(patterns) = &self.patterns {
+            let m = patterns.match_message(message);
+            let mut crisis = Vec::new();
+            for id in m.crisis_matches.iter().flat_map(|c| &c.entities) {
+                match self.entities.get(id) {
+                    Some(e) if !crisis_ids.contains(id) => {
+                        crisis_ids.push(id.clone());
+                        crisis.push(self.candidate(e, Stage::Crisis, 1.0));
+                    }
+                    Some(_) => {}
+                    None => dropped.push(Dropped {
+                        entity_id: id.clone(),
+                        stage: Stage::Crisis,
+                        reason: DropReason::Unavailable,
+                    }),
+                }
+            }
+            record(Stage::Crisis, &crisis);
+            proposed.extend(crisis);
+            let mut keyword = Vec::new();
+            for k in &m.keyword_matches {
+                match self
+                    .entities
+                    .get(&k.entity)
+                    .filter(|e| e.has_audience(audience))
+                {
+                    Some(e) => keyword.push(self.candidate(e, Stage::Keyword, 1.0)),
+                    None => dropped.push(Dropped {
+                        entity_id: k.entity.clone(),
+                        stage: Stage::Keyword,
+                        reason: DropReason::Unavailable,
+                    }),
+                }
+            }
+            record(Stage::Keyword, &keyword);
+            proposed.extend(keyword);
+        }
+
+        // 4. SITUATION semantic search
+        match query {
+            Some(q) if !self.index.is_empty() => {
+                let fetched =
+                    self.nearest(q, audience, self.config.top_k * self.config.fetch_factor);
+                let mut semantic = Vec::new();
+                for (id, similarity) in fetched {
+                    let Some(e) = self.entities.get(&id) else {
+                        continue;
+                    };
+                    if similarity < self.config.score_threshold {
+                        dropped.push(Dropped {
+                            entity_id: id,
+                            stage: Stage::Semantic,
+                            reason: DropReason::Threshold {
+                                similarity,
+                                threshold: self.config.score_threshold,
+                            },
+                        });
+                    } else if semantic.len() >= self.config.top_k {
+                        dropped.push(Dropped {
+                            entity_id: id,
+                            stage: Stage::Semantic,
+                            reason: DropReason::TopK { similarity },
+                        });
+                    } else {
+                        semantic.push(self.candidate(e, Stage::Semantic, similarity));
+                    }
+                }
+                record(Stage::Semantic, &semantic);
+                proposed.extend(semantic);
+            }
+            Some(_) => notes
+                .push("no SITUATION entity has an embedding: semantic stage skipped".to_owned()),
+            None => notes.push("no query embedding: semantic stage skipped".to_owned()),
+        }
+
+        // 5. Dedupe (keep the best score, remember the other stages) and rank, crisis first.
+        let mut unique: Vec<RetrievedEntity> = Vec::new();
+        for e in proposed {
+            if let Some(kept) = unique.iter_mut().find(|k| k.entity_id == e.entity_id) {
+                let (winner, loser) = if e.final_score > kept.final_score {
+                    (e, kept.clone())
+                } else {
+                    (kept.clone(), e)
+                };
+                let mut winner = winner;
+                for s in loser.also.iter().copied().chain([loser.stage]) {
+                    if s != winner.stage && !winner.also.contains(&s) {
+                        winner.also.push(s);
+                    }
+                }
+                dropped.push(Dropped {
+                    entity_id: loser.entity_id.clone(),
+                    stage: loser.stage,
+                    reason: DropReason::Duplicate {
+                        kept_as: winner.stage,
+                    },
+                });
+                *kept = winner;
+            } else {
+                unique.push(e);
+            }
+        }
+        let crisis_rank = |e: &RetrievedEntity| crisis_ids.iter().position(|c| *c == e.entity_id);
+        unique.sort_by(|a, b| match (crisis_rank(a), crisis_rank(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => b
+                .final_score
+                .total_cmp(&a.final_score)
+                .then_with(|| a.entity_id.cmp(&b.entity_id)),
+        });
+
+        // 6. Token budget.
+        let budget = self.config.max_tokens_budget;
+        let mut taken: Vec<RetrievedEntity> = Vec::new();
+        let mut used = 0usize;
+        for e in unique {
+            if used + e.tokens <= budget {
+                used += e.tokens;
+                taken.push(e);
+                continue;
+            }
+            if matches!(e.entity_type, EntityType::Guardrail | EntityType::Handler) {
+                // Displace KNOWLEDGE entities, last first, until it fits.
+                let mut displaced = Vec::new();
+                let mut freed = 0usize;
+                for (i, k) in taken.iter().enumerate().rev() {
+                    if used - freed + e.tokens <= budget {
+                        break;
+                    }
+                    if k.entity_type == EntityType::Knowledge && crisis_rank(k).is_none() {
+                        freed += k.tokens;
+                        displaced.push(i);
+                    }
+                }
+                if used - freed + e.tokens <= budget {
+                    for i in displaced {
+                        let k = taken.remove(i);
+                        dropped.push(Dropped {
+                            entity_id: k.entity_id,
+                            stage: k.stage,
+                            reason: DropReason::Displaced {
+                                by: e.entity_id.clone(),
+                            },
+                        });
+                    }
+                    used = used - freed + e.tokens;
+                    taken.push(e);
+                    continue;
+                }
+            }
+            dropped.push(Dropped {
+                entity_id: e.entity_id.clone(),
+                stage: e.stage,
+                reason: DropReason::Budget {
+                    tokens: e.tokens,
+                    used,
+                    budget,
+                },
+            });
+        }
+        Retrieval {
+            entities: taken,
+            stages,
+            dropped,
+            tokens_used: used,
+            token_budget: budget,
+            notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::bank::PatternRules;
+    use assay_kb::MemoryKb;
+    use serde_json::json;
+
+    fn kb() -> MemoryKb {
+        let long = "word ".repeat(400);
+        let entities = json!([
+            {"entity_id": "persona", "entity_type": "PERSONA", "title": "Persona", "load_mode": "ALWAYS", "priority": 100, "concept_summary": "Warm and direct."},
+            {"entity_id": "guard", "entity_type": "GUARDRAIL", "title": "Guardrail", "load_mode": "ALWAYS", "priority": 100, "guidance_do": "Stay safe."},
+            {"entity_id": "clin", "entity_type": "PERSONA", "title": "Clinician", "load_mode": "ALWAYS", "audience_types": ["CLINICIAN"]},
+            {"entity_id": "handler_first", "entity_type": "HANDLER", "title": "First", "load_mode": "STATE", "priority": 10,
+             "state_conditions": {"conversation_count": 0}, "guidance_do": long},
+            {"entity_id": "handler_crisis", "entity_type": "HANDLER", "title": "Crisis", "priority": 100, "guidance_do": "Call 988."},
+            {"entity_id": "rule_crisis", "entity_type": "RULE", "title": "Crisis rule", "priority": 100},
+            {"entity_id": "gray_rock", "entity_type": "KNOWLEDGE", "title": "Gray rock", "priority": 70, "guidance_do": long},
+            {"entity_id": "biff", "entity_type": "SCRIPT", "title": "BIFF", "priority": 60},
+            {"entity_id": "boundaries", "entity_type": "KNOWLEDGE", "title": "Boundaries", "priority": 50},
+            {"entity_id": "far", "entity_type": "KNOWLEDGE", "title": "Far", "priority": 90}
+        ]);
+        MemoryKb::new(serde_json::from_value(entities).unwrap()).unwrap()
+    }
+
+    fn rules() -> PatternMatcher {
+        let rules: PatternRules = serde_json::from_value(json!({
+            "crisis_patterns": [{"pattern": "want to end it", "entities": ["handler_crisis", "rule_crisis", "ghost"], "is_critical": true}],
+            "keyword_boosts": [{"keywords": ["gray rock"], "entity": "gray_rock"}]
+        }))
+        .unwrap();
+        PatternMatcher::new(&rules).unwrap()
+    }
+
+    fn pipeline(budget: usize) -> Pipeline {
+        let embeddings = vec![
+            ("gray_rock".to_owned(), vec![1.0, 0.0, 0.0]),
+            ("biff".to_owned(), vec![0.8, 0.6, 0.0]),
+            ("boundaries".to_owned(), vec![0.7, 0.0, 0.714_142_8]),
+            ("far".to_owned(), vec![0.0, 0.0, 1.0]),
+            ("persona".to_owned(), vec![1.0, 0.0, 0.0]),
+        ];
+        let config = RetrievalConfig {
+            max_tokens_budget: budget,
+            ..RetrievalConfig::default()
+        };
+        Pipeline::new(
+            &kb(),
+            Some(rules()),
+            &embeddings,
+            config,
+            &TokenCounter::cl100k().unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn ids(r: &Retrieval) -> Vec<&str> {
+        r.entities.iter().map(|e| e.entity_id.as_str()).collect()
+    }
+
+    fn state(v: serde_json::Value) -> UserState {
+        match v {
+            serde_json::Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn stages_threshold_and_scores() {
+        let p = pipeline(100_000);
+        assert_eq!(p.indexed(), 4, "only SITUATION entities are indexed");
+        let r = p.retrieve(
+            "she keeps baiting me",
+            Some(&[1.0, 0.0, 0.0]),
+            &state(json!({"conversation_count": 3})),
+            "PARENT",
+        );
+        assert_eq!(
+            ids(&r),
+            vec!["guard", "persona", "gray_rock", "biff", "boundaries"]
+        );
+        let gray = &r.entities[2];
+        assert_eq!(gray.stage, Stage::Semantic);
+        assert!((gray.final_score - (1.0 + 0.7 * 0.15)).abs() < 1e-5);
+        assert!(
+            r.dropped
+                .iter()
+                .any(|d| d.entity_id == "far" && matches!(d.reason, DropReason::Threshold { .. }))
+        );
+        assert!(r.entities.iter().all(|e| e.tokens > 0));
+    }
+
+    #[test]
+    fn crisis_comes_first_and_missing_rule_entities_are_reported() {
+        let p = pipeline(100_000);
+        let r = p.retrieve(
+            "i just want to end it",
+            Some(&[1.0, 0.0, 0.0]),
+            &UserState::new(),
+            "PARENT",
+        );
+        assert_eq!(&ids(&r)[..2], &["handler_crisis", "rule_crisis"]);
+        assert!(
+            r.dropped
+                .iter()
+                .any(|d| d.entity_id == "ghost" && d.reason == DropReason::Unavailable)
+        );
+    }
+
+    #[test]
+    fn duplicates_are_kept_once_with_every_stage() {
+        let p = pipeline(100_000);
+        let r = p.retrieve(
+            "is gray rock the answer",
+            Some(&[1.0, 0.0, 0.0]),
+            &UserState::new(),
+            "PARENT",
+        );
+        let gray: Vec<_> = r
+            .entities
+            .iter()
+            .filter(|e| e.entity_id == "gray_rock")
+            .collect();
+        assert_eq!(gray.len(), 1);
+        assert!(gray[0].stage == Stage::Keyword || gray[0].also.contains(&Stage::Keyword));
+        assert!(
+            r.dropped
+                .iter()
+                .any(|d| matches!(d.reason, DropReason::Duplicate { .. }))
+        );
+    }
+
+    #[test]
+    fn audience_filters_always_and_semantic() {
+        let p = pipeline(100_000);
+        let r = p.retrieve(
+            "hello",
+            Some(&[1.0, 0.0, 0.0]),
+            &UserState::new(),
+            "CLINICIAN",
+        );
+        assert_eq!(ids(&r), vec!["clin"]);
+    }
+
+    #[test]
+    fn a_handler_displaces_knowledge_when_the_budget_is_short() {
+        let p = pipeline(0);
+        let first = p.tokens["handler_first"];
+        let gray = p.tokens["gray_rock"];
+        let small: usize = ["guard", "persona", "biff", "boundaries"]
+            .iter()
+            .map(|id| p.tokens[*id])
+            .sum();
+        // Room for the small ones and gray rock, not for the handler as well.
+        let budget = small + gray + first / 2;
+        let p = pipeline(budget);
+        let r = p.retrieve(
+            "she keeps baiting me",
+            Some(&[1.0, 0.0, 0.0]),
+            &state(json!({"conversation_count": 0})),
+            "PARENT",
+        );
+        let got = ids(&r);
+        assert!(got.contains(&"handler_first"), "{got:?}");
+        assert!(!got.contains(&"gray_rock"), "{got:?}");
+        assert!(r.dropped.iter().any(|d| d.entity_id == "gray_rock"
+            && d.reason
+                == DropReason::Displaced {
+                    by: "handler_first".into()
+                }));
+        assert!(r.tokens_used <= budget);
+    }
+
+    #[test]
+    fn without_a_query_the_semantic_stage_is_skipped() {
+        let p = pipeline(100_000);
+        let r = p.retrieve("hello", None, &UserState::new(), "PARENT");
+        assert_eq!(ids(&r), vec!["guard", "persona"]);
+        assert_eq!(r.notes.len(), 1);
+    }
+}
