@@ -77,9 +77,10 @@ def main() -> None:
         "|---:|---:|---:|---:|",
         *rows,
         "",
-        f"Padding: sentence-transformers sorts texts by length before batching: "
-        f"{ref.get('padded_tokens_sorted')} padded tokens for {ref.get('tokens')} real ones; "
-        f"batches in input order (as assay makes them) hold {ref.get('padded_tokens_input_order')}.",
+        f"Padding (tokens in the padded batches, {ref.get('tokens')} real ones): sentence-transformers sorts "
+        f"texts by token count before batching: {ref.get('padded_tokens_sorted')}; assay's local embedder sorts "
+        f"by byte length: {ref.get('padded_tokens_bytes_sorted', 'n/a')}; input order would give "
+        f"{ref.get('padded_tokens_input_order')}.",
         "",
         "Cross-check:",
         "",

@@ -87,8 +87,8 @@ def child_main(argv):
         vectors = encode(sentences)
         seconds = time.perf_counter() - start
 
-    # Tokens: real ones, and padded ones as sentence-transformers batches (sorted by length)
-    # and as input-order batches would be (what a batcher that does not sort pays).
+    # Tokens: real ones, and padded ones as sentence-transformers batches (sorted by token
+    # count), as assay batches (sorted by byte length) and as input-order batches would be.
     tok = model.tokenizer
     lengths = [len(ids) for ids in tok(sentences, truncation=True, max_length=256)["input_ids"]]
     bs = args.batch_size
@@ -111,6 +111,8 @@ def child_main(argv):
         "tokens": sum(lengths),
         "padded_tokens_sorted": padded(sorted(range(len(lengths)), key=lambda i: -lengths[i])),
         "padded_tokens_input_order": padded(range(len(lengths))),
+        # assay's local embedder sorts by byte length (longest first) before batching
+        "padded_tokens_bytes_sorted": padded(sorted(range(len(sentences)), key=lambda i: -len(sentences[i].encode()))),
         "load_seconds": round(load_seconds, 3),
         "seconds": round(seconds, 3),
         "sentences_per_second": round(len(sentences) / seconds, 1),
