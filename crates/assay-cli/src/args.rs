@@ -27,8 +27,15 @@ pub enum Command {
     /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, or below [gate] in
     /// assay.toml), 2 bad input, 3 infrastructure errors.
     Run(RunArgs),
-    /// Print each semantic case's resolved expectations and where they came from.
+    /// Print each semantic case's resolved expectations and where they came from, or record a
+    /// human override (`assay expectations override`).
     Expectations(ExpectationsArgs),
+    /// Calibrate semantic expectations with a strong chat model and the whole knowledge base.
+    ///
+    /// Changed cases go into a new history file (test_banks/semantic/history/); human overrides
+    /// stay in force. Raw replies go to calibration/opus_responses/ and the run is logged in
+    /// calibration/calibration_log.json. Nothing existing is modified; --dry-run writes nothing.
+    Calibrate(CalibrateArgs),
     /// Work with bank files.
     Banks {
         #[command(subcommand)]
@@ -65,6 +72,27 @@ pub enum Command {
     },
     /// Create a small project that runs as it is.
     Init(InitArgs),
+    /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON.
+    ///
+    /// The API has no authentication: keep it on localhost (the default). One run or
+    /// calibration at a time; a second gets 409. GET /openapi.json describes every route.
+    Serve(ServeArgs),
+}
+
+/// `assay serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// The port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8000, value_name = "N")]
+    pub port: u16,
+
+    /// The address to bind. Anything but localhost exposes an API without authentication.
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    pub host: String,
 }
 
 /// A project directory.
@@ -113,6 +141,25 @@ pub struct RunArgs {
     /// Embedder for the semantic bank (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub embedder: Option<String>,
+
+    /// Reranker for the semantic bank: `none`, `voyage/<model>`, `anthropic/<model>` or
+    /// `openai/<model>`; overrides ASSAY_RERANKER and assay.toml.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<String>,
+
+    /// Provider call cache: `read-write`, `off` or `replay` (a miss is an error; no network);
+    /// overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Semantic cases in flight at once; overrides assay.toml.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+
+    /// Resume the interrupted run of the same options from its journal (.assay/journal.jsonl):
+    /// finished cases are not run again.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `assay retrieve`
@@ -328,7 +375,11 @@ pub enum StateCommand {
 
 /// `assay expectations`
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ExpectationsArgs {
+    #[command(subcommand)]
+    pub command: Option<ExpectationsCommand>,
+
     /// The project directory.
     #[arg(default_value = ".")]
     pub dir: PathBuf,
@@ -336,6 +387,110 @@ pub struct ExpectationsArgs {
     /// Print JSON: a summary of sources and every case's expectations with `_source`.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `assay expectations …`
+#[derive(Debug, Subcommand)]
+pub enum ExpectationsCommand {
+    /// Record a human override of a semantic case's expectations, dated today.
+    ///
+    /// Writes a new history file; nothing existing changes. The override wins over every
+    /// calibration until a newer override replaces it.
+    Override(OverrideArgs),
+}
+
+/// `assay expectations override`
+#[derive(Debug, Args)]
+pub struct OverrideArgs {
+    /// The semantic case.
+    pub test_id: String,
+
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// Expected primary entities (comma-separated or repeated).
+    #[arg(long, required = true, value_delimiter = ',', value_name = "IDS")]
+    pub primary: Vec<String>,
+
+    /// Expected secondary entities.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub secondary: Vec<String>,
+
+    /// Entities that must not be retrieved.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub not_expected: Vec<String>,
+
+    /// A rank check, HIGHER>LOWER (repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "HIGHER>LOWER")]
+    pub rank_check: Vec<String>,
+
+    /// Why the override is right (required).
+    #[arg(long, required = true)]
+    pub reason: String,
+
+    /// Who decided.
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
+
+    /// Print what was recorded as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay calibrate`
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Which cases: `full` (all), `affected` (those mentioning --added-entities in their
+    /// expectations or top candidates) or `single` (--test-ids).
+    #[arg(long, default_value = "full", value_parser = ["full", "affected", "single"])]
+    pub scope: String,
+
+    /// The cases for --scope single (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub test_ids: Vec<String>,
+
+    /// Entities added to the knowledge base (comma-separated); required by --scope affected.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub added_entities: Vec<String>,
+
+    /// The knowledge-base version to record.
+    #[arg(long, value_name = "VERSION")]
+    pub kb_version: Option<String>,
+
+    /// Why the calibration runs (default by scope: full_recalibration, kb_entity_added,
+    /// single_case).
+    #[arg(long, value_name = "TRIGGER")]
+    pub trigger: Option<String>,
+
+    /// Ask the model and report, but write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The calibrating chat model (`vendor/model`); overrides assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub model: Option<String>,
+
+    /// Chat calls in flight at once.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+
+    /// Embedder for the top candidates of `--scope affected`; overrides ASSAY_EMBEDDER and
+    /// assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// Provider call cache: `read-write`, `off` or `replay`; overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
 }
 
 /// `assay banks …`

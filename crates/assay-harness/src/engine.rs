@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use assay_core::UserState;
@@ -10,9 +11,13 @@ use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::runlog::Candidate;
 use assay_kb::EntityFilter;
 use assay_kb::store::{Edit, ImportReport, KbStore, SqliteStore};
-use assay_providers::{Embedder, EmbedderOptions, EmbedderSpec, InputKind};
+use assay_providers::{
+    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
+    ChatSpec, Embedder, EmbedderOptions, EmbedderSpec, Guarded, InputKind, ProviderOptions,
+    RerankDocument, Reranker, RerankerSpec,
+};
 use assay_retrieval::patterns::PatternMatcher;
-use assay_retrieval::pipeline::{Pipeline, RetrievalConfig, TokenCounter};
+use assay_retrieval::pipeline::{Pipeline, RetrievalConfig};
 
 use crate::HarnessError;
 use crate::project::Project;
@@ -111,21 +116,223 @@ pub fn choose_embedder(
     };
     let mut options = EmbedderOptions::default();
     let e = &settings.embedder;
-    if let Some(url) = &e.openai_base_url {
+    let p = &settings.providers;
+    if let Some(url) = e.openai_base_url.as_ref().or(p.openai_base_url.as_ref()) {
         options.openai_base_url.clone_from(url);
     }
-    if let Some(url) = &e.voyage_base_url {
+    if let Some(url) = e.voyage_base_url.as_ref().or(p.voyage_base_url.as_ref()) {
         options.voyage_base_url.clone_from(url);
     }
-    if let Some(t) = e.timeout_seconds {
-        options.timeout = Duration::from_secs_f64(t);
-    }
+    options.timeout = Duration::from_secs_f64(e.timeout_seconds.unwrap_or(p.timeout_seconds));
     options.batch_size = e.batch_size;
     Ok(EmbedderChoice {
         spec,
         options,
         source,
     })
+}
+
+/// The environment variable that overrides the project's reranker.
+pub const ASSAY_RERANKER: &str = "ASSAY_RERANKER";
+/// The environment variable that overrides the provider cache mode.
+pub const ASSAY_CACHE: &str = "ASSAY_CACHE";
+
+/// The provider call cache: `<project>/.assay/cache.db`.
+pub fn cache_path(settings: &ProjectSettings) -> PathBuf {
+    settings.root.join(STATE_DIR).join("cache.db")
+}
+
+/// The run journal: `<project>/.assay/journal.jsonl`.
+pub fn journal_path(settings: &ProjectSettings) -> PathBuf {
+    settings.root.join(STATE_DIR).join("journal.jsonl")
+}
+
+/// The options of chat models and rerankers, from `[providers]`.
+pub fn provider_options(settings: &ProjectSettings) -> ProviderOptions {
+    let p = &settings.providers;
+    let mut options = ProviderOptions::default();
+    if let Some(url) = &p.anthropic_base_url {
+        options.anthropic_base_url.clone_from(url);
+    }
+    if let Some(url) = &p.openai_base_url {
+        options.openai_base_url.clone_from(url);
+    }
+    if let Some(url) = &p.voyage_base_url {
+        options.voyage_base_url.clone_from(url);
+    }
+    options.timeout = Duration::from_secs_f64(p.timeout_seconds);
+    options
+}
+
+/// Chooses the reranker: `--reranker` > `ASSAY_RERANKER` > `[semantic] reranker` > `none`.
+pub fn choose_reranker(
+    settings: &ProjectSettings,
+    flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(RerankerSpec, &'static str), HarnessError> {
+    let from_env = env(ASSAY_RERANKER).filter(|v| !v.trim().is_empty());
+    let (name, source) = match (flag, from_env, settings.semantic.reranker.as_deref()) {
+        (Some(f), _, _) => (f.to_owned(), "--reranker"),
+        (None, Some(e), _) => (e, ASSAY_RERANKER),
+        (None, None, Some(m)) => (m.to_owned(), "assay.toml [semantic] reranker"),
+        (None, None, None) => ("none".to_owned(), "default"),
+    };
+    let spec = name
+        .trim()
+        .parse()
+        .map_err(|e: assay_providers::ProviderError| {
+            HarnessError::Usage(format!("{source}: {e}"))
+        })?;
+    Ok((spec, source))
+}
+
+/// Builds the chosen reranker, unwrapped (`None` for `none`). A bad name or a missing API key
+/// is bad input (exit 2); nothing is contacted yet.
+pub fn build_reranker(
+    settings: &ProjectSettings,
+    flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn Reranker>>, HarnessError> {
+    let (spec, source) = choose_reranker(settings, flag, env)?;
+    assay_providers::build_reranker_with_env(&spec, &provider_options(settings), env)
+        .map_err(|e| HarnessError::Usage(format!("reranker `{spec}` (from {source}): {e}")))
+}
+
+/// Builds a chat model by name (`anthropic/<model>`, `openai/<model>`), unwrapped.
+pub fn build_chat_model(
+    settings: &ProjectSettings,
+    name: &str,
+    source: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn ChatModel>, HarnessError> {
+    let spec: ChatSpec = name
+        .trim()
+        .parse()
+        .map_err(|e: assay_providers::ProviderError| {
+            HarnessError::Usage(format!("{source}: {e}"))
+        })?;
+    assay_providers::build_chat_model_with_env(&spec, &provider_options(settings), env)
+        .map_err(|e| HarnessError::Usage(format!("chat model `{spec}` (from {source}): {e}")))
+}
+
+/// Every provider call of a run goes through here: one call cache (`.assay/cache.db`) in one
+/// mode, retries and limits from `[providers]`, and one accounting of calls, tokens, cost and
+/// latency.
+#[derive(Debug)]
+pub struct ProviderCalls {
+    cache: Option<Arc<CallCache>>,
+    mode: CacheMode,
+    accounting: Arc<Accounting>,
+    max_retries: u32,
+    concurrency: usize,
+    reranker_interval: Duration,
+}
+
+impl ProviderCalls {
+    /// Opens the cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names.
+    pub fn open(
+        settings: &ProjectSettings,
+        flag: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ProviderCalls, HarnessError> {
+        let from_env = env(ASSAY_CACHE).filter(|v| !v.trim().is_empty());
+        let (name, source) = match (flag, from_env) {
+            (Some(f), _) => (f.to_owned(), "--cache"),
+            (None, Some(e)) => (e, ASSAY_CACHE),
+            (None, None) => (
+                settings.providers.cache.clone(),
+                "assay.toml [providers] cache",
+            ),
+        };
+        let mode: CacheMode = name.trim().parse().map_err(|_| {
+            HarnessError::Usage(format!(
+                "{source}: unknown cache mode `{name}` (expected read-write, off or replay)"
+            ))
+        })?;
+        let cache = if mode == CacheMode::Off {
+            None
+        } else {
+            let path = cache_path(settings);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
+            }
+            Some(Arc::new(CallCache::open(&path).map_err(|e| {
+                HarnessError::Infrastructure(format!("{}: {e}", path.display()))
+            })?))
+        };
+        Ok(ProviderCalls {
+            cache,
+            mode,
+            accounting: Arc::new(Accounting::default()),
+            max_retries: settings.providers.max_retries,
+            concurrency: settings.providers.max_concurrency,
+            reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
+        })
+    }
+
+    /// The cache mode.
+    pub fn mode(&self) -> CacheMode {
+        self.mode
+    }
+
+    fn context(&self, min_interval: Duration) -> Arc<CallContext> {
+        let policy = CallPolicy {
+            min_interval,
+            concurrency: self.concurrency,
+            max_retries: self.max_retries,
+            ..CallPolicy::default()
+        };
+        let context = CallContext::new(policy, self.accounting.clone());
+        Arc::new(match &self.cache {
+            Some(cache) => context.with_cache(cache.clone(), self.mode),
+            None => context,
+        })
+    }
+
+    /// Wraps an embedder.
+    pub fn embedder(&self, inner: Box<dyn Embedder>) -> Arc<dyn Embedder> {
+        Guarded::embedder(Arc::from(inner), self.context(Duration::ZERO))
+    }
+
+    /// Wraps a reranker; its calls start at least `[semantic] rate_limit_delay` apart.
+    pub fn reranker(&self, inner: Arc<dyn Reranker>) -> Arc<dyn Reranker> {
+        Guarded::reranker(inner, self.context(self.reranker_interval))
+    }
+
+    /// Wraps a chat model.
+    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat(inner, self.context(Duration::ZERO))
+    }
+
+    /// Calls, cache hits, tokens, cost and latency so far, per model.
+    pub fn usage(&self) -> AccountingSnapshot {
+        self.accounting.snapshot()
+    }
+
+    /// The usage as text, one line per remote model that was called or answered from the
+    /// cache (empty when none was).
+    pub fn usage_report(&self) -> String {
+        let snapshot = self.usage();
+        let mut out = String::new();
+        for (model, s) in &snapshot.models {
+            // In-process models (the built-in embedder, a local model) send nothing and cost
+            // nothing: only providers that were called, or answered from the cache, are listed.
+            if s.requests == 0 && s.cache_hits == 0 && s.errors == 0 {
+                continue;
+            }
+            if out.is_empty() {
+                out.push_str(&format!("Provider calls (cache {}):\n", self.mode));
+            }
+            let cost = s
+                .cost_usd
+                .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+            out.push_str(&format!(
+                "  {model}: {} calls, {} cached, {} requests, {} retries, {} errors, {} in / {} out tokens, {cost}, {} ms max latency\n",
+                s.calls, s.cache_hits, s.requests, s.retries, s.errors, s.input_tokens, s.output_tokens, s.latency_ms_max
+            ));
+        }
+        out
+    }
 }
 
 /// Builds the chosen embedder. A bad configuration or a model that cannot be loaded is bad
@@ -245,13 +452,13 @@ pub fn build_pipeline(
         }
         None => None,
     };
-    let counter =
-        TokenCounter::cl100k().map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
-    Pipeline::new(store, patterns, &embeddings, config, &counter)
+    Pipeline::new(store, patterns, &embeddings, config)
         .map_err(|e| HarnessError::Infrastructure(e.to_string()))
 }
 
-/// Embeds queries in one call; on a provider failure every query maps to that error.
+/// Embeds queries, in one call when it succeeds. When the batch call fails (after the
+/// wrapper's retries), each query is embedded on its own, so a provider failure costs only the
+/// cases it hit, each of which records the error.
 pub async fn embed_queries(
     embedder: &dyn Embedder,
     queries: &[String],
@@ -260,52 +467,106 @@ pub async fn embed_queries(
     unique.sort();
     unique.dedup();
     match embedder.embed(&unique, InputKind::Query).await {
-        Ok(vectors) if vectors.len() == unique.len() => unique
-            .into_iter()
-            .zip(vectors.into_iter().map(Ok))
-            .collect(),
-        Ok(vectors) => {
-            let e = format!(
-                "{} returned {} vectors for {} texts",
-                embedder.model(),
-                vectors.len(),
-                unique.len()
-            );
-            unique.into_iter().map(|q| (q, Err(e.clone()))).collect()
+        Ok(vectors) if vectors.len() == unique.len() => {
+            return unique
+                .into_iter()
+                .zip(vectors.into_iter().map(Ok))
+                .collect();
         }
-        Err(e) => {
-            let e = format!("embedding the prompt with {}: {e}", embedder.model());
-            unique.into_iter().map(|q| (q, Err(e.clone()))).collect()
-        }
+        Ok(vectors) => tracing::warn!(
+            "{} returned {} vectors for {} texts; embedding one by one",
+            embedder.model(),
+            vectors.len(),
+            unique.len()
+        ),
+        Err(e) => tracing::warn!(
+            "embedding {} prompts with {} failed ({e}); embedding one by one",
+            unique.len(),
+            embedder.model()
+        ),
     }
+    let mut out = HashMap::with_capacity(unique.len());
+    for query in unique {
+        let one = embedder
+            .embed(std::slice::from_ref(&query), InputKind::Query)
+            .await
+            .map_err(|e| format!("embedding the prompt with {}: {e}", embedder.model()))
+            .and_then(|mut v| {
+                v.pop()
+                    .filter(|_| v.is_empty())
+                    .ok_or_else(|| format!("{} returned no vector", embedder.model()))
+            });
+        out.insert(query, one);
+    }
+    out
+}
+
+/// What the reranker sees of each SITUATION entity: id, title and a short summary (its
+/// `concept_summary`, else its recognition text), keyed by entity id.
+pub fn rerank_documents(
+    kb: &dyn assay_kb::KnowledgeBase,
+) -> Result<HashMap<String, RerankDocument>, HarnessError> {
+    const SUMMARY_CHARS: usize = 400;
+    let entities = kb.list(&EntityFilter {
+        active: Some(true),
+        ..EntityFilter::default()
+    })?;
+    Ok(entities
+        .into_iter()
+        .map(|e| {
+            let summary = e
+                .concept_summary
+                .as_deref()
+                .or(e.recognition.as_deref())
+                .unwrap_or_default()
+                .trim();
+            let summary = match summary.char_indices().nth(SUMMARY_CHARS) {
+                Some((cut, _)) => format!("{}…", &summary[..cut]),
+                None => summary.to_owned(),
+            };
+            let doc = RerankDocument {
+                id: e.entity_id.clone(),
+                title: e.title,
+                summary,
+            };
+            (e.entity_id, doc)
+        })
+        .collect())
 }
 
 /// The semantic bank's system under test (000 §6.1): the `candidates` nearest SITUATION
-/// entities of the case's audience, then a selection of `top_k`. Without a reranker model the
-/// selection orders candidates by similarity plus priority bonus (the pipeline's final score).
+/// entities of the case's audience, then a selection of `top_k` by the reranker, or, without
+/// one, by similarity plus priority bonus (the pipeline's final score).
 pub struct SemanticSearch<'a> {
     pipeline: &'a Pipeline,
     queries: HashMap<String, Result<Vec<f32>, String>>,
+    reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     candidates: usize,
     top_k: usize,
     description: String,
 }
 
 impl<'a> SemanticSearch<'a> {
-    /// A search over `pipeline` with the prompts' embeddings from [`embed_queries`].
+    /// A search over `pipeline` with the prompts' embeddings from [`embed_queries`], reranked
+    /// by `reranker` (with the documents from [`rerank_documents`]) when there is one.
     pub fn new(
         pipeline: &'a Pipeline,
         queries: HashMap<String, Result<Vec<f32>, String>>,
         candidates: usize,
         top_k: usize,
         embedder_model: &str,
+        reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     ) -> SemanticSearch<'a> {
-        let description = format!(
-            "{embedder_model} top {candidates} → reranker none (similarity + priority) top {top_k}"
+        let reranking = reranker.as_ref().map_or_else(
+            || "none (similarity + priority)".to_owned(),
+            |(r, _)| r.model().to_owned(),
         );
+        let description =
+            format!("{embedder_model} top {candidates} → reranker {reranking} top {top_k}");
         SemanticSearch {
             pipeline,
             queries,
+            reranker,
             candidates,
             top_k,
             description,
@@ -320,12 +581,17 @@ fn audience_of(state: &UserState) -> &str {
         .unwrap_or(DEFAULT_AUDIENCE)
 }
 
+#[async_trait::async_trait]
 impl SemanticRetriever for SemanticSearch<'_> {
     fn describe(&self) -> String {
         self.description.clone()
     }
 
-    fn retrieve(&self, prompt: &str, user_state: &UserState) -> Result<SemanticRetrieval, String> {
+    async fn retrieve(
+        &self,
+        prompt: &str,
+        user_state: &UserState,
+    ) -> Result<SemanticRetrieval, String> {
         let query = match self.queries.get(prompt) {
             Some(Ok(q)) => q,
             Some(Err(e)) => return Err(e.clone()),
@@ -334,28 +600,61 @@ impl SemanticRetriever for SemanticSearch<'_> {
         let nearest = self
             .pipeline
             .nearest(query, audience_of(user_state), self.candidates);
-        let weight = self.pipeline.config().priority_weight;
-        let mut ranked: Vec<(f32, &str)> = nearest
+        let candidates: Vec<Candidate> = nearest
             .iter()
-            .map(|(id, sim)| {
-                let bonus = f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
-                (sim + bonus, id.as_str())
+            .map(|(id, sim)| Candidate {
+                entity_id: id.clone(),
+                similarity: f64::from(*sim),
             })
             .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let selections = if let Some((reranker, documents)) = &self.reranker {
+            {
+                let docs: Vec<RerankDocument> = nearest
+                    .iter()
+                    .map(|(id, _)| {
+                        documents
+                            .get(id)
+                            .cloned()
+                            .unwrap_or_else(|| RerankDocument {
+                                id: id.clone(),
+                                title: id.clone(),
+                                summary: String::new(),
+                            })
+                    })
+                    .collect();
+                let reranking = reranker
+                    .rerank(prompt, &docs, self.top_k)
+                    .await
+                    .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
+                reranking
+                    .order
+                    .iter()
+                    .filter_map(|r| docs.get(r.index).map(|d| d.id.clone()))
+                    .take(self.top_k)
+                    .collect()
+            }
+        } else {
+            {
+                let weight = self.pipeline.config().priority_weight;
+                let mut ranked: Vec<(f32, &str)> = nearest
+                    .iter()
+                    .map(|(id, sim)| {
+                        let bonus =
+                            f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
+                        (sim + bonus, id.as_str())
+                    })
+                    .collect();
+                ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+                ranked
+                    .into_iter()
+                    .take(self.top_k)
+                    .map(|(_, id)| id.to_owned())
+                    .collect()
+            }
+        };
         Ok(SemanticRetrieval {
-            candidates: nearest
-                .iter()
-                .map(|(id, sim)| Candidate {
-                    entity_id: id.clone(),
-                    similarity: f64::from(*sim),
-                })
-                .collect(),
-            selections: ranked
-                .into_iter()
-                .take(self.top_k)
-                .map(|(_, id)| id.to_owned())
-                .collect(),
+            candidates,
+            selections,
         })
     }
 }

@@ -271,6 +271,15 @@ impl ExpectationLoader {
         }
     }
 
+    /// The human override in force for a case (the newest one in any history file), if any:
+    /// the one [`ExpectationLoader::resolve`] uses.
+    pub fn human_override(&self, test_id: &str) -> Option<&HumanOverride> {
+        self.entries
+            .get(test_id)?
+            .iter()
+            .find_map(|e| e.change.human_override.as_ref())
+    }
+
     /// How many cases take their expectations from each source (000 §4.3).
     pub fn summary<'a>(
         &self,

@@ -6,23 +6,38 @@
 //! [`assay_core::runlog::RunLog`]; [`results::save`] writes it without overwriting anything.
 //!
 //! ```no_run
-//! use assay_harness::{project::Project, run::{run, Backends, Quiet, RunRequest}};
+//! use assay_harness::project::Project;
+//! use assay_harness::run::{Backends, Quiet, RunOptions, RunRequest, run};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let project = Project::load(std::path::Path::new("examples/coparent")).unwrap();
-//! let log = run(&project, &RunRequest::default(), Backends::files(&project), &mut Quiet).unwrap();
+//! let request = RunRequest::default();
+//! let backends = Backends::files(&project);
+//! let log = run(&project, &request, backends, RunOptions::default(), &mut Quiet)
+//!     .await
+//!     .unwrap();
 //! println!("{}", log.summary.health_status);
+//! # });
 //! ```
+//!
+//! [`session::execute`] does a whole run as `assay run` does (store import, embedder,
+//! reranker, provider-call wrapper, journal, saved results).
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod banks;
+pub mod calibrate;
 pub mod engine;
 pub mod expectations;
+pub mod history;
 pub mod init;
+pub mod journal;
 pub mod migrate;
+pub mod overrides;
 pub mod project;
 pub mod results;
 pub mod run;
 pub mod runners;
+pub mod session;
 pub mod settings;
 
 use std::path::Path;

@@ -2,16 +2,19 @@
 
 use std::time::Instant;
 
+use futures_util::StreamExt;
+
 use assay_core::bank::BankType;
 use assay_core::runlog::{
     AlwaysResults, BankResults, PatternResults, RunFilters, RunLog, SCHEMA_VERSION,
-    SemanticResults, StateResults,
+    SemanticCaseResult, SemanticResults, StateResults,
 };
 
 use assay_kb::KnowledgeBase;
 use assay_retrieval::StateMatcher;
 
 use crate::HarnessError;
+use crate::journal::{Journal, JournalEntry, JournalHeader};
 use crate::project::Project;
 use crate::runners::{self, SemanticRetriever};
 
@@ -41,6 +44,24 @@ impl<'a> Backends<'a> {
         Backends {
             kb: &project.kb.kb,
             semantic: None,
+        }
+    }
+}
+
+/// How to run.
+#[derive(Debug)]
+pub struct RunOptions<'a> {
+    /// Semantic cases in flight at once (default 4).
+    pub concurrency: usize,
+    /// Where finished cases are journaled (and, on resume, found).
+    pub journal: Option<&'a mut Journal>,
+}
+
+impl Default for RunOptions<'_> {
+    fn default() -> Self {
+        RunOptions {
+            concurrency: 4,
+            journal: None,
         }
     }
 }
@@ -80,15 +101,28 @@ fn selected<'a, C>(
 /// `backends.semantic` is the system under test of the semantic bank. When it is `None`, a semantic bank
 /// selected implicitly (all banks) is skipped with a warning, and one asked for explicitly is a
 /// usage error.
-pub fn run(
+///
+/// Semantic cases run `options.concurrency` at a time (the provider wrapper still enforces its
+/// own rate limits); results keep the bank's order. With a journal, each finished case is
+/// appended as it finishes, and cases the journal already holds (a resumed run) are not run
+/// again; the run keeps the journal's run id and timestamp.
+pub async fn run(
     project: &Project,
     request: &RunRequest,
     backends: Backends<'_>,
+    options: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<RunLog, HarnessError> {
     let semantic = backends.semantic;
     let started = Instant::now();
-    let timestamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut journal = options.journal;
+    let (run_id, timestamp) = match &journal {
+        Some(j) => (j.header().run_id.clone(), j.header().timestamp.clone()),
+        None => (
+            uuid::Uuid::new_v4().to_string(),
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ),
+    };
     let mut warnings = project.warnings.clone();
     let explicit = !request.banks.is_empty() || request.topic.is_some();
     let mut banks: Vec<BankType> = if request.topic.is_some() {
@@ -181,55 +215,112 @@ pub fn run(
             BankType::Semantic => {
                 let Some(retriever) = semantic else { continue };
                 observer.bank_started(*bank, semantic_cases.len());
-                let mut out = Vec::with_capacity(semantic_cases.len());
-                for case in &semantic_cases {
-                    let resolved = project.expectations.resolve(case);
-                    let r = runners::run_semantic_case(retriever, case, &resolved);
+                let mut out: Vec<Option<SemanticCaseResult>> = vec![None; semantic_cases.len()];
+                let mut todo = Vec::new();
+                for (i, case) in semantic_cases.iter().enumerate() {
+                    match journal
+                        .as_deref()
+                        .and_then(|j| j.finished(*bank, &case.test_id))
+                    {
+                        Some(JournalEntry::Semantic(r)) => {
+                            observer.case_finished(*bank, &r.test_id, r.score);
+                            out[i] = Some(r.clone());
+                        }
+                        _ => todo.push(i),
+                    }
+                }
+                let cases = &semantic_cases;
+                let mut running = futures_util::stream::iter(todo)
+                    .map(|i| async move {
+                        let case = cases[i];
+                        let resolved = project.expectations.resolve(case);
+                        (
+                            i,
+                            runners::run_semantic_case(retriever, case, &resolved).await,
+                        )
+                    })
+                    .buffer_unordered(options.concurrency.max(1));
+                while let Some((i, r)) = running.next().await {
+                    if let Some(j) = journal.as_deref_mut() {
+                        j.record(&JournalEntry::Semantic(r.clone()))?;
+                    }
                     observer.case_finished(*bank, &r.test_id, r.score);
-                    out.push(r);
+                    out[i] = Some(r);
                 }
                 observer.bank_finished(*bank);
-                results.semantic = Some(SemanticResults::from_results(out));
+                results.semantic = Some(SemanticResults::from_results(
+                    out.into_iter().flatten().collect(),
+                ));
             }
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)
                     .map_err(|e| HarnessError::Usage(e.to_string()))?;
-                observer.bank_started(*bank, state_cases.len());
-                let out = state_cases
-                    .iter()
-                    .map(|case| {
-                        let r = runners::run_state_case(&matcher, case);
-                        observer.case_finished(*bank, &r.test_id, Some(r.score));
-                        r
-                    })
-                    .collect();
-                observer.bank_finished(*bank);
-                results.state = Some(StateResults::from_results(out));
+                let out = run_cases(
+                    *bank,
+                    &state_cases,
+                    |c| &c.test_id,
+                    journal.as_deref_mut(),
+                    observer,
+                    |case| Ok(JournalEntry::State(runners::run_state_case(&matcher, case))),
+                )?;
+                results.state = Some(StateResults::from_results(
+                    out.into_iter()
+                        .filter_map(|e| match e {
+                            JournalEntry::State(r) => Some(r),
+                            _ => None,
+                        })
+                        .collect(),
+                ));
             }
             BankType::Pattern => {
-                observer.bank_started(*bank, pattern_cases.len());
-                let mut out = Vec::with_capacity(pattern_cases.len());
-                if let Some(matcher) = &project.patterns {
-                    for case in &pattern_cases {
-                        let r = runners::run_pattern_case(matcher, case);
-                        observer.case_finished(*bank, &r.test_id, Some(r.score));
-                        out.push(r);
-                    }
-                }
-                observer.bank_finished(*bank);
-                results.pattern = Some(PatternResults::from_results(out));
+                let out = if let Some(matcher) = &project.patterns {
+                    run_cases(
+                        *bank,
+                        &pattern_cases,
+                        |c| &c.test_id,
+                        journal.as_deref_mut(),
+                        observer,
+                        |case| {
+                            Ok(JournalEntry::Pattern(runners::run_pattern_case(
+                                matcher, case,
+                            )))
+                        },
+                    )?
+                } else {
+                    observer.bank_started(*bank, 0);
+                    observer.bank_finished(*bank);
+                    Vec::new()
+                };
+                results.pattern = Some(PatternResults::from_results(
+                    out.into_iter()
+                        .filter_map(|e| match e {
+                            JournalEntry::Pattern(r) => Some(r),
+                            _ => None,
+                        })
+                        .collect(),
+                ));
             }
             BankType::Always => {
-                observer.bank_started(*bank, always_cases.len());
-                let mut out = Vec::with_capacity(always_cases.len());
-                for case in &always_cases {
-                    let r = runners::run_always_case(backends.kb, case)
-                        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
-                    observer.case_finished(*bank, &r.test_id, Some(r.score));
-                    out.push(r);
-                }
-                observer.bank_finished(*bank);
-                results.always = Some(AlwaysResults::from_results(out));
+                let out = run_cases(
+                    *bank,
+                    &always_cases,
+                    |c| &c.test_id,
+                    journal.as_deref_mut(),
+                    observer,
+                    |case| {
+                        runners::run_always_case(backends.kb, case)
+                            .map(JournalEntry::Always)
+                            .map_err(|e| HarnessError::Infrastructure(e.to_string()))
+                    },
+                )?;
+                results.always = Some(AlwaysResults::from_results(
+                    out.into_iter()
+                        .filter_map(|e| match e {
+                            JournalEntry::Always(r) => Some(r),
+                            _ => None,
+                        })
+                        .collect(),
+                ));
             }
         }
     }
@@ -243,7 +334,7 @@ pub fn run(
     Ok(RunLog {
         schema_version: SCHEMA_VERSION,
         assay_version: env!("CARGO_PKG_VERSION").to_owned(),
-        run_id: uuid::Uuid::new_v4().to_string(),
+        run_id,
         project: project.settings.root.display().to_string(),
         timestamp,
         duration_ms: started.elapsed().as_millis() as u64,
@@ -266,6 +357,108 @@ pub fn run(
         always: results.always,
         warnings,
     })
+}
+
+/// Runs the cases of a deterministic bank, taking finished ones from the journal.
+fn run_cases<C>(
+    bank: BankType,
+    cases: &[&C],
+    id: impl Fn(&C) -> &str,
+    mut journal: Option<&mut Journal>,
+    observer: &mut dyn RunObserver,
+    mut run_one: impl FnMut(&C) -> Result<JournalEntry, HarnessError>,
+) -> Result<Vec<JournalEntry>, HarnessError> {
+    observer.bank_started(bank, cases.len());
+    let mut out = Vec::with_capacity(cases.len());
+    for case in cases {
+        let entry = if let Some(done) = journal.as_deref().and_then(|j| j.finished(bank, id(case)))
+        {
+            done.clone()
+        } else {
+            let entry = run_one(case)?;
+            if let Some(j) = journal.as_deref_mut() {
+                j.record(&entry)?;
+            }
+            entry
+        };
+        observer.case_finished(bank, entry.test_id(), entry_score(&entry));
+        out.push(entry);
+    }
+    observer.bank_finished(bank);
+    Ok(out)
+}
+
+fn entry_score(entry: &JournalEntry) -> Option<u32> {
+    match entry {
+        JournalEntry::Semantic(r) => r.score,
+        JournalEntry::State(r) => Some(r.score),
+        JournalEntry::Pattern(r) => Some(r.score),
+        JournalEntry::Always(r) => Some(r.score),
+    }
+}
+
+/// `banks=…;test=…;topic=…`: a request as the journal header records it.
+pub fn request_key(request: &RunRequest) -> String {
+    let mut banks: Vec<&str> = request.banks.iter().map(|b| b.key()).collect();
+    banks.sort_unstable();
+    format!(
+        "banks={};test={};topic={}",
+        if banks.is_empty() {
+            "all".to_owned()
+        } else {
+            banks.join(",")
+        },
+        request.test.as_deref().unwrap_or("*"),
+        request.topic.as_deref().unwrap_or("*"),
+    )
+}
+
+/// The journal header of a new run of `request`: a fresh run id and timestamp, and a
+/// fingerprint of the setup (the semantic retriever's description, the knowledge base's
+/// active entities, the resolved expectations and the pattern rules), so that a resume with
+/// anything changed is refused.
+pub fn journal_header(
+    project: &Project,
+    request: &RunRequest,
+    backends: Backends<'_>,
+) -> Result<JournalHeader, HarnessError> {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut entities = backends.kb.list(&assay_kb::EntityFilter {
+        active: Some(true),
+        ..assay_kb::EntityFilter::default()
+    })?;
+    entities.sort_by(|a, b| a.entity_id.cmp(&b.entity_id));
+    hash.update(json(&entities).as_bytes());
+    for located in &project.banks.semantic {
+        let resolved = project.expectations.resolve(&located.case);
+        hash.update(located.case.test_id.as_bytes());
+        hash.update(json(&resolved.expectations).as_bytes());
+    }
+    hash.update(json(&project.rules).as_bytes());
+    let digest = hash.finalize();
+    let short = digest[..8].iter().fold(String::new(), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    });
+    let semantic = backends.semantic.map_or_else(
+        || "no semantic retriever".to_owned(),
+        SemanticRetriever::describe,
+    );
+    Ok(JournalHeader {
+        journal: crate::journal::JOURNAL_VERSION,
+        run_id: uuid::Uuid::new_v4().to_string(),
+        timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        request: request_key(request),
+        setup: format!("{semantic}; data {short}"),
+    })
+}
+
+/// JSON text for hashing (a value that cannot be serialised hashes as its error, which is
+/// stable too).
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| e.to_string())
 }
 
 /// Whether a run passes the project's gate: not CRITICAL, health at least `min_health`,

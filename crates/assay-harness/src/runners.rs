@@ -26,12 +26,17 @@ pub struct SemanticRetrieval {
 ///
 /// An `Err` is an infrastructure error (a provider timeout, an unparsable reply after retries):
 /// the case is recorded as an error, never scored.
+#[async_trait::async_trait]
 pub trait SemanticRetriever: Send + Sync {
     /// A short description for logs and reports (`builtin/bm25 + none`, …).
     fn describe(&self) -> String;
 
     /// Retrieves for one prompt.
-    fn retrieve(&self, prompt: &str, user_state: &UserState) -> Result<SemanticRetrieval, String>;
+    async fn retrieve(
+        &self,
+        prompt: &str,
+        user_state: &UserState,
+    ) -> Result<SemanticRetrieval, String>;
 }
 
 fn missing(expected: &[String], found: &[String]) -> Vec<String> {
@@ -69,7 +74,7 @@ pub fn rank_violations(selections: &[String], expectations: &ExpectationSet) -> 
 }
 
 /// Runs one semantic case.
-pub fn run_semantic_case(
+pub async fn run_semantic_case(
     retriever: &dyn SemanticRetriever,
     case: &SemanticCase,
     resolved: &Resolved,
@@ -95,7 +100,7 @@ pub fn run_semantic_case(
         is_hard_fail: false,
         error: None,
     };
-    let retrieval = match retriever.retrieve(&case.prompt, &case.user_state) {
+    let retrieval = match retriever.retrieve(&case.prompt, &case.user_state).await {
         Ok(r) => r,
         Err(error) => {
             result.error = Some(error);
@@ -250,11 +255,16 @@ mod tests {
 
     struct Fixed(Result<SemanticRetrieval, String>);
 
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        futures_util::FutureExt::now_or_never(f).expect("the test retriever never waits")
+    }
+
+    #[async_trait::async_trait]
     impl SemanticRetriever for Fixed {
         fn describe(&self) -> String {
             "fixed".into()
         }
-        fn retrieve(&self, _: &str, _: &UserState) -> Result<SemanticRetrieval, String> {
+        async fn retrieve(&self, _: &str, _: &UserState) -> Result<SemanticRetrieval, String> {
             self.0.clone()
         }
     }
@@ -297,11 +307,11 @@ mod tests {
     fn one_secondary_miss_scores_90_and_is_attributed() {
         let (case, resolved) = semantic_case();
         let all = ["gray_rock", "medium_response_time", "biff_response"];
-        let r = run_semantic_case(
+        let r = block_on(run_semantic_case(
             &retrieval(&all, &["gray_rock", "medium_response_time"]),
             &case,
             &resolved,
-        );
+        ));
         assert_eq!((r.score, r.is_hard_fail), (Some(90), false));
         assert_eq!(
             r.lost,
@@ -321,7 +331,7 @@ mod tests {
             "biff_response",
             "handler_crisis",
         ];
-        let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
+        let r = block_on(run_semantic_case(&retrieval(&sel, &sel), &case, &resolved));
         assert_eq!(r.score, Some(80));
         assert_eq!(r.false_positives, vec!["handler_crisis"]);
     }
@@ -329,11 +339,11 @@ mod tests {
     #[test]
     fn primary_miss_scores_0_and_says_where_it_was_lost() {
         let (case, resolved) = semantic_case();
-        let r = run_semantic_case(
+        let r = block_on(run_semantic_case(
             &retrieval(&["biff_response"], &["biff_response"]),
             &case,
             &resolved,
-        );
+        ));
         assert_eq!((r.score, r.is_hard_fail), (Some(0), true));
         assert_eq!(
             r.lost[0],
@@ -353,7 +363,7 @@ mod tests {
             "medium_response_time",
             "biff_response",
         ];
-        let r = run_semantic_case(&retrieval(&sel, &sel), &case, &resolved);
+        let r = block_on(run_semantic_case(&retrieval(&sel, &sel), &case, &resolved));
         assert_eq!(r.score, Some(90));
         assert_eq!(r.rank_violations[0].actual_higher_rank, 2);
     }
@@ -361,11 +371,11 @@ mod tests {
     #[test]
     fn an_infrastructure_error_is_not_scored() {
         let (case, resolved) = semantic_case();
-        let r = run_semantic_case(
+        let r = block_on(run_semantic_case(
             &Fixed(Err("timeout after 3 retries".into())),
             &case,
             &resolved,
-        );
+        ));
         assert_eq!(
             (r.score, r.error.as_deref()),
             (None, Some("timeout after 3 retries"))

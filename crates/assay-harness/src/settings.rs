@@ -87,6 +87,11 @@ pub struct SemanticConfig {
     pub top_k: usize,
     /// Minimum seconds between reranker calls (default 1.25).
     pub rate_limit_delay: f64,
+    /// The reranker: `none` (default: similarity + priority), `voyage/<model>` (Voyage rerank),
+    /// or a chat model, `anthropic/<model>` or `openai/<model>` (an LLM listwise reranker).
+    pub reranker: Option<String>,
+    /// Semantic cases in flight at once (default 4).
+    pub concurrency: usize,
 }
 
 impl Default for SemanticConfig {
@@ -95,6 +100,63 @@ impl Default for SemanticConfig {
             candidates: 15,
             top_k: 6,
             rate_limit_delay: 1.25,
+            reranker: None,
+            concurrency: 4,
+        }
+    }
+}
+
+/// `[providers]`: how model providers are called (every chat, rerank and remote embedding call
+/// goes through one wrapper with these settings).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProvidersConfig {
+    /// The call cache in `.assay/cache.db`: `read-write` (default), `off`, or `replay` (a miss
+    /// is an error: re-runs and CI are deterministic and make no calls).
+    pub cache: String,
+    /// Seconds before a request times out (default 60).
+    pub timeout_seconds: f64,
+    /// Retries of a failed call (429, 5xx, timeouts, broken or garbled answers; default 4).
+    pub max_retries: u32,
+    /// Calls in flight at once per provider (default 4).
+    pub max_concurrency: usize,
+    /// Base URL of the Anthropic API (default `https://api.anthropic.com`).
+    pub anthropic_base_url: Option<String>,
+    /// Base URL of an OpenAI-compatible API (default `https://api.openai.com/v1`).
+    pub openai_base_url: Option<String>,
+    /// Base URL of the Voyage AI API (default `https://api.voyageai.com/v1`).
+    pub voyage_base_url: Option<String>,
+}
+
+impl Default for ProvidersConfig {
+    fn default() -> Self {
+        ProvidersConfig {
+            cache: "read-write".into(),
+            timeout_seconds: 60.0,
+            max_retries: 4,
+            max_concurrency: 4,
+            anthropic_base_url: None,
+            openai_base_url: None,
+            voyage_base_url: None,
+        }
+    }
+}
+
+/// `[calibration]`: the strong model that proposes expectations (000 §4).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CalibrationConfig {
+    /// `vendor/model` of the calibrating chat model (default `anthropic/claude-opus-4-5`).
+    pub model: String,
+    /// Cases calibrated at once (default 2).
+    pub concurrency: usize,
+}
+
+impl Default for CalibrationConfig {
+    fn default() -> Self {
+        CalibrationConfig {
+            model: "anthropic/claude-opus-4-5".into(),
+            concurrency: 2,
         }
     }
 }
@@ -181,7 +243,14 @@ pub struct ProjectConfig {
     pub embedder: EmbedderConfig,
     /// `[retrieval]`
     pub retrieval: RetrievalSettingsConfig,
+    /// `[providers]`
+    pub providers: ProvidersConfig,
+    /// `[calibration]`
+    pub calibration: CalibrationConfig,
 }
+
+/// The cache modes `[providers] cache` accepts.
+pub const CACHE_MODES: [&str; 3] = ["read-write", "off", "replay"];
 
 /// Resolved settings of a project.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +277,10 @@ pub struct ProjectSettings {
     pub embedder: EmbedderConfig,
     /// Retrieval pipeline settings.
     pub retrieval: RetrievalSettingsConfig,
+    /// Provider call settings.
+    pub providers: ProvidersConfig,
+    /// Calibration settings.
+    pub calibration: CalibrationConfig,
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -308,6 +381,24 @@ impl ProjectSettings {
         if config.embedder.batch_size == Some(0) {
             return Err("embedder.batch_size: must be at least 1".into());
         }
+        if config.semantic.concurrency == 0 {
+            return Err("semantic.concurrency: must be at least 1".into());
+        }
+        let p = &config.providers;
+        if !CACHE_MODES.contains(&p.cache.as_str()) {
+            return Err(format!(
+                "providers.cache: unknown mode `{}` (expected read-write, off or replay)",
+                p.cache
+            ));
+        }
+        if !(p.timeout_seconds.is_finite() && p.timeout_seconds > 0.0) {
+            return Err("providers.timeout_seconds: must be more than 0".into());
+        }
+        if p.max_concurrency == 0 || config.calibration.concurrency == 0 {
+            return Err(
+                "providers.max_concurrency and calibration.concurrency: must be at least 1".into(),
+            );
+        }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());
         }
@@ -323,6 +414,8 @@ impl ProjectSettings {
             report: config.report,
             embedder: config.embedder,
             retrieval: config.retrieval,
+            providers: config.providers,
+            calibration: config.calibration,
         })
     }
 }

@@ -33,11 +33,14 @@ impl fmt::Display for InputKind {
 }
 
 /// What one call consumed, for accounting.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// Input tokens as counted by the provider (the tokenizer's count for `local/`; 0 for the
     /// built-in embedder, which has no tokenizer).
     pub input_tokens: u64,
+    /// Output tokens (chat models; 0 for embedders and rerankers).
+    #[serde(default)]
+    pub output_tokens: u64,
     /// HTTP requests sent (0 for in-process embedders).
     pub requests: u32,
 }
@@ -45,6 +48,7 @@ pub struct Usage {
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
         self.requests += other.requests;
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 pub struct ProviderError {
     model: Option<String>,
     kind: ProviderErrorKind,
+    attempts: Option<u32>,
 }
 
 /// What went wrong. New kinds may be added; match with a `_` arm.
@@ -74,12 +75,49 @@ pub enum ProviderErrorKind {
         /// What the runtime reported.
         message: String,
     },
+    /// Replay mode found no recorded answer for a request, and replay never calls the network.
+    #[error(
+        "no recorded answer for this {call} request (cache key {key}; {request}) in replay mode; \
+         re-run in read-write cache mode to record it"
+    )]
+    ReplayMiss {
+        /// What kind of call: `chat`, `embed` or `rerank`.
+        call: &'static str,
+        /// The start of the request's cache key (hex SHA-256).
+        key: String,
+        /// A short excerpt of the request (the first words of the prompt, query or texts).
+        request: String,
+    },
+    /// The call cache (a SQLite file) could not be opened, read or written.
+    #[error("call cache {}: {message}", path.display())]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl ProviderError {
     /// An error of `kind` not yet tied to a provider name.
     pub fn new(kind: ProviderErrorKind) -> ProviderError {
-        ProviderError { model: None, kind }
+        ProviderError {
+            model: None,
+            kind,
+            attempts: None,
+        }
+    }
+
+    /// Records that this is the final error after `attempts` tries: the call wrapper (or a
+    /// reranker that re-asks its model) already retried, so no outer layer retries again.
+    pub fn with_attempts(mut self, attempts: u32) -> ProviderError {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// How many attempts were made before giving up, when a retrying layer gave up.
+    pub fn attempts(&self) -> Option<u32> {
+        self.attempts
     }
 
     /// Ties the error to the `vendor/model` name of the provider that raised it.
@@ -136,13 +174,15 @@ impl ProviderError {
         }
     }
 
-    /// Whether the same request may succeed if sent again later: HTTP 429 and 5xx, timeouts and
-    /// connection failures. Everything else (4xx, malformed answers, configuration and model
-    /// errors) will fail the same way again.
+    /// Whether the same request may succeed if sent again later: HTTP 408, 409, 429 and 5xx
+    /// (Anthropic's 529 "overloaded" included), timeouts and connection failures. Everything
+    /// else (other 4xx, malformed answers, configuration, model, cache and replay errors) will
+    /// fail the same way again. The call wrapper also retries malformed 2xx answers once in a
+    /// while (a proxy may truncate a body), see [`crate::CallPolicy`].
     pub fn is_retryable(&self) -> bool {
         match self.kind {
             ProviderErrorKind::Http { status, .. } => {
-                status == 429 || (500..=599).contains(&status)
+                matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
             }
             ProviderErrorKind::Timeout { .. } | ProviderErrorKind::Connection { .. } => true,
             _ => false,
@@ -153,8 +193,12 @@ impl ProviderError {
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.model {
-            Some(model) => write!(f, "{model}: {}", self.kind),
-            None => write!(f, "{}", self.kind),
+            Some(model) => write!(f, "{model}: {}", self.kind)?,
+            None => write!(f, "{}", self.kind)?,
+        }
+        match self.attempts {
+            Some(n) if n > 1 => write!(f, " (gave up after {n} attempts)"),
+            _ => Ok(()),
         }
     }
 }
@@ -207,7 +251,7 @@ mod tests {
 
     #[test]
     fn retryable_statuses() {
-        for status in [429, 500, 502, 503, 504, 599] {
+        for status in [408, 409, 429, 500, 502, 503, 504, 529, 599] {
             assert!(http(status).is_retryable(), "{status}");
         }
         for status in [400, 401, 403, 404, 422, 600] {
@@ -248,6 +292,12 @@ mod tests {
         );
         assert_eq!(e.retry_after(), Some(Duration::from_millis(2500)));
         assert_eq!(e.status(), Some(429));
+        let e = e.with_attempts(5);
+        assert_eq!(
+            e.to_string(),
+            "voyage/voyage-2: HTTP 429 (retry after 2.5s): rate limited (gave up after 5 attempts)"
+        );
+        assert_eq!(e.attempts(), Some(5));
         let e = ProviderError::from(ProviderErrorKind::Timeout {
             after: Duration::from_secs(30),
         });

@@ -1,20 +1,24 @@
-//! What the HTTP clients share: the API key type, one JSON POST with error mapping, `retry-after`
-//! parsing, and reassembling indexed vectors. Wire formats stay in each client's module.
+//! What the HTTP clients share: the API key type and how it is sent ([`AuthScheme`]), one JSON
+//! POST with error mapping, `retry-after` parsing, the batching loop of the embedders, and
+//! reassembling indexed vectors. Wire formats stay in each client's module.
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use std::future::Future;
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::embed::l2_normalize;
+use crate::embed::{Embeddings, Usage, l2_normalize};
 use crate::{ProviderError, ProviderErrorKind};
 
-/// An API key. It is read from the environment, sent only in the `Authorization` header (marked
-/// sensitive), and never shown: `Debug` prints `ApiKey(<redacted>)` and there is no `Display`.
+/// An API key. It is read from the environment, sent only in its authentication header
+/// (`Authorization: Bearer …` or Anthropic's `x-api-key`, marked sensitive), and never shown:
+/// `Debug` prints `ApiKey(<redacted>)` and there is no `Display`.
 #[derive(Clone)]
 pub struct ApiKey(String);
 
@@ -37,12 +41,16 @@ impl ApiKey {
         ApiKey(secret.into())
     }
 
-    fn header(&self) -> Result<HeaderValue, ProviderError> {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.0)).map_err(|_| {
+    fn header(&self, scheme: AuthScheme) -> Result<(HeaderName, HeaderValue), ProviderError> {
+        let (name, text) = match scheme {
+            AuthScheme::Bearer => (AUTHORIZATION, format!("Bearer {}", self.0)),
+            AuthScheme::XApiKey => (HeaderName::from_static("x-api-key"), self.0.clone()),
+        };
+        let mut value = HeaderValue::from_str(&text).map_err(|_| {
             ProviderError::config("the API key contains characters not allowed in an HTTP header")
         })?;
         value.set_sensitive(true);
-        Ok(value)
+        Ok((name, value))
     }
 
     /// Replaces every occurrence of the key in `text` (servers sometimes quote it back).
@@ -61,12 +69,24 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// How a client sends its [`ApiKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthScheme {
+    /// `Authorization: Bearer <key>` (OpenAI, Voyage and compatible servers).
+    Bearer,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
+}
+
 /// A JSON-over-HTTP client with assay's error mapping.
 #[derive(Debug)]
 pub(crate) struct Http {
     client: reqwest::Client,
     timeout: Duration,
     key: Option<ApiKey>,
+    scheme: AuthScheme,
+    /// Fixed headers sent with every request (e.g. `anthropic-version`); never secrets.
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Http {
@@ -76,9 +96,11 @@ impl Http {
                 "the request timeout must be greater than zero",
             ));
         }
+        // A client per provider, not per process: a pooled connection belongs to the runtime that
+        // opened it, and the harness may run on several runtimes (the HTTP API runs each request
+        // on its own).
         let client = reqwest::Client::builder()
             .user_agent(concat!("assay/", env!("CARGO_PKG_VERSION")))
-            .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| {
@@ -91,7 +113,24 @@ impl Http {
             client,
             timeout,
             key,
+            scheme: AuthScheme::Bearer,
+            headers: Vec::new(),
         })
+    }
+
+    /// Sends the key with `scheme` instead of `Authorization: Bearer`.
+    pub(crate) fn with_auth(mut self, scheme: AuthScheme) -> Http {
+        self.scheme = scheme;
+        self
+    }
+
+    /// Adds a fixed, non-secret header to every request.
+    pub(crate) fn with_header(mut self, name: &'static str, value: &'static str) -> Http {
+        self.headers.push((
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        ));
+        self
     }
 
     /// POSTs `body` as JSON to `url` and decodes a 2xx JSON answer.
@@ -100,9 +139,13 @@ impl Http {
         B: Serialize + ?Sized,
         R: DeserializeOwned,
     {
-        let mut request = self.client.post(url).json(body);
+        let mut request = self.client.post(url).timeout(self.timeout).json(body);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
         if let Some(key) = &self.key {
-            request = request.header(AUTHORIZATION, key.header()?);
+            let (name, value) = key.header(self.scheme)?;
+            request = request.header(name, value);
         }
         let response = request.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status();
@@ -343,6 +386,33 @@ impl DimensionCell {
             )))
         }
     }
+}
+
+/// The embedders' batching loop: embeds `texts` in batches of at most `batch_size` with
+/// `embed_batch` (one request each, in order), concatenates the vectors, sums the usage, and
+/// tags errors with the provider `name`. Empty `texts` sends nothing.
+pub(crate) async fn embed_in_batches<'a, F, Fut>(
+    name: &str,
+    texts: &'a [String],
+    batch_size: usize,
+    mut embed_batch: F,
+) -> Result<Embeddings, ProviderError>
+where
+    F: FnMut(&'a [String]) -> Fut,
+    Fut: Future<Output = Result<Embeddings, ProviderError>>,
+{
+    let mut out = Embeddings {
+        vectors: Vec::with_capacity(texts.len()),
+        usage: Usage::default(),
+    };
+    for range in batches(texts.len(), batch_size) {
+        let batch = embed_batch(&texts[range])
+            .await
+            .map_err(|e| e.with_model(name))?;
+        out.vectors.extend(batch.vectors);
+        out.usage += batch.usage;
+    }
+    Ok(out)
 }
 
 /// Splits `0..len` into batches of at most `batch_size`.

@@ -1,20 +1,35 @@
-//! Model providers for assay behind small async traits. This release covers embeddings.
+//! Model providers for assay behind small async traits — embedders, chat models and rerankers —
+//! and the one call wrapper that owns retries, limits, caching and accounting for all of them.
 //!
 //! * [`Embedder`]: texts in, L2-normalised vectors out, tagged with a `vendor/model` name and an
-//!   [`InputKind`] (query or document). Object safe: use it as `Box<dyn Embedder>` or
-//!   `Arc<dyn Embedder>`.
-//! * [`EmbedderSpec`] parses names — `builtin/hashed-ngrams`, `local/<dir>`, `hf/<repo>`,
-//!   `voyage/<model>`, `openai/<model>` — and [`build_embedder`] turns one into an embedder,
-//!   given [`EmbedderOptions`] (base URLs, timeout, batch size, model cache).
-//! * Implementations: [`HashedNgramEmbedder`] (built in, LEXICAL: it matches words, not meaning),
-//!   [`VoyageEmbedder`] and [`OpenAiEmbedder`] (HTTP), and with the `local` feature (on by
-//!   default) [`LocalEmbedder`] (a sentence-transformer such as all-MiniLM-L6-v2, run with candle)
-//!   and [`HfEmbedder`] (the same, fetched from the Hugging Face Hub).
-//! * [`ProviderError`]: a [`ProviderErrorKind`] plus [`ProviderError::is_retryable`], which a
-//!   wrapper that owns retries, rate limits and caching uses; the embedders themselves never retry.
+//!   [`InputKind`] (query or document). [`EmbedderSpec`] parses names — `builtin/hashed-ngrams`,
+//!   `local/<dir>`, `hf/<repo>`, `voyage/<model>`, `openai/<model>` — and [`build_embedder`]
+//!   turns one into an embedder, given [`EmbedderOptions`] (base URLs, timeout, batch size,
+//!   model cache). Implementations: [`HashedNgramEmbedder`] (built in, LEXICAL: it matches
+//!   words, not meaning), [`VoyageEmbedder`] and [`OpenAiEmbedder`] (HTTP), and with the `local`
+//!   feature (on by default) [`LocalEmbedder`] (a sentence-transformer such as
+//!   all-MiniLM-L6-v2, run with candle) and [`HfEmbedder`] (the same, fetched from the Hub).
+//! * [`ChatModel`]: a [`ChatRequest`] (system prompt, turns, token limit, temperature) in, a
+//!   [`ChatResponse`] out. [`ChatSpec`] parses `anthropic/<model>` ([`AnthropicChat`], the
+//!   Messages API) and `openai/<model>` ([`OpenAiChat`], any OpenAI-compatible server);
+//!   [`build_chat_model`] builds one from [`ProviderOptions`].
+//! * [`Reranker`]: orders [`RerankDocument`]s for a query, best `top_k` first. [`RerankerSpec`]
+//!   parses `none`, `voyage/<model>` ([`VoyageReranker`], a cross-encoder) and
+//!   `anthropic/<model>`, `openai/<model>` or `llm:<vendor>/<model>` ([`LlmReranker`], listwise
+//!   reranking by a chat model answering `{"ranked_ids": [...]}`); [`build_reranker`] builds one
+//!   (`None` for `none`).
+//! * The call wrapper ([`Guarded`] with a [`CallContext`]): every provider call goes through it,
+//!   and it owns what the clients do not — a minimum interval between call starts and a
+//!   concurrency limit ([`CallPolicy`]), retries with exponential backoff and full jitter that
+//!   honour `retry-after`, a content-addressed SQLite cache of responses ([`CallCache`], in
+//!   [`CacheMode`] `off`, `read-write` or `replay`), and per-model counts, tokens, latency and
+//!   cost ([`Accounting`], [`AccountingSnapshot`]). The clients never retry or cache.
+//! * [`ProviderError`]: a [`ProviderErrorKind`] plus [`ProviderError::is_retryable`] and, once a
+//!   retrying layer gave up, [`ProviderError::attempts`].
 //!
-//! API keys come only from the environment ([`EnvVars`]) and never appear in errors, `Debug`
-//! output or logs. Wire formats live only in their client modules.
+//! API keys come only from the environment ([`EnvVars`]: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
+//! `VOYAGE_API_KEY`) and never appear in errors, `Debug` output or logs. Wire formats live only in
+//! their client modules.
 //!
 //! ```
 //! use assay_providers::{build_embedder, cosine, EmbedderOptions, EmbedderSpec, InputKind};
@@ -33,29 +48,43 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod anthropic;
 mod builtin;
+mod call;
+mod chat;
 mod embed;
 mod error;
 #[cfg(feature = "local")]
 mod hf;
 mod http;
+mod llm_rerank;
 #[cfg(feature = "local")]
 mod local;
 mod openai;
+mod rerank;
 mod spec;
 mod voyage;
 
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
 pub use builtin::HashedNgramEmbedder;
+pub use call::{
+    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
+    Guarded, ModelStats, Price, cache_key, is_transient, price,
+};
+pub use chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse, Role};
 pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};
 #[cfg(feature = "local")]
 pub use hf::{HfEmbedder, hf_cache_dir, hf_file_url};
 pub use http::ApiKey;
+pub use llm_rerank::LlmReranker;
 #[cfg(feature = "local")]
 pub use local::{DEFAULT_MAX_SEQ_LENGTH, LOCAL_DEFAULT_BATCH, LocalEmbedder, MODEL_FILES};
-pub use openai::{OPENAI_DEFAULT_BATCH, OpenAiEmbedder};
+pub use openai::{OPENAI_DEFAULT_BATCH, OpenAiChat, OpenAiEmbedder};
+pub use rerank::{Ranked, RerankDocument, Reranker, Reranking};
 pub use spec::{
-    EmbedderOptions, EmbedderSpec, EnvVars, build_embedder, build_embedder_with_env,
-    default_model_cache_dir, model_dir_from_env,
+    ChatSpec, EmbedderOptions, EmbedderSpec, EnvVars, ProviderOptions, RerankerSpec,
+    build_chat_model, build_chat_model_with_env, build_embedder, build_embedder_with_env,
+    build_reranker, build_reranker_with_env, default_model_cache_dir, model_dir_from_env,
 };
-pub use voyage::{VOYAGE_MAX_BATCH, VoyageEmbedder};
+pub use voyage::{VOYAGE_MAX_BATCH, VoyageEmbedder, VoyageReranker};

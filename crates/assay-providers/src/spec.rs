@@ -1,16 +1,22 @@
-//! Provider names (`vendor/model`), options, and [`build_embedder`]: the registry that turns a
-//! name into an [`Embedder`].
+//! Provider names (`vendor/model`), options, and the registry that turns a name into a provider:
+//! [`build_embedder`] (an [`Embedder`]), [`build_chat_model`] (a [`ChatModel`]) and
+//! [`build_reranker`] (a [`Reranker`], or none).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::anthropic::AnthropicChat;
 use crate::builtin::HashedNgramEmbedder;
+use crate::chat::ChatModel;
 use crate::embed::Embedder;
 use crate::http::{ApiKey, host};
-use crate::openai::OpenAiEmbedder;
-use crate::voyage::VoyageEmbedder;
+use crate::llm_rerank::LlmReranker;
+use crate::openai::{OpenAiChat, OpenAiEmbedder};
+use crate::rerank::Reranker;
+use crate::voyage::{VoyageEmbedder, VoyageReranker};
 use crate::{ProviderError, ProviderErrorKind};
 
 /// The environment variables this crate reads. Keys are read only from here, never from files.
@@ -22,6 +28,8 @@ impl EnvVars {
     pub const VOYAGE_API_KEY: &'static str = "VOYAGE_API_KEY";
     /// The OpenAI API key (required for `openai/…` at api.openai.com; optional elsewhere).
     pub const OPENAI_API_KEY: &'static str = "OPENAI_API_KEY";
+    /// The Anthropic API key (required for `anthropic/…`).
+    pub const ANTHROPIC_API_KEY: &'static str = "ANTHROPIC_API_KEY";
     /// A local sentence-transformer directory; see [`model_dir_from_env`].
     pub const ASSAY_MODEL_DIR: &'static str = "ASSAY_MODEL_DIR";
     /// The XDG cache root, for the `hf/` model cache.
@@ -251,6 +259,257 @@ pub fn build_embedder_with_env(
     }
 }
 
+/// The key in `var`, or an [`ProviderErrorKind::Auth`] error naming `var` and the provider.
+fn required_key(
+    var: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &dyn fmt::Display,
+) -> Result<ApiKey, ProviderError> {
+    ApiKey::from_lookup(var, env).ok_or_else(|| {
+        ProviderError::from(ProviderErrorKind::Auth { env_var: var }).with_model(name.to_string())
+    })
+}
+
+/// `OPENAI_API_KEY`: required for api.openai.com, optional for other (local) servers.
+fn openai_key(
+    base_url: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &dyn fmt::Display,
+) -> Result<Option<ApiKey>, ProviderError> {
+    if host(base_url).is_some_and(|h| h == "api.openai.com") {
+        required_key(EnvVars::OPENAI_API_KEY, env, name).map(Some)
+    } else {
+        Ok(ApiKey::from_lookup(EnvVars::OPENAI_API_KEY, env))
+    }
+}
+
+/// Settings for [`build_chat_model`] and [`build_reranker`]; `Default` gives the public
+/// endpoints, a 120 s timeout and [`LlmReranker::DEFAULT_RETRIES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderOptions {
+    /// Base URL of the Anthropic API (default `https://api.anthropic.com`; requests go to
+    /// `{base}/v1/messages`).
+    pub anthropic_base_url: String,
+    /// Base URL of the OpenAI-compatible API (default `https://api.openai.com/v1`; requests go
+    /// to `{base}/chat/completions`), e.g. `http://localhost:8080/v1` for vLLM, llama.cpp or
+    /// Ollama.
+    pub openai_base_url: String,
+    /// Base URL of the Voyage AI API (default `https://api.voyageai.com/v1`; reranking goes to
+    /// `{base}/rerank`).
+    pub voyage_base_url: String,
+    /// Timeout of one HTTP request, connection to last byte.
+    pub timeout: Duration,
+    /// How many times an LLM reranker asks again after a reply it cannot parse.
+    pub llm_rerank_retries: u32,
+}
+
+impl ProviderOptions {
+    /// The default Anthropic base URL.
+    pub const ANTHROPIC_BASE_URL: &'static str = "https://api.anthropic.com";
+    /// The default request timeout (chat answers take longer than embeddings).
+    pub const TIMEOUT: Duration = Duration::from_secs(120);
+}
+
+impl Default for ProviderOptions {
+    fn default() -> ProviderOptions {
+        ProviderOptions {
+            anthropic_base_url: Self::ANTHROPIC_BASE_URL.into(),
+            openai_base_url: EmbedderOptions::OPENAI_BASE_URL.into(),
+            voyage_base_url: EmbedderOptions::VOYAGE_BASE_URL.into(),
+            timeout: Self::TIMEOUT,
+            llm_rerank_retries: LlmReranker::DEFAULT_RETRIES,
+        }
+    }
+}
+
+/// The accepted chat model names, for error messages.
+const CHAT_ACCEPTED: &str = "anthropic/<model> or openai/<model>";
+
+/// The accepted reranker names, for error messages.
+const RERANKER_ACCEPTED: &str =
+    "none, voyage/<model>, anthropic/<model>, openai/<model> or llm:<vendor>/<model>";
+
+/// The model part of `vendor/<model>`: not empty, no whitespace or control characters.
+fn model_part(rest: &str) -> Result<String, String> {
+    if rest.is_empty() {
+        Err("missing the model name".into())
+    } else if rest.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err("the model name contains whitespace".into())
+    } else {
+        Ok(rest.to_owned())
+    }
+}
+
+/// A parsed chat model name. `Display` gives back the canonical `vendor/model` name.
+///
+/// ```
+/// use assay_providers::ChatSpec;
+/// let spec: ChatSpec = "anthropic/claude-haiku-4-5".parse().unwrap();
+/// assert_eq!(spec, ChatSpec::Anthropic("claude-haiku-4-5".into()));
+/// assert!("gemini/pro".parse::<ChatSpec>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChatSpec {
+    /// `anthropic/<model>`: the Anthropic Messages API, e.g. `anthropic/claude-haiku-4-5`.
+    Anthropic(String),
+    /// `openai/<model>`: an OpenAI-compatible chat completions API (OpenAI, or vLLM, llama.cpp,
+    /// Ollama … via [`ProviderOptions::openai_base_url`]).
+    OpenAi(String),
+}
+
+/// Parses `vendor/<model>` as a chat model, or says why not.
+fn parse_chat(name: &str) -> Result<ChatSpec, String> {
+    let Some((vendor, rest)) = name.split_once('/') else {
+        return Err("no vendor prefix".into());
+    };
+    match vendor {
+        "anthropic" => Ok(ChatSpec::Anthropic(model_part(rest)?)),
+        "openai" => Ok(ChatSpec::OpenAi(model_part(rest)?)),
+        other => Err(format!("unknown vendor `{other}`")),
+    }
+}
+
+impl FromStr for ChatSpec {
+    type Err = ProviderError;
+
+    fn from_str(name: &str) -> Result<ChatSpec, ProviderError> {
+        parse_chat(name).map_err(|why| {
+            ProviderError::config(format!(
+                "invalid chat model name `{name}`: {why}; expected {CHAT_ACCEPTED}"
+            ))
+        })
+    }
+}
+
+impl fmt::Display for ChatSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChatSpec::Anthropic(model) => write!(f, "anthropic/{model}"),
+            ChatSpec::OpenAi(model) => write!(f, "openai/{model}"),
+        }
+    }
+}
+
+/// A parsed reranker name. `Display` gives the canonical name (`llm:` for LLM rerankers, as
+/// [`Reranker::model`] reports it).
+///
+/// ```
+/// use assay_providers::{ChatSpec, RerankerSpec};
+/// let spec: RerankerSpec = "anthropic/claude-haiku-4-5".parse().unwrap();
+/// assert_eq!(spec, RerankerSpec::Llm(ChatSpec::Anthropic("claude-haiku-4-5".into())));
+/// assert_eq!(spec.to_string(), "llm:anthropic/claude-haiku-4-5");
+/// assert_eq!("none".parse::<RerankerSpec>().unwrap(), RerankerSpec::None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RerankerSpec {
+    /// `none`: no reranking.
+    None,
+    /// `voyage/<model>`: the Voyage rerank API, e.g. `voyage/rerank-2.5`.
+    Voyage(String),
+    /// `anthropic/<model>`, `openai/<model>` or `llm:<vendor>/<model>`: an [`LlmReranker`] over
+    /// that chat model.
+    Llm(ChatSpec),
+}
+
+impl FromStr for RerankerSpec {
+    type Err = ProviderError;
+
+    fn from_str(name: &str) -> Result<RerankerSpec, ProviderError> {
+        let parse = || -> Result<RerankerSpec, String> {
+            if name == "none" {
+                return Ok(RerankerSpec::None);
+            }
+            if let Some(chat) = name.strip_prefix("llm:") {
+                return parse_chat(chat).map(RerankerSpec::Llm);
+            }
+            match name.split_once('/') {
+                None => Err("no vendor prefix".into()),
+                Some(("voyage", rest)) => Ok(RerankerSpec::Voyage(model_part(rest)?)),
+                Some(_) => parse_chat(name).map(RerankerSpec::Llm),
+            }
+        };
+        parse().map_err(|why| {
+            ProviderError::config(format!(
+                "invalid reranker name `{name}`: {why}; expected {RERANKER_ACCEPTED}"
+            ))
+        })
+    }
+}
+
+impl fmt::Display for RerankerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RerankerSpec::None => f.write_str("none"),
+            RerankerSpec::Voyage(model) => write!(f, "voyage/{model}"),
+            RerankerSpec::Llm(chat) => write!(f, "llm:{chat}"),
+        }
+    }
+}
+
+/// Builds the chat model `spec` names, reading API keys from the process environment.
+pub fn build_chat_model(
+    spec: &ChatSpec,
+    options: &ProviderOptions,
+) -> Result<Arc<dyn ChatModel>, ProviderError> {
+    build_chat_model_with_env(spec, options, &|name| std::env::var(name).ok())
+}
+
+/// [`build_chat_model`] with the environment given as a lookup function.
+///
+/// Fails early, before any request: a missing key ([`ProviderErrorKind::Auth`] naming
+/// `ANTHROPIC_API_KEY`, or `OPENAI_API_KEY` for api.openai.com; other OpenAI-compatible servers
+/// may go without one) or a bad base URL ([`ProviderErrorKind::Config`]).
+pub fn build_chat_model_with_env(
+    spec: &ChatSpec,
+    options: &ProviderOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn ChatModel>, ProviderError> {
+    match spec {
+        ChatSpec::Anthropic(model) => {
+            let key = required_key(EnvVars::ANTHROPIC_API_KEY, env, spec)?;
+            Ok(Arc::new(AnthropicChat::new(model, key, options)?))
+        }
+        ChatSpec::OpenAi(model) => {
+            let key = openai_key(&options.openai_base_url, env, spec)?;
+            Ok(Arc::new(OpenAiChat::new(model, key, options)?))
+        }
+    }
+}
+
+/// Builds the reranker `spec` names (`Ok(None)` for `none`), reading API keys from the process
+/// environment.
+pub fn build_reranker(
+    spec: &RerankerSpec,
+    options: &ProviderOptions,
+) -> Result<Option<Arc<dyn Reranker>>, ProviderError> {
+    build_reranker_with_env(spec, options, &|name| std::env::var(name).ok())
+}
+
+/// [`build_reranker`] with the environment given as a lookup function. `voyage/…` needs
+/// `VOYAGE_API_KEY`; an LLM reranker needs its chat model's key (see
+/// [`build_chat_model_with_env`]) and re-asks [`ProviderOptions::llm_rerank_retries`] times.
+pub fn build_reranker_with_env(
+    spec: &RerankerSpec,
+    options: &ProviderOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn Reranker>>, ProviderError> {
+    match spec {
+        RerankerSpec::None => Ok(None),
+        RerankerSpec::Voyage(model) => {
+            let key = required_key(EnvVars::VOYAGE_API_KEY, env, spec)?;
+            Ok(Some(Arc::new(VoyageReranker::new(model, key, options)?)))
+        }
+        RerankerSpec::Llm(chat) => {
+            let chat = build_chat_model_with_env(chat, options, env)?;
+            Ok(Some(Arc::new(
+                LlmReranker::new(chat).with_retries(options.llm_rerank_retries),
+            )))
+        }
+    }
+}
+
 /// The model directory named by `ASSAY_MODEL_DIR`, if set and not blank. Callers decide its
 /// precedence against names in configuration.
 pub fn model_dir_from_env() -> Option<PathBuf> {
@@ -379,6 +638,55 @@ mod tests {
             Some("/home/u/.cache/assay/models".into())
         );
         assert_eq!(dir(&[]), None);
+    }
+
+    #[test]
+    fn chat_and_reranker_names() {
+        let chat = |n: &str| n.parse::<ChatSpec>().map_err(|e| e.to_string());
+        assert_eq!(
+            chat("openai/gpt-4o-mini").unwrap(),
+            ChatSpec::OpenAi("gpt-4o-mini".into())
+        );
+        assert_eq!(
+            chat("anthropic/claude-haiku-4-5").unwrap().to_string(),
+            "anthropic/claude-haiku-4-5"
+        );
+        for (name, why) in [
+            ("claude", "no vendor prefix"),
+            ("anthropic/", "missing the model name"),
+            ("voyage/rerank-2.5", "unknown vendor `voyage`"),
+        ] {
+            let err = chat(name).unwrap_err();
+            assert!(err.contains(why) && err.ends_with(CHAT_ACCEPTED), "{err}");
+        }
+
+        let rr = |n: &str| n.parse::<RerankerSpec>().map_err(|e| e.to_string());
+        assert_eq!(rr("none").unwrap(), RerankerSpec::None);
+        assert_eq!(
+            rr("voyage/rerank-2.5").unwrap(),
+            RerankerSpec::Voyage("rerank-2.5".into())
+        );
+        let llm = RerankerSpec::Llm(ChatSpec::Anthropic("claude-haiku-4-5".into()));
+        assert_eq!(rr("anthropic/claude-haiku-4-5").unwrap(), llm);
+        assert_eq!(rr("llm:anthropic/claude-haiku-4-5").unwrap(), llm);
+        assert_eq!(llm.to_string(), "llm:anthropic/claude-haiku-4-5");
+        assert_eq!(
+            rr("openai/gpt-4o").unwrap().to_string(),
+            "llm:openai/gpt-4o"
+        );
+        for (name, why) in [
+            ("None", "no vendor prefix"),
+            ("llm:voyage/rerank-2", "unknown vendor `voyage`"),
+            ("llm:anthropic/", "missing the model name"),
+            ("cohere/rerank-3", "unknown vendor `cohere`"),
+            ("voyage/ x", "the model name contains whitespace"),
+        ] {
+            let err = rr(name).unwrap_err();
+            assert!(
+                err.starts_with(&format!("invalid reranker name `{name}`: {why}; expected ")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -1,17 +1,26 @@
-//! `voyage/<model>`: Voyage AI embeddings (`POST {base}/embeddings`).
+//! `voyage/<model>`: Voyage AI embeddings (`POST {base}/embeddings`) and reranking
+//! ([`VoyageReranker`], `POST {base}/rerank`).
 //!
-//! Wire format (the only place it lives):
+//! Embeddings wire format (the only place it lives):
 //! request `{"input": [...], "model": "voyage-2", "input_type": "query" | "document"}` with
 //! `Authorization: Bearer $VOYAGE_API_KEY`; answer
 //! `{"object": "list", "data": [{"object": "embedding", "embedding": [...], "index": 0}, ...],
 //! "model": "voyage-2", "usage": {"total_tokens": N}}`. At most 128 inputs per request (003 §2).
+//!
+//! Rerank wire format: request `{"query": "...", "documents": ["title: summary", ...], "model":
+//! "rerank-2.5", "top_k": K}`; answer `{"object": "list", "data": [{"index": 3,
+//! "relevance_score": 0.91}, ...], "model": "rerank-2.5", "usage": {"total_tokens": N}}`, best
+//! first.
+
+use std::collections::HashSet;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
-use crate::http::{ApiKey, DimensionCell, Http, batches, endpoint, reassemble};
-use crate::{EmbedderOptions, ProviderError};
+use crate::http::{ApiKey, DimensionCell, Http, embed_in_batches, endpoint, reassemble};
+use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
+use crate::{EmbedderOptions, ProviderError, ProviderOptions};
 
 /// Voyage's limit on inputs per request.
 pub const VOYAGE_MAX_BATCH: usize = 128;
@@ -105,6 +114,7 @@ impl VoyageEmbedder {
             vectors,
             usage: Usage {
                 input_tokens,
+                output_tokens: 0,
                 requests: 1,
             },
         })
@@ -126,18 +136,133 @@ impl Embedder for VoyageEmbedder {
         texts: &[String],
         kind: InputKind,
     ) -> Result<Embeddings, ProviderError> {
-        let mut out = Embeddings {
-            vectors: Vec::with_capacity(texts.len()),
-            usage: Usage::default(),
+        embed_in_batches(&self.name, texts, self.batch_size, |batch| {
+            self.embed_batch(batch, kind)
+        })
+        .await
+    }
+}
+
+/// A Voyage AI reranker (a cross-encoder such as `rerank-2.5`), scoring each document's
+/// [`RerankDocument::text`] against the query.
+#[derive(Debug)]
+pub struct VoyageReranker {
+    name: String,
+    model_id: String,
+    url: String,
+    http: Http,
+}
+
+#[derive(Serialize)]
+struct RerankRequest<'a> {
+    query: &'a str,
+    documents: Vec<String>,
+    model: &'a str,
+    top_k: usize,
+}
+
+#[derive(Deserialize)]
+struct RerankResponse {
+    data: Vec<RerankDatum>,
+    #[serde(default)]
+    usage: Option<ResponseUsage>,
+}
+
+#[derive(Deserialize)]
+struct RerankDatum {
+    index: usize,
+    relevance_score: f64,
+}
+
+impl VoyageReranker {
+    /// A client for `model` (e.g. `rerank-2.5`) at `options.voyage_base_url`.
+    pub fn new(
+        model: &str,
+        key: ApiKey,
+        options: &ProviderOptions,
+    ) -> Result<VoyageReranker, ProviderError> {
+        let name = format!("voyage/{model}");
+        let with_name = |e: ProviderError| e.with_model(name.clone());
+        Ok(VoyageReranker {
+            url: endpoint(&options.voyage_base_url, "rerank").map_err(with_name)?,
+            http: Http::new(options.timeout, Some(key)).map_err(with_name)?,
+            model_id: model.to_owned(),
+            name,
+        })
+    }
+
+    async fn send(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+    ) -> Result<Reranking, ProviderError> {
+        let top_k = top_k.min(documents.len());
+        tracing::debug!(
+            model = %self.name,
+            documents = documents.len(),
+            top_k,
+            "voyage rerank request"
+        );
+        let request = RerankRequest {
+            query,
+            documents: documents.iter().map(RerankDocument::text).collect(),
+            model: &self.model_id,
+            top_k,
         };
-        for range in batches(texts.len(), self.batch_size) {
-            let batch = self
-                .embed_batch(&texts[range], kind)
-                .await
-                .map_err(|e| e.with_model(self.name.clone()))?;
-            out.vectors.extend(batch.vectors);
-            out.usage += batch.usage;
+        let response: RerankResponse = self.http.post_json(&self.url, &request).await?;
+        let mut seen = HashSet::with_capacity(response.data.len());
+        let mut order = Vec::with_capacity(response.data.len());
+        for datum in response.data {
+            if datum.index >= documents.len() || !seen.insert(datum.index) {
+                return Err(ProviderError::malformed(format!(
+                    "rerank index {} is out of range or repeated ({} documents)",
+                    datum.index,
+                    documents.len()
+                )));
+            }
+            if !datum.relevance_score.is_finite() {
+                return Err(ProviderError::malformed(format!(
+                    "rerank score of document {} is not a finite number",
+                    datum.index
+                )));
+            }
+            order.push(Ranked {
+                index: datum.index,
+                score: Some(datum.relevance_score),
+            });
         }
-        Ok(out)
+        // Voyage answers best first; sort anyway (stable) so the contract holds regardless.
+        order.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+        order.truncate(top_k);
+        Ok(Reranking {
+            order,
+            usage: Usage {
+                input_tokens: response.usage.map_or(0, |u| u.total_tokens),
+                output_tokens: 0,
+                requests: 1,
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl Reranker for VoyageReranker {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    async fn rerank(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+    ) -> Result<Reranking, ProviderError> {
+        if documents.is_empty() || top_k == 0 {
+            return Ok(Reranking::default());
+        }
+        self.send(query, documents, top_k)
+            .await
+            .map_err(|e| e.with_model(self.name.clone()))
     }
 }

@@ -215,7 +215,9 @@ impl TokenCounter {
 pub struct Pipeline {
     config: RetrievalConfig,
     entities: HashMap<String, Entity>,
-    tokens: HashMap<String, usize>,
+    /// Each entity's tokens, counted on first use: building the cl100k tables costs tens of
+    /// milliseconds, and the semantic bank never needs them.
+    tokens: std::sync::OnceLock<Result<HashMap<String, usize>, String>>,
     always: Vec<String>,
     state: StateMatcher,
     patterns: Option<PatternMatcher>,
@@ -241,16 +243,11 @@ impl Pipeline {
         patterns: Option<PatternMatcher>,
         embeddings: &[(String, Vec<f32>)],
         config: RetrievalConfig,
-        counter: &TokenCounter,
     ) -> Result<Pipeline, RetrievalError> {
         let active = kb.list(&EntityFilter {
             active: Some(true),
             ..EntityFilter::default()
         })?;
-        let tokens = active
-            .iter()
-            .map(|e| (e.entity_id.clone(), counter.count(&e.prompt_text())))
-            .collect();
         let always = active
             .iter()
             .filter(|e| e.load_mode == LoadMode::Always)
@@ -278,13 +275,28 @@ impl Pipeline {
         Ok(Pipeline {
             config,
             entities,
-            tokens,
+            tokens: std::sync::OnceLock::new(),
             always,
             state: StateMatcher::from_kb(kb)?,
             patterns,
             index,
             audiences,
         })
+    }
+
+    /// Each active entity's tokens (cl100k_base), counted on the first call.
+    pub fn token_counts(&self) -> Result<&HashMap<String, usize>, RetrievalError> {
+        self.tokens
+            .get_or_init(|| {
+                let counter = TokenCounter::cl100k().map_err(|e| e.to_string())?;
+                Ok(self
+                    .entities
+                    .values()
+                    .map(|e| (e.entity_id.clone(), counter.count(&e.prompt_text())))
+                    .collect())
+            })
+            .as_ref()
+            .map_err(|e| RetrievalError::Tokenizer(e.clone()))
     }
 
     /// The settings.
@@ -330,7 +342,11 @@ impl Pipeline {
             priority,
             priority_bonus,
             final_score: similarity + priority_bonus,
-            tokens: self.tokens.get(&entity.entity_id).copied().unwrap_or(0),
+            tokens: self
+                .token_counts()
+                .ok()
+                .and_then(|t| t.get(&entity.entity_id).copied())
+                .unwrap_or(0),
         }
     }
 
@@ -347,6 +363,11 @@ impl Pipeline {
         let mut stages = Vec::new();
         let mut dropped = Vec::new();
         let mut notes = Vec::new();
+        if let Err(e) = self.token_counts() {
+            notes.push(format!(
+                "tokens not counted ({e}): the budget is not enforced"
+            ));
+        }
         let mut record = |stage: Stage, list: &[RetrievedEntity]| {
             stages.push(StageCandidates {
                 stage,
@@ -601,14 +622,7 @@ mod tests {
             max_tokens_budget: budget,
             ..RetrievalConfig::default()
         };
-        Pipeline::new(
-            &kb(),
-            Some(rules()),
-            &embeddings,
-            config,
-            &TokenCounter::cl100k().unwrap(),
-        )
-        .unwrap()
+        Pipeline::new(&kb(), Some(rules()), &embeddings, config).unwrap()
     }
 
     fn ids(r: &Retrieval) -> Vec<&str> {
@@ -702,11 +716,11 @@ mod tests {
     #[test]
     fn a_handler_displaces_knowledge_when_the_budget_is_short() {
         let p = pipeline(0);
-        let first = p.tokens["handler_first"];
-        let gray = p.tokens["gray_rock"];
+        let first = p.token_counts().unwrap()["handler_first"];
+        let gray = p.token_counts().unwrap()["gray_rock"];
         let small: usize = ["guard", "persona", "biff", "boundaries"]
             .iter()
-            .map(|id| p.tokens[*id])
+            .map(|id| p.token_counts().unwrap()[*id])
             .sum();
         // Room for the small ones and gray rock, not for the handler as well.
         let budget = small + gray + first / 2;

@@ -1,13 +1,18 @@
 //! `assay expectations`
 
+use assay_core::bank::ExpectationSet;
+use assay_harness::overrides::{OverrideRequest, parse_rank_check, record_override};
 use assay_harness::project::Project;
 use serde_json::json;
 
 use super::{log_warnings, out};
-use crate::args::ExpectationsArgs;
+use crate::args::{ExpectationsArgs, ExpectationsCommand, OverrideArgs};
 use crate::exit::Exit;
 
 pub fn run(args: &ExpectationsArgs) -> anyhow::Result<Exit> {
+    if let Some(ExpectationsCommand::Override(o)) = &args.command {
+        return override_case(o);
+    }
     let project = Project::load(&args.dir)?;
     log_warnings(&project.warnings);
     let cases: Vec<_> = project.banks.semantic.iter().map(|l| &l.case).collect();
@@ -47,6 +52,59 @@ pub fn run(args: &ExpectationsArgs) -> anyhow::Result<Exit> {
             ));
         }
         out(&text);
+    }
+    Ok(Exit::Success)
+}
+
+fn ids(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `assay expectations override`
+fn override_case(args: &OverrideArgs) -> anyhow::Result<Exit> {
+    let project = Project::load(&args.project)?;
+    log_warnings(&project.warnings);
+    let rank_check = args
+        .rank_check
+        .iter()
+        .map(|r| parse_rank_check(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let request = OverrideRequest {
+        test_id: args.test_id.clone(),
+        expectations: ExpectationSet {
+            expected_primary: ids(&args.primary),
+            expected_secondary: ids(&args.secondary),
+            not_expected: ids(&args.not_expected),
+            rank_check,
+        },
+        reason: args.reason.clone(),
+        reviewer: args.reviewer.clone(),
+    };
+    let outcome = record_override(&project, &request, std::time::SystemTime::now().into())?;
+    if args.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&outcome)?));
+    } else {
+        let o = &outcome.human_override;
+        out(&format!(
+            "Recorded a human override of {} (was {}: primary {})\n  primary: {}\n  secondary: {}\n  not expected: {}\n  rank: {}\n  written: {}\n",
+            outcome.test_id,
+            outcome.previous_source,
+            outcome.previous.expected_primary.join(", "),
+            o.expected_primary.join(", "),
+            o.expected_secondary.join(", "),
+            o.not_expected.join(", "),
+            o.rank_check
+                .iter()
+                .map(|r| format!("{}>{}", r.higher, r.lower))
+                .collect::<Vec<_>>()
+                .join(", "),
+            outcome.history_file.display()
+        ));
     }
     Ok(Exit::Success)
 }

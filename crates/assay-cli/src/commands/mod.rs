@@ -1,12 +1,14 @@
 //! One module per subcommand; each parses its arguments into settings and calls the library.
 
 mod banks;
+mod calibrate;
 mod embed;
 mod expectations;
 mod init;
 mod kb;
 mod retrieve;
 mod run;
+mod serve;
 mod state;
 mod validate;
 
@@ -18,11 +20,13 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Run(args) => run::run(&args),
         Command::Expectations(args) => expectations::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
         Command::Banks {
             command: BanksCommand::Migrate(args),
         } => banks::migrate(&args.dir),
         Command::Validate(args) => validate::run(&args.dir),
         Command::Init(args) => init::run(&args.dir),
+        Command::Serve(args) => serve::run(&args),
         Command::Retrieve(args) => retrieve::run(&args),
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),
@@ -33,6 +37,14 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
 /// A runtime for the async provider calls of one command.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// A single-threaded runtime, for work whose futures are not `Send` (the SQLite store is used
+/// across awaits).
+pub fn current_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }

@@ -25,9 +25,9 @@ fn the_example_shows_all_three_sources() {
     let (summary, all) = resolved(&p);
     assert_eq!(
         summary,
-        json!({"original": 20, "opus": 3, "human_override": 1})
+        json!({"original": 90, "opus": 3, "human_override": 1})
     );
-    assert_eq!(all.as_array().unwrap().len(), 24);
+    assert_eq!(all.as_array().unwrap().len(), 94);
     // The override in the older file wins over the newer calibration of the same case.
     assert_eq!(
         case(&all, "V2-LOY-002")["_source"],
@@ -52,7 +52,7 @@ fn a_history_entry_wins_over_the_original_and_an_override_over_the_entry() {
                 "opus_reasoning": "test",
                 "human_override": override_
             }],
-            "unchanged_count": 23,
+            "unchanged_count": 93,
             "changed_count": 1
         })
     };

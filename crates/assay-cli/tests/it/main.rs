@@ -1,11 +1,15 @@
 //! Integration tests: the real `assay` binary on real project files.
 
 mod bad_input;
+mod calibrate;
 mod expectations;
+mod fake_openai;
 mod kb;
 mod migrate;
+mod providers;
 mod quality;
 mod retrieve;
 mod run;
+mod serve;
 mod state;
 mod support;

@@ -23,7 +23,7 @@ fn a_pre_v2_bank_loads_with_a_warning() {
     let run = p.assay(&["expectations", "--json"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("pre-V2 layout"), "{run:?}");
-    assert_eq!(run.json()["expectations"].as_array().unwrap().len(), 24);
+    assert_eq!(run.json()["expectations"].as_array().unwrap().len(), 94);
 }
 
 #[test]

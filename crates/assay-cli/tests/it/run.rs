@@ -109,7 +109,7 @@ fn json_follows_the_contract() {
     assert_eq!(s["component_scores"]["semantic"], Value::Null);
     assert_eq!(
         s["expectation_sources"],
-        serde_json::json!({"original": 20, "opus": 3, "human_override": 1})
+        serde_json::json!({"original": 90, "opus": 3, "human_override": 1})
     );
     for bank in ["state", "pattern", "always"] {
         let results = log[bank]["results"].as_array().unwrap();
@@ -277,7 +277,7 @@ fn the_semantic_bank_records_every_stage() {
     assert_eq!(run.code, 0, "{run:?}");
     let log = run.json();
     let sem = &log["semantic"];
-    assert_eq!(sem["tests_run"], 24);
+    assert_eq!(sem["tests_run"], 94);
     assert_eq!(sem["errors"], 0);
     assert!(
         log["setup"]["semantic"]

@@ -81,15 +81,37 @@ impl Scratch {
     }
 
     pub fn assay(&self, args: &[&str]) -> Run {
+        self.assay_env(args, &[])
+    }
+
+    /// The arguments with the project directory after the subcommand words.
+    fn full_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let mut full: Vec<&str> = args.to_vec();
         let root = self.root.to_str().unwrap();
-        // The project directory follows the subcommand words.
         let at = full
             .iter()
             .position(|a| a.starts_with("--"))
             .unwrap_or(full.len());
         full.insert(at, root);
-        assay(&full)
+        full
+    }
+
+    /// Runs the binary with extra environment variables.
+    pub fn assay_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        assay_env(&self.full_args(args), env)
+    }
+
+    /// Starts the binary without waiting for it.
+    pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_assay"))
+            .args(self.full_args(args))
+            .envs(env.iter().copied())
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
     }
 }
 
@@ -118,8 +140,13 @@ impl std::fmt::Debug for Run {
 }
 
 pub fn assay(args: &[&str]) -> Run {
+    assay_env(args, &[])
+}
+
+pub fn assay_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_assay"))
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .output()

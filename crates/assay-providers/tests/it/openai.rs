@@ -59,6 +59,7 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         out.usage,
         Usage {
             input_tokens: 13,
+            output_tokens: 0,
             requests: 1
         }
     );
@@ -117,6 +118,7 @@ async fn batches_300_inputs_with_the_default_size_of_128() {
         out.usage,
         Usage {
             input_tokens: 600,
+            output_tokens: 0,
             requests: 3
         }
     );

@@ -97,3 +97,75 @@ fn hf_is_lazy_and_cached_under_the_configured_root() {
         "nothing is fetched before the first call"
     );
 }
+
+#[test]
+fn chat_and_reranker_keys_come_from_the_environment() {
+    use assay_providers::{
+        ChatSpec, ProviderOptions, RerankerSpec, build_chat_model_with_env, build_reranker_with_env,
+    };
+    let options = ProviderOptions::default();
+    let no_env = |_: &str| None;
+    let chat_err = |name: &str| {
+        build_chat_model_with_env(&name.parse::<ChatSpec>().unwrap(), &options, &no_env)
+            .unwrap_err()
+    };
+    let rerank_err = |name: &str| {
+        build_reranker_with_env(&name.parse::<RerankerSpec>().unwrap(), &options, &no_env)
+            .unwrap_err()
+    };
+    for (err, var, text) in [
+        (
+            chat_err("anthropic/claude-haiku-4-5"),
+            "ANTHROPIC_API_KEY",
+            "anthropic/claude-haiku-4-5: missing API key: set the environment variable ANTHROPIC_API_KEY",
+        ),
+        (
+            chat_err("openai/gpt-4o-mini"),
+            "OPENAI_API_KEY",
+            "openai/gpt-4o-mini: missing API key: set the environment variable OPENAI_API_KEY",
+        ),
+        (
+            rerank_err("voyage/rerank-2.5"),
+            "VOYAGE_API_KEY",
+            "voyage/rerank-2.5: missing API key: set the environment variable VOYAGE_API_KEY",
+        ),
+        (
+            rerank_err("llm:anthropic/claude-haiku-4-5"),
+            "ANTHROPIC_API_KEY",
+            "anthropic/claude-haiku-4-5: missing API key: set the environment variable ANTHROPIC_API_KEY",
+        ),
+    ] {
+        assert!(
+            matches!(err.kind(), ProviderErrorKind::Auth { env_var } if *env_var == var),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), text);
+    }
+    // `none` needs nothing; a local OpenAI-compatible server needs no key.
+    assert!(
+        build_reranker_with_env(&RerankerSpec::None, &options, &no_env)
+            .unwrap()
+            .is_none()
+    );
+    let local = ProviderOptions {
+        openai_base_url: "http://localhost:8080/v1".into(),
+        ..ProviderOptions::default()
+    };
+    let chat =
+        build_chat_model_with_env(&"openai/llama3".parse().unwrap(), &local, &no_env).unwrap();
+    assert_eq!(chat.model(), "openai/llama3");
+    let bad = ProviderOptions {
+        anthropic_base_url: "api.anthropic.com".into(),
+        ..ProviderOptions::default()
+    };
+    let err = build_chat_model_with_env(
+        &"anthropic/claude-haiku-4-5".parse().unwrap(),
+        &bad,
+        &|_| Some("k-123456".into()),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err.kind(), ProviderErrorKind::Config { .. }),
+        "{err:?}"
+    );
+}

@@ -1,11 +1,16 @@
 //! A fake HTTP server on 127.0.0.1 that records every request and answers with a scripted
 //! [`Reply`], plus fixture loading.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use assay_providers::{ApiKey, EmbedderOptions};
+use assay_providers::{
+    ApiKey, ChatModel, ChatRequest, ChatResponse, EmbedderOptions, ProviderError, ProviderOptions,
+    Usage,
+};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -15,6 +20,8 @@ use serde_json::Value;
 /// One request the fake server received.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// When it arrived.
+    pub at: Instant,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -77,13 +84,18 @@ type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
 struct ServerState {
     requests: Arc<Mutex<Vec<Recorded>>>,
     responder: Responder,
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: Arc<AtomicUsize>,
 }
 
 /// A running fake server; it stops when the test's runtime ends.
 pub struct FakeServer {
     /// `http://127.0.0.1:<port>/v1`
     pub base: String,
+    /// `http://127.0.0.1:<port>` (Anthropic's base URL has no `/v1`)
+    pub root: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    max_in_flight: Arc<AtomicUsize>,
 }
 
 impl FakeServer {
@@ -92,9 +104,12 @@ impl FakeServer {
         responder: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
     ) -> FakeServer {
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let max_in_flight = Arc::new(AtomicUsize::new(0));
         let state = ServerState {
             requests: Arc::clone(&requests),
             responder: Arc::new(responder),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            max_in_flight: Arc::clone(&max_in_flight),
         };
         let app = axum::Router::new().fallback(handle).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -102,7 +117,39 @@ impl FakeServer {
         tokio::spawn(async move { axum::serve(listener, app).await });
         FakeServer {
             base: format!("http://127.0.0.1:{port}/v1"),
+            root: format!("http://127.0.0.1:{port}"),
             requests,
+            max_in_flight,
+        }
+    }
+
+    /// A server that answers the scripted replies in order, then repeats the last one.
+    pub async fn script(replies: Vec<Reply>) -> FakeServer {
+        let replies = Mutex::new(VecDeque::from(replies));
+        FakeServer::start(move |_| {
+            let mut replies = replies.lock().unwrap();
+            if replies.len() > 1 {
+                replies.pop_front().unwrap()
+            } else {
+                replies.front().cloned().expect("at least one reply")
+            }
+        })
+        .await
+    }
+
+    /// The most requests that were being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Chat and reranker options pointing every vendor at this server.
+    pub fn provider_options(&self) -> ProviderOptions {
+        ProviderOptions {
+            anthropic_base_url: self.root.clone(),
+            openai_base_url: self.base.clone(),
+            voyage_base_url: self.base.clone(),
+            timeout: Duration::from_secs(10),
+            ..ProviderOptions::default()
         }
     }
 
@@ -133,6 +180,7 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let recorded = Recorded {
+        at: Instant::now(),
         method,
         path: uri.path().to_owned(),
         headers,
@@ -140,7 +188,10 @@ async fn handle(
     };
     let reply = (state.responder)(&recorded);
     state.requests.lock().unwrap().push(recorded);
+    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     tokio::time::sleep(reply.delay).await;
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
     for (name, value) in reply.headers {
         response.headers_mut().insert(name, value.parse().unwrap());
@@ -225,4 +276,70 @@ pub fn voyage_key() -> ApiKey {
 
 pub fn openai_key() -> ApiKey {
     ApiKey::new(OPENAI_KEY)
+}
+
+pub const ANTHROPIC_KEY: &str = "sk-ant-test-0123456789abcdef";
+
+pub fn anthropic_key() -> ApiKey {
+    ApiKey::new(ANTHROPIC_KEY)
+}
+
+/// The environment with all three keys.
+pub fn all_keys(name: &str) -> Option<String> {
+    match name {
+        "ANTHROPIC_API_KEY" => Some(ANTHROPIC_KEY.to_owned()),
+        "OPENAI_API_KEY" => Some(OPENAI_KEY.to_owned()),
+        "VOYAGE_API_KEY" => Some(VOYAGE_KEY.to_owned()),
+        _ => None,
+    }
+}
+
+/// A chat model that answers scripted replies in order (then repeats the last) and records the
+/// requests it got.
+#[derive(Debug)]
+pub struct ScriptedChat {
+    replies: Mutex<VecDeque<Result<String, String>>>,
+    pub requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedChat {
+    pub fn new(replies: &[&str]) -> Arc<ScriptedChat> {
+        Arc::new(ScriptedChat {
+            replies: Mutex::new(replies.iter().map(|r| Ok((*r).to_owned())).collect()),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn calls(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for ScriptedChat {
+    fn model(&self) -> &'static str {
+        "mock/scripted"
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.requests.lock().unwrap().push(request.clone());
+        let mut replies = self.replies.lock().unwrap();
+        let reply = if replies.len() > 1 {
+            replies.pop_front().unwrap()
+        } else {
+            replies.front().cloned().expect("a reply")
+        };
+        match reply {
+            Ok(text) => Ok(ChatResponse {
+                text,
+                stop_reason: Some("end_turn".into()),
+                usage: Usage {
+                    input_tokens: 100,
+                    output_tokens: 10,
+                    requests: 1,
+                },
+            }),
+            Err(message) => Err(ProviderError::config(message)),
+        }
+    }
 }

@@ -68,6 +68,7 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         out.usage,
         Usage {
             input_tokens: 27,
+            output_tokens: 0,
             requests: 1
         }
     );
@@ -128,6 +129,7 @@ async fn batches_at_most_128_inputs_and_reassembles_in_order() {
         out.usage,
         Usage {
             input_tokens: 600,
+            output_tokens: 0,
             requests: 3
         }
     );

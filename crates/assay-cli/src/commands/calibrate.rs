@@ -1,0 +1,181 @@
+//! `assay calibrate`
+
+use std::collections::HashMap;
+
+use assay_core::bank::{ExpectationSet, RankCheck};
+use assay_harness::HarnessError;
+use assay_harness::calibrate::{CalibrationOutcome, CalibrationRequest, CaseStatus, Scope};
+use assay_harness::project::Project;
+use assay_harness::session::{CalibrationSetup, calibrate};
+
+use super::{current_thread_runtime, env, log_warnings, out};
+use crate::args::CalibrateArgs;
+use crate::exit::Exit;
+
+pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
+    let project = Project::load(&args.dir)?;
+    log_warnings(&project.warnings);
+    let scope: Scope = args.scope.parse().map_err(HarnessError::Usage)?;
+    let request = CalibrationRequest {
+        scope,
+        test_ids: args.test_ids.clone(),
+        added_entities: args.added_entities.clone(),
+        kb_version: args.kb_version.clone(),
+        dry_run: args.dry_run,
+        trigger: args.trigger.clone(),
+        top_candidates: HashMap::new(),
+        concurrency: args.concurrency.unwrap_or(0),
+    };
+    let setup = CalibrationSetup {
+        model: args.model.clone(),
+        embedder: args.embedder.clone(),
+        cache: args.cache.clone(),
+    };
+    let outcome = current_thread_runtime()?.block_on(calibrate(
+        &project,
+        &request,
+        &setup,
+        &env,
+        std::time::SystemTime::now().into(),
+    ))?;
+    if args.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&outcome)?));
+    } else {
+        out(&summary(&outcome, &project));
+    }
+    Ok(if outcome.counts.errors > 0 {
+        Exit::Infrastructure
+    } else {
+        Exit::Success
+    })
+}
+
+fn list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "-".to_owned()
+    } else {
+        ids.join(", ")
+    }
+}
+
+fn ranks(r: &[RankCheck]) -> Vec<String> {
+    r.iter()
+        .map(|r| format!("{}>{}", r.higher, r.lower))
+        .collect()
+}
+
+/// The lines of the fields that differ, `previous → proposed`.
+fn diff(previous: &ExpectationSet, proposed: &ExpectationSet) -> Vec<String> {
+    let mut lines = Vec::new();
+    let fields = [
+        (
+            "primary",
+            &previous.expected_primary,
+            &proposed.expected_primary,
+        ),
+        (
+            "secondary",
+            &previous.expected_secondary,
+            &proposed.expected_secondary,
+        ),
+        (
+            "not expected",
+            &previous.not_expected,
+            &proposed.not_expected,
+        ),
+    ];
+    for (label, a, b) in fields {
+        let (mut sa, mut sb) = (a.clone(), b.clone());
+        sa.sort();
+        sb.sort();
+        if sa != sb {
+            lines.push(format!("{label}: {} → {}", list(a), list(b)));
+        }
+    }
+    let (mut ra, mut rb) = (ranks(&previous.rank_check), ranks(&proposed.rank_check));
+    let (a_text, b_text) = (list(&ra), list(&rb));
+    ra.sort();
+    rb.sort();
+    if ra != rb {
+        lines.push(format!("rank: {a_text} → {b_text}"));
+    }
+    lines
+}
+
+fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 160 {
+        format!("{}…", line.chars().take(159).collect::<String>())
+    } else {
+        line
+    }
+}
+
+fn summary(o: &CalibrationOutcome, project: &Project) -> String {
+    let c = &o.counts;
+    let mut text = format!(
+        "Calibrated {} semantic case{} with {} (scope {}{})\n",
+        c.selected,
+        if c.selected == 1 { "" } else { "s" },
+        o.model,
+        o.scope,
+        if o.dry_run { ", dry run" } else { "" }
+    );
+    for case in &o.cases {
+        match case.status {
+            CaseStatus::Unchanged => {}
+            CaseStatus::Changed | CaseStatus::OverrideKept => {
+                let note = if case.status == CaseStatus::OverrideKept {
+                    format!(
+                        "  (human override kept: {}; proposal recorded)",
+                        case.previous_source
+                    )
+                } else {
+                    String::new()
+                };
+                text.push_str(&format!("\n  {}{note}\n", case.test_id));
+                if let Some(proposed) = &case.proposed {
+                    for line in diff(&case.previous, proposed) {
+                        text.push_str(&format!("    {line}\n"));
+                    }
+                }
+                if let Some(r) = &case.reasoning {
+                    text.push_str(&format!("    why: {}\n", one_line(r)));
+                }
+            }
+            CaseStatus::Error => {
+                text.push_str(&format!(
+                    "\n  {}  ERROR: {}\n",
+                    case.test_id,
+                    one_line(case.error.as_deref().unwrap_or("unknown error"))
+                ));
+            }
+        }
+    }
+    text.push_str(&format!(
+        "\n{} changed, {} unchanged, {} override{} kept, {} error{}\n",
+        c.changed,
+        c.unchanged,
+        c.overrides_kept,
+        if c.overrides_kept == 1 { "" } else { "s" },
+        c.errors,
+        if c.errors == 1 { "" } else { "s" }
+    ));
+    let root = &project.settings.root;
+    let show = |p: &std::path::Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    if o.dry_run {
+        text.push_str("Dry run: nothing written.\n");
+    } else {
+        match &o.history_file {
+            Some(p) => text.push_str(&format!("History: {}\n", show(p))),
+            None => text.push_str("History: nothing changed, no file written\n"),
+        }
+        if let Some(p) = &o.responses_file {
+            text.push_str(&format!("Raw replies: {}\n", show(p)));
+        }
+        if let Some(p) = &o.log_file {
+            text.push_str(&format!("Log: {}\n", show(p)));
+        }
+    }
+    text
+}

@@ -1,0 +1,91 @@
+//! `assay serve`
+
+use assay_harness::HarnessError;
+use assay_harness::project::Project;
+use assay_server::AppState;
+
+use super::{log_warnings, out, runtime};
+use crate::args::ServeArgs;
+use crate::exit::Exit;
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Resolves on Ctrl-C (and SIGTERM on Unix).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+    // A bad project stops here (exit 2), before anything listens.
+    let project = Project::load(&args.project)?;
+    log_warnings(&project.warnings);
+    drop(project);
+
+    if !is_loopback(&args.host) {
+        tracing::warn!(
+            "binding {}: the API has no authentication; anyone who can reach this address can run and calibrate",
+            args.host
+        );
+    }
+    let state = AppState::new(&args.project);
+    runtime()?.block_on(async {
+        let host = args.host.trim_start_matches('[').trim_end_matches(']');
+        let listener = tokio::net::TcpListener::bind((host, args.port))
+            .await
+            .map_err(|e| {
+                HarnessError::Infrastructure(format!(
+                    "cannot listen on {}:{}: {e}",
+                    args.host, args.port
+                ))
+            })?;
+        let addr = listener.local_addr()?;
+        let url = format!("http://{addr}");
+        tracing::info!(project = %args.project.display(), "listening on {url}");
+        out(&format!("{url}\n"));
+        assay_server::serve(listener, state, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["127.0.0.1", "localhost", "::1", "[::1]", "127.1.2.3"] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in ["0.0.0.0", "192.168.1.2", "example.com", "::"] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The semantic bank against a real HTTP provider (a local OpenAI-compatible server): fault
+//! injection, replay from the call cache, and resuming an interrupted run from its journal.
+
+use std::time::{Duration, Instant};
+
+use crate::fake_openai::{FakeOpenAi, Faults};
+use crate::support::Scratch;
+
+const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test-0123456789abcdef");
+
+/// Every entity id of the example knowledge base.
+fn entity_ids(project: &Scratch) -> Vec<String> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(project.path("kb")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let list: Vec<serde_json::Value> = serde_norway::from_str(&text).unwrap();
+        ids.extend(
+            list.iter()
+                .filter_map(|e| e["entity_id"].as_str().map(str::to_owned)),
+        );
+    }
+    // Longest first, so that an id that contains another is found as itself.
+    ids.sort_by_key(|id| std::cmp::Reverse(id.len()));
+    ids
+}
+
+/// Points the project's embedder and LLM reranker at `server`.
+fn configure(project: &Scratch, server: &FakeOpenAi, extra: &str) {
+    let base = &server.base_url;
+    project.write(
+        "assay.toml",
+        &format!(
+            r#"
+[embedder]
+model = "openai/text-embedding-3-small"
+openai_base_url = "{base}"
+
+[retrieval]
+score_threshold = 0.1
+
+[semantic]
+reranker = "openai/gpt-4o-mini"
+rate_limit_delay = 0
+concurrency = 8
+
+[providers]
+openai_base_url = "{base}"
+timeout_seconds = 1
+max_retries = 6
+{extra}
+"#
+        ),
+    );
+}
+
+/// The RunLog without what legitimately differs between two runs.
+fn comparable(mut log: serde_json::Value) -> serde_json::Value {
+    for key in ["timestamp", "duration_ms", "run_id"] {
+        log.as_object_mut().unwrap().remove(key);
+    }
+    log
+}
+
+fn semantic_results(log: &serde_json::Value) -> &Vec<serde_json::Value> {
+    log["semantic"]["results"].as_array().unwrap()
+}
+
+#[test]
+fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
+    let project = Scratch::example();
+    let ids = entity_ids(&project);
+    let bank = project.json("test_banks/semantic/parent_test_bank.json");
+    let cases = bank["tests"].as_array().unwrap();
+    assert_eq!(cases.len(), 94);
+    let poisoned_prompt = cases[7]["prompt"].as_str().unwrap().to_owned();
+    let poisoned_id = cases[7]["test_id"].as_str().unwrap().to_owned();
+
+    // A clean run is the reference.
+    let clean = FakeOpenAi::start(ids.clone(), Faults::default());
+    configure(&project, &clean, "cache = \"off\"");
+    let reference = project.assay_env(&["run", "--json", "--no-save"], &[KEY]);
+    assert!(matches!(reference.code, 0 | 1), "{reference:?}");
+    let reference = reference.json();
+    assert_eq!(reference["summary"]["error_count"], 0);
+    assert!(clean.counts.chat.load(std::sync::atomic::Ordering::SeqCst) >= 94);
+    drop(clean);
+
+    // 30% of requests fail in one of five ways; one case's requests always fail.
+    let faulty = FakeOpenAi::start(
+        ids,
+        Faults {
+            rate_percent: 30,
+            poison: Some(poisoned_prompt),
+            slow: Duration::from_millis(1500),
+        },
+    );
+    configure(&project, &faulty, "cache = \"off\"");
+    let run = project.assay_env(&["run", "--json", "--no-save"], &[KEY]);
+    let faults = faulty
+        .counts
+        .faults
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(faults >= 30, "only {faults} faults were injected");
+    assert_eq!(run.code, 3, "an errored case makes exit code 3: {run:?}");
+    let log = run.json();
+
+    let results = semantic_results(&log);
+    assert_eq!(results.len(), 94, "every case has a result");
+    let errors: Vec<&serde_json::Value> =
+        results.iter().filter(|r| !r["error"].is_null()).collect();
+    assert_eq!(
+        errors
+            .iter()
+            .map(|r| r["test_id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        vec![poisoned_id.as_str()],
+        "only the poisoned case may error (the others are retried to success)"
+    );
+    assert!(errors[0]["score"].is_null(), "an error is not scored");
+    let message = errors[0]["error"].as_str().unwrap();
+    assert!(message.contains("500"), "{message}");
+    assert!(!message.contains(KEY.1), "the key leaked: {message}");
+    assert_eq!(log["summary"]["error_count"], 1);
+    assert_eq!(log["semantic"]["errors"], 1);
+
+    // Every scored case scored exactly as in the clean run.
+    let reference_results = semantic_results(&reference);
+    for (got, want) in results.iter().zip(reference_results) {
+        assert_eq!(got["test_id"], want["test_id"]);
+        if got["error"].is_null() {
+            assert_eq!(got["selections"], want["selections"], "{}", got["test_id"]);
+            assert_eq!(got["score"], want["score"], "{}", got["test_id"]);
+        }
+    }
+    // The average leaves the error out.
+    let scored: Vec<f64> = results.iter().filter_map(|r| r["score"].as_f64()).collect();
+    let mean = scored.iter().sum::<f64>() / scored.len() as f64;
+    let reported = log["semantic"]["average_score"].as_f64().unwrap();
+    assert!((mean - reported).abs() < 0.06, "{mean} vs {reported}");
+}
+
+#[test]
+fn a_replayed_run_is_identical_and_makes_no_calls() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(entity_ids(&project), Faults::default());
+    configure(&project, &server, "");
+    let recorded = project.assay_env(&["run", "--json", "--no-save"], &[KEY]);
+    assert!(matches!(recorded.code, 0 | 1), "{recorded:?}");
+    let calls = server.requests();
+    assert!(calls > 94, "{calls}");
+
+    // Replay: same log, zero requests, and no key needed.
+    let replayed = project.assay_env(&["run", "--json", "--no-save", "--cache", "replay"], &[KEY]);
+    assert_eq!(replayed.code, recorded.code, "{replayed:?}");
+    assert_eq!(server.requests(), calls, "replay made network calls");
+    assert_eq!(comparable(replayed.json()), comparable(recorded.json()));
+
+    // A case the cache has never seen is an error naming the request, not a silent score.
+    project.edit(
+        "test_banks/semantic/parent_test_bank.json",
+        "\"prompt\": \"",
+        "\"prompt\": \"Brand new wording. ",
+    );
+    let missed = project.assay_env(&["run", "--json", "--no-save", "--cache", "replay"], &[KEY]);
+    assert_eq!(missed.code, 3, "{missed:?}");
+    assert_eq!(server.requests(), calls, "replay made network calls");
+    let log = missed.json();
+    let errors: Vec<&serde_json::Value> = semantic_results(&log)
+        .iter()
+        .filter(|r| !r["error"].is_null())
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "only the new prompt misses the cache: {:?}",
+        errors
+            .iter()
+            .map(|r| &r["error"])
+            .take(3)
+            .collect::<Vec<_>>()
+    );
+    let message = errors[0]["error"].as_str().unwrap();
+    assert!(message.contains("replay"), "{message}");
+    assert!(message.contains("Brand new wording"), "{message}");
+}
+
+#[test]
+fn an_interrupted_run_resumes_without_redoing_finished_cases() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(
+        entity_ids(&project),
+        Faults {
+            rate_percent: 0,
+            poison: None,
+            slow: Duration::ZERO,
+        },
+    );
+    // One case at a time, 100 ms apart: slow enough to interrupt.
+    configure(&project, &server, "cache = \"off\"");
+    project.edit(
+        "assay.toml",
+        "concurrency = 8",
+        "concurrency = 1\nrate_limit_delay = 0.1",
+    );
+    project.edit("assay.toml", "rate_limit_delay = 0\n", "");
+    let journal = project.path(".assay/journal.jsonl");
+    let mut child = project.spawn(&["run", "--no-save"], &[KEY]);
+    let started = Instant::now();
+    let finished_lines =
+        || std::fs::read_to_string(&journal).map_or(0, |t| t.lines().count().saturating_sub(1));
+    while finished_lines() < 20 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run did not progress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Let the server count a request the killed process had already sent.
+    std::thread::sleep(Duration::from_millis(300));
+    let journal_text = std::fs::read_to_string(&journal).unwrap();
+    let header: serde_json::Value =
+        serde_json::from_str(journal_text.lines().next().unwrap()).unwrap();
+    let done = finished_lines();
+    assert!(done < 94, "the run finished before it was interrupted");
+    let chat_before = server.counts.chat.load(std::sync::atomic::Ordering::SeqCst);
+
+    // Other options are refused.
+    let other = project.assay_env(
+        &["run", "--resume", "--banks", "state", "--no-save"],
+        &[KEY],
+    );
+    assert_eq!(other.code, 2, "{other:?}");
+    assert!(other.stderr.contains("--resume"), "{other:?}");
+
+    let resumed = project.assay_env(&["run", "--resume", "--json", "--no-save"], &[KEY]);
+    assert!(matches!(resumed.code, 0 | 1), "{resumed:?}");
+    let log = resumed.json();
+    assert_eq!(
+        log["run_id"], header["run_id"],
+        "a resumed run keeps its id"
+    );
+    assert_eq!(semantic_results(&log).len(), 94);
+    let chat_after = server.counts.chat.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        chat_after - chat_before,
+        94 - done,
+        "the resumed run re-did finished cases"
+    );
+    assert!(!journal.exists(), "a finished run removes its journal");
+
+    let again = project.assay_env(&["run", "--resume", "--no-save"], &[KEY]);
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("no interrupted run"), "{again:?}");
+}

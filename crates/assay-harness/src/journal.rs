@@ -1,0 +1,337 @@
+//! The run journal: every finished case is appended as one JSON line the moment it finishes, so
+//! an interrupted run can be resumed (`assay run … --resume`) without redoing finished cases.
+//!
+//! Layout of `.assay/journal.jsonl`:
+//!
+//! ```text
+//! {"journal":1,"run_id":"…","timestamp":"…","request":{…},"setup":"…"}
+//! {"bank":"semantic","result":{…SemanticCaseResult…}}
+//! {"bank":"state","result":{…}}
+//! ```
+//!
+//! The first line (the header) ties the journal to one request and one setup (embedder,
+//! reranker, expectations): resuming with a different request or setup is refused, because the
+//! finished results would not be comparable. A case that ended in an infrastructure error is
+//! journaled too, but a resumed run runs it again. A last line cut short by a crash is ignored.
+//! Lines are flushed to the operating system as they are written (a killed process loses
+//! nothing); they are not fsynced one by one.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use assay_core::bank::BankType;
+use assay_core::runlog::{
+    AlwaysCaseResult, PatternCaseResult, SemanticCaseResult, StateCaseResult,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::HarnessError;
+
+/// The journal format version.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// The first line of a journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalHeader {
+    /// [`JOURNAL_VERSION`].
+    pub journal: u32,
+    /// The run the journal belongs to; a resumed run keeps it.
+    pub run_id: String,
+    /// When the run started; a resumed run keeps it.
+    pub timestamp: String,
+    /// The request, as `banks=…;test=…;topic=…`.
+    pub request: String,
+    /// The systems under test and the expectations in force, as a fingerprint.
+    pub setup: String,
+}
+
+/// One finished case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "bank", content = "result", rename_all = "lowercase")]
+pub enum JournalEntry {
+    /// A semantic case.
+    Semantic(SemanticCaseResult),
+    /// A state case.
+    State(StateCaseResult),
+    /// A pattern case.
+    Pattern(PatternCaseResult),
+    /// An always case.
+    Always(AlwaysCaseResult),
+}
+
+impl JournalEntry {
+    /// The bank.
+    pub fn bank(&self) -> BankType {
+        match self {
+            JournalEntry::Semantic(_) => BankType::Semantic,
+            JournalEntry::State(_) => BankType::State,
+            JournalEntry::Pattern(_) => BankType::Pattern,
+            JournalEntry::Always(_) => BankType::Always,
+        }
+    }
+
+    /// The case id.
+    pub fn test_id(&self) -> &str {
+        match self {
+            JournalEntry::Semantic(r) => &r.test_id,
+            JournalEntry::State(r) => &r.test_id,
+            JournalEntry::Pattern(r) => &r.test_id,
+            JournalEntry::Always(r) => &r.test_id,
+        }
+    }
+}
+
+/// An open journal: the cases already finished (when resuming) and the file new ones go to.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    header: JournalHeader,
+    done: HashMap<(BankType, String), JournalEntry>,
+}
+
+impl Journal {
+    /// Starts a new journal at `path`, replacing an old one.
+    pub fn start(path: &Path, header: JournalHeader) -> Result<Journal, HarnessError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
+        }
+        let mut file = File::create(path).map_err(|e| HarnessError::io(path, &e))?;
+        let line = serde_json::to_string(&header)
+            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+        writeln!(file, "{line}").map_err(|e| HarnessError::io(path, &e))?;
+        file.flush().map_err(|e| HarnessError::io(path, &e))?;
+        Ok(Journal {
+            path: path.to_owned(),
+            file,
+            header,
+            done: HashMap::new(),
+        })
+    }
+
+    /// Reopens the journal at `path` to resume its run. The request and setup must match
+    /// `expected`'s; the returned journal keeps the original run id and timestamp.
+    pub fn resume(path: &Path, expected: &JournalHeader) -> Result<Journal, HarnessError> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(HarnessError::Usage(format!(
+                    "--resume: there is no interrupted run to resume ({} does not exist)",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(HarnessError::io(path, &e)),
+        };
+        let mut lines = BufReader::new(file).lines();
+        let bad = |line: usize, what: String| {
+            HarnessError::Usage(format!("{}:{line}: {what}", path.display()))
+        };
+        let header: JournalHeader = match lines.next() {
+            Some(Ok(text)) => serde_json::from_str(&text)
+                .map_err(|e| bad(1, format!("not a journal header: {e}")))?,
+            Some(Err(e)) => return Err(HarnessError::io(path, &e)),
+            None => return Err(bad(1, "the journal is empty".into())),
+        };
+        if header.journal != JOURNAL_VERSION {
+            return Err(bad(
+                1,
+                format!(
+                    "journal version {} is not supported (expected {JOURNAL_VERSION})",
+                    header.journal
+                ),
+            ));
+        }
+        if header.request != expected.request {
+            return Err(HarnessError::Usage(format!(
+                "--resume: the interrupted run asked for `{}`, this run asks for `{}`; run with the same options, or without --resume to start over",
+                header.request, expected.request
+            )));
+        }
+        if header.setup != expected.setup {
+            return Err(HarnessError::Usage(format!(
+                "--resume: the setup changed since the interrupted run (was `{}`, now `{}`); its results would not be comparable, run without --resume to start over",
+                header.setup, expected.setup
+            )));
+        }
+        let mut done = HashMap::new();
+        let mut pending: Option<(usize, String)> = None;
+        for (i, line) in lines.enumerate() {
+            let text = line.map_err(|e| HarnessError::io(path, &e))?;
+            if let Some((n, e)) = pending.take() {
+                // Only the last line may be cut short by a crash.
+                return Err(bad(n, e));
+            }
+            if text.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<JournalEntry>(&text) {
+                Ok(entry) => {
+                    done.insert((entry.bank(), entry.test_id().to_owned()), entry);
+                }
+                Err(e) => pending = Some((i + 2, format!("not a journal entry: {e}"))),
+            }
+        }
+        if let Some((n, e)) = pending {
+            tracing::warn!(
+                "{}:{n}: ignoring a cut-short last line ({e})",
+                path.display()
+            );
+        }
+        // Rewrite without the cut-short line, so appends start on a fresh line.
+        let mut journal = Journal::start(path, header)?;
+        let mut entries: Vec<&JournalEntry> = done.values().collect();
+        entries.sort_by(|a, b| (a.bank(), a.test_id()).cmp(&(b.bank(), b.test_id())));
+        for entry in entries {
+            journal.write(entry)?;
+        }
+        journal.done = done;
+        Ok(journal)
+    }
+
+    /// The header (run id and timestamp of the run).
+    pub fn header(&self) -> &JournalHeader {
+        &self.header
+    }
+
+    /// The finished result of a case, when the run is resumed and the case finished without
+    /// an infrastructure error.
+    pub fn finished(&self, bank: BankType, test_id: &str) -> Option<&JournalEntry> {
+        self.done
+            .get(&(bank, test_id.to_owned()))
+            .filter(|e| !matches!(e, JournalEntry::Semantic(r) if r.error.is_some()))
+    }
+
+    /// How many cases finished before this (resumed) run.
+    pub fn resumed_cases(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Appends a finished case.
+    pub fn record(&mut self, entry: &JournalEntry) -> Result<(), HarnessError> {
+        self.write(entry)
+    }
+
+    fn write(&mut self, entry: &JournalEntry) -> Result<(), HarnessError> {
+        let mut line = serde_json::to_string(entry)
+            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|e| HarnessError::io(&self.path, &e))
+    }
+
+    /// Removes the journal: the run finished and its results are saved.
+    pub fn finish(self) -> Result<(), HarnessError> {
+        drop(self.file);
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(HarnessError::io(&self.path, &e)),
+        }
+    }
+}
+
+/// Opens the journal for appending (used after [`Journal::start`] by tests that simulate a
+/// crash).
+#[doc(hidden)]
+pub fn append_raw(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().append(true).open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::scoring::Breakdown;
+
+    fn header(request: &str) -> JournalHeader {
+        JournalHeader {
+            journal: JOURNAL_VERSION,
+            run_id: "r1".into(),
+            timestamp: "2026-11-21T10:00:00Z".into(),
+            request: request.into(),
+            setup: "builtin".into(),
+        }
+    }
+
+    fn always(id: &str) -> JournalEntry {
+        JournalEntry::Always(AlwaysCaseResult {
+            test_id: id.into(),
+            name: String::new(),
+            user_type: "PARENT".into(),
+            loaded_entities: vec![],
+            expected_always: vec![],
+            missing: vec![],
+            score: 100,
+            breakdown: Breakdown::default(),
+            is_hard_fail: false,
+        })
+    }
+
+    #[test]
+    fn resume_reads_finished_cases_and_ignores_a_cut_short_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::start(&path, header("all")).unwrap();
+        j.record(&always("A-1")).unwrap();
+        j.record(&always("A-2")).unwrap();
+        drop(j);
+        append_raw(&path, "{\"bank\":\"always\",\"result\":{\"test_").unwrap();
+
+        let mut fresh = header("all");
+        fresh.run_id = "r2".into();
+        let j = Journal::resume(&path, &fresh).unwrap();
+        assert_eq!(j.header().run_id, "r1");
+        assert_eq!(j.resumed_cases(), 2);
+        assert!(j.finished(BankType::Always, "A-2").is_some());
+        assert!(j.finished(BankType::Always, "A-3").is_none());
+        drop(j);
+        // The cut-short line is gone: the file parses line by line.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn resume_refuses_another_request_or_a_missing_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let e = Journal::resume(&path, &header("all")).unwrap_err();
+        assert!(e.to_string().contains("no interrupted run"), "{e}");
+        Journal::start(&path, header("banks=state")).unwrap();
+        let e = Journal::resume(&path, &header("banks=pattern")).unwrap_err();
+        assert!(e.to_string().contains("asked for `banks=state`"), "{e}");
+        let mut other = header("banks=state");
+        other.setup = "voyage".into();
+        let e = Journal::resume(&path, &other).unwrap_err();
+        assert!(e.to_string().contains("setup changed"), "{e}");
+    }
+
+    #[test]
+    fn a_corrupt_line_in_the_middle_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::start(&path, header("all")).unwrap();
+        j.record(&always("A-1")).unwrap();
+        drop(j);
+        append_raw(&path, "garbage\n").unwrap();
+        append_raw(
+            &path,
+            &format!("{}\n", serde_json::to_string(&always("A-2")).unwrap()),
+        )
+        .unwrap();
+        let e = Journal::resume(&path, &header("all")).unwrap_err();
+        assert!(e.to_string().contains("journal.jsonl:3"), "{e}");
+    }
+
+    #[test]
+    fn finish_removes_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let j = Journal::start(&path, header("all")).unwrap();
+        j.finish().unwrap();
+        assert!(!path.exists());
+    }
+}

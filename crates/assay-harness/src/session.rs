@@ -1,0 +1,321 @@
+//! One whole run, as `assay run` and `assay serve` both do it: import the knowledge base,
+//! assemble the system under test (embedder, fresh embeddings, pipeline, reranker, all behind
+//! one provider-call wrapper), run the banks with a journal, save the results.
+
+use std::collections::HashMap;
+
+use assay_core::bank::BankType;
+use assay_core::runlog::RunLog;
+use assay_providers::AccountingSnapshot;
+
+use crate::HarnessError;
+use crate::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
+use crate::engine::{self, ProviderCalls, SemanticSearch};
+use crate::journal::Journal;
+use crate::project::Project;
+use crate::results::{self, SavedResults};
+use crate::run::{self, Backends, RunObserver, RunOptions, RunRequest};
+use crate::runners::SemanticRetriever;
+
+/// How to journal a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JournalMode {
+    /// No journal.
+    #[default]
+    Off,
+    /// A new journal (replacing the one of an interrupted run, with a warning).
+    Start,
+    /// Continue the interrupted run of the same request and setup.
+    Resume,
+}
+
+/// The choices of a run beyond its [`RunRequest`]: each `None` falls back to the environment,
+/// then `assay.toml`, then the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSetup {
+    /// The embedder (`--embedder`).
+    pub embedder: Option<String>,
+    /// The reranker (`--reranker`).
+    pub reranker: Option<String>,
+    /// The cache mode (`--cache`).
+    pub cache: Option<String>,
+    /// Semantic cases in flight (`--concurrency`).
+    pub concurrency: Option<usize>,
+    /// The journal.
+    pub journal: JournalMode,
+    /// Save `results/results_<stamp>.json` and `results/report_<stamp>.md`.
+    pub save: bool,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The RunLog.
+    pub log: RunLog,
+    /// The RunLog as JSON (what was saved).
+    pub json: String,
+    /// Where it was saved.
+    pub saved: Option<SavedResults>,
+    /// Provider calls, tokens, cost and latency.
+    pub usage: AccountingSnapshot,
+    /// The same as text (empty when no provider was called).
+    pub usage_report: String,
+}
+
+/// Whether the request may run semantic cases (so the embedder is needed).
+pub fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
+    let cases = &project.banks.semantic;
+    let bank_selected = request.banks.is_empty()
+        || request.banks.contains(&BankType::Semantic)
+        || request.topic.is_some();
+    let case_selected = request
+        .test
+        .as_ref()
+        .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
+    !cases.is_empty() && bank_selected && case_selected
+}
+
+/// Runs `request` on `project` as `setup` says.
+///
+/// The future is not `Send` (the SQLite store is used across awaits): run it on a
+/// current-thread runtime, e.g. inside `spawn_blocking`.
+pub async fn execute(
+    project: &Project,
+    request: &RunRequest,
+    setup: &RunSetup,
+    env: &dyn Fn(&str) -> Option<String>,
+    observer: &mut dyn RunObserver,
+) -> Result<RunOutcome, HarnessError> {
+    if setup.concurrency == Some(0) {
+        return Err(HarnessError::Usage(
+            "--concurrency: must be at least 1".into(),
+        ));
+    }
+    let settings = &project.settings;
+    // The knowledge base the banks read is the store, refreshed from the kb/ files.
+    let store = engine::open_store(settings)?;
+    let imported = engine::import_kb(&store, project)?;
+    tracing::info!(
+        created = imported.created.len(),
+        updated = imported.updated.len(),
+        deactivated = imported.deactivated.len(),
+        unchanged = imported.unchanged.len(),
+        "imported kb/ into {}",
+        engine::store_path(settings).display()
+    );
+    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env)?;
+
+    let semantic = if wants_semantic(project, request) {
+        let reranker = match engine::build_reranker(settings, setup.reranker.as_deref(), env)? {
+            Some(r) => Some((calls.reranker(r), engine::rerank_documents(&store)?)),
+            None => None,
+        };
+        let choice = engine::choose_embedder(settings, setup.embedder.as_deref(), env)?;
+        let embedder = calls.embedder(engine::build_embedder(&choice)?);
+        let refreshed = engine::refresh_embeddings(&store, embedder.as_ref(), false, None).await?;
+        tracing::info!(
+            embedded = refreshed.embedded.len(),
+            fresh = refreshed.fresh,
+            model = embedder.model(),
+            "entity embeddings"
+        );
+        let config = engine::retrieval_config(settings, &choice);
+        let pipeline = engine::build_pipeline(&store, project, embedder.model(), config)?;
+        let prompts = selected_prompts(project, request);
+        let queries = engine::embed_queries(embedder.as_ref(), &prompts).await;
+        Some((pipeline, queries, embedder.model().to_owned(), reranker))
+    } else {
+        None
+    };
+    let search = semantic
+        .as_ref()
+        .map(|(pipeline, queries, model, reranker)| {
+            SemanticSearch::new(
+                pipeline,
+                queries.clone(),
+                settings.semantic.candidates,
+                settings.semantic.top_k,
+                model,
+                reranker.clone(),
+            )
+        });
+    let backends = Backends {
+        kb: &store,
+        semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
+    };
+
+    let journal_path = engine::journal_path(settings);
+    let mut journal = match setup.journal {
+        JournalMode::Off => None,
+        JournalMode::Start => {
+            if journal_path.exists() {
+                tracing::warn!(
+                    "starting over: the journal of an interrupted run ({}) is replaced; `assay run --resume` continues such a run",
+                    journal_path.display()
+                );
+            }
+            let header = run::journal_header(project, request, backends)?;
+            Some(Journal::start(&journal_path, header)?)
+        }
+        JournalMode::Resume => {
+            let header = run::journal_header(project, request, backends)?;
+            let journal = Journal::resume(&journal_path, &header)?;
+            tracing::info!(
+                run_id = journal.header().run_id,
+                finished = journal.resumed_cases(),
+                "resuming an interrupted run"
+            );
+            Some(journal)
+        }
+    };
+    let options = RunOptions {
+        concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
+        journal: journal.as_mut(),
+    };
+    let log = run::run(project, request, backends, options, observer).await?;
+
+    let json = assay_report::json(&log);
+    let saved = if setup.save {
+        let markdown = assay_report::markdown::render(&log);
+        let dir = &settings.results_dir;
+        Some(
+            results::save(dir, &results::stamp(&log.timestamp), &json, &markdown).map_err(|e| {
+                HarnessError::Infrastructure(format!(
+                    "cannot save results in {}: {e}",
+                    dir.display()
+                ))
+            })?,
+        )
+    } else {
+        None
+    };
+    // Everything is written: the journal has done its job.
+    if let Some(journal) = journal {
+        journal.finish()?;
+    }
+    Ok(RunOutcome {
+        log,
+        json,
+        saved,
+        usage: calls.usage(),
+        usage_report: calls.usage_report(),
+    })
+}
+
+/// The prompts of the semantic cases the request selects (the others need no embedding).
+fn selected_prompts(project: &Project, request: &RunRequest) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    project
+        .banks
+        .semantic
+        .iter()
+        .map(|l| &l.case)
+        .filter(|c| request.test.as_deref().is_none_or(|t| c.test_id == t))
+        .filter(|c| request.topic.as_ref().is_none_or(|t| c.topics.contains(t)))
+        .filter(|c| seen.insert(c.prompt.clone()))
+        .map(|c| c.prompt.clone())
+        .collect()
+}
+
+/// The choices of a calibration beyond its [`CalibrationRequest`]: each `None` falls back to
+/// the environment, then `assay.toml`, then the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CalibrationSetup {
+    /// The calibrating chat model (`--model`; else `[calibration] model`).
+    pub model: Option<String>,
+    /// The embedder that finds each case's top candidates for scope `affected`.
+    pub embedder: Option<String>,
+    /// The cache mode (`--cache`).
+    pub cache: Option<String>,
+}
+
+/// Calibrates as `request` says, with the model `setup` names behind the provider-call wrapper;
+/// for scope `affected`, each case's top candidates come from the project's embedding search.
+///
+/// The future is not `Send` (see [`execute`]).
+pub async fn calibrate(
+    project: &Project,
+    request: &CalibrationRequest,
+    setup: &CalibrationSetup,
+    env: &dyn Fn(&str) -> Option<String>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<CalibrationOutcome, HarnessError> {
+    let settings = &project.settings;
+    // Usage errors first, before a model is built or anything is computed.
+    crate::calibrate::select_cases(project, request)?;
+    let (name, source) = match &setup.model {
+        Some(m) => (m.as_str(), "--model"),
+        None => (
+            settings.calibration.model.as_str(),
+            "assay.toml [calibration] model",
+        ),
+    };
+    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env)?;
+    let model = calls.chat(engine::build_chat_model(settings, name, source, env)?);
+    let mut request = request.clone();
+    if request.concurrency == 0 {
+        request.concurrency = settings.calibration.concurrency;
+    }
+    if request.scope == Scope::Affected && request.top_candidates.is_empty() {
+        request.top_candidates =
+            top_candidates(project, setup.embedder.as_deref(), &calls, env).await?;
+    }
+    let outcome = crate::calibrate::calibrate(project, model.as_ref(), &request, now).await?;
+    let usage = calls.usage_report();
+    if !usage.is_empty() {
+        tracing::info!("{}", usage.trim_end());
+    }
+    Ok(outcome)
+}
+
+/// Per semantic case, the ids of its `[semantic] candidates` nearest entities (the first stage
+/// of the semantic bank). A case whose prompt could not be embedded is left out, with a
+/// warning.
+pub async fn top_candidates(
+    project: &Project,
+    embedder_flag: Option<&str>,
+    calls: &ProviderCalls,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<HashMap<String, Vec<String>>, HarnessError> {
+    let settings = &project.settings;
+    let store = engine::open_store(settings)?;
+    engine::import_kb(&store, project)?;
+    let choice = engine::choose_embedder(settings, embedder_flag, env)?;
+    let embedder = calls.embedder(engine::build_embedder(&choice)?);
+    engine::refresh_embeddings(&store, embedder.as_ref(), false, None).await?;
+    let pipeline = engine::build_pipeline(
+        &store,
+        project,
+        embedder.model(),
+        engine::retrieval_config(settings, &choice),
+    )?;
+    let prompts: Vec<String> = project
+        .banks
+        .semantic
+        .iter()
+        .map(|l| l.case.prompt.clone())
+        .collect();
+    let queries = engine::embed_queries(embedder.as_ref(), &prompts).await;
+    let mut out = HashMap::new();
+    for located in &project.banks.semantic {
+        let case = &located.case;
+        match queries.get(&case.prompt) {
+            Some(Ok(query)) => {
+                let audience = case
+                    .user_state
+                    .get("user_type")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or(assay_core::entity::DEFAULT_AUDIENCE);
+                let ids = pipeline
+                    .nearest(query, audience, settings.semantic.candidates)
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect();
+                out.insert(case.test_id.clone(), ids);
+            }
+            Some(Err(e)) => tracing::warn!(test_id = case.test_id, "no top candidates: {e}"),
+            None => {}
+        }
+    }
+    Ok(out)
+}

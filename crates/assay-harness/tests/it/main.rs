@@ -1,0 +1,3 @@
+//! Integration tests of assay-harness, one module per topic.
+
+mod calibrate;

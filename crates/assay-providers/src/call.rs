@@ -1,0 +1,1437 @@
+//! The call wrapper: the one place that owns what every provider call needs besides its wire
+//! format — a minimum delay between call starts, a concurrency limit, retries with backoff, the
+//! record/replay cache, and token/cost accounting.
+//!
+//! * [`CallPolicy`]: limits and retry settings.
+//! * [`CallCache`]: a content-addressed SQLite cache of responses ([`CacheMode`] says how it is
+//!   used).
+//! * [`Accounting`]: per-model counters; [`Accounting::snapshot`] gives a serialisable
+//!   [`AccountingSnapshot`].
+//! * [`CallContext`]: the above for one provider role (chat, embedder, reranker); wrappers that
+//!   share a context share its limits.
+//! * [`Guarded`]: wraps an `Arc<dyn ChatModel>`, `Arc<dyn Embedder>` or `Arc<dyn Reranker>` so
+//!   that every call goes through a context.
+//!
+//! One call through a wrapper: look the request up in the cache (a hit returns at once, with
+//! `usage.requests` 0; in [`CacheMode::Replay`] a miss is a [`ProviderErrorKind::ReplayMiss`]
+//! error and nothing is sent); otherwise wait for a concurrency permit and for the minimum
+//! interval since the previous start, send, and on a transient error wait and try again; store
+//! a success in the cache (errors never are); account for it all.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use assay_providers::{
+//!     Accounting, CacheMode, CallContext, CallPolicy, Guarded, HashedNgramEmbedder, InputKind,
+//! };
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let dir = tempfile::tempdir().unwrap();
+//! let accounting = Arc::new(Accounting::default());
+//! let ctx = CallContext::open(
+//!     CallPolicy::default(),
+//!     Arc::clone(&accounting),
+//!     &dir.path().join(".assay/cache.db"),
+//!     CacheMode::ReadWrite,
+//! )?;
+//! let embedder = Guarded::embedder(Arc::new(HashedNgramEmbedder::new()), Arc::new(ctx));
+//! embedder.embed(&["custody schedule".to_string()], InputKind::Query).await?;
+//! let snapshot = accounting.snapshot();
+//! assert_eq!(snapshot.models["builtin/hashed-ngrams"].calls, 1);
+//! # Ok::<(), assay_providers::ProviderError>(())
+//! # }).unwrap();
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, Role};
+use crate::embed::{Embedder, Embeddings, InputKind, Usage};
+use crate::llm_rerank::excerpt;
+use crate::rerank::{RerankDocument, Reranker, Reranking};
+use crate::{ProviderError, ProviderErrorKind};
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+
+/// Limits and retry settings for the calls of one [`CallContext`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPolicy {
+    /// The least time between the starts of two requests (shared by every task using the
+    /// context); zero for none.
+    pub min_interval: Duration,
+    /// The most requests in flight at once (0 is taken as 1).
+    pub concurrency: usize,
+    /// How many times a transient failure is retried (so at most `max_retries + 1` attempts).
+    pub max_retries: u32,
+    /// The backoff ceiling before the first retry; it doubles on each retry ("full jitter": the
+    /// wait is uniform in `[0, ceiling)`).
+    pub initial_backoff: Duration,
+    /// The largest backoff ceiling.
+    pub max_backoff: Duration,
+    /// The longest a server's `retry-after` is honoured; longer requests wait this long.
+    pub max_retry_after: Duration,
+}
+
+impl Default for CallPolicy {
+    /// No minimum interval, 4 concurrent requests, 4 retries, backoff 0.5 s doubling to 20 s,
+    /// `retry-after` honoured up to 60 s.
+    fn default() -> CallPolicy {
+        CallPolicy {
+            min_interval: Duration::ZERO,
+            concurrency: 4,
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl CallPolicy {
+    /// The wait before retry number `retry` (1 for the first) when the server gave no
+    /// `retry-after`: `unit` (uniform in `[0, 1)`) times `min(max_backoff, initial_backoff *
+    /// 2^(retry-1))`.
+    pub fn backoff(&self, retry: u32, unit: f64) -> Duration {
+        let factor = 2f64.powi(i32::try_from(retry.saturating_sub(1)).unwrap_or(i32::MAX));
+        let ceiling = self
+            .initial_backoff
+            .mul_f64(factor.min(1e9))
+            .min(self.max_backoff);
+        ceiling.mul_f64(unit.clamp(0.0, 1.0))
+    }
+
+    /// The wait before retry number `retry` after `error`: its `retry-after` (capped at
+    /// [`CallPolicy::max_retry_after`]) when it has one, else [`CallPolicy::backoff`].
+    pub fn wait_after(&self, error: &ProviderError, retry: u32, unit: f64) -> Duration {
+        match error.retry_after() {
+            Some(wait) => wait.min(self.max_retry_after),
+            None => self.backoff(retry, unit),
+        }
+    }
+}
+
+/// Whether the wrapper tries `error` again: what [`ProviderError::is_retryable`] says, plus
+/// malformed 2xx answers (a proxy or a flaky server cut the body), unless an inner layer already
+/// gave up after retrying.
+pub fn is_transient(error: &ProviderError) -> bool {
+    error.attempts().is_none()
+        && (error.is_retryable() || matches!(error.kind(), ProviderErrorKind::Malformed { .. }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache
+
+/// How a [`CallContext`] uses its [`CallCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheMode {
+    /// No cache: every call goes to the provider.
+    Off,
+    /// Answer from the cache when it has the request, else call and record (the default).
+    #[default]
+    ReadWrite,
+    /// Answer only from the cache; a miss is an error and nothing is sent (for CI).
+    Replay,
+}
+
+impl CacheMode {
+    /// The name: `off`, `read-write` or `replay`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMode::Off => "off",
+            CacheMode::ReadWrite => "read-write",
+            CacheMode::Replay => "replay",
+        }
+    }
+}
+
+impl fmt::Display for CacheMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for CacheMode {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<CacheMode, ProviderError> {
+        match s {
+            "off" => Ok(CacheMode::Off),
+            "read-write" => Ok(CacheMode::ReadWrite),
+            "replay" => Ok(CacheMode::Replay),
+            other => Err(ProviderError::config(format!(
+                "invalid cache mode `{other}`; expected off, read-write or replay"
+            ))),
+        }
+    }
+}
+
+/// What kind of provider call a cache entry or an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// [`ChatModel::chat`].
+    Chat,
+    /// [`Embedder::embed_with_usage`].
+    Embed,
+    /// [`Reranker::rerank`].
+    Rerank,
+}
+
+impl CallKind {
+    /// `chat`, `embed` or `rerank`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Chat => "chat",
+            CallKind::Embed => "embed",
+            CallKind::Rerank => "rerank",
+        }
+    }
+}
+
+/// The cache key of a request: the hex SHA-256 of the canonical JSON (object keys sorted, no
+/// whitespace) of `{"v": 1, "kind": kind, "model": model, "request": request}`.
+///
+/// `request` holds only what changes the answer: for chat the whole [`ChatRequest`]; for
+/// embeddings `{"texts", "input_kind"}`; for reranking `{"query", "documents", "top_k"}`.
+pub fn cache_key(kind: CallKind, model: &str, request: &Value) -> String {
+    let material = json!({"v": 1, "kind": kind.as_str(), "model": model, "request": request});
+    let mut canonical = String::new();
+    write_canonical(&material, &mut canonical);
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest.iter().fold(String::with_capacity(64), |mut hex, b| {
+        use fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
+/// Writes `value` as JSON with object keys sorted, recursively.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A content-addressed cache of provider responses in a SQLite file (WAL mode).
+///
+/// One table, `calls(key, kind, model, description, response, created_at)`: `key` is
+/// [`cache_key`], `response` the JSON of the response, `description` a short human excerpt of
+/// the request, `created_at` Unix seconds. The schema version is SQLite's `user_version`
+/// ([`CallCache::SCHEMA_VERSION`]); a file from a newer version is refused. Safe to share
+/// between tasks of one process (one connection behind a mutex; queries are small and quick, so
+/// they run on the calling task).
+pub struct CallCache {
+    path: PathBuf,
+    conn: Mutex<rusqlite::Connection>,
+}
+
+impl fmt::Debug for CallCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallCache")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallCache {
+    /// The schema version this code writes.
+    pub const SCHEMA_VERSION: i64 = 1;
+
+    /// Opens (creating it and its folder if needed) the cache at `path`, e.g. `.assay/cache.db`.
+    pub fn open(path: &Path) -> Result<CallCache, ProviderError> {
+        let err = |message: String| {
+            ProviderError::new(ProviderErrorKind::Cache {
+                path: path.to_owned(),
+                message,
+            })
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| err(format!("cannot create its folder: {e}")))?;
+        }
+        let conn = rusqlite::Connection::open(path).map_err(|e| err(e.to_string()))?;
+        let setup = || -> rusqlite::Result<i64> {
+            conn.busy_timeout(Duration::from_secs(10))?;
+            conn.pragma_update(None, "journal_mode", "wal")?;
+            conn.pragma_update(None, "synchronous", "normal")?;
+            let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            if version == 0 {
+                conn.execute_batch(
+                    "BEGIN;
+                     CREATE TABLE IF NOT EXISTS calls (
+                         key TEXT PRIMARY KEY NOT NULL,
+                         kind TEXT NOT NULL,
+                         model TEXT NOT NULL,
+                         description TEXT NOT NULL,
+                         response TEXT NOT NULL,
+                         created_at INTEGER NOT NULL
+                     );
+                     PRAGMA user_version = 1;
+                     COMMIT;",
+                )?;
+                return Ok(Self::SCHEMA_VERSION);
+            }
+            Ok(version)
+        };
+        let version = setup().map_err(|e| err(e.to_string()))?;
+        if version != Self::SCHEMA_VERSION {
+            return Err(err(format!(
+                "schema version {version} is not the supported {}; delete the file to start a new cache",
+                Self::SCHEMA_VERSION
+            )));
+        }
+        Ok(CallCache {
+            path: path.to_owned(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&self, e: &rusqlite::Error) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Cache {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The stored response (JSON) for `key`, if any.
+    pub fn get(&self, key: &str) -> Result<Option<String>, ProviderError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut statement = conn
+            .prepare_cached("SELECT response FROM calls WHERE key = ?1")
+            .map_err(|e| self.error(&e))?;
+        let mut rows = statement.query([key]).map_err(|e| self.error(&e))?;
+        match rows.next().map_err(|e| self.error(&e))? {
+            Some(row) => row.get(0).map(Some).map_err(|e| self.error(&e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `response` (JSON) under `key`, replacing any earlier entry.
+    pub fn put(
+        &self,
+        key: &str,
+        kind: CallKind,
+        model: &str,
+        description: &str,
+        response: &str,
+    ) -> Result<(), ProviderError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO calls (key, kind, model, description, response, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut s| s.execute((key, kind.as_str(), model, description, response, now)))
+        .map_err(|e| self.error(&e))?;
+        Ok(())
+    }
+
+    /// How many responses are stored.
+    pub fn len(&self) -> Result<usize, ProviderError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get::<_, i64>(0))
+            .map(|n| usize::try_from(n).unwrap_or(0))
+            .map_err(|e| self.error(&e))
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> Result<bool, ProviderError> {
+        Ok(self.len()? == 0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accounting
+
+/// Prices of a model in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    /// Per million input tokens.
+    pub input: f64,
+    /// Per million output tokens.
+    pub output: f64,
+}
+
+/// The built-in price list (USD per million tokens, list prices as published in 2025; check
+/// the vendors' pages before relying on them). Keys are `vendor/model`; a dated snapshot such as
+/// `anthropic/claude-haiku-4-5-20251001` or `openai/gpt-4o-2024-08-06` takes its base model's
+/// price.
+const PRICES: &[(&str, f64, f64)] = &[
+    ("anthropic/claude-opus-4-1", 15.0, 75.0),
+    ("anthropic/claude-opus-4", 15.0, 75.0),
+    ("anthropic/claude-sonnet-4-5", 3.0, 15.0),
+    ("anthropic/claude-sonnet-4", 3.0, 15.0),
+    ("anthropic/claude-3-7-sonnet", 3.0, 15.0),
+    ("anthropic/claude-haiku-4-5", 1.0, 5.0),
+    ("anthropic/claude-3-5-haiku", 0.8, 4.0),
+    ("anthropic/claude-3-haiku", 0.25, 1.25),
+    ("openai/gpt-5", 1.25, 10.0),
+    ("openai/gpt-5-mini", 0.25, 2.0),
+    ("openai/gpt-5-nano", 0.05, 0.4),
+    ("openai/gpt-4.1", 2.0, 8.0),
+    ("openai/gpt-4.1-mini", 0.4, 1.6),
+    ("openai/gpt-4.1-nano", 0.1, 0.4),
+    ("openai/gpt-4o", 2.5, 10.0),
+    ("openai/gpt-4o-mini", 0.15, 0.6),
+    ("openai/text-embedding-3-small", 0.02, 0.0),
+    ("openai/text-embedding-3-large", 0.13, 0.0),
+    ("openai/text-embedding-ada-002", 0.1, 0.0),
+    ("voyage/voyage-3.5", 0.06, 0.0),
+    ("voyage/voyage-3.5-lite", 0.02, 0.0),
+    ("voyage/voyage-3-large", 0.18, 0.0),
+    ("voyage/voyage-3", 0.06, 0.0),
+    ("voyage/voyage-3-lite", 0.02, 0.0),
+    ("voyage/voyage-2", 0.1, 0.0),
+    ("voyage/rerank-2.5", 0.05, 0.0),
+    ("voyage/rerank-2.5-lite", 0.02, 0.0),
+    ("voyage/rerank-2", 0.05, 0.0),
+    ("voyage/rerank-2-lite", 0.02, 0.0),
+];
+
+/// The built-in price of `model` (`vendor/model`; an `llm:` prefix is ignored), or `None` for
+/// a model not in the list (local servers behind `openai/`, fine-tunes, new models). In-process
+/// embedders (`builtin/`, `local/`, `hf/`) cost nothing: `Some` zero price.
+pub fn price(model: &str) -> Option<Price> {
+    let model = model.strip_prefix("llm:").unwrap_or(model);
+    if ["builtin/", "local/", "hf/"]
+        .iter()
+        .any(|p| model.starts_with(p))
+    {
+        return Some(Price {
+            input: 0.0,
+            output: 0.0,
+        });
+    }
+    let snapshot_of = |base: &str| {
+        model
+            .strip_prefix(base)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|date| {
+                !date.is_empty() && date.chars().all(|c| c.is_ascii_digit() || c == '-')
+            })
+    };
+    PRICES
+        .iter()
+        .find(|(name, _, _)| *name == model)
+        .or_else(|| PRICES.iter().find(|(name, _, _)| snapshot_of(name)))
+        .map(|&(_, input, output)| Price { input, output })
+}
+
+/// What the calls to one model cost and did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelStats {
+    /// Calls made through a wrapper (cache hits included).
+    pub calls: u64,
+    /// Calls answered from the cache.
+    pub cache_hits: u64,
+    /// HTTP requests sent (each failed attempt counts as one; 0 for in-process models).
+    pub requests: u64,
+    /// Attempts that were retries.
+    pub retries: u64,
+    /// Calls that ended in an error (replay misses included).
+    pub errors: u64,
+    /// Input tokens of calls sent to the provider (cache hits cost nothing and add none).
+    pub input_tokens: u64,
+    /// Output tokens of calls sent to the provider.
+    pub output_tokens: u64,
+    /// Total wall time of the calls not answered from the cache, retries and waits included.
+    pub latency_ms_total: u64,
+    /// The longest such call.
+    pub latency_ms_max: u64,
+    /// The tokens priced with the built-in list ([`price`]); `None` when the model is not in it.
+    pub cost_usd: Option<f64>,
+}
+
+/// A copy of the accounting at one moment, by model name (sorted).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AccountingSnapshot {
+    /// Per `vendor/model` (or `llm:vendor/model`) name.
+    pub models: BTreeMap<String, ModelStats>,
+    /// The sum of the known costs; `None` when no model has a known price. Models with
+    /// `cost_usd: None` are not in it.
+    pub total_cost_usd: Option<f64>,
+}
+
+/// Per-model counters, shared by the wrappers of one or more [`CallContext`]s.
+#[derive(Debug, Default)]
+pub struct Accounting {
+    models: Mutex<BTreeMap<String, ModelStats>>,
+}
+
+/// What one wrapped call did, for [`Accounting`].
+#[derive(Debug, Default)]
+struct CallRecord {
+    cache_hit: bool,
+    attempts: u32,
+    error: bool,
+    usage: Usage,
+    latency: Option<Duration>,
+}
+
+impl Accounting {
+    fn record(&self, model: &str, call: &CallRecord) {
+        let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+        let stats = models.entry(model.to_owned()).or_default();
+        stats.calls += 1;
+        if call.cache_hit {
+            stats.cache_hits += 1;
+        }
+        if call.error {
+            stats.errors += 1;
+        }
+        let failed_attempts = if call.error {
+            call.attempts
+        } else {
+            call.attempts.saturating_sub(1)
+        };
+        stats.requests += u64::from(failed_attempts) + u64::from(call.usage.requests);
+        stats.retries += u64::from(call.attempts.saturating_sub(1));
+        stats.input_tokens += call.usage.input_tokens;
+        stats.output_tokens += call.usage.output_tokens;
+        if let Some(latency) = call.latency {
+            let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+            stats.latency_ms_total += ms;
+            stats.latency_ms_max = stats.latency_ms_max.max(ms);
+        }
+    }
+
+    /// The counters so far, with costs.
+    pub fn snapshot(&self) -> AccountingSnapshot {
+        let mut models = self
+            .models
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut total = None;
+        for (name, stats) in &mut models {
+            stats.cost_usd = price(name).map(|p| {
+                (stats.input_tokens as f64 * p.input + stats.output_tokens as f64 * p.output) / 1e6
+            });
+            if let Some(cost) = stats.cost_usd {
+                *total.get_or_insert(0.0) += cost;
+            }
+        }
+        AccountingSnapshot {
+            models,
+            total_cost_usd: total,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+/// Policy, cache, cache mode and accounting for one provider role. Wrap it in an `Arc` and
+/// give it to [`Guarded`]; every wrapper sharing a context shares its concurrency limit and
+/// minimum interval.
+pub struct CallContext {
+    policy: CallPolicy,
+    cache: Option<Arc<CallCache>>,
+    mode: CacheMode,
+    accounting: Arc<Accounting>,
+    permits: Semaphore,
+    next_start: tokio::sync::Mutex<Option<Instant>>,
+    rng: Mutex<u64>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("policy", &self.policy)
+            .field("cache", &self.cache)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallContext {
+    /// A context without a cache (mode [`CacheMode::Off`]) that accounts into `accounting`.
+    pub fn new(policy: CallPolicy, accounting: Arc<Accounting>) -> CallContext {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
+        CallContext {
+            permits: Semaphore::new(policy.concurrency.max(1)),
+            policy,
+            cache: None,
+            mode: CacheMode::Off,
+            accounting,
+            next_start: tokio::sync::Mutex::new(None),
+            rng: Mutex::new(seed),
+        }
+    }
+
+    /// A context with the cache at `cache_path` (opened, or created, unless `mode` is
+    /// [`CacheMode::Off`]). To share one cache file between contexts, open a [`CallCache`]
+    /// once and use [`CallContext::with_cache`].
+    pub fn open(
+        policy: CallPolicy,
+        accounting: Arc<Accounting>,
+        cache_path: &Path,
+        mode: CacheMode,
+    ) -> Result<CallContext, ProviderError> {
+        let context = CallContext::new(policy, accounting);
+        if mode == CacheMode::Off {
+            return Ok(context);
+        }
+        Ok(context.with_cache(Arc::new(CallCache::open(cache_path)?), mode))
+    }
+
+    /// Uses `cache` in `mode`.
+    pub fn with_cache(mut self, cache: Arc<CallCache>, mode: CacheMode) -> CallContext {
+        self.cache = Some(cache);
+        self.mode = mode;
+        self
+    }
+
+    /// Seeds the backoff jitter (for reproducible tests; the default seed is the clock).
+    pub fn with_seed(self, seed: u64) -> CallContext {
+        *self.rng.lock().unwrap_or_else(PoisonError::into_inner) = seed;
+        self
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &CallPolicy {
+        &self.policy
+    }
+
+    /// The cache mode ([`CacheMode::Off`] when there is no cache).
+    pub fn mode(&self) -> CacheMode {
+        if self.cache.is_some() {
+            self.mode
+        } else {
+            CacheMode::Off
+        }
+    }
+
+    /// The accounting this context records into.
+    pub fn accounting(&self) -> &Arc<Accounting> {
+        &self.accounting
+    }
+
+    /// A uniform number in `[0, 1)` (SplitMix64).
+    fn jitter(&self) -> f64 {
+        let mut state = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Waits until `min_interval` has passed since the previous start, and claims this start.
+    async fn wait_for_turn(&self) {
+        if self.policy.min_interval.is_zero() {
+            return;
+        }
+        let mut next = self.next_start.lock().await;
+        if let Some(at) = *next {
+            tokio::time::sleep_until(at).await;
+        }
+        *next = Some(Instant::now() + self.policy.min_interval);
+    }
+
+    /// One call: cache lookup, then (if `remote`) limits and retries around `send`, then cache
+    /// store and accounting.
+    async fn run<T, F, Fut>(&self, call: Call<'_>, mut send: F) -> Result<T, ProviderError>
+    where
+        T: Metered + Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ProviderError>>,
+    {
+        let cache = match (&self.cache, self.mode) {
+            (Some(cache), CacheMode::ReadWrite | CacheMode::Replay)
+                if call.remote && call.cached =>
+            {
+                Some(cache)
+            }
+            _ => None,
+        };
+        let key = cache.map(|_| cache_key(call.kind, call.model, &call.request));
+        if let (Some(cache), Some(key)) = (cache, &key) {
+            if let Some(mut hit) = lookup::<T>(cache, key, &call) {
+                hit.usage_mut().requests = 0;
+                self.accounting.record(
+                    call.model,
+                    &CallRecord {
+                        cache_hit: true,
+                        ..CallRecord::default()
+                    },
+                );
+                tracing::debug!(model = call.model, call = call.kind.as_str(), key = %&key[..12], "cache hit");
+                return Ok(hit);
+            }
+            if self.mode == CacheMode::Replay {
+                self.accounting.record(
+                    call.model,
+                    &CallRecord {
+                        error: true,
+                        ..CallRecord::default()
+                    },
+                );
+                return Err(ProviderError::new(ProviderErrorKind::ReplayMiss {
+                    call: call.kind.as_str(),
+                    key: key[..12].to_owned(),
+                    request: call.description.clone(),
+                })
+                .with_model(call.model));
+            }
+        }
+
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        let result = loop {
+            attempt += 1;
+            let result = if call.remote {
+                let _permit = self.permits.acquire().await.ok();
+                self.wait_for_turn().await;
+                send().await
+            } else {
+                send().await
+            };
+            match result {
+                Ok(value) => break Ok(value),
+                Err(e) if call.remote && attempt <= self.policy.max_retries && is_transient(&e) => {
+                    let wait = self.policy.wait_after(&e, attempt, self.jitter());
+                    tracing::warn!(
+                        model = call.model,
+                        call = call.kind.as_str(),
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        error = %e,
+                        "provider call failed; retrying"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let latency = started.elapsed();
+        let mut record = CallRecord {
+            attempts: attempt,
+            latency: Some(latency),
+            ..CallRecord::default()
+        };
+        match result {
+            Ok(value) => {
+                record.usage = value.usage();
+                self.accounting.record(call.model, &record);
+                tracing::debug!(
+                    model = call.model,
+                    call = call.kind.as_str(),
+                    attempts = attempt,
+                    latency_ms = latency.as_millis() as u64,
+                    input_tokens = record.usage.input_tokens,
+                    output_tokens = record.usage.output_tokens,
+                    "provider call"
+                );
+                if let (Some(cache), Some(key)) = (cache, &key) {
+                    let stored = serde_json::to_string(&value)
+                        .map_err(|e| ProviderError::malformed(e.to_string()))
+                        .and_then(|json| {
+                            cache.put(key, call.kind, call.model, &call.description, &json)
+                        });
+                    if let Err(e) = stored {
+                        tracing::warn!(model = call.model, error = %e, "cannot store a response in the call cache");
+                    }
+                }
+                Ok(value)
+            }
+            Err(e) => {
+                record.error = true;
+                self.accounting.record(call.model, &record);
+                tracing::debug!(
+                    model = call.model,
+                    call = call.kind.as_str(),
+                    attempts = attempt,
+                    error = %e,
+                    "provider call failed"
+                );
+                let e = if e.model().is_some() {
+                    e
+                } else {
+                    e.with_model(call.model)
+                };
+                Err(if call.remote && e.attempts().is_none() {
+                    e.with_attempts(attempt)
+                } else {
+                    e
+                })
+            }
+        }
+    }
+}
+
+/// The cached response for `key`, if there is a readable one.
+fn lookup<T: DeserializeOwned>(cache: &CallCache, key: &str, call: &Call<'_>) -> Option<T> {
+    match cache.get(key) {
+        Ok(Some(json)) => match serde_json::from_str(&json) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                tracing::warn!(model = call.model, error = %e, "unreadable call cache entry; ignoring it");
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(model = call.model, error = %e, "call cache lookup failed");
+            None
+        }
+    }
+}
+
+/// What [`CallContext::run`] needs to know about a call.
+struct Call<'a> {
+    kind: CallKind,
+    model: &'a str,
+    /// The request's meaningful fields, for the cache key.
+    request: Value,
+    /// A short human description (cache entries, replay-miss errors).
+    description: String,
+    /// Remote: cached, rate limited and retried. In-process models are only accounted.
+    remote: bool,
+    /// Whether [`CallContext::run`] looks the call up in the cache and stores its answer (the
+    /// embedder caches per text itself).
+    cached: bool,
+}
+
+/// A response that carries a [`Usage`].
+trait Metered {
+    fn usage(&self) -> Usage;
+    fn usage_mut(&mut self) -> &mut Usage;
+}
+
+impl Metered for ChatResponse {
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+    fn usage_mut(&mut self) -> &mut Usage {
+        &mut self.usage
+    }
+}
+
+impl Metered for Reranking {
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+    fn usage_mut(&mut self) -> &mut Usage {
+        &mut self.usage
+    }
+}
+
+/// [`Embeddings`] as the cache stores them.
+#[derive(Serialize, Deserialize)]
+struct StoredEmbeddings {
+    vectors: Vec<Vec<f32>>,
+    usage: Usage,
+}
+
+impl Metered for StoredEmbeddings {
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+    fn usage_mut(&mut self) -> &mut Usage {
+        &mut self.usage
+    }
+}
+
+/// The first `n` words of `text`, quoted, with `…` when cut.
+fn first_words(text: &str, n: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut out = words[..words.len().min(n)].join(" ");
+    out = excerpt(&out, 80);
+    if words.len() > n && !out.ends_with('…') {
+        out.push('…');
+    }
+    format!("{out:?}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wrappers
+
+/// Wraps providers so that every call goes through a [`CallContext`].
+#[derive(Debug, Clone, Copy)]
+pub struct Guarded;
+
+impl Guarded {
+    /// `inner` with retries, limits, cache and accounting from `ctx`.
+    pub fn chat(inner: Arc<dyn ChatModel>, ctx: Arc<CallContext>) -> Arc<dyn ChatModel> {
+        Arc::new(GuardedChat { inner, ctx })
+    }
+
+    /// `inner` with retries, limits, cache and accounting from `ctx`; in-process embedders
+    /// (`builtin/`, `local/`, `hf/`) are only accounted (no cache, limits or retries). Remote
+    /// embeddings are cached per text (model, input kind, text); the texts a call misses are
+    /// sent in one call, which is one retry unit.
+    pub fn embedder(inner: Arc<dyn Embedder>, ctx: Arc<CallContext>) -> Arc<dyn Embedder> {
+        Arc::new(GuardedEmbedder {
+            remote: !["builtin/", "local/", "hf/"]
+                .iter()
+                .any(|p| inner.model().starts_with(p)),
+            inner,
+            ctx,
+            dimension: OnceLock::new(),
+        })
+    }
+
+    /// `inner` with retries, limits, cache and accounting from `ctx`. An [`crate::LlmReranker`]
+    /// re-asks its model itself; once it gives up, its error is not retried again here.
+    pub fn reranker(inner: Arc<dyn Reranker>, ctx: Arc<CallContext>) -> Arc<dyn Reranker> {
+        Arc::new(GuardedReranker { inner, ctx })
+    }
+}
+
+#[derive(Debug)]
+struct GuardedChat {
+    inner: Arc<dyn ChatModel>,
+    ctx: Arc<CallContext>,
+}
+
+#[async_trait]
+impl ChatModel for GuardedChat {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let prompt = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .or(request.messages.last())
+            .map_or("", |m| m.content.as_str());
+        let call = Call {
+            kind: CallKind::Chat,
+            model: self.inner.model(),
+            request: serde_json::to_value(request)
+                .map_err(|e| ProviderError::config(e.to_string()))?,
+            description: format!("prompt {}", first_words(prompt, 8)),
+            remote: true,
+            cached: true,
+        };
+        self.ctx.run(call, || self.inner.chat(request)).await
+    }
+}
+
+#[derive(Debug)]
+struct GuardedEmbedder {
+    inner: Arc<dyn Embedder>,
+    ctx: Arc<CallContext>,
+    remote: bool,
+    dimension: OnceLock<usize>,
+}
+
+#[async_trait]
+impl Embedder for GuardedEmbedder {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        self.inner
+            .dimension()
+            .or_else(|| self.dimension.get().copied())
+    }
+
+    async fn embed_with_usage(
+        &self,
+        texts: &[String],
+        kind: InputKind,
+    ) -> Result<Embeddings, ProviderError> {
+        if texts.is_empty() {
+            return self.inner.embed_with_usage(texts, kind).await;
+        }
+        let model = self.inner.model();
+        // Remote embeddings are cached per text, so that a batch with one new text calls the
+        // provider for that text only (and a replay misses only it).
+        let cache = match (&self.ctx.cache, self.ctx.mode) {
+            (Some(cache), CacheMode::ReadWrite | CacheMode::Replay) if self.remote => Some(cache),
+            _ => None,
+        };
+        let keys: Vec<String> = match cache {
+            Some(_) => texts
+                .iter()
+                .map(|t| {
+                    cache_key(
+                        CallKind::Embed,
+                        model,
+                        &json!({"text": t, "input_kind": kind.as_str()}),
+                    )
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        if let Some(cache) = cache {
+            for (slot, key) in vectors.iter_mut().zip(&keys) {
+                *slot = cache
+                    .get(key)
+                    .ok()
+                    .flatten()
+                    .and_then(|json| serde_json::from_str::<Vec<f32>>(&json).ok());
+            }
+        }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| vectors[i].is_none()).collect();
+        let mut usage = Usage::default();
+        if missing.is_empty() {
+            self.ctx.accounting.record(
+                model,
+                &CallRecord {
+                    cache_hit: true,
+                    ..CallRecord::default()
+                },
+            );
+        } else if cache.is_some() && self.ctx.mode == CacheMode::Replay {
+            self.ctx.accounting.record(
+                model,
+                &CallRecord {
+                    error: true,
+                    ..CallRecord::default()
+                },
+            );
+            let first = missing[0];
+            return Err(ProviderError::new(ProviderErrorKind::ReplayMiss {
+                call: CallKind::Embed.as_str(),
+                key: keys[first][..12].to_owned(),
+                request: format!(
+                    "{} of {} {} text(s) not recorded, the first {}",
+                    missing.len(),
+                    texts.len(),
+                    kind.as_str(),
+                    first_words(&texts[first], 8)
+                ),
+            })
+            .with_model(model));
+        } else {
+            let todo: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            let call = Call {
+                kind: CallKind::Embed,
+                model,
+                request: Value::Null,
+                description: format!(
+                    "{} {} text(s) starting {}",
+                    todo.len(),
+                    kind.as_str(),
+                    first_words(&todo[0], 8)
+                ),
+                remote: self.remote,
+                cached: false,
+            };
+            let fresh = self
+                .ctx
+                .run(call, || async {
+                    let e = self.inner.embed_with_usage(&todo, kind).await?;
+                    Ok(StoredEmbeddings {
+                        vectors: e.vectors,
+                        usage: e.usage,
+                    })
+                })
+                .await?;
+            if fresh.vectors.len() != todo.len() {
+                return Err(ProviderError::malformed(format!(
+                    "{} vectors for {} texts",
+                    fresh.vectors.len(),
+                    todo.len()
+                ))
+                .with_model(model));
+            }
+            usage = fresh.usage;
+            for (&i, vector) in missing.iter().zip(fresh.vectors) {
+                if let Some(cache) = cache {
+                    let stored = serde_json::to_string(&vector)
+                        .map_err(|e| ProviderError::malformed(e.to_string()))
+                        .and_then(|json| {
+                            cache.put(
+                                &keys[i],
+                                CallKind::Embed,
+                                model,
+                                &format!("{} text {}", kind.as_str(), first_words(&texts[i], 8)),
+                                &json,
+                            )
+                        });
+                    if let Err(e) = stored {
+                        tracing::warn!(model, error = %e, "cannot store an embedding in the call cache");
+                    }
+                }
+                vectors[i] = Some(vector);
+            }
+        }
+        let vectors: Vec<Vec<f32>> = vectors.into_iter().flatten().collect();
+        if vectors.len() != texts.len() {
+            return Err(ProviderError::malformed(format!(
+                "{} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            ))
+            .with_model(model));
+        }
+        if let Some(first) = vectors.first() {
+            let _ = self.dimension.set(first.len());
+        }
+        Ok(Embeddings { vectors, usage })
+    }
+}
+
+#[derive(Debug)]
+struct GuardedReranker {
+    inner: Arc<dyn Reranker>,
+    ctx: Arc<CallContext>,
+}
+
+#[async_trait]
+impl Reranker for GuardedReranker {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    async fn rerank(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+    ) -> Result<Reranking, ProviderError> {
+        if documents.is_empty() || top_k == 0 {
+            return self.inner.rerank(query, documents, top_k).await;
+        }
+        let call = Call {
+            kind: CallKind::Rerank,
+            model: self.inner.model(),
+            request: json!({"query": query, "documents": documents, "top_k": top_k}),
+            description: format!(
+                "query {}, {} documents, top {top_k}",
+                first_words(query, 8),
+                documents.len()
+            ),
+            remote: true,
+            cached: true,
+        };
+        let reranking = self
+            .ctx
+            .run(call, || self.inner.rerank(query, documents, top_k))
+            .await?;
+        // A cache entry is trusted only as far as the contract: valid, distinct, at most top_k.
+        let mut seen = std::collections::HashSet::new();
+        if reranking.order.len() > top_k
+            || reranking
+                .order
+                .iter()
+                .any(|r| r.index >= documents.len() || !seen.insert(r.index))
+        {
+            return Err(ProviderError::malformed(
+                "the reranking breaks the contract (index out of range, repeated, or more than top_k)",
+            )
+            .with_model(self.inner.model()));
+        }
+        Ok(reranking)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    /// A chat model that fails with `errors` in turn, then answers.
+    #[derive(Debug)]
+    struct Flaky {
+        errors: Mutex<Vec<ProviderError>>,
+        calls: AtomicU32,
+    }
+
+    impl Flaky {
+        fn new(mut errors: Vec<ProviderError>) -> Arc<Flaky> {
+            errors.reverse();
+            Arc::new(Flaky {
+                errors: Mutex::new(errors),
+                calls: AtomicU32::new(0),
+            })
+        }
+    }
+
+    #[async_trait]
+    impl ChatModel for Flaky {
+        fn model(&self) -> &'static str {
+            "anthropic/claude-haiku-4-5"
+        }
+
+        async fn chat(&self, _: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match self.errors.lock().unwrap().pop() {
+                Some(e) => Err(e),
+                None => Ok(ChatResponse {
+                    text: "ok".into(),
+                    stop_reason: None,
+                    usage: Usage {
+                        input_tokens: 10,
+                        output_tokens: 2,
+                        requests: 1,
+                    },
+                }),
+            }
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<Duration>) -> ProviderError {
+        ProviderError::new(ProviderErrorKind::Http {
+            status,
+            retry_after,
+            message: "x".into(),
+        })
+    }
+
+    fn guarded(inner: Arc<Flaky>, policy: CallPolicy) -> (Arc<dyn ChatModel>, Arc<Accounting>) {
+        let accounting = Arc::new(Accounting::default());
+        let ctx = CallContext::new(policy, Arc::clone(&accounting)).with_seed(1);
+        (Guarded::chat(inner, Arc::new(ctx)), accounting)
+    }
+
+    #[test]
+    fn backoff_is_full_jitter_under_a_doubling_ceiling() {
+        let p = CallPolicy::default();
+        assert_eq!(
+            p.backoff(1, 0.999_999),
+            Duration::from_millis(500).mul_f64(0.999_999)
+        );
+        assert_eq!(p.backoff(3, 0.5), Duration::from_secs(1));
+        assert_eq!(
+            p.backoff(10, 0.5),
+            Duration::from_secs(10),
+            "capped at max_backoff"
+        );
+        assert_eq!(p.backoff(1000, 1.0), Duration::from_secs(20));
+        assert_eq!(p.backoff(2, 0.0), Duration::ZERO);
+        let e = http(429, Some(Duration::from_secs(3)));
+        assert_eq!(p.wait_after(&e, 1, 0.0), Duration::from_secs(3));
+        let e = http(429, Some(Duration::from_secs(3600)));
+        assert_eq!(p.wait_after(&e, 1, 0.0), Duration::from_secs(60), "capped");
+    }
+
+    #[test]
+    fn jitter_is_seeded_and_uniform_enough() {
+        let a = CallContext::new(CallPolicy::default(), Arc::default()).with_seed(42);
+        let b = CallContext::new(CallPolicy::default(), Arc::default()).with_seed(42);
+        let xs: Vec<f64> = (0..1000).map(|_| a.jitter()).collect();
+        let ys: Vec<f64> = (0..1000).map(|_| b.jitter()).collect();
+        assert_eq!(xs, ys);
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+        let mean = xs.iter().sum::<f64>() / 1000.0;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+    }
+
+    #[test]
+    fn transient_errors() {
+        assert!(is_transient(&http(429, None)));
+        assert!(is_transient(&http(529, None)));
+        assert!(is_transient(&http(408, None)));
+        assert!(is_transient(&ProviderError::malformed("cut")));
+        assert!(!is_transient(&http(400, None)));
+        assert!(!is_transient(&http(429, None).with_attempts(5)));
+        assert!(!is_transient(&ProviderError::config("x")));
+    }
+
+    #[test]
+    fn cache_modes() {
+        for (text, mode) in [
+            ("off", CacheMode::Off),
+            ("read-write", CacheMode::ReadWrite),
+            ("replay", CacheMode::Replay),
+        ] {
+            assert_eq!(text.parse::<CacheMode>().unwrap(), mode);
+            assert_eq!(mode.to_string(), text);
+        }
+        assert_eq!(CacheMode::default(), CacheMode::ReadWrite);
+        let err = "rw".parse::<CacheMode>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid cache mode `rw`; expected off, read-write or replay"
+        );
+    }
+
+    #[test]
+    fn cache_keys_are_canonical() {
+        let a = cache_key(
+            CallKind::Chat,
+            "m",
+            &json!({"b": 1, "a": [1, {"y": 2, "x": 1}]}),
+        );
+        let b = cache_key(
+            CallKind::Chat,
+            "m",
+            &json!({"a": [1, {"x": 1, "y": 2}], "b": 1}),
+        );
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(
+            a,
+            cache_key(
+                CallKind::Rerank,
+                "m",
+                &json!({"b": 1, "a": [1, {"y": 2, "x": 1}]})
+            )
+        );
+        assert_ne!(
+            a,
+            cache_key(
+                CallKind::Chat,
+                "n",
+                &json!({"b": 1, "a": [1, {"y": 2, "x": 1}]})
+            )
+        );
+        // A pinned value: changing the key format silently would orphan every recording.
+        assert_eq!(
+            cache_key(
+                CallKind::Embed,
+                "voyage/voyage-2",
+                &json!({"texts": ["hi"], "input_kind": "query"})
+            ),
+            cache_key(
+                CallKind::Embed,
+                "voyage/voyage-2",
+                &json!({"input_kind": "query", "texts": ["hi"]})
+            )
+        );
+    }
+
+    #[test]
+    fn prices() {
+        let haiku = price("anthropic/claude-haiku-4-5").unwrap();
+        assert_eq!((haiku.input, haiku.output), (1.0, 5.0));
+        assert_eq!(price("anthropic/claude-haiku-4-5-20251001"), Some(haiku));
+        assert_eq!(price("llm:anthropic/claude-haiku-4-5"), Some(haiku));
+        assert_eq!(price("openai/gpt-4o-2024-08-06").unwrap().input, 2.5);
+        assert_eq!(price("openai/gpt-4o-mini").unwrap().input, 0.15);
+        assert_eq!(price("openai/gpt-4o-mini-2024-07-18").unwrap().input, 0.15);
+        assert_eq!(price("openai/gpt-4o-turbo"), None);
+        assert_eq!(price("openai/llama-3.1-8b"), None);
+        assert_eq!(price("local//models/minilm").unwrap().input, 0.0);
+    }
+
+    #[test]
+    fn the_cache_refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let cache = CallCache::open(&path).unwrap();
+        cache
+            .put("k", CallKind::Chat, "m", "prompt \"hi\"", "{}")
+            .unwrap();
+        assert_eq!(cache.get("k").unwrap().as_deref(), Some("{}"));
+        assert_eq!(cache.get("other").unwrap(), None);
+        drop(cache);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        drop(conn);
+        let err = CallCache::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("schema version 2 is not the supported 1"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_and_backoff_use_tokio_time() {
+        let inner = Flaky::new(vec![
+            http(429, Some(Duration::from_secs(7))),
+            http(500, None),
+        ]);
+        let (chat, accounting) = guarded(Arc::clone(&inner), CallPolicy::default());
+        let start = Instant::now();
+        let response = chat.chat(&ChatRequest::new(None, "hi", 5)).await.unwrap();
+        let waited = start.elapsed();
+        assert_eq!(response.text, "ok");
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
+        // 7 s from retry-after, then a full-jitter backoff under the 1 s ceiling of retry 2.
+        assert!(
+            waited >= Duration::from_secs(7) && waited < Duration::from_secs(8),
+            "{waited:?}"
+        );
+        let s = &accounting.snapshot().models["anthropic/claude-haiku-4-5"];
+        assert_eq!((s.calls, s.requests, s.retries, s.errors), (1, 3, 2, 0));
+        assert_eq!((s.input_tokens, s.output_tokens), (10, 2));
+        assert!(s.latency_ms_total >= 7000, "{s:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_after_max_retries() {
+        let inner = Flaky::new((0..10).map(|_| http(503, None)).collect());
+        let policy = CallPolicy {
+            max_retries: 3,
+            ..CallPolicy::default()
+        };
+        let (chat, _) = guarded(Arc::clone(&inner), policy);
+        let err = chat
+            .chat(&ChatRequest::new(None, "hi", 5))
+            .await
+            .unwrap_err();
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 4);
+        assert_eq!(err.attempts(), Some(4));
+        assert_eq!(err.model(), Some("anthropic/claude-haiku-4-5"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn min_interval_spaces_starts() {
+        let inner = Flaky::new(Vec::new());
+        let policy = CallPolicy {
+            min_interval: Duration::from_secs(2),
+            ..CallPolicy::default()
+        };
+        let (chat, _) = guarded(inner, policy);
+        let start = Instant::now();
+        for _ in 0..4 {
+            chat.chat(&ChatRequest::new(None, "hi", 5)).await.unwrap();
+        }
+        // Starts at 0, 2, 4 and 6 s.
+        assert_eq!(start.elapsed().as_secs(), 6);
+    }
+}

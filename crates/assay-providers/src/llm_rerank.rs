@@ -1,0 +1,301 @@
+//! [`LlmReranker`]: listwise reranking by a chat model.
+//!
+//! The model sees the query and every candidate's id, title and summary, and answers with strict
+//! JSON `{"ranked_ids": ["id", ...]}`, best first. Parsing is forgiving about the wrapping (a
+//! ```` ```json ```` fence, or prose around one JSON object) and strict about the content: unknown
+//! ids are dropped, repeats removed, the list cut to `top_k`. A reply with no usable JSON is asked
+//! again (a new chat call, [`LlmReranker::DEFAULT_RETRIES`] times by default) and then reported as
+//! [`ProviderErrorKind::Malformed`](crate::ProviderErrorKind::Malformed), quoting the start of
+//! the reply.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::chat::{ChatModel, ChatRequest};
+use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
+use crate::{ProviderError, Usage};
+
+/// The system prompt of every reranking call.
+const SYSTEM_PROMPT: &str = "You are a precise search-relevance judge. You rank knowledge-base \
+entries by how useful they are for answering or handling a user's message. You answer with \
+strict JSON only: no prose, no code fences.";
+
+/// A reranker that asks a chat model to order the candidates (listwise).
+#[derive(Debug, Clone)]
+pub struct LlmReranker {
+    chat: Arc<dyn ChatModel>,
+    name: String,
+    retries: u32,
+}
+
+impl LlmReranker {
+    /// How many times an unparsable reply is asked again by default.
+    pub const DEFAULT_RETRIES: u32 = 2;
+
+    /// A reranker over `chat`, named `llm:<chat model name>`.
+    pub fn new(chat: Arc<dyn ChatModel>) -> LlmReranker {
+        LlmReranker {
+            name: format!("llm:{}", chat.model()),
+            chat,
+            retries: Self::DEFAULT_RETRIES,
+        }
+    }
+
+    /// Asks again at most `retries` times when a reply cannot be parsed.
+    pub fn with_retries(mut self, retries: u32) -> LlmReranker {
+        self.retries = retries;
+        self
+    }
+
+    /// The chat request sent for `query` and `documents`.
+    pub fn request(query: &str, documents: &[RerankDocument], top_k: usize) -> ChatRequest {
+        let mut prompt = String::new();
+        let _ = write!(prompt, "User message:\n{}\n\nCandidates:\n", query.trim());
+        for document in documents {
+            let _ = write!(
+                prompt,
+                "\n- id: {}\n  title: {}\n  summary: {}\n",
+                document.id,
+                one_line(&document.title),
+                one_line(&document.summary)
+            );
+        }
+        let _ = write!(
+            prompt,
+            "\nRank the candidates by relevance to the user message, most relevant first, and \
+             return the ids of the best {top_k} (or fewer, if there are fewer candidates). Use \
+             only ids from the list above, each at most once. Answer with this JSON and nothing \
+             else:\n{{\"ranked_ids\": [\"<id>\", ...]}}"
+        );
+        let longest_id = documents.iter().map(|d| d.id.len()).max().unwrap_or(0);
+        let budget = 64 + top_k.min(documents.len()) * (longest_id + 6);
+        ChatRequest::new(
+            Some(SYSTEM_PROMPT.to_owned()),
+            prompt,
+            u32::try_from(budget.clamp(256, 4096)).unwrap_or(4096),
+        )
+    }
+}
+
+/// Collapses whitespace so a multi-line summary stays on its line of the prompt.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Why a reply could not be used.
+#[derive(Debug, PartialEq, Eq)]
+enum ParseFailure {
+    /// No JSON object with a `ranked_ids` array of strings in the reply.
+    NoJson,
+    /// The model answered ids, but none of them is a candidate.
+    NoKnownIds,
+}
+
+/// The `ranked_ids` of a reply: the whole reply as JSON, else each `{` in turn as the start of
+/// one JSON object (which skips fences and prose around it).
+fn ranked_ids(reply: &str) -> Option<Vec<String>> {
+    let from_value = |value: serde_json::Value| -> Option<Vec<String>> {
+        value
+            .get("ranked_ids")?
+            .as_array()?
+            .iter()
+            .map(|id| match id {
+                serde_json::Value::String(s) => Some(s.trim().to_owned()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    if let Ok(value) = serde_json::from_str(reply.trim())
+        && let Some(ids) = from_value(value)
+    {
+        return Some(ids);
+    }
+    for (start, _) in reply.match_indices('{') {
+        let mut values =
+            serde_json::Deserializer::from_str(&reply[start..]).into_iter::<serde_json::Value>();
+        if let Some(Ok(value)) = values.next()
+            && let Some(ids) = from_value(value)
+        {
+            return Some(ids);
+        }
+    }
+    None
+}
+
+/// Maps a reply to document indices: known ids only, first occurrence, at most `top_k`.
+fn parse_order(
+    reply: &str,
+    documents: &[RerankDocument],
+    top_k: usize,
+) -> Result<Vec<Ranked>, ParseFailure> {
+    let ids = ranked_ids(reply).ok_or(ParseFailure::NoJson)?;
+    let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(documents.len());
+    for (index, document) in documents.iter().enumerate() {
+        by_id.entry(document.id.as_str()).or_insert(index);
+    }
+    let mut seen = HashSet::new();
+    let order: Vec<Ranked> = ids
+        .iter()
+        .filter_map(|id| by_id.get(id.as_str()).copied())
+        .filter(|index| seen.insert(*index))
+        .take(top_k)
+        .map(|index| Ranked { index, score: None })
+        .collect();
+    if order.is_empty() && !ids.is_empty() {
+        return Err(ParseFailure::NoKnownIds);
+    }
+    Ok(order)
+}
+
+/// The first `max_chars` characters of `text`, with `…` when cut.
+pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[async_trait]
+impl Reranker for LlmReranker {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    async fn rerank(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+    ) -> Result<Reranking, ProviderError> {
+        if documents.is_empty() || top_k == 0 {
+            return Ok(Reranking::default());
+        }
+        let request = LlmReranker::request(query, documents, top_k);
+        let mut usage = Usage::default();
+        let attempts = self.retries.saturating_add(1);
+        let mut last = (ParseFailure::NoJson, String::new());
+        for attempt in 1..=attempts {
+            let response = self.chat.chat(&request).await.map_err(|e| {
+                // Keep the chat model's own name on its error; tag untagged ones with ours.
+                if e.model().is_some() {
+                    e
+                } else {
+                    e.with_model(self.name.clone())
+                }
+            })?;
+            usage += response.usage;
+            match parse_order(&response.text, documents, top_k) {
+                Ok(order) => return Ok(Reranking { order, usage }),
+                Err(why) => {
+                    tracing::warn!(
+                        model = %self.name,
+                        attempt,
+                        attempts,
+                        reply = %excerpt(&response.text, 80),
+                        "unusable reranking reply"
+                    );
+                    last = (why, response.text);
+                }
+            }
+        }
+        let (why, reply) = last;
+        let why = match why {
+            ParseFailure::NoJson => "is not JSON of the form {\"ranked_ids\": [...]}",
+            ParseFailure::NoKnownIds => "names none of the candidate ids",
+        };
+        Err(ProviderError::malformed(format!(
+            "the reranking reply {why} (reply starts: {:?})",
+            excerpt(reply.trim(), 120)
+        ))
+        .with_model(self.name.clone())
+        .with_attempts(attempts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(ids: &[&str]) -> Vec<RerankDocument> {
+        ids.iter()
+            .map(|id| RerankDocument {
+                id: (*id).to_owned(),
+                title: format!("Title {id}"),
+                summary: format!("Summary of\n{id}"),
+            })
+            .collect()
+    }
+
+    fn indices(order: &[Ranked]) -> Vec<usize> {
+        order.iter().map(|r| r.index).collect()
+    }
+
+    #[test]
+    fn parses_plain_fenced_and_wrapped_json() {
+        let d = docs(&["a", "b", "c"]);
+        for reply in [
+            r#"{"ranked_ids": ["c", "a"]}"#,
+            "```json\n{\"ranked_ids\": [\"c\", \"a\"]}\n```",
+            "Here you go: {\"note\": {\"x\": 1}} then {\"ranked_ids\": [\"c\",\"a\"]} hope it helps",
+        ] {
+            assert_eq!(
+                indices(&parse_order(reply, &d, 5).unwrap()),
+                vec![2, 0],
+                "{reply}"
+            );
+        }
+    }
+
+    #[test]
+    fn drops_unknown_and_repeated_ids_and_cuts_to_top_k() {
+        let d = docs(&["a", "b", "c", "d"]);
+        let reply = r#"{"ranked_ids": ["x", "b", "b", "d", "a", "c"]}"#;
+        assert_eq!(indices(&parse_order(reply, &d, 2).unwrap()), vec![1, 3]);
+        assert_eq!(
+            indices(&parse_order(reply, &d, 10).unwrap()),
+            vec![1, 3, 0, 2]
+        );
+        assert_eq!(
+            parse_order(r#"{"ranked_ids": ["x"]}"#, &d, 2),
+            Err(ParseFailure::NoKnownIds)
+        );
+        assert_eq!(parse_order(r#"{"ranked_ids": []}"#, &d, 2), Ok(vec![]));
+    }
+
+    #[test]
+    fn rejects_replies_without_ranked_ids() {
+        let d = docs(&["a"]);
+        for reply in [
+            "a, b",
+            r#"{"ids": ["a"]}"#,
+            r#"{"ranked_ids": "a"}"#,
+            r#"{"ranked_ids": [{"id": "a"}]}"#,
+            "{\"ranked_ids\": [\"a\"",
+        ] {
+            assert_eq!(
+                parse_order(reply, &d, 2),
+                Err(ParseFailure::NoJson),
+                "{reply}"
+            );
+        }
+    }
+
+    #[test]
+    fn prompt_lists_every_candidate_on_its_own_lines() {
+        let request = LlmReranker::request("  my ex emailed me ", &docs(&["e1", "e2"]), 1);
+        let prompt = &request.messages[0].content;
+        assert!(
+            prompt.starts_with("User message:\nmy ex emailed me\n"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("- id: e2\n  title: Title e2\n  summary: Summary of e2\n"));
+        assert!(prompt.contains("the best 1 "), "{prompt}");
+        assert!(prompt.ends_with(r#"{"ranked_ids": ["<id>", ...]}"#));
+        assert_eq!(request.temperature, Some(0.0));
+        assert_eq!(request.max_tokens, 256);
+    }
+}

@@ -1,0 +1,177 @@
+//! The OpenAI-compatible chat client against a fake server speaking its wire format.
+
+use std::time::Duration;
+
+use assay_providers::{
+    ChatMessage, ChatModel, ChatRequest, OpenAiChat, ProviderErrorKind, Usage,
+    build_chat_model_with_env,
+};
+use serde_json::json;
+
+use crate::support::{FakeServer, OPENAI_KEY, Reply, fixture, fixture_json, openai_key};
+
+#[tokio::test]
+async fn sends_the_documented_request_and_parses_the_answer() {
+    let server =
+        FakeServer::always(Reply::json(&fixture_json("openai_chat_completion.json"))).await;
+    let chat = OpenAiChat::new(
+        "gpt-4o-mini",
+        Some(openai_key()),
+        &server.provider_options(),
+    )
+    .unwrap();
+    assert_eq!(chat.model(), "openai/gpt-4o-mini");
+    let request = ChatRequest {
+        system: Some("Be brief.".into()),
+        messages: vec![
+            ChatMessage::user("My ex is late again."),
+            ChatMessage::assistant("How late?"),
+            ChatMessage::user("An hour."),
+        ],
+        max_tokens: 200,
+        temperature: Some(0.0),
+    };
+    let response = chat.chat(&request).await.unwrap();
+
+    let r = &server.requests()[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {OPENAI_KEY}").as_str())
+    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    // Not api.openai.com: `max_tokens`, which vLLM, llama.cpp and Ollama read.
+    assert_eq!(
+        r.body,
+        json!({
+            "model": "gpt-4o-mini",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "My ex is late again."},
+                {"role": "assistant", "content": "How late?"},
+                {"role": "user", "content": "An hour."}
+            ],
+            "max_tokens": 200,
+            "temperature": 0.0
+        })
+    );
+    assert_eq!(
+        response.text,
+        "Keep it brief and stick to the schedule: confirm the pickup time and leave the rest unanswered."
+    );
+    assert_eq!(response.stop_reason.as_deref(), Some("stop"));
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 31,
+            output_tokens: 19,
+            requests: 1
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_local_server_needs_no_key_and_gets_no_auth_header() {
+    let server =
+        FakeServer::always(Reply::json(&fixture_json("openai_chat_completion.json"))).await;
+    let chat = build_chat_model_with_env(
+        &"openai/llama-3.1-8b".parse().unwrap(),
+        &server.provider_options(),
+        &|_| None,
+    )
+    .unwrap();
+    let request = ChatRequest {
+        system: None,
+        messages: vec![ChatMessage::user("hi")],
+        max_tokens: 5,
+        temperature: None,
+    };
+    chat.chat(&request).await.unwrap();
+    let r = &server.requests()[0];
+    assert_eq!(r.header("authorization"), None);
+    assert_eq!(
+        r.body,
+        json!({"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+    );
+}
+
+#[tokio::test]
+async fn error_bodies_are_parsed() {
+    let reply = Reply::raw(429, &fixture("openai_error_429.json")).header("retry-after-ms", "120");
+    let server = FakeServer::always(reply).await;
+    let chat = OpenAiChat::new(
+        "gpt-4o-mini",
+        Some(openai_key()),
+        &server.provider_options(),
+    )
+    .unwrap();
+    let err = chat
+        .chat(&ChatRequest::new(None, "hi", 5))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(120)));
+    assert!(
+        err.to_string().starts_with(
+            "openai/gpt-4o-mini: HTTP 429 (retry after 0.12s): Rate limit reached for gpt-4o-mini"
+        ),
+        "{err}"
+    );
+
+    let server = FakeServer::always(Reply::raw(401, &fixture("openai_error_401.json"))).await;
+    let chat = OpenAiChat::new(
+        "gpt-4o-mini",
+        Some(openai_key()),
+        &server.provider_options(),
+    )
+    .unwrap();
+    let err = chat
+        .chat(&ChatRequest::new(None, "hi", 5))
+        .await
+        .unwrap_err();
+    assert!(!err.is_retryable());
+    assert!(
+        err.to_string()
+            .contains("HTTP 401: Incorrect API key provided"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn no_choices_is_malformed_and_a_refusal_is_text() {
+    let server = FakeServer::always(Reply::json(
+        &json!({"object": "chat.completion", "choices": []}),
+    ))
+    .await;
+    let chat = OpenAiChat::new("m", None, &server.provider_options()).unwrap();
+    let err = chat
+        .chat(&ChatRequest::new(None, "hi", 5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ProviderErrorKind::Malformed { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "openai/m: malformed response: the answer has no choices"
+    );
+
+    let refusal = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+        "refusal": "I can't help with that."}, "finish_reason": "stop"}]});
+    let server = FakeServer::always(Reply::json(&refusal)).await;
+    let chat = OpenAiChat::new("m", None, &server.provider_options()).unwrap();
+    let response = chat.chat(&ChatRequest::new(None, "hi", 5)).await.unwrap();
+    assert_eq!(response.text, "I can't help with that.");
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            requests: 1
+        }
+    );
+}

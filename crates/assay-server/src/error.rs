@@ -1,0 +1,145 @@
+//! The API's one error type and its mapping to HTTP status codes.
+//!
+//! Every error answers `{"error": "<message>", "status": <HTTP status>, "code": "<stable code>"}`.
+//! See the crate documentation for the table of codes.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use assay_harness::HarnessError;
+
+/// A stable, machine-readable error code and the HTTP status it maps to.
+pub trait ErrorCode {
+    /// The stable code (`bad_request`, `not_found`, …).
+    fn code(&self) -> &'static str;
+    /// The HTTP status.
+    fn status(&self) -> StatusCode;
+}
+
+impl ErrorCode for HarnessError {
+    fn code(&self) -> &'static str {
+        match self {
+            HarnessError::Usage(_) => "bad_request",
+            e if e.is_infrastructure() => "infrastructure",
+            HarnessError::Data(_) | HarnessError::Kb(_) => "invalid_project",
+            HarnessError::Infrastructure(_) => "infrastructure",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self.code() {
+            "bad_request" => StatusCode::BAD_REQUEST,
+            "invalid_project" => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An error answered as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The stable code.
+    pub code: &'static str,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: a bad parameter or body.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 404: an unknown test id, topic or route.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 409: a run or calibration is in progress.
+    pub fn busy(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "busy", message)
+    }
+
+    /// 500: a failure inside the server.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl ErrorCode for ApiError {
+    fn code(&self) -> &'static str {
+        self.code
+    }
+
+    fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<HarnessError> for ApiError {
+    fn from(e: HarnessError) -> ApiError {
+        ApiError::new(e.status(), e.code(), e.to_string())
+    }
+}
+
+/// The JSON body of an error.
+#[derive(Debug, Serialize)]
+pub struct ErrorView<'a> {
+    /// What went wrong.
+    pub error: &'a str,
+    /// The HTTP status, repeated.
+    pub status: u16,
+    /// The stable code.
+    pub code: &'a str,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(code = self.code, "{}", self.message);
+        } else {
+            tracing::debug!(status = self.status.as_u16(), "{}", self.message);
+        }
+        let body = ErrorView {
+            error: &self.message,
+            status: self.status.as_u16(),
+            code: self.code,
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harness_errors_map_to_statuses() {
+        let usage = ApiError::from(HarnessError::Usage("bad".into()));
+        assert_eq!(usage.status, StatusCode::BAD_REQUEST);
+        assert_eq!(usage.code, "bad_request");
+        let infra = ApiError::from(HarnessError::Infrastructure("down".into()));
+        assert_eq!(infra.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(infra.code, "infrastructure");
+        let data = ApiError::from(HarnessError::io(
+            std::path::Path::new("kb/x.yaml"),
+            &std::io::Error::other("broken"),
+        ));
+        assert_eq!(data.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(data.message.contains("kb/x.yaml"), "{}", data.message);
+    }
+}
