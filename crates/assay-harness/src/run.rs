@@ -48,6 +48,26 @@ impl<'a> Backends<'a> {
     }
 }
 
+/// Parses a bank list as `--banks` and the HTTP API's `banks` take it: `all` (or nothing) for
+/// every bank, else a comma-separated list of `semantic`, `state`, `pattern`, `always`. The
+/// error names the unknown bank.
+pub fn parse_banks(spec: &str) -> Result<Vec<BankType>, String> {
+    let spec = spec.trim();
+    if spec.is_empty() || spec.eq_ignore_ascii_case("all") {
+        return Ok(Vec::new());
+    }
+    spec.split(',')
+        .map(|b| {
+            let b = b.trim().to_ascii_lowercase();
+            BankType::from_key(&b).ok_or_else(|| {
+                format!(
+                    "unknown bank `{b}` (expected all, or a comma-separated list of semantic, state, pattern, always)"
+                )
+            })
+        })
+        .collect()
+}
+
 /// How to run.
 #[derive(Debug)]
 pub struct RunOptions<'a> {

@@ -94,20 +94,8 @@ fn log_value(outcome: &RunOutcome) -> Result<Value, ApiError> {
 
 /// Parses `banks` as `assay run --banks` does: `all`, or a comma-separated list.
 pub fn parse_banks(spec: &str) -> Result<Vec<BankType>, ApiError> {
-    let spec = spec.trim();
-    if spec.is_empty() || spec.eq_ignore_ascii_case("all") {
-        return Ok(Vec::new());
-    }
-    spec.split(',')
-        .map(|b| {
-            let b = b.trim().to_ascii_lowercase();
-            BankType::from_key(&b).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "query parameter `banks`: unknown bank `{b}` (expected all, or a comma-separated list of semantic, state, pattern, always)"
-                ))
-            })
-        })
-        .collect()
+    assay_harness::run::parse_banks(spec)
+        .map_err(|e| ApiError::bad_request(format!("query parameter `banks`: {e}")))
 }
 
 fn path_param(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {

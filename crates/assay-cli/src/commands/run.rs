@@ -15,20 +15,7 @@ use crate::exit::Exit;
 use crate::progress::Bar;
 
 fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
-    let spec = spec.trim();
-    if spec.is_empty() || spec.eq_ignore_ascii_case("all") {
-        return Ok(Vec::new());
-    }
-    spec.split(',')
-        .map(|b| {
-            let b = b.trim().to_ascii_lowercase();
-            BankType::from_key(&b).ok_or_else(|| {
-                HarnessError::Usage(format!(
-                    "--banks: unknown bank `{b}` (expected all, or a list of semantic, state, pattern, always)"
-                ))
-            })
-        })
-        .collect()
+    assay_harness::run::parse_banks(spec).map_err(|e| HarnessError::Usage(format!("--banks: {e}")))
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
