@@ -78,8 +78,8 @@ def main() -> None:
         *rows,
         "",
         f"Padding (tokens in the padded batches, {ref.get('tokens')} real ones): sentence-transformers sorts "
-        f"texts by token count before batching: {ref.get('padded_tokens_sorted')}; assay's local embedder sorts "
-        f"by byte length: {ref.get('padded_tokens_bytes_sorted', 'n/a')}; input order would give "
+        f"texts by token count before batching, and so does assay's local embedder: {ref.get('padded_tokens_sorted')} "
+        f"(sorting by byte length, as assay did before, gave {ref.get('padded_tokens_bytes_sorted', 'n/a')}); input order would give "
         f"{ref.get('padded_tokens_input_order')}.",
         "",
         "Cross-check:",

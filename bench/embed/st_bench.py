@@ -88,7 +88,8 @@ def child_main(argv):
         seconds = time.perf_counter() - start
 
     # Tokens: real ones, and padded ones as sentence-transformers batches (sorted by token
-    # count), as assay batches (sorted by byte length) and as input-order batches would be.
+    # count, as assay's local embedder does too), sorted by byte length (how assay batched
+    # before) and in input order.
     tok = model.tokenizer
     lengths = [len(ids) for ids in tok(sentences, truncation=True, max_length=256)["input_ids"]]
     bs = args.batch_size
@@ -111,7 +112,7 @@ def child_main(argv):
         "tokens": sum(lengths),
         "padded_tokens_sorted": padded(sorted(range(len(lengths)), key=lambda i: -lengths[i])),
         "padded_tokens_input_order": padded(range(len(lengths))),
-        # assay's local embedder sorts by byte length (longest first) before batching
+        # how assay's local embedder batched before it sorted by token count
         "padded_tokens_bytes_sorted": padded(sorted(range(len(sentences)), key=lambda i: -len(sentences[i].encode()))),
         "load_seconds": round(load_seconds, 3),
         "seconds": round(seconds, 3),
