@@ -230,7 +230,10 @@ mod tests {
         let prompt = "User message:\nhi\n\nCandidates:\n\n- id: a\n  title: A\n  summary: s\n\n\
                       - id: b\n  title: B\n  summary: s\n- id: a\n";
         assert_eq!(candidate_ids(prompt), vec!["a", "b"]);
-        let many: String = (0..10).map(|i| format!("- id: e{i}\n")).collect();
+        let many = (0..10).fold(String::new(), |mut out, i| {
+            out.push_str(&format!("- id: e{i}\n"));
+            out
+        });
         assert_eq!(candidate_ids(&many).len(), 6);
     }
 

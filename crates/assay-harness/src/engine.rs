@@ -539,7 +539,7 @@ pub fn rerank_documents(
 /// one, by similarity plus priority bonus (the pipeline's final score).
 pub struct SemanticSearch<'a> {
     pipeline: &'a Pipeline,
-    queries: HashMap<String, Result<Vec<f32>, String>>,
+    queries: &'a HashMap<String, Result<Vec<f32>, String>>,
     reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     candidates: usize,
     top_k: usize,
@@ -551,7 +551,7 @@ impl<'a> SemanticSearch<'a> {
     /// by `reranker` (with the documents from [`rerank_documents`]) when there is one.
     pub fn new(
         pipeline: &'a Pipeline,
-        queries: HashMap<String, Result<Vec<f32>, String>>,
+        queries: &'a HashMap<String, Result<Vec<f32>, String>>,
         candidates: usize,
         top_k: usize,
         embedder_model: &str,
@@ -608,49 +608,44 @@ impl SemanticRetriever for SemanticSearch<'_> {
             })
             .collect();
         let selections = if let Some((reranker, documents)) = &self.reranker {
-            {
-                let docs: Vec<RerankDocument> = nearest
-                    .iter()
-                    .map(|(id, _)| {
-                        documents
-                            .get(id)
-                            .cloned()
-                            .unwrap_or_else(|| RerankDocument {
-                                id: id.clone(),
-                                title: id.clone(),
-                                summary: String::new(),
-                            })
-                    })
-                    .collect();
-                let reranking = reranker
-                    .rerank(prompt, &docs, self.top_k)
-                    .await
-                    .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
-                reranking
-                    .order
-                    .iter()
-                    .filter_map(|r| docs.get(r.index).map(|d| d.id.clone()))
-                    .take(self.top_k)
-                    .collect()
-            }
+            let docs: Vec<RerankDocument> = nearest
+                .iter()
+                .map(|(id, _)| {
+                    documents
+                        .get(id)
+                        .cloned()
+                        .unwrap_or_else(|| RerankDocument {
+                            id: id.clone(),
+                            title: id.clone(),
+                            summary: String::new(),
+                        })
+                })
+                .collect();
+            let reranking = reranker
+                .rerank(prompt, &docs, self.top_k)
+                .await
+                .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
+            reranking
+                .order
+                .iter()
+                .filter_map(|r| docs.get(r.index).map(|d| d.id.clone()))
+                .take(self.top_k)
+                .collect()
         } else {
-            {
-                let weight = self.pipeline.config().priority_weight;
-                let mut ranked: Vec<(f32, &str)> = nearest
-                    .iter()
-                    .map(|(id, sim)| {
-                        let bonus =
-                            f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
-                        (sim + bonus, id.as_str())
-                    })
-                    .collect();
-                ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-                ranked
-                    .into_iter()
-                    .take(self.top_k)
-                    .map(|(_, id)| id.to_owned())
-                    .collect()
-            }
+            let weight = self.pipeline.config().priority_weight;
+            let mut ranked: Vec<(f32, &str)> = nearest
+                .iter()
+                .map(|(id, sim)| {
+                    let bonus = f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
+                    (sim + bonus, id.as_str())
+                })
+                .collect();
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            ranked
+                .into_iter()
+                .take(self.top_k)
+                .map(|(_, id)| id.to_owned())
+                .collect()
         };
         Ok(SemanticRetrieval {
             candidates,

@@ -17,7 +17,7 @@
 //! nothing); they are not fsynced one by one.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
@@ -72,6 +72,16 @@ impl JournalEntry {
         }
     }
 
+    /// The case's score (`None` for a semantic case that errored).
+    pub fn score(&self) -> Option<u32> {
+        match self {
+            JournalEntry::Semantic(r) => r.score,
+            JournalEntry::State(r) => Some(r.score),
+            JournalEntry::Pattern(r) => Some(r.score),
+            JournalEntry::Always(r) => Some(r.score),
+        }
+    }
+
     /// The case id.
     pub fn test_id(&self) -> &str {
         match self {
@@ -82,6 +92,30 @@ impl JournalEntry {
         }
     }
 }
+
+/// `SemanticCaseResult::try_from(entry)` and the like: the result, or the entry back when it
+/// is of another bank.
+macro_rules! entry_results {
+    ($($variant:ident($result:ty)),*) => {$(
+        impl TryFrom<JournalEntry> for $result {
+            type Error = JournalEntry;
+
+            fn try_from(entry: JournalEntry) -> Result<$result, JournalEntry> {
+                match entry {
+                    JournalEntry::$variant(r) => Ok(r),
+                    other => Err(other),
+                }
+            }
+        }
+    )*};
+}
+
+entry_results!(
+    Semantic(SemanticCaseResult),
+    State(StateCaseResult),
+    Pattern(PatternCaseResult),
+    Always(AlwaysCaseResult)
+);
 
 /// An open journal: the cases already finished (when resuming) and the file new ones go to.
 #[derive(Debug)]
@@ -234,18 +268,17 @@ impl Journal {
     }
 }
 
-/// Opens the journal for appending (used after [`Journal::start`] by tests that simulate a
-/// crash).
-#[doc(hidden)]
-pub fn append_raw(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().append(true).open(path)?;
-    f.write_all(text.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use assay_core::scoring::Breakdown;
+    use std::fs::OpenOptions;
+
+    /// Appends raw text, as a crash mid-write would leave it.
+    fn append_raw(path: &Path, text: &str) -> std::io::Result<()> {
+        let mut f = OpenOptions::new().append(true).open(path)?;
+        f.write_all(text.as_bytes())
+    }
 
     fn header(request: &str) -> JournalHeader {
         JournalHeader {

@@ -284,12 +284,7 @@ pub async fn run(
                     |case| Ok(JournalEntry::State(runners::run_state_case(&matcher, case))),
                 )?;
                 results.state = Some(StateResults::from_results(
-                    out.into_iter()
-                        .filter_map(|e| match e {
-                            JournalEntry::State(r) => Some(r),
-                            _ => None,
-                        })
-                        .collect(),
+                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
                 ));
             }
             BankType::Pattern => {
@@ -312,12 +307,7 @@ pub async fn run(
                     Vec::new()
                 };
                 results.pattern = Some(PatternResults::from_results(
-                    out.into_iter()
-                        .filter_map(|e| match e {
-                            JournalEntry::Pattern(r) => Some(r),
-                            _ => None,
-                        })
-                        .collect(),
+                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
                 ));
             }
             BankType::Always => {
@@ -334,12 +324,7 @@ pub async fn run(
                     },
                 )?;
                 results.always = Some(AlwaysResults::from_results(
-                    out.into_iter()
-                        .filter_map(|e| match e {
-                            JournalEntry::Always(r) => Some(r),
-                            _ => None,
-                        })
-                        .collect(),
+                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
                 ));
             }
         }
@@ -401,20 +386,11 @@ fn run_cases<C>(
             }
             entry
         };
-        observer.case_finished(bank, entry.test_id(), entry_score(&entry));
+        observer.case_finished(bank, entry.test_id(), entry.score());
         out.push(entry);
     }
     observer.bank_finished(bank);
     Ok(out)
-}
-
-fn entry_score(entry: &JournalEntry) -> Option<u32> {
-    match entry {
-        JournalEntry::Semantic(r) => r.score,
-        JournalEntry::State(r) => Some(r.score),
-        JournalEntry::Pattern(r) => Some(r.score),
-        JournalEntry::Always(r) => Some(r.score),
-    }
 }
 
 /// `banks=…;test=…;topic=…`: a request as the journal header records it.

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
+use assay_kb::store::SqliteStore;
 use assay_providers::AccountingSnapshot;
+use assay_retrieval::pipeline::Pipeline;
 
 use crate::HarnessError;
 use crate::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
@@ -110,35 +112,30 @@ pub async fn execute(
             Some(r) => Some((calls.reranker(r), engine::rerank_documents(&store)?)),
             None => None,
         };
-        let choice = engine::choose_embedder(settings, setup.embedder.as_deref(), env)?;
-        let embedder = calls.embedder(engine::build_embedder(&choice)?);
-        let refreshed = engine::refresh_embeddings(&store, embedder.as_ref(), false, None).await?;
-        tracing::info!(
-            embedded = refreshed.embedded.len(),
-            fresh = refreshed.fresh,
-            model = embedder.model(),
-            "entity embeddings"
-        );
-        let config = engine::retrieval_config(settings, &choice);
-        let pipeline = engine::build_pipeline(&store, project, embedder.model(), config)?;
         let prompts = selected_prompts(project, request);
-        let queries = engine::embed_queries(embedder.as_ref(), &prompts).await;
-        Some((pipeline, queries, embedder.model().to_owned(), reranker))
+        let parts = semantic_parts(
+            project,
+            &store,
+            setup.embedder.as_deref(),
+            &calls,
+            env,
+            &prompts,
+        )
+        .await?;
+        Some((parts, reranker))
     } else {
         None
     };
-    let search = semantic
-        .as_ref()
-        .map(|(pipeline, queries, model, reranker)| {
-            SemanticSearch::new(
-                pipeline,
-                queries.clone(),
-                settings.semantic.candidates,
-                settings.semantic.top_k,
-                model,
-                reranker.clone(),
-            )
-        });
+    let search = semantic.as_ref().map(|(parts, reranker)| {
+        SemanticSearch::new(
+            &parts.pipeline,
+            &parts.queries,
+            settings.semantic.candidates,
+            settings.semantic.top_k,
+            &parts.model,
+            reranker.clone(),
+        )
+    });
     let backends = Backends {
         kb: &store,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
@@ -199,6 +196,45 @@ pub async fn execute(
         saved,
         usage: calls.usage(),
         usage_report: calls.usage_report(),
+    })
+}
+
+/// The first stage of the semantic bank, ready to search: the pipeline over fresh entity
+/// embeddings and the embedded prompts.
+struct SemanticParts {
+    pipeline: Pipeline,
+    queries: HashMap<String, Result<Vec<f32>, String>>,
+    /// The embedder's `vendor/model` name.
+    model: String,
+}
+
+/// Chooses and wraps the embedder, brings the store's entity embeddings up to date, builds
+/// the pipeline and embeds `prompts`.
+async fn semantic_parts(
+    project: &Project,
+    store: &SqliteStore,
+    embedder_flag: Option<&str>,
+    calls: &ProviderCalls,
+    env: &dyn Fn(&str) -> Option<String>,
+    prompts: &[String],
+) -> Result<SemanticParts, HarnessError> {
+    let settings = &project.settings;
+    let choice = engine::choose_embedder(settings, embedder_flag, env)?;
+    let embedder = calls.embedder(engine::build_embedder(&choice)?);
+    let refreshed = engine::refresh_embeddings(store, embedder.as_ref(), false, None).await?;
+    tracing::info!(
+        embedded = refreshed.embedded.len(),
+        fresh = refreshed.fresh,
+        model = embedder.model(),
+        "entity embeddings"
+    );
+    let config = engine::retrieval_config(settings, &choice);
+    let pipeline = engine::build_pipeline(store, project, embedder.model(), config)?;
+    let queries = engine::embed_queries(embedder.as_ref(), prompts).await;
+    Ok(SemanticParts {
+        pipeline,
+        queries,
+        model: embedder.model().to_owned(),
     })
 }
 
@@ -280,22 +316,15 @@ pub async fn top_candidates(
     let settings = &project.settings;
     let store = engine::open_store(settings)?;
     engine::import_kb(&store, project)?;
-    let choice = engine::choose_embedder(settings, embedder_flag, env)?;
-    let embedder = calls.embedder(engine::build_embedder(&choice)?);
-    engine::refresh_embeddings(&store, embedder.as_ref(), false, None).await?;
-    let pipeline = engine::build_pipeline(
-        &store,
-        project,
-        embedder.model(),
-        engine::retrieval_config(settings, &choice),
-    )?;
     let prompts: Vec<String> = project
         .banks
         .semantic
         .iter()
         .map(|l| l.case.prompt.clone())
         .collect();
-    let queries = engine::embed_queries(embedder.as_ref(), &prompts).await;
+    let SemanticParts {
+        pipeline, queries, ..
+    } = semantic_parts(project, &store, embedder_flag, calls, env, &prompts).await?;
     let mut out = HashMap::new();
     for located in &project.banks.semantic {
         let case = &located.case;

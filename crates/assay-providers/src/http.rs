@@ -388,6 +388,27 @@ impl DimensionCell {
     }
 }
 
+/// The answer of one embeddings request: `(index, vector)` pairs put back in input order and
+/// normalised ([`reassemble`]), their length checked against `dimension`, and the usage of
+/// one request with `input_tokens`.
+pub(crate) fn one_request_embeddings(
+    items: Vec<(usize, Vec<f32>)>,
+    expected: usize,
+    dimension: &DimensionCell,
+    input_tokens: u64,
+) -> Result<Embeddings, ProviderError> {
+    let vectors = reassemble(items, expected)?;
+    dimension.check(&vectors)?;
+    Ok(Embeddings {
+        vectors,
+        usage: Usage {
+            input_tokens,
+            output_tokens: 0,
+            requests: 1,
+        },
+    })
+}
+
 /// The embedders' batching loop: embeds `texts` in batches of at most `batch_size` with
 /// `embed_batch` (one request each, in order), concatenates the vectors, sums the usage, and
 /// tags errors with the provider `name`. Empty `texts` sends nothing.

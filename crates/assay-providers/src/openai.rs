@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
-use crate::http::{ApiKey, DimensionCell, Http, embed_in_batches, endpoint, host, reassemble};
+use crate::http::{
+    ApiKey, DimensionCell, Http, embed_in_batches, endpoint, host, one_request_embeddings,
+};
 use crate::{EmbedderOptions, ProviderError, ProviderOptions};
 
 /// Inputs per request unless [`EmbedderOptions::batch_size`] says otherwise (OpenAI accepts up
@@ -103,8 +105,6 @@ impl OpenAiEmbedder {
             .into_iter()
             .map(|d| (d.index, d.embedding))
             .collect();
-        let vectors = reassemble(items, input.len())?;
-        self.dimension.check(&vectors)?;
         // Some compatible servers fill only `total_tokens` (the same number for embeddings).
         let input_tokens = response.usage.map_or(0, |u| {
             if u.prompt_tokens > 0 {
@@ -113,14 +113,7 @@ impl OpenAiEmbedder {
                 u.total_tokens
             }
         });
-        Ok(Embeddings {
-            vectors,
-            usage: Usage {
-                input_tokens,
-                output_tokens: 0,
-                requests: 1,
-            },
-        })
+        one_request_embeddings(items, input.len(), &self.dimension, input_tokens)
     }
 }
 

@@ -18,7 +18,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
-use crate::http::{ApiKey, DimensionCell, Http, embed_in_batches, endpoint, reassemble};
+use crate::http::{
+    ApiKey, DimensionCell, Http, embed_in_batches, endpoint, one_request_embeddings,
+};
 use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
 use crate::{EmbedderOptions, ProviderError, ProviderOptions};
 
@@ -107,17 +109,8 @@ impl VoyageEmbedder {
             .into_iter()
             .map(|d| (d.index, d.embedding))
             .collect();
-        let vectors = reassemble(items, input.len())?;
-        self.dimension.check(&vectors)?;
         let input_tokens = response.usage.map_or(0, |u| u.total_tokens);
-        Ok(Embeddings {
-            vectors,
-            usage: Usage {
-                input_tokens,
-                output_tokens: 0,
-                requests: 1,
-            },
-        })
+        one_request_embeddings(items, input.len(), &self.dimension, input_tokens)
     }
 }
 
