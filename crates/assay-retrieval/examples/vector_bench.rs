@@ -12,8 +12,8 @@
 //! - `single`: every query in turn with [`VectorIndex::search`] (one pass over the data per
 //!   query), queries/s;
 //! - `batch`: all queries at once with [`FlatIndex::search_batch`], queries/s;
-//! - `bandwidth`: a read-bandwidth probe, the sum of every float of the data array with 32
-//!   independent accumulators, GB/s (1 GB = 10^9 bytes); best of at least `N` passes and of
+//! - `bandwidth`: a read-bandwidth probe, the sum of every float of the data array with the
+//!   same run-time-chosen SIMD loads as the search (AVX-512 where the CPU has it), GB/s (1 GB = 10^9 bytes); best of at least `N` passes and of
 //!   enough passes to read ~4 GB (at most 100).
 //!
 //! `bound_qps` is the single-query bound that bandwidth sets: `bandwidth / (rows * DIM * 4)`.
@@ -121,21 +121,33 @@ fn read_f32(path: &str, dim: usize) -> Result<Vec<f32>, String> {
     Ok(out)
 }
 
-/// Sum of every element with 32 independent accumulators (8 SSE registers, so no spills on
-/// x86-64: the adds do not serialise on their latency and the loop is limited by loads),
+/// Sum of every element, with the widest SIMD loads the CPU has (pulp's run-time choice, as
+/// the search uses) and 4 independent accumulators, so the loop is limited by reading memory;
 /// returned so it cannot be optimised away.
 fn sum_all(data: &[f32]) -> f32 {
-    const ACC: usize = 32;
-    let chunks = data.chunks_exact(ACC);
-    let tail: f32 = chunks.remainder().iter().sum();
-    let mut acc = [0f32; ACC];
-    for c in chunks {
-        let c: &[f32; ACC] = c.try_into().expect("chunks_exact gives ACC floats");
-        for i in 0..ACC {
-            acc[i] += c[i];
+    struct Sum<'a>(&'a [f32]);
+    impl pulp::WithSimd for Sum<'_> {
+        type Output = f32;
+        #[allow(clippy::inline_always)] // compiled with the features pulp enables
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, simd: S) -> f32 {
+            let (head, tail) = S::as_simd_f32s(self.0);
+            let zero = simd.splat_f32s(0.0);
+            let mut acc = [zero; 4];
+            let mut quads = head.chunks_exact(4);
+            for q in &mut quads {
+                for i in 0..4 {
+                    acc[i] = simd.add_f32s(acc[i], q[i]);
+                }
+            }
+            for x in quads.remainder() {
+                acc[0] = simd.add_f32s(acc[0], *x);
+            }
+            let lanes = simd.add_f32s(simd.add_f32s(acc[0], acc[1]), simd.add_f32s(acc[2], acc[3]));
+            simd.reduce_sum_f32s(lanes) + tail.iter().sum::<f32>()
         }
     }
-    acc.iter().sum::<f32>() + tail
+    pulp::Arch::new().dispatch(Sum(data))
 }
 
 /// CPU time of the calling thread in seconds, from `/proc/thread-self/schedstat` (Linux; its

@@ -1,9 +1,13 @@
 //! Exact vector search: cosine similarity over L2-normalised vectors (so a dot product), held
 //! contiguously, scanned in one pass with a fixed-size top-k and no per-row allocation.
 //!
-//! [`VectorIndex`] is the seam for other backends (PostgreSQL + pgvector).
+//! [`VectorIndex`] is the seam for other backends (PostgreSQL + pgvector). The scoring loops
+//! are in [`kernel`]: SIMD chosen at run time (AVX-512, AVX2, NEON), bit-identical scores for
+//! single and batched searches.
 
 use std::cmp::Ordering;
+
+mod kernel;
 
 /// A search result: the row and its similarity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,7 +93,8 @@ pub fn normalize(v: &mut [f32]) {
     }
 }
 
-/// A fixed-capacity list of the best hits seen so far, best first.
+/// A fixed-capacity list of the best hits seen so far, best first; equal scores by row, so the
+/// result does not depend on the order rows are offered in.
 struct TopK {
     k: usize,
     hits: Vec<Hit>,
@@ -104,20 +109,19 @@ impl TopK {
     }
 
     #[inline]
-    fn threshold(&self) -> f32 {
-        if self.hits.len() < self.k {
-            f32::NEG_INFINITY
-        } else {
-            self.hits[self.k - 1].score
-        }
-    }
-
-    #[inline]
     fn offer(&mut self, row: usize, score: f32) {
-        if self.k == 0 || score <= self.threshold() || score.is_nan() {
+        if self.hits.len() == self.k {
+            match self.hits.last() {
+                Some(last) if score > last.score || (score == last.score && row < last.row) => {}
+                _ => return,
+            }
+        }
+        if score.is_nan() {
             return;
         }
-        let at = self.hits.partition_point(|h| h.score >= score);
+        let at = self
+            .hits
+            .partition_point(|h| h.score > score || (h.score == score && h.row < row));
         self.hits.insert(at, Hit { row, score });
         self.hits.truncate(self.k);
     }
@@ -182,22 +186,27 @@ impl FlatIndex {
         &self.data[row * self.dimension..(row + 1) * self.dimension]
     }
 
-    /// Searches many queries at once: rows are visited in blocks that stay in cache while every
-    /// query is scored against them, so memory is read once per batch instead of once per query.
+    /// Searches many queries at once, each like [`VectorIndex::search`] without a mask (same
+    /// scores, same order): every row is read from memory once for the whole batch and scored
+    /// against all the queries while it is in registers. A query whose length is not the
+    /// index's dimension gets no hits.
     pub fn search_batch(&self, queries: &[&[f32]], k: usize) -> Vec<Vec<Hit>> {
-        const BLOCK_ROWS: usize = 512;
         let mut tops: Vec<TopK> = queries.iter().map(|_| TopK::new(k)).collect();
-        if self.dimension == 0 || queries.iter().any(|q| q.len() != self.dimension) {
+        let valid: Vec<usize> = (0..queries.len())
+            .filter(|&q| queries[q].len() == self.dimension)
+            .collect();
+        if self.dimension == 0 || k == 0 || valid.is_empty() {
             return tops.into_iter().map(|t| t.hits).collect();
         }
-        for (block, rows) in self.data.chunks(BLOCK_ROWS * self.dimension).enumerate() {
-            let base = block * BLOCK_ROWS;
-            for (query, top) in queries.iter().zip(&mut tops) {
-                for (i, row) in rows.chunks_exact(self.dimension).enumerate() {
-                    top.offer(base + i, dot(row, query));
-                }
-            }
-        }
+        let valid_queries: Vec<&[f32]> = valid.iter().map(|&q| queries[q]).collect();
+        kernel::scan_many(
+            &self.data,
+            self.dimension,
+            &valid_queries,
+            |q, row, score| {
+                tops[valid[q]].offer(row, score);
+            },
+        );
         tops.into_iter().map(|t| t.hits).collect()
     }
 }
@@ -217,23 +226,18 @@ impl VectorIndex for FlatIndex {
 
     fn search(&self, query: &[f32], k: usize, allow: Option<&[bool]>) -> Vec<Hit> {
         let mut top = TopK::new(k);
-        if query.len() != self.dimension || self.dimension == 0 {
+        if query.len() != self.dimension || self.dimension == 0 || k == 0 {
             return Vec::new();
         }
-        let rows = self.data.chunks_exact(self.dimension).enumerate();
         match allow {
-            None => {
-                for (i, row) in rows {
-                    top.offer(i, dot(row, query));
+            None => kernel::scan_one(&self.data, self.dimension, query, |row, score| {
+                top.offer(row, score);
+            }),
+            Some(mask) => kernel::scan_one(&self.data, self.dimension, query, |row, score| {
+                if mask.get(row).copied().unwrap_or(false) {
+                    top.offer(row, score);
                 }
-            }
-            Some(mask) => {
-                for (i, row) in rows {
-                    if mask.get(i).copied().unwrap_or(false) {
-                        top.offer(i, dot(row, query));
-                    }
-                }
-            }
+            }),
         }
         top.hits
     }
@@ -317,7 +321,34 @@ mod tests {
                 hits.iter().map(|h| h.row).collect::<Vec<_>>(),
                 brute(&index, q, 15)
             );
+            // Same rows, same scores to the bit, as the single search.
+            assert_eq!(hits, index.search(q, 15, None));
         }
+        // A query of the wrong length gets nothing and does not disturb the others.
+        let mixed: Vec<&[f32]> = vec![&queries[0], &[1.0, 0.0], &queries[1]];
+        let answers = index.search_batch(&mixed, 3);
+        assert!(answers[1].is_empty());
+        assert_eq!(answers[0], index.search(&queries[0], 3, None));
+        assert_eq!(answers[2], index.search(&queries[1], 3, None));
+    }
+
+    #[test]
+    fn equal_scores_are_ordered_by_row_in_single_and_batched_searches() {
+        // 23 identical rows (more than a multiple of the four scan streams) and one better.
+        let mut index = FlatIndex::new(3);
+        for i in 0..23 {
+            index
+                .push(format!("same{i}"), &unit(&[1.0, 1.0, 0.0]))
+                .unwrap();
+        }
+        index.push("best", &unit(&[1.0, 0.9, 0.1])).unwrap();
+        let q = unit(&[1.0, 0.9, 0.1]);
+        let hits = index.search(&q, 5, None);
+        assert_eq!(
+            hits.iter().map(|h| h.row).collect::<Vec<_>>(),
+            vec![23, 0, 1, 2, 3]
+        );
+        assert_eq!(index.search_batch(&[&q], 5), vec![hits]);
     }
 
     #[test]

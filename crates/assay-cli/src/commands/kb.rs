@@ -603,6 +603,10 @@ fn read_update(file: Option<&Path>, set: &[String]) -> Result<EntityUpdate, Harn
         };
         let value = match one(&value) {
             Ok(_) => value,
+            // `null` clears an optional field; a required one says it cannot be cleared.
+            Err(first) if value.is_null() => {
+                return Err(HarnessError::Usage(format!("--set `{pair}`: {first}")));
+            }
             Err(first) => {
                 let text = Value::String(raw);
                 if one(&text).is_ok() {

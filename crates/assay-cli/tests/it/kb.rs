@@ -427,6 +427,69 @@ fn update_writes_through_to_the_source_file() {
 }
 
 #[test]
+fn update_clears_an_optional_field_given_null() {
+    let p = Scratch::example();
+    let path = p.path("kb/handlers.yaml");
+    let target = "handler_returning_user";
+    let old = entities_in(&path)
+        .into_iter()
+        .find(|e| e.entity_id == target)
+        .unwrap();
+    assert!(old.keywords.is_some() && old.concept_summary.is_some());
+
+    // `--set FIELD=null` clears; a field left out stays.
+    let run = ok(&p, &["update", target, "--set", "keywords=null"]);
+    assert!(run.stdout.contains("changed: keywords"), "{run:?}");
+    // And `null` in an update file.
+    p.write(
+        "drafts/clear.yaml",
+        "concept_summary: null
+",
+    );
+    let file = p.path("drafts/clear.yaml");
+    let run = ok(&p, &["update", target, "--file", file.to_str().unwrap()]);
+    assert!(run.stdout.contains("changed: concept_summary"), "{run:?}");
+
+    let new = entities_in(&path)
+        .into_iter()
+        .find(|e| e.entity_id == target)
+        .unwrap();
+    assert_eq!(new.keywords, None);
+    assert_eq!(new.concept_summary, None);
+    assert_eq!(new.recognition, old.recognition);
+    assert_eq!(new.title, old.title);
+    let versions = history(&p, target);
+    assert_eq!(versions.len(), 3);
+    assert_eq!(
+        versions[1]["entity"]["concept_summary"],
+        old.concept_summary.unwrap().as_str()
+    );
+    assert_eq!(
+        versions[2]["changed_fields"],
+        serde_json::json!(["concept_summary"])
+    );
+
+    // A required field cannot be cleared: exit 2, a clear message, nothing written.
+    let before = kb_files(&p);
+    let run = rejected(
+        &p,
+        &["update", target, "--set", "title=null"],
+        "cannot be cleared",
+    );
+    assert!(run.stderr.contains("--set `title=null`"), "{run:?}");
+    p.write("drafts/title.yaml", "title: null\n");
+    let file = p.path("drafts/title.yaml");
+    let run = rejected(
+        &p,
+        &["update", target, "--file", file.to_str().unwrap()],
+        "cannot be cleared",
+    );
+    assert!(run.stderr.contains("title.yaml"), "{run:?}");
+    assert_eq!(kb_files(&p), before);
+    assert_eq!(history(&p, target).len(), 3);
+}
+
+#[test]
 fn update_from_a_file_keeps_json_files_json() {
     let p = Scratch::example();
     // scripts.yaml → scripts.json, pretty-printed with two spaces.

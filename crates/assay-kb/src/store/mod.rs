@@ -95,47 +95,104 @@ pub struct EntityVersion {
 }
 
 /// The fields an update may change (003 §4 `KBEntityUpdate`); `None` leaves a field as it is.
+///
+/// The optional fields take `Some(None)` to clear them: in a YAML or JSON update an explicit
+/// `null` (`concept_summary: null`, or `--set concept_summary=null`), as in a JSON merge patch
+/// (RFC 7386); a field left out is left alone.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(clippy::option_option)] // serde's idiom for "left out" vs "null"
 pub struct EntityUpdate {
     /// New title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "required",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub title: Option<String>,
     /// New concept summary.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concept_summary: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub concept_summary: Option<Option<String>>,
     /// New recognition text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recognition: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recognition: Option<Option<String>>,
     /// New keywords.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keywords: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub keywords: Option<Option<String>>,
     /// New guidance (do).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guidance_do: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub guidance_do: Option<Option<String>>,
     /// New guidance (don't).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guidance_dont: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub guidance_dont: Option<Option<String>>,
     /// New examples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub examples: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub examples: Option<Option<String>>,
     /// New red flags.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub red_flags: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub red_flags: Option<Option<String>>,
     /// New load mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "required",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_mode: Option<LoadMode>,
     /// New priority.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "required",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub priority: Option<Priority>,
     /// New state conditions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_conditions: Option<Map<String, Value>>,
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub state_conditions: Option<Option<Map<String, Value>>>,
     /// New audiences.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "required",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub audience_types: Option<Vec<String>>,
     /// Activate (`true`) or deactivate (`false`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "required",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub is_active: Option<bool>,
 }
 
@@ -157,7 +214,10 @@ impl EntityUpdate {
             audience_types,
             is_active,
         } = self;
-        let text = |new: &Option<String>, old: &Option<String>| new.clone().or_else(|| old.clone());
+        let text = |new: &Option<Option<String>>, old: &Option<String>| match new {
+            Some(value) => value.clone(),
+            None => old.clone(),
+        };
         Entity {
             title: title.clone().unwrap_or_else(|| entity.title.clone()),
             concept_summary: text(concept_summary, &entity.concept_summary),
@@ -169,9 +229,10 @@ impl EntityUpdate {
             red_flags: text(red_flags, &entity.red_flags),
             load_mode: load_mode.unwrap_or(entity.load_mode),
             priority: priority.unwrap_or(entity.priority),
-            state_conditions: state_conditions
-                .clone()
-                .or_else(|| entity.state_conditions.clone()),
+            state_conditions: match state_conditions {
+                Some(value) => value.clone(),
+                None => entity.state_conditions.clone(),
+            },
             audience_types: audience_types
                 .clone()
                 .unwrap_or_else(|| entity.audience_types.clone()),
@@ -179,6 +240,30 @@ impl EntityUpdate {
             ..entity.clone()
         }
     }
+}
+
+/// A required field: left out (`None`) or given a value, never `null`.
+fn required<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<T>::deserialize(deserializer)? {
+        Some(value) => Ok(Some(value)),
+        None => Err(serde::de::Error::custom(
+            "null is not allowed here: the field is required and cannot be cleared",
+        )),
+    }
+}
+
+/// A field that may be left out (`None`), set to `null` (`Some(None)`) or given a value.
+#[allow(clippy::option_option)]
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// The names of the fields (content and configuration, not `entity_id`) whose values differ

@@ -51,7 +51,7 @@ fn staleness_follows_model_and_text() {
 
     // Fields outside the embedding text (003 §8) keep it fresh; the embedding carries over.
     let update = EntityUpdate {
-        concept_summary: Some("not embedded".into()),
+        concept_summary: Some(Some("not embedded".into())),
         priority: Priority::new(70),
         ..EntityUpdate::default()
     };
@@ -59,7 +59,7 @@ fn staleness_follows_model_and_text() {
     assert_eq!(status_of(&store, "a", "m"), Staleness::Fresh);
 
     let update = EntityUpdate {
-        keywords: Some("new keywords".into()),
+        keywords: Some(Some("new keywords".into())),
         ..EntityUpdate::default()
     };
     store.update("a", &update, &edit("admin", 3)).unwrap();
