@@ -64,7 +64,7 @@ def main() -> None:
     ref = st[0] if st else {}
     a0 = rust[0] if rust else {}
     md = [
-        "# MiniLM embedding throughput: assay (candle) vs sentence-transformers (PyTorch CPU)",
+        "# MiniLM embedding throughput: assay (local embedder) vs sentence-transformers (PyTorch CPU)",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs; {ref.get('sentences')} sentences "
         f"({ref.get('tokens')} tokens), batch {ref.get('batch_size')}; torch {ref.get('versions', {}).get('torch')}, "
@@ -78,9 +78,10 @@ def main() -> None:
         *rows,
         "",
         f"Padding (tokens in the padded batches, {ref.get('tokens')} real ones): sentence-transformers sorts "
-        f"texts by token count before batching, and so does assay's local embedder: {ref.get('padded_tokens_sorted')} "
-        f"(sorting by byte length, as assay did before, gave {ref.get('padded_tokens_bytes_sorted', 'n/a')}); input order would give "
-        f"{ref.get('padded_tokens_input_order')}.",
+        f"texts by token count before batching: {ref.get('padded_tokens_sorted')} "
+        f"(sorting by byte length would give {ref.get('padded_tokens_bytes_sorted', 'n/a')}, input order "
+        f"{ref.get('padded_tokens_input_order')}); assay's local embedder also batches by token count but runs each "
+        f"text at its own length (no padding): {ref.get('tokens')}.",
         "",
         "Cross-check:",
         "",

@@ -81,7 +81,9 @@ pub(crate) enum AuthScheme {
 /// A JSON-over-HTTP client with assay's error mapping.
 #[derive(Debug)]
 pub(crate) struct Http {
-    client: reqwest::Client,
+    /// Built on the first request: making one loads the system's TLS root certificates (~2 ms),
+    /// which a run answered from the call cache, or a command that never calls out, skips.
+    client: OnceLock<reqwest::Client>,
     timeout: Duration,
     key: Option<ApiKey>,
     scheme: AuthScheme,
@@ -96,12 +98,26 @@ impl Http {
                 "the request timeout must be greater than zero",
             ));
         }
+        Ok(Http {
+            client: OnceLock::new(),
+            timeout,
+            key,
+            scheme: AuthScheme::Bearer,
+            headers: Vec::new(),
+        })
+    }
+
+    /// The client, made on first use.
+    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
         // A client per provider, not per process: a pooled connection belongs to the runtime that
         // opened it, and the harness may run on several runtimes (the HTTP API runs each request
         // on its own).
         let client = reqwest::Client::builder()
             .user_agent(concat!("assay/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| {
                 ProviderError::config(format!(
@@ -109,13 +125,8 @@ impl Http {
                     error_chain(&e)
                 ))
             })?;
-        Ok(Http {
-            client,
-            timeout,
-            key,
-            scheme: AuthScheme::Bearer,
-            headers: Vec::new(),
-        })
+        // Two first requests at once may both build one; either will do.
+        Ok(self.client.get_or_init(|| client))
     }
 
     /// Sends the key with `scheme` instead of `Authorization: Bearer`.
@@ -139,7 +150,7 @@ impl Http {
         B: Serialize + ?Sized,
         R: DeserializeOwned,
     {
-        let mut request = self.client.post(url).timeout(self.timeout).json(body);
+        let mut request = self.client()?.post(url).timeout(self.timeout).json(body);
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
