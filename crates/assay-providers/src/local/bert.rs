@@ -191,9 +191,13 @@ fn input_major(weight: &Tensor) -> candle_core::Result<Tensor> {
 }
 
 impl Encoder {
-    /// Reads the weights from the bytes of `model.safetensors`.
-    pub(crate) fn load(bytes: &[u8], config: &Config) -> Result<Encoder, LoadError> {
-        let activation = config.check().map_err(LoadError::Mismatch)?;
+    /// Reads the weights from the bytes of `model.safetensors`; `activation` is what
+    /// [`Config::check`] found `config` to ask for.
+    pub(crate) fn load(
+        bytes: &[u8],
+        config: &Config,
+        activation: Activation,
+    ) -> Result<Encoder, LoadError> {
         let tensors = candle_core::safetensors::load_buffer(bytes, &Device::Cpu)
             .map_err(LoadError::NotSafetensors)?;
         let mut prefixes = vec![String::new(), "bert.".to_owned()];

@@ -170,7 +170,7 @@ impl Bert {
         let config: Config = serde_json::from_str(&read_text(&config_path)?).map_err(|e| {
             ProviderError::model_file(&config_path, format!("not a BERT config: {e}"))
         })?;
-        config.check().map_err(|e| {
+        let activation = config.check().map_err(|e| {
             ProviderError::model_file(&config_path, format!("not a BERT config: {e}"))
         })?;
         let max_seq_length = max_seq_length(dir)?.min(config.max_position_embeddings);
@@ -193,7 +193,7 @@ impl Bert {
 
         let weights_path = dir.join("model.safetensors");
         let weights = std::fs::read(&weights_path).map_err(|e| io_error(&weights_path, &e))?;
-        let encoder = Encoder::load(&weights, &config)
+        let encoder = Encoder::load(&weights, &config, activation)
             .map_err(|e| ProviderError::model_file(&weights_path, e.to_string()))?;
         tracing::debug!(
             dir = %dir.display(),
