@@ -18,12 +18,15 @@
 //!   text; rules that had one are confirmed with their own regex), then the keyword scan over
 //!   the message lower-cased as Python lower-cases it.
 
+mod grams;
+
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind, packed};
 use assay_core::bank::PatternRules;
 use assay_core::runlog::{CrisisMatch, KeywordMatch};
+use grams::GramFilter;
 use regex_automata::meta::{self, Regex};
 use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::{Input, PatternSet};
@@ -113,6 +116,73 @@ pub struct PatternMatcher {
     /// Every crisis rule (word boundaries removed), for non-ASCII messages; `None` when there
     /// are no crisis rules.
     unicode_set: Option<Regex>,
+    /// The characters that make a non-ASCII message take the Unicode path; `None`: every
+    /// non-ASCII message does (a keyword is not ASCII).
+    plain_non_ascii: Option<RiskyChars>,
+}
+
+/// Non-ASCII characters that can change what a message matches beyond its ASCII text.
+///
+/// A non-ASCII message with none of them is *plain*: the ASCII scan gives the seed's answer
+/// for it. Every crisis match in it is ASCII text (the regexes' classes and literals allow no
+/// non-ASCII character it holds), so it contains the rule's factor; and lower-casing it changes
+/// no character into ASCII (only `İ` and the Kelvin sign `K` lower-case to ASCII letters), so
+/// every keyword found in the lower-cased message is ASCII text of the message, equal to the
+/// keyword but for ASCII case.
+#[derive(Debug, Clone)]
+struct RiskyChars(ClassUnicode);
+
+impl RiskyChars {
+    /// The characters, for `crisis` (syntax trees, case-insensitivity applied).
+    fn new<'h>(crisis: impl Iterator<Item = &'h Hir>) -> RiskyChars {
+        let mut class = ClassUnicode::new(['\u{130}', '\u{212a}'].map(char_range));
+        let non_ascii = ClassUnicode::new([ClassUnicodeRange::new('\u{80}', char::MAX)]);
+        for hir in crisis {
+            collect_non_ascii(hir, &non_ascii, &mut class);
+        }
+        RiskyChars(class)
+    }
+
+    /// Whether `text` holds one of the characters.
+    fn contains_any(&self, text: &str) -> bool {
+        let ranges = self.0.ranges();
+        text.chars().any(|c| {
+            !c.is_ascii() && {
+                let i = ranges.partition_point(|r| r.end() < c);
+                ranges.get(i).is_some_and(|r| r.start() <= c)
+            }
+        })
+    }
+}
+
+/// Adds to `out` every non-ASCII character that a literal or class of `hir` allows.
+fn collect_non_ascii(hir: &Hir, non_ascii: &ClassUnicode, out: &mut ClassUnicode) {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => {}
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(text) => out.union(&ClassUnicode::new(
+                text.chars().filter(|c| !c.is_ascii()).map(char_range),
+            )),
+            Err(_) => out.union(non_ascii),
+        },
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut high = class.clone();
+            high.intersect(non_ascii);
+            out.union(&high);
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            if class.ranges().iter().any(|r| r.end() >= 0x80) {
+                out.union(non_ascii);
+            }
+        }
+        HirKind::Repetition(rep) => collect_non_ascii(&rep.sub, non_ascii, out),
+        HirKind::Capture(cap) => collect_non_ascii(&cap.sub, non_ascii, out),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+            for sub in subs {
+                collect_non_ascii(sub, non_ascii, out);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for PatternMatcher {
@@ -134,14 +204,6 @@ fn whole_word_at(text: &str, start: usize, end: usize) -> bool {
         .next_back()
         .is_none_or(|c| !is_word_char(c));
     let after = text[end..].chars().next().is_none_or(|c| !is_word_char(c));
-    before && after
-}
-
-/// [`whole_word_at`] for ASCII text.
-fn whole_word_at_ascii(text: &[u8], start: usize, end: usize) -> bool {
-    let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
-    let before = start.checked_sub(1).is_none_or(|i| !word(&text[i]));
-    let after = text.get(end).is_none_or(|b| !word(b));
     before && after
 }
 
@@ -242,12 +304,16 @@ impl PatternMatcher {
                 whole_word: rule.whole_word,
             });
         }
+        let keywords_ascii = boosts
+            .iter()
+            .all(|b| b.keywords.iter().all(|k| k.is_ascii()));
         Ok(PatternMatcher {
             crisis,
             boosts,
             literals: literals.build()?,
             unfactored,
             unicode_set,
+            plain_non_ascii: keywords_ascii.then(|| RiskyChars::new(loose.iter())),
         })
     }
 
@@ -258,7 +324,16 @@ impl PatternMatcher {
 
     /// Indices of the crisis rules and keyword groups that fire on `message`, each sorted.
     fn fired(&self, message: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
-        let (mut crisis, mut hits) = if message.is_ascii() {
+        let first_non_ascii = match self.literals.as_ref().and_then(|l| l.grams.as_ref()) {
+            Some(grams) => grams.first_non_ascii(message.as_bytes()),
+            None => message.bytes().position(|b| !b.is_ascii()),
+        };
+        let plain = first_non_ascii.is_none_or(|at| {
+            self.plain_non_ascii
+                .as_ref()
+                .is_some_and(|risky| !risky.contains_any(&message[at..]))
+        });
+        let (mut crisis, mut hits) = if plain {
             self.scan_ascii(message)
         } else {
             self.scan_unicode(message)
@@ -271,26 +346,14 @@ impl PatternMatcher {
         (crisis, hits)
     }
 
-    /// ASCII `message`: one literal scan over it lower-cased, then the regexes of the crisis
-    /// rules that may match.
+    /// A message that is ASCII, or *plain* (see [`RiskyChars`]): one literal scan over it,
+    /// ignoring ASCII case, then the regexes of the crisis rules that may match.
     fn scan_ascii(&self, message: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
         let mut crisis = Vec::new();
         let mut maybe = Vec::new();
         let mut hits = Vec::new();
         if let Some(scan) = &self.literals {
-            let mut on_stack = [0u8; 512];
-            let mut on_heap;
-            let lower: &mut [u8] = if message.len() <= on_stack.len() {
-                &mut on_stack[..message.len()]
-            } else {
-                on_heap = vec![0u8; message.len()];
-                &mut on_heap
-            };
-            for (to, from) in lower.iter_mut().zip(message.as_bytes()) {
-                *to = from.to_ascii_lowercase();
-            }
-            let lower = &*lower;
-            scan.for_each(lower, |owners, start, end| {
+            scan.for_each_ascii(message.as_bytes(), |owners, start, end| {
                 for owner in owners {
                     match *owner {
                         Owner::Crisis {
@@ -302,8 +365,7 @@ impl PatternMatcher {
                             certain: false,
                         } => maybe.push(rule),
                         Owner::Keyword { boost, keyword } => {
-                            if !self.boosts[boost].whole_word
-                                || whole_word_at_ascii(lower, start, end)
+                            if !self.boosts[boost].whole_word || whole_word_at(message, start, end)
                             {
                                 hits.push((boost, keyword));
                             }
@@ -411,6 +473,9 @@ impl PatternMatcher {
 
 /// The literal scan: keywords and crisis factors, each reported with its owners.
 struct LiteralScan {
+    /// Finds every literal in ASCII text with SIMD, when there are few literals and the CPU
+    /// has AVX2 (`grams`); otherwise `first` and `all` do it.
+    grams: Option<GramFilter>,
     /// Finds the leftmost literal with SIMD, when there are few literals: most messages hold
     /// none, and the automaton then never runs.
     first: Option<packed::Searcher>,
@@ -421,7 +486,31 @@ struct LiteralScan {
 }
 
 impl LiteralScan {
-    /// Calls `found(owners, start, end)` for each occurrence of a literal in `haystack`.
+    /// Calls `found(owners, start, end)` for each occurrence of a literal in the ASCII text
+    /// `message`, ignoring ASCII case.
+    fn for_each_ascii(&self, message: &[u8], mut found: impl FnMut(&[Owner], usize, usize)) {
+        if let Some(grams) = &self.grams {
+            grams.for_each(message, |literal, start, end| {
+                found(&self.owners[literal], start, end);
+            });
+            return;
+        }
+        let mut on_stack = [0u8; 512];
+        let mut on_heap;
+        let lower: &mut [u8] = if message.len() <= on_stack.len() {
+            &mut on_stack[..message.len()]
+        } else {
+            on_heap = vec![0u8; message.len()];
+            &mut on_heap
+        };
+        for (to, from) in lower.iter_mut().zip(message) {
+            *to = from.to_ascii_lowercase();
+        }
+        self.for_each(lower, found);
+    }
+
+    /// Calls `found(owners, start, end)` for each occurrence of a literal in `haystack`
+    /// (lower-cased).
     fn for_each(&self, haystack: &[u8], mut found: impl FnMut(&[Owner], usize, usize)) {
         let start = match &self.first {
             None => 0,
@@ -483,6 +572,7 @@ impl LiteralsBuilder {
             .build(&self.literals)
             .map_err(|e| RuleError::Automaton(e.to_string()))?;
         Ok(Some(LiteralScan {
+            grams: GramFilter::new(&self.literals),
             first,
             all,
             owners: self.owners,
@@ -951,6 +1041,35 @@ mod tests {
     }
 
     #[test]
+    fn non_ascii_look_alikes_take_the_unicode_path() {
+        let m = matcher();
+        // Plain non-ASCII text (no character that folds or lower-cases to ASCII) is scanned
+        // like ASCII text.
+        assert!(m.plain_non_ascii.is_some());
+        let plain = "Café — I’m BEING HURT at home, BIFF é";
+        assert!(!m.plain_non_ascii.as_ref().unwrap().contains_any(plain));
+        assert_eq!(
+            m.matched_entities(plain),
+            vec!["handler_crisis", "domestic_violence", "biff_response"]
+        );
+        // The long s matches `s` case-insensitively (as in Python), the Kelvin sign lower-cases
+        // to `k`: both are found, through the Unicode path.
+        assert_eq!(
+            m.matched_entities("é: I dont feel \u{17f}afe"),
+            vec!["handler_crisis"]
+        );
+        let kelvin = "try GRAY ROC\u{212a}, it works";
+        assert!(m.plain_non_ascii.as_ref().unwrap().contains_any(kelvin));
+        assert_eq!(m.matched_entities(kelvin), vec!["gray_rock"]);
+        // A keyword that is not ASCII turns the shortcut off.
+        let mut rules = seed_rules();
+        rules.keyword_boosts[0].keywords.push("gris roché".into());
+        let m = PatternMatcher::new(&rules).unwrap();
+        assert!(m.plain_non_ascii.is_none());
+        assert_eq!(m.matched_entities("GRIS ROCHÉ !"), vec!["gray_rock"]);
+    }
+
+    #[test]
     fn nothing_matches_a_calm_message() {
         assert_eq!(
             matcher().match_message("what time is pickup"),
@@ -1296,7 +1415,9 @@ mod tests {
         "all",
         "OK",
     ];
-    const SEPARATORS: &[&str] = &[" ", " ", " ", " ", "", "'", "’", "-", ", ", ". ", "\t"];
+    const SEPARATORS: &[&str] = &[
+        " ", " ", " ", " ", "", "'", "’", "-", ", ", ". ", "\t", "\u{a0}", " é ", " — ",
+    ];
 
     fn message(rng: &mut Rng, rules: &PatternRules) -> String {
         let mut words: Vec<String> = Vec::new();
@@ -1320,10 +1441,14 @@ mod tests {
             if i > 0 {
                 text.push_str(rng.pick(SEPARATORS));
             }
-            let word = match rng.below(10) {
+            // Non-ASCII look-alikes that case-insensitive matching or lower-casing can turn
+            // into ASCII letters (dotted and dotless i, long s, the Kelvin sign).
+            let word = match rng.below(14) {
                 0 => word.to_uppercase(),
                 1 => word.replace('i', "İ"),
                 2 => word.replace('i', "ı"),
+                3 => word.replace('s', "ſ"),
+                4 => word.replace('k', "\u{212a}"),
                 _ => word.clone(),
             };
             text.push_str(&word);
