@@ -9,14 +9,13 @@ use std::time::Duration;
 use assay_core::UserState;
 use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::runlog::Candidate;
-use assay_kb::EntityFilter;
 use assay_kb::store::{Edit, ImportReport, KbStore, SqliteStore};
+use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
 use assay_providers::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
     ChatSpec, Embedder, EmbedderOptions, EmbedderSpec, Guarded, InputKind, ProviderOptions,
     RerankDocument, Reranker, RerankerSpec,
 };
-use assay_retrieval::patterns::PatternMatcher;
 use assay_retrieval::pipeline::{Pipeline, RetrievalConfig};
 
 use crate::HarnessError;
@@ -58,6 +57,13 @@ pub fn import_kb(store: &dyn KbStore, project: &Project) -> Result<ImportReport,
     Ok(store.import(project.kb.kb.entities(), &Edit::now("import"))?)
 }
 
+/// Every current row of the store (active or not), in memory: what a run reads, many times
+/// over (each always case, the state matcher, the pipeline, the journal's fingerprint), is read
+/// from the store once, after the import.
+pub fn snapshot(store: &dyn KbStore) -> Result<MemoryKb, HarnessError> {
+    Ok(MemoryKb::new(store.list(&EntityFilter::default())?)?)
+}
+
 /// An embedder choice and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedderChoice {
@@ -73,6 +79,14 @@ impl EmbedderChoice {
     /// Whether this is the built-in lexical embedder.
     pub fn is_builtin(&self) -> bool {
         matches!(self.spec, EmbedderSpec::Builtin(_))
+    }
+
+    /// Whether it runs in this process (built-in, `local/`, `hf/`): no calls to a provider.
+    pub fn is_in_process(&self) -> bool {
+        matches!(
+            self.spec,
+            EmbedderSpec::Builtin(_) | EmbedderSpec::Local(_) | EmbedderSpec::HuggingFace(_)
+        )
     }
 }
 
@@ -229,11 +243,14 @@ pub struct ProviderCalls {
 }
 
 impl ProviderCalls {
-    /// Opens the cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names.
+    /// Opens the cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names; only
+    /// when `remote` (some provider of the run is called over the network: in-process models
+    /// are never cached), though the mode is checked either way.
     pub fn open(
         settings: &ProjectSettings,
         flag: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
+        remote: bool,
     ) -> Result<ProviderCalls, HarnessError> {
         let from_env = env(ASSAY_CACHE).filter(|v| !v.trim().is_empty());
         let (name, source) = match (flag, from_env) {
@@ -249,7 +266,7 @@ impl ProviderCalls {
                 "{source}: unknown cache mode `{name}` (expected read-write, off or replay)"
             ))
         })?;
-        let cache = if mode == CacheMode::Off {
+        let cache = if mode == CacheMode::Off || !remote {
             None
         } else {
             let path = cache_path(settings);
@@ -432,9 +449,11 @@ pub async fn refresh_embeddings(
     Ok(report)
 }
 
-/// Builds the retrieval pipeline over the store's current entities and fresh embeddings.
+/// Builds the retrieval pipeline over `kb`'s active entities (the store, or a [`snapshot`] of
+/// it) and the store's fresh embeddings.
 pub fn build_pipeline(
     store: &dyn KbStore,
+    kb: &dyn KnowledgeBase,
     project: &Project,
     model: &str,
     config: RetrievalConfig,
@@ -446,13 +465,8 @@ pub fn build_pipeline(
         },
         model,
     )?;
-    let patterns = match &project.rules {
-        Some(rules) => {
-            Some(PatternMatcher::new(rules).map_err(|e| HarnessError::Usage(e.to_string()))?)
-        }
-        None => None,
-    };
-    Pipeline::new(store, patterns, &embeddings, config)
+    // The rules were compiled when the project was loaded.
+    Pipeline::new(kb, project.patterns.clone(), &embeddings, config)
         .map_err(|e| HarnessError::Infrastructure(e.to_string()))
 }
 

@@ -14,7 +14,9 @@
 //! finished results would not be comparable. A case that ended in an infrastructure error is
 //! journaled too, but a resumed run runs it again. A last line cut short by a crash is ignored.
 //! Lines are flushed to the operating system as they are written (a killed process loses
-//! nothing); they are not fsynced one by one.
+//! nothing); they are not fsynced one by one. A semantic case (provider calls) is written the
+//! moment it finishes; the cases of the deterministic banks (state, pattern, always), which
+//! take microseconds each, are written together when their bank finishes.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -217,9 +219,7 @@ impl Journal {
         let mut journal = Journal::start(path, header)?;
         let mut entries: Vec<&JournalEntry> = done.values().collect();
         entries.sort_by(|a, b| (a.bank(), a.test_id()).cmp(&(b.bank(), b.test_id())));
-        for entry in entries {
-            journal.write(entry)?;
-        }
+        journal.record_all(entries)?;
         journal.done = done;
         Ok(journal)
     }
@@ -244,15 +244,24 @@ impl Journal {
 
     /// Appends a finished case.
     pub fn record(&mut self, entry: &JournalEntry) -> Result<(), HarnessError> {
-        self.write(entry)
+        self.record_all([entry])
     }
 
-    fn write(&mut self, entry: &JournalEntry) -> Result<(), HarnessError> {
-        let mut line = serde_json::to_string(entry)
-            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
-        line.push('\n');
+    /// Appends finished cases, in one write.
+    pub fn record_all<'e>(
+        &mut self,
+        entries: impl IntoIterator<Item = &'e JournalEntry>,
+    ) -> Result<(), HarnessError> {
+        let mut text = String::new();
+        for entry in entries {
+            text.push_str(
+                &serde_json::to_string(entry)
+                    .map_err(|e| HarnessError::Infrastructure(e.to_string()))?,
+            );
+            text.push('\n');
+        }
         self.file
-            .write_all(line.as_bytes())
+            .write_all(text.as_bytes())
             .and_then(|()| self.file.flush())
             .map_err(|e| HarnessError::io(&self.path, &e))
     }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use assay_core::bank::{BankType, PatternRules};
 use assay_kb::datafile::{self, DataError};
@@ -22,7 +23,7 @@ pub struct Project {
     /// Every bank's cases.
     pub banks: Banks,
     /// The compiled pattern rules, when the project has a rules file.
-    pub patterns: Option<PatternMatcher>,
+    pub patterns: Option<Arc<PatternMatcher>>,
     /// The pattern rules as written (to compile again for a retrieval pipeline).
     pub rules: Option<PatternRules>,
     /// The pattern rules file, when present.
@@ -60,54 +61,32 @@ impl Project {
             )));
         }
         let settings = ProjectSettings::load(root)?;
-        let mut warnings = Vec::new();
+        // The knowledge base on this thread, the banks, rules and history on another: the two
+        // halves of loading take about as long. Errors and warnings come out in the order a
+        // one-threaded load would give them.
+        let (kb, other) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| load_banks_rules_and_history(&settings));
+            let kb = load_kb(&settings);
+            let other = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (kb, other)
+        });
+        let (kb, mut warnings) = kb?;
         let mut warn = |w: String| warnings.push(w);
-
-        let kb = if settings.kb_dir.is_dir() {
-            assay_kb::load_dir(&settings.kb_dir)?
-        } else {
-            warn(format!(
-                "{}: no knowledge-base folder; the knowledge base is empty",
-                settings.kb_dir.display()
-            ));
-            LoadedKb {
-                kb: assay_kb::MemoryKb::default(),
-                sources: HashMap::new(),
-                files: Vec::new(),
-                warnings: Vec::new(),
+        let other = other?;
+        other.warnings.into_iter().for_each(&mut warn);
+        let banks = other.banks;
+        let (patterns, rules, rules_file) = match other.rules {
+            Some((rules, matcher, path)) => {
+                check_rule_entities(&path, &rules, &kb, &mut warn)?;
+                (Some(Arc::new(matcher)), Some(rules), Some(path))
             }
+            None => (None, None, None),
         };
-        for w in &kb.warnings {
-            warn(w.clone());
-        }
-        if !settings.banks_dir.is_dir() {
-            return Err(HarnessError::Data(DataError::new(
-                &settings.banks_dir,
-                "no test_banks folder (expected semantic/, state/, pattern/, always/ inside; `assay init` makes one)",
-            )));
-        }
-        let banks = banks::load_banks(&settings.banks_dir, &mut warn)?;
-
-        let rules_path =
-            banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
-        let (patterns, rules, rules_file) = if rules_path.is_file() {
-            let rules: PatternRules = datafile::read(&rules_path, &mut warn)?;
-            let matcher = PatternMatcher::new(&rules)
-                .map_err(|e| DataError::new(&rules_path, e.to_string()))?;
-            check_rule_entities(&rules_path, &rules, &kb, &mut warn)?;
-            (Some(matcher), Some(rules), Some(rules_path))
-        } else if !banks.pattern.is_empty() {
-            return Err(HarnessError::Data(DataError::new(
-                &rules_path,
-                "the pattern bank has cases but this rules file is missing",
-            )));
-        } else {
-            (None, None, None)
-        };
-
-        let history_dir =
-            banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR);
-        let expectations = ExpectationLoader::load(&history_dir, &mut warn)?;
+        let expectations = other.history?;
+        other.history_warnings.into_iter().for_each(&mut warn);
+        let history_dir = history_dir(&settings);
 
         validate_cases(&banks, &kb, &mut warn)?;
         let semantic_ids: std::collections::HashSet<&str> = banks
@@ -134,6 +113,87 @@ impl Project {
             warnings,
         })
     }
+}
+
+/// The knowledge base from `kb/`, and the warnings of loading it.
+fn load_kb(settings: &ProjectSettings) -> Result<(LoadedKb, Vec<String>), HarnessError> {
+    if !settings.kb_dir.is_dir() {
+        let warning = format!(
+            "{}: no knowledge-base folder; the knowledge base is empty",
+            settings.kb_dir.display()
+        );
+        let empty = LoadedKb {
+            kb: assay_kb::MemoryKb::default(),
+            sources: HashMap::new(),
+            files: Vec::new(),
+            warnings: Vec::new(),
+        };
+        return Ok((empty, vec![warning]));
+    }
+    let kb = assay_kb::load_dir(&settings.kb_dir)?;
+    let warnings = kb.warnings.clone();
+    Ok((kb, warnings))
+}
+
+/// The compiled pattern rules, as written, and their file.
+type Rules = (PatternRules, PatternMatcher, PathBuf);
+
+/// What loads apart from the knowledge base (and needs nothing of it).
+struct BanksRulesHistory {
+    banks: Banks,
+    rules: Option<Rules>,
+    warnings: Vec<String>,
+    /// Loaded after the banks and rules; its error, if any, comes after theirs and after the
+    /// rules' entity check.
+    history: Result<ExpectationLoader, DataError>,
+    history_warnings: Vec<String>,
+}
+
+/// Every bank, the pattern rules compiled (when the project has a rules file), and the
+/// expectation history.
+fn load_banks_rules_and_history(
+    settings: &ProjectSettings,
+) -> Result<BanksRulesHistory, HarnessError> {
+    let mut warnings = Vec::new();
+    let mut warn = |w: String| warnings.push(w);
+    if !settings.banks_dir.is_dir() {
+        return Err(HarnessError::Data(DataError::new(
+            &settings.banks_dir,
+            "no test_banks folder (expected semantic/, state/, pattern/, always/ inside; `assay init` makes one)",
+        )));
+    }
+    let banks = banks::load_banks(&settings.banks_dir, &mut warn)?;
+    let rules_path =
+        banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
+    let rules = if rules_path.is_file() {
+        let rules: PatternRules = datafile::read(&rules_path, &mut warn)?;
+        let matcher =
+            PatternMatcher::new(&rules).map_err(|e| DataError::new(&rules_path, e.to_string()))?;
+        Some((rules, matcher, rules_path))
+    } else if !banks.pattern.is_empty() {
+        return Err(HarnessError::Data(DataError::new(
+            &rules_path,
+            "the pattern bank has cases but this rules file is missing",
+        )));
+    } else {
+        None
+    };
+    let mut history_warnings = Vec::new();
+    let history = ExpectationLoader::load(&history_dir(settings), &mut |w: String| {
+        history_warnings.push(w);
+    });
+    Ok(BanksRulesHistory {
+        banks,
+        rules,
+        warnings,
+        history,
+        history_warnings,
+    })
+}
+
+/// The semantic bank's expectation history folder.
+fn history_dir(settings: &ProjectSettings) -> PathBuf {
+    banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR)
 }
 
 fn check_rule_entities(

@@ -32,7 +32,8 @@ pub struct RunRequest {
 /// The systems under test of a run.
 #[derive(Clone, Copy)]
 pub struct Backends<'a> {
-    /// The knowledge base the always and state banks read (the store, after import).
+    /// The knowledge base the always and state banks read (the store after import, or a
+    /// snapshot of it).
     pub kb: &'a dyn KnowledgeBase,
     /// The semantic pipeline, when one is configured.
     pub semantic: Option<&'a dyn SemanticRetriever>,
@@ -369,25 +370,28 @@ fn run_cases<C>(
     bank: BankType,
     cases: &[&C],
     id: impl Fn(&C) -> &str,
-    mut journal: Option<&mut Journal>,
+    journal: Option<&mut Journal>,
     observer: &mut dyn RunObserver,
     mut run_one: impl FnMut(&C) -> Result<JournalEntry, HarnessError>,
 ) -> Result<Vec<JournalEntry>, HarnessError> {
     observer.bank_started(bank, cases.len());
     let mut out = Vec::with_capacity(cases.len());
+    // The cases run here, not taken from the journal: journaled together at the end (each
+    // takes microseconds; a crash before then costs only their re-run).
+    let mut fresh = Vec::new();
     for case in cases {
         let entry = if let Some(done) = journal.as_deref().and_then(|j| j.finished(bank, id(case)))
         {
             done.clone()
         } else {
-            let entry = run_one(case)?;
-            if let Some(j) = journal.as_deref_mut() {
-                j.record(&entry)?;
-            }
-            entry
+            fresh.push(out.len());
+            run_one(case)?
         };
         observer.case_finished(bank, entry.test_id(), entry.score());
         out.push(entry);
+    }
+    if let Some(j) = journal {
+        j.record_all(fresh.iter().map(|&i| &out[i]))?;
     }
     observer.bank_finished(bank);
     Ok(out)

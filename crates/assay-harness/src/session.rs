@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
+use assay_kb::KnowledgeBase;
 use assay_kb::store::SqliteStore;
-use assay_providers::AccountingSnapshot;
+use assay_providers::{AccountingSnapshot, RerankerSpec};
 use assay_retrieval::pipeline::Pipeline;
 
 use crate::HarnessError;
@@ -105,17 +106,26 @@ pub async fn execute(
         "imported kb/ into {}",
         engine::store_path(settings).display()
     );
-    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env)?;
+    let kb = engine::snapshot(&store)?;
+    let wants_semantic = wants_semantic(project, request);
+    // The call cache is for remote providers: a run with an in-process embedder and no reranker
+    // does not open it.
+    let remote = wants_semantic
+        && (engine::choose_reranker(settings, setup.reranker.as_deref(), env)?.0
+            != RerankerSpec::None
+            || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?.is_in_process());
+    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, remote)?;
 
-    let semantic = if wants_semantic(project, request) {
+    let semantic = if wants_semantic {
         let reranker = match engine::build_reranker(settings, setup.reranker.as_deref(), env)? {
-            Some(r) => Some((calls.reranker(r), engine::rerank_documents(&store)?)),
+            Some(r) => Some((calls.reranker(r), engine::rerank_documents(&kb)?)),
             None => None,
         };
         let prompts = selected_prompts(project, request);
         let parts = semantic_parts(
             project,
             &store,
+            &kb,
             setup.embedder.as_deref(),
             &calls,
             env,
@@ -137,7 +147,7 @@ pub async fn execute(
         )
     });
     let backends = Backends {
-        kb: &store,
+        kb: &kb,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
     };
 
@@ -213,6 +223,7 @@ struct SemanticParts {
 async fn semantic_parts(
     project: &Project,
     store: &SqliteStore,
+    kb: &dyn KnowledgeBase,
     embedder_flag: Option<&str>,
     calls: &ProviderCalls,
     env: &dyn Fn(&str) -> Option<String>,
@@ -229,7 +240,7 @@ async fn semantic_parts(
         "entity embeddings"
     );
     let config = engine::retrieval_config(settings, &choice);
-    let pipeline = engine::build_pipeline(store, project, embedder.model(), config)?;
+    let pipeline = engine::build_pipeline(store, kb, project, embedder.model(), config)?;
     let queries = engine::embed_queries(embedder.as_ref(), prompts).await;
     Ok(SemanticParts {
         pipeline,
@@ -286,7 +297,7 @@ pub async fn calibrate(
             "assay.toml [calibration] model",
         ),
     };
-    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env)?;
+    let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, true)?;
     let model = calls.chat(engine::build_chat_model(settings, name, source, env)?);
     let mut request = request.clone();
     if request.concurrency == 0 {
@@ -324,7 +335,7 @@ pub async fn top_candidates(
         .collect();
     let SemanticParts {
         pipeline, queries, ..
-    } = semantic_parts(project, &store, embedder_flag, calls, env, &prompts).await?;
+    } = semantic_parts(project, &store, &store, embedder_flag, calls, env, &prompts).await?;
     let mut out = HashMap::new();
     for located in &project.banks.semantic {
         let case = &located.case;

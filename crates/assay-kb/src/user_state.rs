@@ -142,11 +142,13 @@ impl Record {
             session_type: row.get("session_type")?,
             interaction_rating: row.get("interaction_rating")?,
             just_logged: row.get("just_logged")?,
-            skills_practiced: json_column(row, user_id, "skills_practiced")?.unwrap_or_default(),
-            last_topics: json_column(row, user_id, "last_topics")?.unwrap_or_default(),
+            skills_practiced: json_column(row, user_id, "skills_practiced", "skills_practiced")?
+                .unwrap_or_default(),
+            last_topics: json_column(row, user_id, "last_topics", "last_topics")?
+                .unwrap_or_default(),
             first_seen: time("first_seen")?,
             last_seen: time("last_seen")?,
-            state_data: json_column(row, user_id, "state_data")?.unwrap_or_default(),
+            state_data: json_column(row, user_id, "state_data", "state_data")?.unwrap_or_default(),
         }))
     }
 

@@ -1,11 +1,19 @@
 //! `builtin/hashed-ngrams`: the built-in lexical embedder.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 
 use crate::ProviderError;
 use crate::embed::{Embedder, Embeddings, InputKind, Usage, l2_normalize};
+
+/// The FNV-1a hash of a feature: its tag, then its parts' bytes.
+fn feature(tag: u8, parts: &[&str]) -> u64 {
+    let mut hash = Fnv1a::new();
+    hash.write(&[tag]);
+    for part in parts {
+        hash.write(part.as_bytes());
+    }
+    hash.finish()
+}
 
 /// `builtin/hashed-ngrams`: a LEXICAL embedder that needs no setup, weights or network.
 ///
@@ -59,23 +67,20 @@ impl HashedNgramEmbedder {
             .filter(|w| !w.is_empty())
             .collect();
 
-        // hash -> (tf, weight); a BTreeMap keeps the summation order, and so the floats, fixed.
-        let mut features: BTreeMap<u64, (u32, f64)> = BTreeMap::new();
-        let mut add = |tag: u8, parts: &[&str], weight: f64| {
-            let mut hash = Fnv1a::new();
-            hash.write(&[tag]);
-            for part in parts {
-                hash.write(part.as_bytes());
-            }
-            features.entry(hash.finish()).or_insert((0, weight)).0 += 1;
+        // Every occurrence of every feature as (hash, order of appearance), sorted: the
+        // features are summed in hash order (so the floats do not depend on the order of the
+        // text), and the first occurrence of a hash gives its weight.
+        let mut features: Vec<(u64, u32)> = Vec::with_capacity(words.len() * 16);
+        let mut weights: Vec<f64> = Vec::with_capacity(words.len() * 16);
+        let mut add = |hash: u64, weight: f64| {
+            features.push((hash, weights.len() as u32));
+            weights.push(weight);
         };
-
         let mut chars = Vec::new();
-        let mut piece = String::new();
         for (i, word) in words.iter().enumerate() {
-            add(b'W', &[word], Self::WORD_WEIGHT);
+            add(feature(b'W', &[word]), Self::WORD_WEIGHT);
             if let Some(next) = words.get(i + 1) {
-                add(b'B', &[word, " ", next], Self::BIGRAM_WEIGHT);
+                add(feature(b'B', &[word, " ", next]), Self::BIGRAM_WEIGHT);
             }
             chars.clear();
             chars.push('<');
@@ -83,22 +88,58 @@ impl HashedNgramEmbedder {
             chars.push('>');
             for n in Self::CHAR_NGRAMS {
                 for window in chars.windows(n) {
-                    piece.clear();
-                    piece.extend(window);
-                    add(b'C', &[&piece], Self::CHAR_WEIGHT);
+                    let mut hash = Fnv1a::new();
+                    hash.write(b"C");
+                    for c in window {
+                        hash.write(c.encode_utf8(&mut [0; 4]).as_bytes());
+                    }
+                    add(hash.finish(), Self::CHAR_WEIGHT);
                 }
             }
         }
+        features.sort_unstable();
 
         let mut acc = vec![0.0f64; Self::DIMENSION];
-        for (hash, (tf, weight)) in features {
-            let value = weight * (1.0 + f64::from(tf).ln());
+        for run in features.chunk_by(|a, b| a.0 == b.0) {
+            let (hash, first) = run[0];
+            let weight = weights[first as usize];
+            let value = weight * (1.0 + (run.len() as f64).ln());
             let index = (hash % Self::DIMENSION as u64) as usize;
             acc[index] += if hash >> 63 == 1 { -value } else { value };
         }
         let mut v: Vec<f32> = acc.into_iter().map(|x| x as f32).collect();
         l2_normalize(&mut v);
         v
+    }
+}
+
+impl HashedNgramEmbedder {
+    /// Below this many texts a batch is embedded on one thread.
+    const PARALLEL_FROM: usize = 32;
+
+    /// Embeds a batch, in order; a large one on every core (each text on its own, so the
+    /// vectors are the same).
+    pub fn embed_texts(&self, texts: &[String]) -> Vec<Vec<f32>> {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        if threads < 2 || texts.len() < Self::PARALLEL_FROM {
+            return texts.iter().map(|t| self.embed_text(t)).collect();
+        }
+        let embed = |part: &[String]| part.iter().map(|t| self.embed_text(t)).collect::<Vec<_>>();
+        let mut parts = texts.chunks(texts.len().div_ceil(threads));
+        let first = parts.next().unwrap_or_default();
+        std::thread::scope(|scope| {
+            // The first part on this thread, the others on their own.
+            let others: Vec<_> = parts.map(|part| scope.spawn(move || embed(part))).collect();
+            let mut out = embed(first);
+            for other in others {
+                out.extend(
+                    other
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+            }
+            out
+        })
     }
 }
 
@@ -118,7 +159,7 @@ impl Embedder for HashedNgramEmbedder {
         _kind: InputKind,
     ) -> Result<Embeddings, ProviderError> {
         Ok(Embeddings {
-            vectors: texts.iter().map(|t| self.embed_text(t)).collect(),
+            vectors: self.embed_texts(texts),
             usage: Usage::default(),
         })
     }

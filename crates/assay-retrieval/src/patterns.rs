@@ -22,6 +22,7 @@ mod grams;
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind, packed};
 use assay_core::bank::PatternRules;
@@ -113,9 +114,12 @@ pub struct PatternMatcher {
     literals: Option<LiteralScan>,
     /// Crisis rules without a factor: their regex runs on every ASCII message.
     unfactored: Vec<usize>,
-    /// Every crisis rule (word boundaries removed), for non-ASCII messages; `None` when there
-    /// are no crisis rules.
-    unicode_set: Option<Regex>,
+    /// Every crisis rule's syntax tree, without Unicode word boundaries.
+    loose: Vec<Hir>,
+    /// Those in one regex, for messages of the Unicode path: built the first time one comes
+    /// (most runs have none); `None` when there are no crisis rules or it could not be built,
+    /// and then each rule's own regex runs.
+    unicode_set: OnceLock<Option<Regex>>,
     /// The characters that make a non-ASCII message take the Unicode path; `None`: every
     /// non-ASCII message does (a keyword is not ASCII).
     plain_non_ascii: Option<RiskyChars>,
@@ -228,10 +232,17 @@ impl PatternMatcher {
             let hir = python_case(&parsed);
             let regex = meta::Builder::new()
                 .configure(
+                    // A rule's own regex runs only where its factor was found (or on the few
+                    // messages of the Unicode path): no prefilter, full or one-pass DFA or
+                    // backtracker to build, the lazy DFA alone answers.
                     meta::Config::new()
                         .which_captures(WhichCaptures::Implicit)
+                        .auto_prefilter(false)
+                        .onepass(false)
+                        .backtrack(false)
+                        .dfa(false)
                         .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
-                        .onepass_size_limit(Some(REGEX_SIZE_LIMIT)),
+                        .hybrid_cache_capacity(REGEX_SIZE_LIMIT),
                 )
                 .build_from_hir(&hir)
                 .map_err(|e| bad(e.to_string()))?;
@@ -259,28 +270,6 @@ impl PatternMatcher {
                 loose_in_set,
             });
         }
-        let unicode_set = if loose.is_empty() {
-            None
-        } else {
-            let set = meta::Builder::new()
-                .configure(
-                    meta::Config::new()
-                        .match_kind(regex_automata::MatchKind::All)
-                        .which_captures(WhichCaptures::Implicit)
-                        // The prefilter would stop at every "not" and "can"; the DFA is faster.
-                        .auto_prefilter(false)
-                        .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
-                        .hybrid_cache_capacity(REGEX_SIZE_LIMIT),
-                )
-                .build_many_from_hir(&loose)
-                .map_err(|e| RuleError::Regex {
-                    index: 0,
-                    pattern: "(all crisis patterns together)".to_owned(),
-                    message: e.to_string(),
-                })?;
-            Some(set)
-        };
-
         let mut boosts = Vec::with_capacity(rules.keyword_boosts.len());
         for (index, rule) in rules.keyword_boosts.iter().enumerate() {
             let mut keywords = Vec::with_capacity(rule.keywords.len());
@@ -312,8 +301,9 @@ impl PatternMatcher {
             boosts,
             literals: literals.build()?,
             unfactored,
-            unicode_set,
             plain_non_ascii: keywords_ascii.then(|| RiskyChars::new(loose.iter())),
+            loose,
+            unicode_set: OnceLock::new(),
         })
     }
 
@@ -388,7 +378,7 @@ impl PatternMatcher {
     /// Any other `message`: the crisis set, then the keyword scan over `message.to_lowercase()`.
     fn scan_unicode(&self, message: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
         let mut crisis = Vec::new();
-        if let Some(set) = &self.unicode_set {
+        if let Some(set) = self.unicode_set.get_or_init(|| self.build_unicode_set()) {
             let input = Input::new(message);
             if set.is_match(input.clone()) {
                 let mut found = PatternSet::new(set.pattern_len());
@@ -401,6 +391,9 @@ impl PatternMatcher {
                     }
                 }
             }
+        } else {
+            crisis
+                .extend((0..self.crisis.len()).filter(|&r| self.crisis[r].regex.is_match(message)));
         }
         let mut hits = Vec::new();
         if let Some(scan) = &self.literals {
@@ -417,6 +410,27 @@ impl PatternMatcher {
             });
         }
         (crisis, hits)
+    }
+
+    /// All crisis rules in one regex (`None` if there are none, or if the set is too large).
+    fn build_unicode_set(&self) -> Option<Regex> {
+        if self.loose.is_empty() {
+            return None;
+        }
+        meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .match_kind(regex_automata::MatchKind::All)
+                    .which_captures(WhichCaptures::Implicit)
+                    // The prefilter would stop at every "not" and "can"; the lazy DFA is
+                    // faster (and a full DFA would take long to build).
+                    .auto_prefilter(false)
+                    .dfa(false)
+                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                    .hybrid_cache_capacity(REGEX_SIZE_LIMIT),
+            )
+            .build_many_from_hir(&self.loose)
+            .ok()
     }
 
     /// The entity ids `message` brings in (the seed's `match`), without details.
@@ -558,21 +572,30 @@ impl LiteralsBuilder {
                 .extend(&self.literals)
                 .build()
         };
-        // Fat Teddy (16 buckets, AVX2) has fewer false candidates on lower-case text than slim
-        // (8 buckets): ~160 vs ~230 ns per bench message for the seed's 41 literals.
-        let first = if self.literals.len() <= PACKED_LIMIT {
+        let grams = GramFilter::new(&self.literals);
+        // With the gram filter, the automaton serves only messages of the Unicode path (a few
+        // per cent): a contiguous NFA, which takes a fraction of a DFA's time to build.
+        // Otherwise fat Teddy (16 buckets, AVX2), which has fewer false candidates on
+        // lower-case text than slim (8 buckets), finds the first literal: ~160 vs ~230 ns per
+        // bench message for the seed's 41 literals.
+        let first = if grams.is_none() && self.literals.len() <= PACKED_LIMIT {
             teddy(Some(true)).or_else(|| teddy(None))
         } else {
             None
         };
+        let kind = if grams.is_some() {
+            Some(AhoCorasickKind::ContiguousNFA)
+        } else {
+            (self.literals.len() <= DFA_LIMIT).then_some(AhoCorasickKind::DFA)
+        };
         let all = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
-            .kind((self.literals.len() <= DFA_LIMIT).then_some(AhoCorasickKind::DFA))
-            .prefilter(first.is_none())
+            .kind(kind)
+            .prefilter(first.is_none() && grams.is_none())
             .build(&self.literals)
             .map_err(|e| RuleError::Automaton(e.to_string()))?;
         Ok(Some(LiteralScan {
-            grams: GramFilter::new(&self.literals),
+            grams,
             first,
             all,
             owners: self.owners,
@@ -846,8 +869,9 @@ fn class_lits(class: &Class) -> Lits {
     // The class's ASCII bytes, as a bit set.
     let mut ascii = 0u128;
     let mut add = |start: u32, end: u32| {
-        for b in start..=end.min(0x7f) {
-            ascii |= 1 << b;
+        if start <= 0x7f {
+            let end = end.min(0x7f);
+            ascii |= u128::MAX >> (0x7f - (end - start)) << start;
         }
     };
     match class {
@@ -858,18 +882,19 @@ fn class_lits(class: &Class) -> Lits {
             .iter()
             .for_each(|r| add(r.start().into(), r.end().into())),
     }
-    let has = |b: u8| ascii >> b & 1 == 1;
-    let lowered = (0..128u8)
-        .filter(|&b| has(b))
-        .fold(0u128, |set, b| set | 1 << b.to_ascii_lowercase());
+    const LETTERS: u128 = (1 << 26) - 1;
+    let upper = ascii & LETTERS << b'A';
+    let lowered = (ascii & !upper) | upper << (b'a' - b'A');
     if lowered.count_ones() as usize > CLASS_LIMIT {
         return Lits::unknown();
     }
-    let strings = (0..128u8)
-        .filter(|b| lowered >> b & 1 == 1)
-        .map(|b| vec![b])
-        .collect();
-    let case_blind = (b'a'..=b'z').all(|b| has(b) == has(b.to_ascii_uppercase()));
+    let strings = std::iter::successors((lowered != 0).then_some(lowered), |rest| {
+        let rest = rest & (rest - 1);
+        (rest != 0).then_some(rest)
+    })
+    .map(|rest| vec![rest.trailing_zeros() as u8])
+    .collect();
+    let case_blind = (ascii >> b'a' ^ ascii >> b'A') & LETTERS == 0;
     Lits::exactly(strings, case_blind)
 }
 
@@ -906,7 +931,18 @@ fn concat_lits(subs: &[Lits]) -> Lits {
     }
     // Runs of sub-expressions with exact strings give factors (their products); so does any
     // sub-expression's own factor.
-    let mut runs = Vec::new();
+    // (Offered in this order, the first of equals wins; only a better one is copied.)
+    let mut best: Option<(Rank, Strings)> = None;
+    let mut offer = |strings: &Strings| {
+        if let Some(r) = rank(strings)
+            && best.as_ref().is_none_or(|(b, _)| r > *b)
+        {
+            best = Some((r, strings.clone()));
+        }
+    };
+    for strings in subs.iter().filter_map(Lits::best) {
+        offer(strings);
+    }
     for start in 0..subs.len() {
         let mut run = vec![Vec::new()];
         for sub in &subs[start..] {
@@ -914,17 +950,13 @@ fn concat_lits(subs: &[Lits]) -> Lits {
                 break;
             };
             run = next;
-            runs.push(run.clone());
+            offer(&run);
             if run.iter().all(|s| s.len() >= MAX_FACTOR_LEN) {
                 break;
             }
         }
     }
-    let mut best = Best::default();
-    for strings in subs.iter().filter_map(Lits::best).chain(&runs) {
-        best.offer(strings);
-    }
-    let need = best.0.map(|(_, strings)| strings.clone());
+    let need = best.map(|(_, strings)| strings);
     let exact = subs.iter().try_fold(vec![Vec::new()], |acc, sub| {
         sub.exact.as_ref().and_then(|e| product(&acc, e))
     });

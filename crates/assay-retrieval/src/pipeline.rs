@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use assay_core::UserState;
 use assay_core::entity::{Entity, EntityType, LoadMode};
@@ -220,7 +221,7 @@ pub struct Pipeline {
     tokens: std::sync::OnceLock<Result<HashMap<String, usize>, String>>,
     always: Vec<String>,
     state: StateMatcher,
-    patterns: Option<PatternMatcher>,
+    patterns: Option<Arc<PatternMatcher>>,
     index: FlatIndex,
     /// Per index row: the entity's audiences.
     audiences: Vec<Vec<String>>,
@@ -240,7 +241,7 @@ impl Pipeline {
     /// embeddings of SITUATION entities (`(entity_id, normalised vector)`; others are ignored).
     pub fn new(
         kb: &dyn KnowledgeBase,
-        patterns: Option<PatternMatcher>,
+        patterns: Option<Arc<PatternMatcher>>,
         embeddings: &[(String, Vec<f32>)],
         config: RetrievalConfig,
     ) -> Result<Pipeline, RetrievalError> {
@@ -622,7 +623,7 @@ mod tests {
             max_tokens_budget: budget,
             ..RetrievalConfig::default()
         };
-        Pipeline::new(&kb(), Some(rules()), &embeddings, config).unwrap()
+        Pipeline::new(&kb(), Some(Arc::new(rules())), &embeddings, config).unwrap()
     }
 
     fn ids(r: &Retrieval) -> Vec<&str> {

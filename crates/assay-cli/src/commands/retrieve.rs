@@ -58,6 +58,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
     ))?;
     let pipeline = engine::build_pipeline(
         &store,
+        &store,
         &project,
         embedder.model(),
         engine::retrieval_config(&project.settings, &choice),

@@ -26,7 +26,7 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     }
     if let Some((crisis, keywords)) = project
         .patterns
-        .as_ref()
+        .as_deref()
         .map(assay_retrieval::patterns::PatternMatcher::rule_counts)
     {
         text.push_str(&format!(

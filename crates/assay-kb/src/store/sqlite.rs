@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use assay_core::entity::{EditableBy, Entity, EntityType, LoadMode, Priority};
 use chrono::{DateTime, SecondsFormat, Utc};
-use rusqlite::{Connection, Row, Rows, ToSql, Transaction, TransactionBehavior, named_params};
+use rusqlite::{
+    Connection, Row, RowIndex, Rows, ToSql, Transaction, TransactionBehavior, named_params,
+};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
@@ -163,6 +165,57 @@ macro_rules! columns {
     };
 }
 
+/// The position of each column of `columns!()` in a row that selected them: reading by
+/// position, not by name, spares rusqlite a search through every column name for every value.
+mod col {
+    macro_rules! positions {
+        ($($name:ident),* $(,)?) => {
+            positions!(@ 0usize; $($name),*);
+            /// The names, in order (checked against `columns!()` by a test).
+            #[cfg(test)]
+            pub(super) const NAMES: &[&str] = &[$(stringify!($name)),*];
+        };
+        (@ $at:expr; $name:ident $(, $rest:ident)*) => {
+            pub(super) const $name: usize = $at;
+            positions!(@ $at + 1usize; $($rest),*);
+        };
+        (@ $at:expr;) => {};
+    }
+    positions!(
+        ID,
+        ENTITY_ID,
+        ENTITY_TYPE,
+        SUBTYPE,
+        TITLE,
+        CONCEPT_SUMMARY,
+        RECOGNITION,
+        KEYWORDS,
+        GUIDANCE_DO,
+        GUIDANCE_DONT,
+        EXAMPLES,
+        RED_FLAGS,
+        LOAD_MODE,
+        PRIORITY,
+        STATE_CONDITIONS,
+        AUDIENCE_TYPES,
+        SOURCE_AUTHOR,
+        SOURCE_TITLE,
+        SOURCE_YEAR,
+        IS_ACTIVE,
+        EDITABLE_BY,
+        VERSION,
+        PREVIOUS_VERSION_ID,
+        IS_CURRENT,
+        RETRIEVAL_COUNT,
+        CREATED_AT,
+        UPDATED_AT,
+        CREATED_BY,
+        EMBEDDING_MODEL,
+        EMBEDDING_TEXT_HASH,
+        CHANGED_FIELDS,
+    );
+}
+
 /// Writes `entity` as a new row: version 1 without `previous`, else the version after it,
 /// which stops being current. The embedding and the retrieval count carry over.
 const INSERT: &str = "INSERT INTO kb_content_entities (id, entity_id, entity_type, subtype, \
@@ -197,60 +250,62 @@ struct VersionRow {
 
 impl VersionRow {
     fn read(row: &Row<'_>) -> Result<VersionRow, KbError> {
-        let id: String = row.get("id")?;
+        let id: String = row.get(col::ID)?;
         let bad =
             |column: &str, value: &str| KbError::Store(format!("row {id}: bad {column} `{value}`"));
-        let time = |column: &str| -> Result<DateTime<Utc>, KbError> {
-            let text: String = row.get(column)?;
+        let time = |at: usize, column: &str| -> Result<DateTime<Utc>, KbError> {
+            let text: String = row.get(at)?;
             parse_time(&text).ok_or_else(|| bad(column, &text))
         };
 
-        let entity_type: String = row.get("entity_type")?;
-        let load_mode: String = row.get("load_mode")?;
-        let editable_by: String = row.get("editable_by")?;
-        let priority: i64 = row.get("priority")?;
-        let retrieval_count: i64 = row.get("retrieval_count")?;
+        let entity_type: String = row.get(col::ENTITY_TYPE)?;
+        let load_mode: String = row.get(col::LOAD_MODE)?;
+        let editable_by: String = row.get(col::EDITABLE_BY)?;
+        let priority: i64 = row.get(col::PRIORITY)?;
+        let retrieval_count: i64 = row.get(col::RETRIEVAL_COUNT)?;
         let entity = Entity {
-            entity_id: row.get("entity_id")?,
+            entity_id: row.get(col::ENTITY_ID)?,
             entity_type: by_name(&EntityType::ALL, EntityType::as_str, &entity_type)
                 .ok_or_else(|| bad("entity_type", &entity_type))?,
-            title: row.get("title")?,
-            subtype: row.get("subtype")?,
-            concept_summary: row.get("concept_summary")?,
-            recognition: row.get("recognition")?,
-            keywords: row.get("keywords")?,
-            guidance_do: row.get("guidance_do")?,
-            guidance_dont: row.get("guidance_dont")?,
-            examples: row.get("examples")?,
-            red_flags: row.get("red_flags")?,
+            title: row.get(col::TITLE)?,
+            subtype: row.get(col::SUBTYPE)?,
+            concept_summary: row.get(col::CONCEPT_SUMMARY)?,
+            recognition: row.get(col::RECOGNITION)?,
+            keywords: row.get(col::KEYWORDS)?,
+            guidance_do: row.get(col::GUIDANCE_DO)?,
+            guidance_dont: row.get(col::GUIDANCE_DONT)?,
+            examples: row.get(col::EXAMPLES)?,
+            red_flags: row.get(col::RED_FLAGS)?,
             load_mode: by_name(&LOAD_MODES, LoadMode::as_str, &load_mode)
                 .ok_or_else(|| bad("load_mode", &load_mode))?,
             priority: u8::try_from(priority)
                 .ok()
                 .and_then(Priority::new)
                 .ok_or_else(|| bad("priority", &priority.to_string()))?,
-            state_conditions: json_column(row, &id, "state_conditions")?,
-            audience_types: json_column(row, &id, "audience_types")?.unwrap_or_default(),
-            source_author: row.get("source_author")?,
-            source_title: row.get("source_title")?,
-            source_year: row.get("source_year")?,
-            is_active: row.get("is_active")?,
+            state_conditions: json_column(row, &id, col::STATE_CONDITIONS, "state_conditions")?,
+            audience_types: json_column(row, &id, col::AUDIENCE_TYPES, "audience_types")?
+                .unwrap_or_default(),
+            source_author: row.get(col::SOURCE_AUTHOR)?,
+            source_title: row.get(col::SOURCE_TITLE)?,
+            source_year: row.get(col::SOURCE_YEAR)?,
+            is_active: row.get(col::IS_ACTIVE)?,
             editable_by: by_name(&EDITABLE_BY, editable_by_name, &editable_by)
                 .ok_or_else(|| bad("editable_by", &editable_by))?,
         };
         Ok(VersionRow {
             entity,
-            version: row.get("version")?,
-            previous_version_id: row.get("previous_version_id")?,
-            is_current: row.get("is_current")?,
+            version: row.get(col::VERSION)?,
+            previous_version_id: row.get(col::PREVIOUS_VERSION_ID)?,
+            is_current: row.get(col::IS_CURRENT)?,
             retrieval_count: u64::try_from(retrieval_count)
                 .map_err(|_| bad("retrieval_count", &retrieval_count.to_string()))?,
-            created_at: time("created_at")?,
-            updated_at: time("updated_at")?,
-            created_by: row.get("created_by")?,
-            embedding_model: row.get("embedding_model")?,
-            embedding_text_hash: row.get("embedding_text_hash")?,
-            changed_fields: json_column(row, &id, "changed_fields")?.unwrap_or_default(),
+            created_at: time(col::CREATED_AT, "created_at")?,
+            updated_at: time(col::UPDATED_AT, "updated_at")?,
+            created_by: row.get(col::CREATED_BY)?,
+            embedding_model: row.get(col::EMBEDDING_MODEL)?,
+            embedding_text_hash: row.get(col::EMBEDDING_TEXT_HASH)?,
+            changed_fields: json_column(row, &id, col::CHANGED_FIELDS, "changed_fields")?
+                .unwrap_or_default(),
             id,
         })
     }
@@ -308,9 +363,10 @@ impl VersionRow {
 pub(crate) fn json_column<T: DeserializeOwned>(
     row: &Row<'_>,
     id: &str,
+    at: impl RowIndex,
     column: &str,
 ) -> Result<Option<T>, KbError> {
-    let text: Option<String> = row.get(column)?;
+    let text: Option<String> = row.get(at)?;
     text.map(|t| {
         serde_json::from_str(&t)
             .map_err(|e| KbError::Store(format!("row {id}: bad {column} `{t}` ({e})")))
@@ -752,6 +808,15 @@ mod tests {
             "tester",
             Utc.with_ymd_and_hms(2026, 11, 21, 12, minute, 0).unwrap(),
         )
+    }
+
+    #[test]
+    fn column_positions_follow_the_select_list() {
+        let selected: Vec<String> = columns!().split(',').map(|c| c.trim().to_owned()).collect();
+        let positions: Vec<String> = col::NAMES.iter().map(|n| n.to_lowercase()).collect();
+        assert_eq!(selected, positions);
+        assert_eq!(col::NAMES[col::CHANGED_FIELDS], "CHANGED_FIELDS");
+        assert_eq!(col::CHANGED_FIELDS, selected.len() - 1);
     }
 
     fn row_count(store: &SqliteStore, entity_id: &str) -> i64 {

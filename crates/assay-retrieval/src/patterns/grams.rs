@@ -25,7 +25,7 @@
 //! once the CPU feature is proven); elsewhere [`GramFilter::new`] returns `None` and the pattern
 //! matcher uses its Aho-Corasick scan.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 /// Most distinct grams the filter takes: past this, false candidates would eat its advantage.
 pub(super) const MAX_GRAMS: usize = 48;
@@ -92,20 +92,35 @@ const COMMON_WORDS: &str = " the be to of and a in that have i it for not on wit
 /// How rare windows of one width (lower-case ASCII) are in English chat text, as a
 /// log-probability: lower is rarer. Letters are taken as independent, except that a window
 /// inside a common word is counted as common.
-struct Rarity<'w> {
-    common: HashSet<&'w [u8]>,
+struct Rarity {
+    /// The windows of [`COMMON_WORDS`], as [`key`]s, sorted.
+    common: Vec<u32>,
+    /// The log-frequency of each folded byte.
+    logs: [f64; 128],
 }
 
-impl Rarity<'static> {
-    fn new(width: usize) -> Rarity<'static> {
+/// A window of at most four bytes as a number.
+fn key(window: &[u8]) -> u32 {
+    window.iter().fold(0, |k, &b| k << 8 | u32::from(b))
+}
+
+impl Rarity {
+    fn new(width: usize) -> Rarity {
+        let mut common: Vec<u32> = COMMON_WORDS.as_bytes().windows(width).map(key).collect();
+        common.sort_unstable();
+        common.dedup();
         Rarity {
-            common: COMMON_WORDS.as_bytes().windows(width).collect(),
+            common,
+            logs: std::array::from_fn(|b| frequency(fold(b as u8)).ln()),
         }
     }
 
     fn of(&self, window: &[u8]) -> f64 {
-        let letters: f64 = window.iter().map(|&b| frequency(fold(b)).ln()).sum();
-        if self.common.contains(window) {
+        let letters: f64 = window
+            .iter()
+            .map(|&b| self.logs[usize::from(b & 0x7f)])
+            .sum();
+        if self.common.binary_search(&key(window)).is_ok() {
             letters + 5.0
         } else {
             letters
@@ -147,7 +162,14 @@ impl NibbleSets {
 
     /// The chance that a random position of English text passes this bucket's tables.
     fn pass_rate(&self, width: usize) -> f64 {
-        let bits = |set: u16| (0u8..16).filter(move |n| set >> n & 1 == 1);
+        // The set bits of a nibble set, lowest first.
+        let bits = |set: u16| {
+            std::iter::successors((set != 0).then_some(set), |rest| {
+                let rest = rest & (rest - 1);
+                (rest != 0).then_some(rest)
+            })
+            .map(|rest| rest.trailing_zeros() as u8)
+        };
         (0..width)
             .map(|k| {
                 bits(self.hi[k])
@@ -226,28 +248,34 @@ impl GramFilter {
         order.sort_by_key(|&i| ascii[i].as_ref().map(Vec::len));
         let rarity = Rarity::new(width);
         let mut grams: Vec<Gram> = Vec::new();
+        // Each gram's index in `grams`.
+        let mut chosen: HashMap<Vec<u8>, usize> = HashMap::new();
         for index in order {
             let Some(literal) = &ascii[index] else {
                 continue;
             };
-            let cost = |o: &usize| -> f64 {
-                let window = &literal[*o..*o + width];
-                if grams.iter().any(|g| g.bytes[..width] == *window) {
+            let cost = |o: usize| -> f64 {
+                let window = &literal[o..o + width];
+                if chosen.contains_key(window) {
                     f64::NEG_INFINITY
                 } else {
                     rarity.of(window)
                 }
             };
-            let offset = (0..=literal.len() - width).min_by(|a, b| cost(a).total_cmp(&cost(b)))?;
-            let mut bytes = [0u8; MAX_WIDTH];
-            bytes[..width].copy_from_slice(&literal[offset..offset + width]);
-            match grams.iter_mut().find(|g| g.bytes == bytes) {
-                Some(gram) => gram.literals.push((index, offset)),
-                None => grams.push(Gram {
+            let (_, offset) = (0..=literal.len() - width)
+                .map(|o| (cost(o), o))
+                .min_by(|a, b| a.0.total_cmp(&b.0))?;
+            let window = &literal[offset..offset + width];
+            let at = *chosen.entry(window.to_vec()).or_insert_with(|| {
+                let mut bytes = [0u8; MAX_WIDTH];
+                bytes[..width].copy_from_slice(window);
+                grams.push(Gram {
                     bytes,
-                    literals: vec![(index, offset)],
-                }),
-            }
+                    literals: Vec::new(),
+                });
+                grams.len() - 1
+            });
+            grams[at].literals.push((index, offset));
         }
         if grams.len() > MAX_GRAMS {
             return None;
