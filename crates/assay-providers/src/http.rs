@@ -83,7 +83,9 @@ pub(crate) enum AuthScheme {
 pub(crate) struct Http {
     /// Built on the first request: making one loads the system's TLS root certificates (~2 ms),
     /// which a run answered from the call cache, or a command that never calls out, skips.
-    client: OnceLock<reqwest::Client>,
+    /// `[0]` for `https://` URLs; `[1]` for plain `http://` ones (a local server), made without
+    /// any root certificate, as it never verifies one.
+    clients: [OnceLock<reqwest::Client>; 2],
     timeout: Duration,
     key: Option<ApiKey>,
     scheme: AuthScheme,
@@ -99,7 +101,7 @@ impl Http {
             ));
         }
         Ok(Http {
-            client: OnceLock::new(),
+            clients: [OnceLock::new(), OnceLock::new()],
             timeout,
             key,
             scheme: AuthScheme::Bearer,
@@ -107,26 +109,30 @@ impl Http {
         })
     }
 
-    /// The client, made on first use.
-    fn client(&self) -> Result<&reqwest::Client, ProviderError> {
-        if let Some(client) = self.client.get() {
+    /// The client for `url`, made on first use.
+    fn client(&self, url: &str) -> Result<&reqwest::Client, ProviderError> {
+        let plain = url.starts_with("http://");
+        let slot = &self.clients[usize::from(plain)];
+        if let Some(client) = slot.get() {
             return Ok(client);
         }
         // A client per provider, not per process: a pooled connection belongs to the runtime that
         // opened it, and the harness may run on several runtimes (the HTTP API runs each request
         // on its own).
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("assay/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| {
-                ProviderError::config(format!(
-                    "cannot create the HTTP client: {}",
-                    error_chain(&e)
-                ))
-            })?;
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)));
+        if plain {
+            builder = builder.tls_certs_only(std::iter::empty());
+        }
+        let client = builder.build().map_err(|e| {
+            ProviderError::config(format!(
+                "cannot create the HTTP client: {}",
+                error_chain(&e)
+            ))
+        })?;
         // Two first requests at once may both build one; either will do.
-        Ok(self.client.get_or_init(|| client))
+        Ok(slot.get_or_init(|| client))
     }
 
     /// Sends the key with `scheme` instead of `Authorization: Bearer`.
@@ -150,7 +156,7 @@ impl Http {
         B: Serialize + ?Sized,
         R: DeserializeOwned,
     {
-        let mut request = self.client()?.post(url).timeout(self.timeout).json(body);
+        let mut request = self.client(url)?.post(url).timeout(self.timeout).json(body);
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
