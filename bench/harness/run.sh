@@ -286,15 +286,29 @@ ok = passed and int(passed.group(1).replace(",", "")) == n and errors and errors
 sys.exit(0 if ok else 1)
 PY
 
+# assay_config K: the K-th assay configuration of a round, timed.
+assay_config() {
+    case "$1" in
+        0)
+            local before after
+            before="$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["chat_requests"])' "$(stats)")"
+            timed assay-cache-off "" run_assay "$OUT/coparent-cache-off"
+            after="$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["chat_requests"])' "$(stats)")"
+            [[ "$after" -gt "$before" ]] || die "assay (cache off) made no chat calls to the provider"
+            ;;
+        1) timed assay-cache-warm "" run_assay "$OUT/coparent-cache-warm" ;;
+        2) run_builtin assay-builtin "" run_assay "$OUT/coparent-builtin" ;;
+        3) timed assay-scaled "" run_assay "$OUT/coparent-x$SCALE-cache-off" ;;
+    esac
+}
+
 echo "== $N timed rounds (engines interleaved)" >&2
 for i in $(seq "$N"); do
-    before="$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["chat_requests"])' "$(stats)")"
-    timed assay-cache-off "" run_assay "$OUT/coparent-cache-off"
-    after="$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["chat_requests"])' "$(stats)")"
-    [[ "$after" -gt "$before" ]] || die "assay (cache off) made no chat calls to the provider"
-    timed assay-cache-warm "" run_assay "$OUT/coparent-cache-warm"
-    run_builtin assay-builtin "" run_assay "$OUT/coparent-builtin"
-    timed assay-scaled "" run_assay "$OUT/coparent-x$SCALE-cache-off"
+    # The assay configurations in a rotated order: the first run after promptfoo's (which
+    # churn memory and caches) is a different one each round.
+    for k in 0 1 2 3; do
+        assay_config $(( (k + i) % 4 ))
+    done
     timed promptfoo-small-j4 "$PF_SMALL" run_pf 4 config_small.yaml
     timed promptfoo-j4 "$PF_CASES" run_pf 4
     timed "promptfoo-j$PF_HIGH_J" "$PF_CASES" run_pf "$PF_HIGH_J"
