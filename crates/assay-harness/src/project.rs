@@ -24,7 +24,7 @@ pub struct Project {
     pub banks: Banks,
     /// The compiled pattern rules, when the project has a rules file.
     pub patterns: Option<Arc<PatternMatcher>>,
-    /// The pattern rules as written (to compile again for a retrieval pipeline).
+    /// The pattern rules as written (the journal's fingerprint hashes them).
     pub rules: Option<PatternRules>,
     /// The pattern rules file, when present.
     pub rules_file: Option<PathBuf>,

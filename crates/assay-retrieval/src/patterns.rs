@@ -6,17 +6,21 @@
 //!
 //! How a message is matched, so that the cost barely grows with the number of rules:
 //!
-//! - **ASCII messages** (nearly all of them) are lower-cased into a buffer and scanned once for
-//!   a set of literals: every keyword, plus, for each crisis regex, a *factor*: a few strings one
-//!   of which every match of the regex must contain (`can'?t (go on|…) anymore` needs
-//!   ` anymore`), found by `ascii_factor` from the regex's syntax tree. With few literals, a
-//!   SIMD search (Teddy) finds the first one; the Aho-Corasick automaton reports the rest. Only
-//!   the crisis rules whose factor was found run their own regex, to confirm, and not even
-//!   those when the factor's strings are exactly the regex's matches (`better off (dead|…)`).
+//! - **ASCII messages** (nearly all of them), and non-ASCII ones with no character that could
+//!   change the answer (see `RiskyChars`), are scanned once, ignoring ASCII case, for a set of
+//!   literals: every keyword, plus, for each crisis regex, a *factor*: a few strings one of which
+//!   every match of the regex must contain (`can'?t (go on|…) anymore` needs ` anymore`), found
+//!   by `ascii_factor` from the regex's syntax tree. With up to 48 distinct 4-byte windows and
+//!   AVX2, the scan is the gram filter of `grams.rs` over the message as it is; otherwise the
+//!   message is lower-cased into a buffer, Teddy finds the first literal and the Aho-Corasick
+//!   automaton reports the rest. Only the crisis rules whose factor was found run their own
+//!   regex, to confirm, and not even those when the factor's strings are exactly the regex's
+//!   matches (`better off (dead|…)`).
 //! - **Other messages** run every crisis regex at once in one lazy DFA (a `regex-automata` set
 //!   with Unicode word boundaries removed, since one `\b` makes that DFA give up on non-ASCII
-//!   text; rules that had one are confirmed with their own regex), then the keyword scan over
-//!   the message lower-cased as Python lower-cases it.
+//!   text; rules that had one are confirmed with their own regex; the set is built for the
+//!   first such message), then the keyword scan over the message lower-cased as Python
+//!   lower-cases it.
 
 mod grams;
 
@@ -500,8 +504,8 @@ struct LiteralScan {
 }
 
 impl LiteralScan {
-    /// Calls `found(owners, start, end)` for each occurrence of a literal in the ASCII text
-    /// `message`, ignoring ASCII case.
+    /// Calls `found(owners, start, end)` for each occurrence of a literal in `message` (ASCII,
+    /// or plain: its non-ASCII bytes never match), ignoring ASCII case.
     fn for_each_ascii(&self, message: &[u8], mut found: impl FnMut(&[Owner], usize, usize)) {
         if let Some(grams) = &self.grams {
             grams.for_each(message, |literal, start, end| {
@@ -888,14 +892,18 @@ fn class_lits(class: &Class) -> Lits {
     if lowered.count_ones() as usize > CLASS_LIMIT {
         return Lits::unknown();
     }
-    let strings = std::iter::successors((lowered != 0).then_some(lowered), |rest| {
+    let strings = set_bits(lowered).map(|b| vec![b]).collect();
+    let case_blind = (ascii >> b'a' ^ ascii >> b'A') & LETTERS == 0;
+    Lits::exactly(strings, case_blind)
+}
+
+/// The positions of the set bits of `set`, lowest first.
+fn set_bits(set: u128) -> impl Iterator<Item = u8> {
+    std::iter::successors((set != 0).then_some(set), |rest| {
         let rest = rest & (rest - 1);
         (rest != 0).then_some(rest)
     })
-    .map(|rest| vec![rest.trailing_zeros() as u8])
-    .collect();
-    let case_blind = (ascii >> b'a' ^ ascii >> b'A') & LETTERS == 0;
-    Lits::exactly(strings, case_blind)
+    .map(|rest| rest.trailing_zeros() as u8)
 }
 
 fn repetition_lits(rep: &Repetition) -> Lits {

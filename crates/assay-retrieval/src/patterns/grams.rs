@@ -162,14 +162,7 @@ impl NibbleSets {
 
     /// The chance that a random position of English text passes this bucket's tables.
     fn pass_rate(&self, width: usize) -> f64 {
-        // The set bits of a nibble set, lowest first.
-        let bits = |set: u16| {
-            std::iter::successors((set != 0).then_some(set), |rest| {
-                let rest = rest & (rest - 1);
-                (rest != 0).then_some(rest)
-            })
-            .map(|rest| rest.trailing_zeros() as u8)
-        };
+        let bits = |set: u16| super::set_bits(u128::from(set));
         (0..width)
             .map(|k| {
                 bits(self.hi[k])
