@@ -72,6 +72,14 @@ pub enum Command {
     },
     /// Create a small project that runs as it is.
     Init(InitArgs),
+    /// Simulate conversations: a simulated user talks with the model under test, which calls
+    /// the tools of MCP servers; a judge scores each transcript on weighted criteria.
+    ///
+    /// Reads DIR/sim/ (suite.yaml, scenarios/, fixtures/; see docs/simulate.md) and writes a
+    /// Markdown and a JSON report and the transcripts under DIR/sim/reports/. Exit codes: 0
+    /// passed, 1 the suite's gate failed, 2 bad input, 3 provider or MCP errors kept scenario
+    /// runs from a verdict. `assay simulate compare REPORT…` puts several reports side by side.
+    Simulate(SimulateArgs),
     /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON.
     ///
     /// The API has no authentication: keep it on localhost (the default). One run or
@@ -505,4 +513,84 @@ pub enum BanksCommand {
 pub struct InitArgs {
     /// Where to create the project (created if missing; existing files are never overwritten).
     pub dir: PathBuf,
+}
+
+/// `assay simulate`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SimulateArgs {
+    #[command(subcommand)]
+    pub command: Option<SimulateCommand>,
+
+    /// The project directory (with sim/suite.yaml).
+    #[arg(required = true)]
+    pub dir: Option<PathBuf>,
+
+    /// The model under test, `vendor/model` (default: [simulate] model in assay.toml).
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// Scenarios to run: `all` or ids separated by commas.
+    #[arg(long, default_value = "all")]
+    pub scenarios: String,
+
+    /// The simulated user's model (default: [simulate] simulator_model, else
+    /// anthropic/claude-sonnet-4-6).
+    #[arg(long)]
+    pub simulator_model: Option<String>,
+
+    /// The judge's model (default: [simulate] evaluator_model, else anthropic/claude-sonnet-4-6).
+    #[arg(long)]
+    pub evaluator_model: Option<String>,
+
+    /// Runs per scenario; the report shows mean, spread and pass^k.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+
+    /// Scenario runs in flight at once (default: [simulate] concurrency, else 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: Option<u32>,
+
+    /// Where the Markdown report goes (the JSON beside it); default
+    /// DIR/sim/reports/report_<stamp>.md, also copied to latest.md.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Call cache mode: read-write, off or replay (overrides ASSAY_CACHE and assay.toml).
+    #[arg(long)]
+    pub cache: Option<String>,
+
+    /// Print the JSON report on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep each scenario run's scratch folder (under DIR/.assay/sim/).
+    #[arg(long)]
+    pub keep_workdirs: bool,
+}
+
+/// `assay simulate` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SimulateCommand {
+    /// Put several simulation reports side by side: models as columns, scenarios as rows.
+    ///
+    /// Takes the JSON reports (or the Markdown reports with their JSON beside them). Prints
+    /// Markdown; --html writes a colour-coded HTML page too.
+    Compare(CompareArgs),
+}
+
+/// `assay simulate compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Simulation reports (.json, or .md with the .json beside it).
+    #[arg(required = true, num_args = 1..)]
+    pub reports: Vec<PathBuf>,
+
+    /// Also write the comparison as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Write the Markdown here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }

@@ -161,6 +161,31 @@ impl Default for CalibrationConfig {
     }
 }
 
+/// `[simulate]`: defaults of `assay simulate` (the conversation simulator).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimulateConfig {
+    /// `vendor/model` of the model under test when `--model` is not given.
+    pub model: Option<String>,
+    /// `vendor/model` of the simulated user (default `anthropic/claude-sonnet-4-6`).
+    pub simulator_model: String,
+    /// `vendor/model` of the judge (default `anthropic/claude-sonnet-4-6`).
+    pub evaluator_model: String,
+    /// Scenario runs in flight at once (default 4).
+    pub concurrency: usize,
+}
+
+impl Default for SimulateConfig {
+    fn default() -> Self {
+        SimulateConfig {
+            model: None,
+            simulator_model: "anthropic/claude-sonnet-4-6".into(),
+            evaluator_model: "anthropic/claude-sonnet-4-6".into(),
+            concurrency: 4,
+        }
+    }
+}
+
 /// `[report]`: report options.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -247,6 +272,8 @@ pub struct ProjectConfig {
     pub providers: ProvidersConfig,
     /// `[calibration]`
     pub calibration: CalibrationConfig,
+    /// `[simulate]`
+    pub simulate: SimulateConfig,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -281,6 +308,8 @@ pub struct ProjectSettings {
     pub providers: ProvidersConfig,
     /// Calibration settings.
     pub calibration: CalibrationConfig,
+    /// Conversation-simulator defaults.
+    pub simulate: SimulateConfig,
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -399,6 +428,9 @@ impl ProjectSettings {
                 "providers.max_concurrency and calibration.concurrency: must be at least 1".into(),
             );
         }
+        if config.simulate.concurrency == 0 {
+            return Err("simulate.concurrency: must be at least 1".into());
+        }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());
         }
@@ -416,6 +448,7 @@ impl ProjectSettings {
             retrieval: config.retrieval,
             providers: config.providers,
             calibration: config.calibration,
+            simulate: config.simulate,
         })
     }
 }

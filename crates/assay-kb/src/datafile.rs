@@ -118,6 +118,8 @@ pub fn parse<T: DeserializeOwned>(
     format: Format,
     warn: &mut dyn FnMut(String),
 ) -> Result<T, DataError> {
+    // Windows editors start UTF-8 files with a byte-order mark; it is not part of the data.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut ignored = Vec::new();
     let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(field_path(&p));
     let result = match format {
@@ -202,6 +204,21 @@ mod tests {
             warnings.push(w);
         });
         (r, warnings)
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_data() {
+        let (r, _) = json("\u{feff}{\"tests\": [{\"id\": \"a\", \"n\": 1}]}");
+        assert_eq!(r.unwrap().tests[0].id, "a");
+        let mut warnings = Vec::new();
+        let doc: Doc = parse(
+            Path::new("bank.yaml"),
+            "\u{feff}tests:\n  - id: b\n    n: 2\n",
+            Format::Yaml,
+            &mut |w| warnings.push(w),
+        )
+        .unwrap();
+        assert_eq!((doc.tests[0].id.as_str(), doc.tests[0].n), ("b", 2));
     }
 
     #[test]

@@ -3,7 +3,12 @@
 //! Wire format (the only place it lives): headers `x-api-key: $ANTHROPIC_API_KEY` and
 //! `anthropic-version: 2023-06-01`; request
 //! `{"model": "...", "max_tokens": N, "system": "..."?, "messages": [{"role": "user", "content":
-//! "..."}], "temperature": T?}`; answer `{"id": "msg_…", "type": "message", "role": "assistant",
+//! "..."}], "temperature": T?, "tools": [{"name", "description", "input_schema"}]?,
+//! "tool_choice": {"type": "auto"|"any"|"tool"|"none", "name"?}?}`; a turn with tool traffic has
+//! content blocks: `{"type": "tool_use", "id", "name", "input"}` (assistant) and
+//! `{"type": "tool_result", "tool_use_id", "content", "is_error"?}` (user). Structured output is
+//! one extra tool whose `input_schema` is the answer's schema, forced with `tool_choice`; its
+//! `input` is the answer. Answer `{"id": "msg_…", "type": "message", "role": "assistant",
 //! "model": "...", "content": [{"type": "text", "text": "..."}, ...], "stop_reason": "end_turn",
 //! "stop_sequence": null, "usage": {"input_tokens": N, "output_tokens": M, ...}}`. Errors are
 //! `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}` (529 is
@@ -11,8 +16,11 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
-use crate::chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse};
+use crate::chat::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, ToolSpec,
+};
 use crate::http::{ApiKey, AuthScheme, Http, endpoint};
 use crate::{ProviderError, ProviderOptions, Usage};
 
@@ -34,9 +42,13 @@ struct Request<'a> {
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<&'a str>,
-    messages: &'a [ChatMessage],
+    messages: Vec<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +66,12 @@ struct Block {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +80,54 @@ struct ResponseUsage {
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+}
+
+/// One turn in the Messages API's shape: a plain string when it is only text, else content
+/// blocks (`tool_result` blocks first in a user turn, as the API requires; `tool_use` blocks
+/// after the text in an assistant turn).
+fn wire_message(message: &ChatMessage) -> Value {
+    if message.tool_calls.is_empty() && message.tool_results.is_empty() {
+        return json!({"role": message.role.as_str(), "content": message.content});
+    }
+    let mut blocks = Vec::new();
+    for result in &message.tool_results {
+        let mut block = json!({
+            "type": "tool_result",
+            "tool_use_id": result.call_id,
+            "content": result.content,
+        });
+        if result.is_error {
+            block["is_error"] = Value::Bool(true);
+        }
+        blocks.push(block);
+    }
+    if !message.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": message.content}));
+    }
+    if message.role == Role::Assistant {
+        for call in &message.tool_calls {
+            blocks.push(json!({
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": call.arguments,
+            }));
+        }
+    }
+    json!({"role": message.role.as_str(), "content": blocks})
+}
+
+fn wire_tool(tool: &ToolSpec) -> Value {
+    json!({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+}
+
+fn wire_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+        ToolChoice::None => json!({"type": "none"}),
+    }
 }
 
 impl AnthropicChat {
@@ -98,24 +164,54 @@ impl ChatModel for AnthropicChat {
             max_tokens = request.max_tokens,
             "anthropic messages request"
         );
+        let mut tools: Vec<Value> = request.tools.iter().map(wire_tool).collect();
+        let mut tool_choice = request.tool_choice.as_ref().map(wire_choice);
+        // Structured output: one tool whose input schema is the answer's schema, which the
+        // model is made to call; its input is the answer.
+        let forced = request.output_schema.as_ref().map(|schema| {
+            tools.push(json!({
+                "name": schema.name,
+                "description": "Give your answer by calling this tool with it.",
+                "input_schema": schema.schema,
+            }));
+            tool_choice = Some(json!({"type": "tool", "name": schema.name}));
+            schema.name.as_str()
+        });
         let body = Request {
             model: &self.model_id,
             max_tokens: request.max_tokens,
             system: request.system.as_deref(),
-            messages: &request.messages,
+            messages: request.messages.iter().map(wire_message).collect(),
             temperature: request.temperature,
+            tools,
+            tool_choice,
         };
         let response: Response = self
             .http
             .post_json(&self.url, &body)
             .await
             .map_err(|e| e.with_model(self.name.clone()))?;
-        let text = response
-            .content
-            .into_iter()
-            .filter(|b| b.kind == "text")
-            .filter_map(|b| b.text)
-            .collect::<String>();
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for block in response.content {
+            match block.kind.as_str() {
+                "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
+                "tool_use" => {
+                    let name = block.name.unwrap_or_default();
+                    let input = block.input.unwrap_or(Value::Null);
+                    if forced == Some(name.as_str()) {
+                        text = input.to_string();
+                    } else {
+                        tool_calls.push(ToolCall {
+                            id: block.id.unwrap_or_default(),
+                            name,
+                            arguments: input,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
         let usage = response.usage.map_or(
             Usage {
                 requests: 1,
@@ -129,6 +225,7 @@ impl ChatModel for AnthropicChat {
         );
         Ok(ChatResponse {
             text,
+            tool_calls,
             stop_reason: response.stop_reason,
             usage,
         })

@@ -1207,6 +1207,7 @@ mod tests {
                 Some(e) => Err(e),
                 None => Ok(ChatResponse {
                     text: "ok".into(),
+                    tool_calls: Vec::new(),
                     stop_reason: None,
                     usage: Usage {
                         input_tokens: 10,

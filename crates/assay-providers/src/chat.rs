@@ -1,14 +1,18 @@
 //! The [`ChatModel`] trait and the small types around it.
 //!
 //! A chat request is what every supported API can express: an optional system prompt, a list of
-//! user/assistant turns, a token limit and a temperature. Requests and responses are plain data
-//! (`Serialize` + `Deserialize`): the call wrapper hashes requests for its cache and stores
-//! responses there.
+//! user/assistant turns, a token limit, a temperature, and optionally tools the model may call
+//! ([`ToolSpec`], [`ToolChoice`]) and a JSON schema its answer must follow ([`OutputSchema`]).
+//! An assistant turn may carry the [`ToolCall`]s the model made; the next user turn carries their
+//! [`ToolResult`]s. Requests and responses are plain data (`Serialize` + `Deserialize`): the
+//! call wrapper hashes requests for its cache and stores responses there. Fields that are empty
+//! are left out of the JSON, so a request without tools hashes as it always did.
 
 use std::fmt;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::{ProviderError, Usage};
 
@@ -33,12 +37,19 @@ impl Role {
 }
 
 /// One turn of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// Who speaks.
     pub role: Role,
-    /// What is said (plain text).
+    /// What is said (plain text; may be empty on a turn that only calls tools or only returns
+    /// tool results).
     pub content: String,
+    /// Assistant turns: the tools the model called, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// User turns: the results of the previous assistant turn's tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_results: Vec<ToolResult>,
 }
 
 impl ChatMessage {
@@ -47,6 +58,8 @@ impl ChatMessage {
         ChatMessage {
             role: Role::User,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
         }
     }
 
@@ -55,8 +68,88 @@ impl ChatMessage {
         ChatMessage {
             role: Role::Assistant,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
         }
     }
+
+    /// An assistant turn that calls tools (with any text the model said before calling them).
+    pub fn assistant_with_tools(content: impl Into<String>, calls: Vec<ToolCall>) -> ChatMessage {
+        ChatMessage {
+            tool_calls: calls,
+            ..ChatMessage::assistant(content)
+        }
+    }
+
+    /// A user turn that returns tool results.
+    pub fn tool_results(results: Vec<ToolResult>) -> ChatMessage {
+        ChatMessage {
+            tool_results: results,
+            ..ChatMessage::user("")
+        }
+    }
+}
+
+/// A tool the model may call: a name, what it does, and a JSON schema of its arguments (the
+/// shape MCP's `inputSchema` and both chat APIs use).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name (`[a-zA-Z0-9_-]{1,64}` for both APIs).
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON schema of the arguments (an `object` schema).
+    pub input_schema: Value,
+}
+
+/// Whether and which tools the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "name")]
+pub enum ToolChoice {
+    /// The model decides (the default when tools are given).
+    Auto,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Tool(String),
+    /// The model must not call tools.
+    None,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; the result must quote it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model gave them (an object; a string holding what the model wrote
+    /// when it was not valid JSON).
+    pub arguments: Value,
+}
+
+/// The result of one tool call, sent back to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The [`ToolCall::id`] this answers.
+    pub call_id: String,
+    /// What the tool returned (text), or the error message.
+    pub content: String,
+    /// The tool failed: `content` is its error, shown to the model as the tool's result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// A JSON schema the answer must follow (structured output). Clients put it in the request in
+/// their API's way: OpenAI-compatible servers as `response_format: json_schema`, Anthropic as
+/// one tool the model is made to call. The answer's [`ChatResponse::text`] is then the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    /// A short name for the schema (`[a-zA-Z0-9_-]`), e.g. `verdict`.
+    pub name: String,
+    /// The JSON schema (an `object` schema).
+    pub schema: Value,
 }
 
 /// A request to a chat model.
@@ -72,6 +165,15 @@ pub struct ChatRequest {
     /// Sampling temperature; `None` for the provider's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// Tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Whether it must call them (`None`: the API's default, which is `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// A JSON schema the answer must follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<OutputSchema>,
 }
 
 impl ChatRequest {
@@ -82,6 +184,27 @@ impl ChatRequest {
             messages: vec![ChatMessage::user(user)],
             max_tokens,
             temperature: Some(0.0),
+            tools: Vec::new(),
+            tool_choice: None,
+            output_schema: None,
+        }
+    }
+
+    /// A conversation with an optional system prompt, the provider's default temperature and
+    /// no tools.
+    pub fn conversation(
+        system: Option<String>,
+        messages: Vec<ChatMessage>,
+        max_tokens: u32,
+    ) -> ChatRequest {
+        ChatRequest {
+            system,
+            messages,
+            max_tokens,
+            temperature: None,
+            tools: Vec::new(),
+            tool_choice: None,
+            output_schema: None,
         }
     }
 }
@@ -89,8 +212,11 @@ impl ChatRequest {
 /// A chat model's answer.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatResponse {
-    /// The reply's text (text blocks joined).
+    /// The reply's text (text blocks joined); with an [`OutputSchema`], the JSON answer.
     pub text: String,
+    /// The tools the model called, in order (empty when it called none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// Why generation stopped, as the provider says it (`end_turn`, `stop`, `max_tokens`,
     /// `length`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,10 +9,13 @@
 //!   words, not meaning), [`VoyageEmbedder`] and [`OpenAiEmbedder`] (HTTP), and with the `local`
 //!   feature (on by default) [`LocalEmbedder`] (a sentence-transformer such as
 //!   all-MiniLM-L6-v2, run with candle) and [`HfEmbedder`] (the same, fetched from the Hub).
-//! * [`ChatModel`]: a [`ChatRequest`] (system prompt, turns, token limit, temperature) in, a
-//!   [`ChatResponse`] out. [`ChatSpec`] parses `anthropic/<model>` ([`AnthropicChat`], the
+//! * [`ChatModel`]: a [`ChatRequest`] (system prompt, turns, token limit, temperature, tools the
+//!   model may call, a JSON schema for the answer) in, a [`ChatResponse`] (text, tool calls) out. [`ChatSpec`] parses `anthropic/<model>` ([`AnthropicChat`], the
 //!   Messages API) and `openai/<model>` ([`OpenAiChat`], any OpenAI-compatible server);
 //!   [`build_chat_model`] builds one from [`ProviderOptions`].
+//! * Structured output ([`ask_structured`] with a [`SchemaCheck`]): the schema in the request,
+//!   the reply validated against it and the caller's checks, a corrective turn on a bad reply,
+//!   then a `Malformed` error. Every LLM-as-judge call goes through it.
 //! * [`Reranker`]: orders [`RerankDocument`]s for a query, best `top_k` first. [`RerankerSpec`]
 //!   parses `none`, `voyage/<model>` ([`VoyageReranker`], a cross-encoder) and
 //!   `anthropic/<model>`, `openai/<model>` or `llm:<vendor>/<model>` ([`LlmReranker`], listwise
@@ -63,6 +66,7 @@ mod local;
 mod openai;
 mod rerank;
 mod spec;
+mod structured;
 mod voyage;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
@@ -71,7 +75,10 @@ pub use call::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
     Guarded, ModelStats, Price, cache_key, is_transient, price,
 };
-pub use chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse, Role};
+pub use chat::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, OutputSchema, Role, ToolCall, ToolChoice,
+    ToolResult, ToolSpec,
+};
 pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};
 #[cfg(feature = "local")]
@@ -86,5 +93,8 @@ pub use spec::{
     ChatSpec, EmbedderOptions, EmbedderSpec, EnvVars, ProviderOptions, RerankerSpec,
     build_chat_model, build_chat_model_with_env, build_embedder, build_embedder_with_env,
     build_reranker, build_reranker_with_env, default_model_cache_dir, model_dir_from_env,
+};
+pub use structured::{
+    DEFAULT_STRUCTURED_RETRIES, SchemaCheck, Structured, ask_structured, extract_json,
 };
 pub use voyage::{VOYAGE_MAX_BATCH, VoyageEmbedder, VoyageReranker};

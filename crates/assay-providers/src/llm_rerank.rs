@@ -1,12 +1,13 @@
 //! [`LlmReranker`]: listwise reranking by a chat model.
 //!
 //! The model sees the query and every candidate's id, title and summary, and answers with strict
-//! JSON `{"ranked_ids": ["id", ...]}`, best first. Parsing is forgiving about the wrapping (a
-//! ```` ```json ```` fence, or prose around one JSON object) and strict about the content: unknown
-//! ids are dropped, repeats removed, the list cut to `top_k`. A reply with no usable JSON is asked
-//! again (a new chat call, [`LlmReranker::DEFAULT_RETRIES`] times by default) and then reported as
+//! JSON `{"ranked_ids": ["id", ...]}`, best first, asked for and checked through
+//! [`ask_structured`](crate::ask_structured) (the schema in the request; a reply that is not such
+//! an object, or names none of the candidates, gets a corrective turn,
+//! [`LlmReranker::DEFAULT_RETRIES`] times by default, then is reported as
 //! [`ProviderErrorKind::Malformed`](crate::ProviderErrorKind::Malformed), quoting the start of
-//! the reply.
+//! the reply). Unknown ids in a usable reply are dropped, repeats removed, the list cut to
+//! `top_k`.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -14,9 +15,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use serde::Deserialize;
+use serde_json::json;
+
 use crate::chat::{ChatModel, ChatRequest};
 use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
-use crate::{ProviderError, Usage};
+use crate::structured::{SchemaCheck, ask_structured};
+use crate::ProviderError;
 
 /// The system prompt of every reranking call.
 const SYSTEM_PROMPT: &str = "You are a precise search-relevance judge. You rank knowledge-base \
@@ -100,70 +105,46 @@ fn one_line(text: &str) -> String {
     out
 }
 
-/// Why a reply could not be used.
-#[derive(Debug, PartialEq, Eq)]
-enum ParseFailure {
-    /// No JSON object with a `ranked_ids` array of strings in the reply.
-    NoJson,
-    /// The model answered ids, but none of them is a candidate.
-    NoKnownIds,
+/// The answer's shape.
+#[derive(Debug, Deserialize)]
+struct RankedIds {
+    ranked_ids: Vec<String>,
 }
 
-/// The `ranked_ids` of a reply: the whole reply as JSON, else each `{` in turn as the start of
-/// one JSON object (which skips fences and prose around it).
-fn ranked_ids(reply: &str) -> Option<Vec<String>> {
-    let from_value = |value: serde_json::Value| -> Option<Vec<String>> {
-        value
-            .get("ranked_ids")?
-            .as_array()?
-            .iter()
-            .map(|id| match id {
-                serde_json::Value::String(s) => Some(s.trim().to_owned()),
-                serde_json::Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            })
-            .collect()
-    };
-    if let Ok(value) = serde_json::from_str(reply.trim())
-        && let Some(ids) = from_value(value)
-    {
-        return Some(ids);
-    }
-    for (start, _) in reply.match_indices('{') {
-        let mut values =
-            serde_json::Deserializer::from_str(&reply[start..]).into_iter::<serde_json::Value>();
-        if let Some(Ok(value)) = values.next()
-            && let Some(ids) = from_value(value)
-        {
-            return Some(ids);
-        }
-    }
-    None
+/// The reply schema: an object with an array of id strings.
+fn schema() -> Result<SchemaCheck, ProviderError> {
+    SchemaCheck::new(
+        "ranking",
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["ranked_ids"],
+            "properties": {"ranked_ids": {"type": "array", "items": {"type": "string"}}}
+        }),
+    )
 }
 
-/// Maps a reply to document indices: known ids only, first occurrence, at most `top_k`.
-fn parse_order(
-    reply: &str,
-    documents: &[RerankDocument],
-    top_k: usize,
-) -> Result<Vec<Ranked>, ParseFailure> {
-    let ids = ranked_ids(reply).ok_or(ParseFailure::NoJson)?;
+/// Maps ids to document indices: known ids only, first occurrence, at most `top_k`.
+fn order_of(ids: &[String], documents: &[RerankDocument], top_k: usize) -> Vec<Ranked> {
     let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(documents.len());
     for (index, document) in documents.iter().enumerate() {
         by_id.entry(document.id.as_str()).or_insert(index);
     }
     let mut seen = HashSet::new();
-    let order: Vec<Ranked> = ids
-        .iter()
-        .filter_map(|id| by_id.get(id.as_str()).copied())
+    ids.iter()
+        .filter_map(|id| by_id.get(id.trim()).copied())
         .filter(|index| seen.insert(*index))
         .take(top_k)
         .map(|index| Ranked { index, score: None })
-        .collect();
-    if order.is_empty() && !ids.is_empty() {
-        return Err(ParseFailure::NoKnownIds);
+        .collect()
+}
+
+/// A usable answer names at least one candidate (or, when empty, names nothing wrong).
+fn check_ids(ids: &RankedIds, documents: &[RerankDocument]) -> Result<(), String> {
+    if !ids.ranked_ids.is_empty() && order_of(&ids.ranked_ids, documents, 1).is_empty() {
+        return Err("`ranked_ids` names none of the candidate ids".to_owned());
     }
-    Ok(order)
+    Ok(())
 }
 
 /// The first `max_chars` characters of `text`, with `…` when cut.
@@ -190,44 +171,27 @@ impl Reranker for LlmReranker {
             return Ok(Reranking::default());
         }
         let request = LlmReranker::request(query, documents, top_k);
-        let mut usage = Usage::default();
-        let attempts = self.retries.saturating_add(1);
-        let mut last = (ParseFailure::NoJson, String::new());
-        for attempt in 1..=attempts {
-            let response = self.chat.chat(&request).await.map_err(|e| {
-                // Keep the chat model's own name on its error; tag untagged ones with ours.
-                if e.model().is_some() {
-                    e
-                } else {
-                    e.with_model(self.name.clone())
-                }
-            })?;
-            usage += response.usage;
-            match parse_order(&response.text, documents, top_k) {
-                Ok(order) => return Ok(Reranking { order, usage }),
-                Err(why) => {
-                    tracing::warn!(
-                        model = %self.name,
-                        attempt,
-                        attempts,
-                        reply = %excerpt(&response.text, 80),
-                        "unusable reranking reply"
-                    );
-                    last = (why, response.text);
-                }
+        let schema = schema()?;
+        let answer = ask_structured::<RankedIds>(
+            self.chat.as_ref(),
+            request,
+            &schema,
+            self.retries,
+            &|ids| check_ids(ids, documents),
+        )
+        .await
+        .map_err(|e| {
+            // Keep the chat model's own name on its error; tag untagged ones with ours.
+            if e.model().is_some() {
+                e
+            } else {
+                e.with_model(self.name.clone())
             }
-        }
-        let (why, reply) = last;
-        let why = match why {
-            ParseFailure::NoJson => "is not JSON of the form {\"ranked_ids\": [...]}",
-            ParseFailure::NoKnownIds => "names none of the candidate ids",
-        };
-        Err(ProviderError::malformed(format!(
-            "the reranking reply {why} (reply starts: {:?})",
-            excerpt(reply.trim(), 120)
-        ))
-        .with_model(self.name.clone())
-        .with_attempts(attempts))
+        })?;
+        Ok(Reranking {
+            order: order_of(&answer.value.ranked_ids, documents, top_k),
+            usage: answer.usage,
+        })
     }
 }
 
@@ -269,6 +233,13 @@ mod tests {
         order.iter().map(|r| r.index).collect()
     }
 
+    fn parse(reply: &str, d: &[RerankDocument], top_k: usize) -> Result<Vec<usize>, String> {
+        let (ids, _) = schema()
+            .unwrap()
+            .parse::<RankedIds>(reply, &|ids| check_ids(ids, d))?;
+        Ok(indices(&order_of(&ids.ranked_ids, d, top_k)))
+    }
+
     #[test]
     fn parses_plain_fenced_and_wrapped_json() {
         let d = docs(&["a", "b", "c"]);
@@ -277,11 +248,7 @@ mod tests {
             "```json\n{\"ranked_ids\": [\"c\", \"a\"]}\n```",
             "Here you go: {\"note\": {\"x\": 1}} then {\"ranked_ids\": [\"c\",\"a\"]} hope it helps",
         ] {
-            assert_eq!(
-                indices(&parse_order(reply, &d, 5).unwrap()),
-                vec![2, 0],
-                "{reply}"
-            );
+            assert_eq!(parse(reply, &d, 5), Ok(vec![2, 0]), "{reply}");
         }
     }
 
@@ -289,16 +256,11 @@ mod tests {
     fn drops_unknown_and_repeated_ids_and_cuts_to_top_k() {
         let d = docs(&["a", "b", "c", "d"]);
         let reply = r#"{"ranked_ids": ["x", "b", "b", "d", "a", "c"]}"#;
-        assert_eq!(indices(&parse_order(reply, &d, 2).unwrap()), vec![1, 3]);
-        assert_eq!(
-            indices(&parse_order(reply, &d, 10).unwrap()),
-            vec![1, 3, 0, 2]
-        );
-        assert_eq!(
-            parse_order(r#"{"ranked_ids": ["x"]}"#, &d, 2),
-            Err(ParseFailure::NoKnownIds)
-        );
-        assert_eq!(parse_order(r#"{"ranked_ids": []}"#, &d, 2), Ok(vec![]));
+        assert_eq!(parse(reply, &d, 2), Ok(vec![1, 3]));
+        assert_eq!(parse(reply, &d, 10), Ok(vec![1, 3, 0, 2]));
+        let none = parse(r#"{"ranked_ids": ["x"]}"#, &d, 2).unwrap_err();
+        assert!(none.contains("none of the candidate ids"), "{none}");
+        assert_eq!(parse(r#"{"ranked_ids": []}"#, &d, 2), Ok(vec![]));
     }
 
     #[test]
@@ -311,11 +273,7 @@ mod tests {
             r#"{"ranked_ids": [{"id": "a"}]}"#,
             "{\"ranked_ids\": [\"a\"",
         ] {
-            assert_eq!(
-                parse_order(reply, &d, 2),
-                Err(ParseFailure::NoJson),
-                "{reply}"
-            );
+            assert!(parse(reply, &d, 2).is_err(), "{reply}");
         }
     }
 

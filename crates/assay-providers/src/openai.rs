@@ -12,7 +12,14 @@
 //! equivalent and is ignored.
 //!
 //! Chat wire format: request `{"model": "...", "messages": [{"role": "system", "content": "..."}?,
-//! {"role": "user", "content": "..."}, ...], "max_completion_tokens": N, "temperature": T?}`
+//! {"role": "user", "content": "..."}, ...], "max_completion_tokens": N, "temperature": T?,
+//! "tools": [{"type": "function", "function": {"name", "description", "parameters"}}]?,
+//! "tool_choice": "auto"|"required"|"none"|{"type": "function", "function": {"name"}}?,
+//! "response_format": {"type": "json_schema", "json_schema": {"name", "schema", "strict": true}}?}`;
+//! an assistant turn that calls tools is `{"role": "assistant", "content": null|"...",
+//! "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}]}`
+//! and each result `{"role": "tool", "tool_call_id", "content"}` (errors prefixed `Error: `, the
+//! API having no error flag)
 //! (`max_tokens` instead of `max_completion_tokens` for servers other than api.openai.com: vLLM,
 //! llama.cpp and Ollama all read `max_tokens`, while OpenAI's newer models reject it); answer
 //! `{"id": "chatcmpl-…", "object": "chat.completion", "choices": [{"index": 0, "message":
@@ -23,7 +30,9 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::chat::{ChatModel, ChatRequest, ChatResponse};
+use serde_json::{Value, json};
+
+use crate::chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::http::{
     ApiKey, DimensionCell, Http, embed_in_batches, endpoint, host, one_request_embeddings,
@@ -153,19 +162,55 @@ pub struct OpenAiChat {
 #[derive(Serialize)]
 struct ChatBody<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    content: &'a str,
+/// One turn in the chat-completions shape; a user turn that returns tool results becomes one
+/// `tool` message per result (then a `user` message if it also has text).
+fn push_wire_messages(message: &ChatMessage, out: &mut Vec<Value>) {
+    for result in &message.tool_results {
+        // The API has no error flag on tool messages: say it in the content.
+        let content = if result.is_error {
+            format!("Error: {}", result.content)
+        } else {
+            result.content.clone()
+        };
+        out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": content}));
+    }
+    if message.role == Role::Assistant && !message.tool_calls.is_empty() {
+        let calls: Vec<Value> = message
+            .tool_calls
+            .iter()
+            .map(|call| {
+                let arguments = match &call.arguments {
+                    Value::String(raw) => raw.clone(),
+                    other => other.to_string(),
+                };
+                json!({"id": call.id, "type": "function",
+                       "function": {"name": call.name, "arguments": arguments}})
+            })
+            .collect();
+        let content = if message.content.is_empty() {
+            Value::Null
+        } else {
+            Value::String(message.content.clone())
+        };
+        out.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+    } else if message.tool_results.is_empty() || !message.content.is_empty() {
+        out.push(json!({"role": message.role.as_str(), "content": message.content}));
+    }
 }
 
 #[derive(Deserialize)]
@@ -188,6 +233,22 @@ struct AnswerMessage {
     content: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<AnswerToolCall>,
+}
+
+#[derive(Deserialize)]
+struct AnswerToolCall {
+    #[serde(default)]
+    id: String,
+    function: AnswerFunction,
+}
+
+#[derive(Deserialize)]
+struct AnswerFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
 }
 
 #[derive(Deserialize)]
@@ -233,26 +294,43 @@ impl ChatModel for OpenAiChat {
         );
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if let Some(system) = &request.system {
-            messages.push(WireMessage {
-                role: "system",
-                content: system,
-            });
+            messages.push(json!({"role": "system", "content": system}));
         }
-        messages.extend(request.messages.iter().map(|m| WireMessage {
-            role: m.role.as_str(),
-            content: &m.content,
-        }));
+        for message in &request.messages {
+            push_wire_messages(message, &mut messages);
+        }
         let (max_completion_tokens, max_tokens) = if self.completion_tokens_field {
             (Some(request.max_tokens), None)
         } else {
             (None, Some(request.max_tokens))
         };
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        let tool_choice = request.tool_choice.as_ref().map(|c| match c {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        });
+        let response_format = request.output_schema.as_ref().map(|s| {
+            json!({"type": "json_schema",
+                   "json_schema": {"name": s.name, "schema": s.schema, "strict": true}})
+        });
         let body = ChatBody {
             model: &self.model_id,
             messages,
             max_completion_tokens,
             max_tokens,
             temperature: request.temperature,
+            tools,
+            tool_choice,
+            response_format,
         };
         let with_name = |e: ProviderError| e.with_model(self.name.clone());
         let answer: ChatAnswer = self
@@ -265,6 +343,19 @@ impl ChatModel for OpenAiChat {
                 "the answer has no choices",
             )));
         };
+        let tool_calls = choice
+            .message
+            .tool_calls
+            .into_iter()
+            .map(|call| ToolCall {
+                id: call.id,
+                name: call.function.name,
+                // Arguments come as a JSON string; keep what the model wrote when it is not JSON
+                // so the caller can show the model its mistake.
+                arguments: serde_json::from_str(&call.function.arguments)
+                    .unwrap_or(Value::String(call.function.arguments)),
+            })
+            .collect();
         let text = choice
             .message
             .content
@@ -275,6 +366,7 @@ impl ChatModel for OpenAiChat {
             .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
         Ok(ChatResponse {
             text,
+            tool_calls,
             stop_reason: choice.finish_reason,
             usage: Usage {
                 input_tokens,

@@ -9,6 +9,7 @@ mod kb;
 mod retrieve;
 mod run;
 mod serve;
+mod simulate;
 mod state;
 mod validate;
 
@@ -27,6 +28,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Validate(args) => validate::run(&args.dir),
         Command::Init(args) => init::run(&args.dir),
         Command::Serve(args) => serve::run(&args),
+        Command::Simulate(args) => simulate::run(&args),
         Command::Retrieve(args) => retrieve::run(&args),
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),

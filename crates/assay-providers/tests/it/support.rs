@@ -332,6 +332,7 @@ impl ChatModel for ScriptedChat {
         match reply {
             Ok(text) => Ok(ChatResponse {
                 text,
+                tool_calls: Vec::new(),
                 stop_reason: Some("end_turn".into()),
                 usage: Usage {
                     input_tokens: 100,

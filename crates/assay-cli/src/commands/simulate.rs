@@ -1,0 +1,250 @@
+//! `assay simulate` and `assay simulate compare`.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use assay_harness::HarnessError;
+use assay_harness::engine::{ProviderCalls, build_chat_model};
+use assay_harness::results::{write_new, write_replace};
+use assay_harness::settings::ProjectSettings;
+use assay_sim::run::{PreflightError, RoleUsage, SimOptions};
+use assay_sim::{SimModels, SimReport, report};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{log_warnings, out, runtime};
+use crate::args::{CompareArgs, SimulateArgs, SimulateCommand};
+use crate::exit::Exit;
+
+pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
+    if let Some(SimulateCommand::Compare(compare_args)) = &args.command {
+        return compare(compare_args);
+    }
+    let Some(dir) = &args.dir else {
+        return Err(HarnessError::Usage("give the project directory".into()).into());
+    };
+    let mut settings = ProjectSettings::load(dir)?;
+    let suite = assay_sim::load(dir)?;
+    log_warnings(&suite.warnings);
+
+    let wanted: Option<Vec<String>> = match args.scenarios.trim() {
+        "all" | "" => None,
+        list => Some(
+            list.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        ),
+    };
+    let selected = assay_sim::select(&suite, wanted.as_deref()).map_err(input_error)?;
+
+    let model = args
+        .model
+        .clone()
+        .or_else(|| settings.simulate.model.clone())
+        .ok_or_else(|| {
+            HarnessError::Usage(
+                "name the model under test with --model (or [simulate] model in assay.toml)".into(),
+            )
+        })?;
+    let simulator = args
+        .simulator_model
+        .clone()
+        .unwrap_or_else(|| settings.simulate.simulator_model.clone());
+    let evaluator = args
+        .evaluator_model
+        .clone()
+        .unwrap_or_else(|| settings.simulate.evaluator_model.clone());
+    let concurrency = args
+        .concurrency
+        .map_or(settings.simulate.concurrency, |c| c as usize);
+    // Each role's model gets its own limit; it must not be lower than the runs in flight.
+    settings.providers.max_concurrency = settings.providers.max_concurrency.max(concurrency);
+
+    let env = super::env;
+    let assistant = build_chat_model(&settings, &model, "--model", &env)?;
+    let simulator_model = build_chat_model(&settings, &simulator, "--simulator-model", &env)?;
+    let judge_model = build_chat_model(&settings, &evaluator, "--evaluator-model", &env)?;
+    let calls = ProviderCalls::open(&settings, args.cache.as_deref(), &env, true)?;
+    let models = SimModels {
+        assistant: calls.chat(assistant),
+        simulator: calls.chat(simulator_model),
+        judge: calls.chat(judge_model),
+    };
+
+    let runs_total = selected.len() as u64 * u64::from(args.repeat);
+    let show_bar = !args.json && std::io::stderr().is_terminal();
+    let bar = ProgressBar::with_draw_target(
+        Some(runs_total),
+        if show_bar {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        },
+    );
+    if let Ok(style) =
+        ProgressStyle::with_template("simulate [{bar:30}] {pos}/{len} runs, {elapsed} (eta {eta}) {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let progress = bar.clone();
+    let options = SimOptions {
+        scenarios: wanted,
+        repeat: args.repeat,
+        concurrency,
+        work_root: dir.join(".assay").join("sim"),
+        keep_workdirs: args.keep_workdirs,
+        env: Arc::new(|name: &str| std::env::var(name).ok()),
+        on_finished: Some(Arc::new(move |run| {
+            progress.set_message(format!("{} #{}", run.scenario_id, run.repeat));
+            progress.inc(1);
+        })),
+    };
+    tracing::info!(
+        runs = runs_total,
+        scenarios = selected.len(),
+        model = %model,
+        simulator = %simulator,
+        judge = %evaluator,
+        concurrency,
+        "simulating"
+    );
+
+    let rt = runtime()?;
+    rt.block_on(assay_sim::preflight(&suite, &options))
+        .map_err(|e| match e {
+            PreflightError::Input(m) => anyhow::Error::from(HarnessError::Usage(m)),
+            PreflightError::Server(e) => HarnessError::Infrastructure(e.to_string()).into(),
+        })?;
+    let mut report = rt.block_on(assay_sim::simulate(&suite, &models, &options, &selected));
+    bar.finish_and_clear();
+
+    let snapshot = calls.usage();
+    for name in [&report.model, &report.simulator_model, &report.evaluator_model] {
+        if report.usage.iter().any(|u| &u.model == name) {
+            continue;
+        }
+        if let Some(s) = snapshot.models.get(name.as_str()) {
+            report.usage.push(RoleUsage {
+                model: name.clone(),
+                calls: s.calls,
+                cache_hits: s.cache_hits,
+                input_tokens: s.input_tokens,
+                output_tokens: s.output_tokens,
+                cost_usd: s.cost_usd,
+            });
+        }
+    }
+
+    let saved = save(dir, args.output.as_deref(), &report)?;
+    if args.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    } else {
+        out(&report::console(&report, Some(&saved.display().to_string())));
+        let usage = calls.usage_report();
+        if !usage.is_empty() {
+            #[allow(clippy::print_stderr)]
+            {
+                eprint!("{usage}");
+            }
+        }
+    }
+    Ok(match report.exit_code() {
+        3 => Exit::Infrastructure,
+        1 => Exit::GateFailed,
+        _ => Exit::Success,
+    })
+}
+
+fn input_error(e: PreflightError) -> anyhow::Error {
+    match e {
+        PreflightError::Input(m) => HarnessError::Usage(m).into(),
+        PreflightError::Server(e) => HarnessError::Infrastructure(e.to_string()).into(),
+    }
+}
+
+/// Writes the Markdown and JSON reports and one JSON file per transcript, each atomically; the
+/// stamped files are never overwritten, `latest.*` is replaced. Returns the Markdown's path.
+fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result<PathBuf> {
+    let stamp = report.generated_at.format("%Y%m%d_%H%M%S").to_string();
+    let reports_dir = dir.join("sim").join("reports");
+    let markdown_path = match output {
+        Some(path) => path.to_owned(),
+        None => reports_dir.join(format!("report_{stamp}.md")),
+    };
+    let base_dir = markdown_path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    std::fs::create_dir_all(&base_dir)
+        .with_context(|| format!("cannot create {}", base_dir.display()))?;
+    let transcripts = base_dir.join("transcripts").join(&stamp);
+    std::fs::create_dir_all(&transcripts)
+        .with_context(|| format!("cannot create {}", transcripts.display()))?;
+    for run in &report.runs {
+        if let Some(t) = &run.transcript {
+            let path = transcripts.join(format!("{}-{}.json", run.scenario_id, run.repeat));
+            write_replace(&path, serde_json::to_string_pretty(t)?.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    let markdown = report::markdown(report);
+    let json = serde_json::to_string_pretty(report)?;
+    let json_path = markdown_path.with_extension("json");
+    if output.is_some() {
+        write_replace(&markdown_path, markdown.as_bytes())
+            .with_context(|| format!("cannot write {}", markdown_path.display()))?;
+        write_replace(&json_path, json.as_bytes())
+            .with_context(|| format!("cannot write {}", json_path.display()))?;
+    } else {
+        write_new(&markdown_path, markdown.as_bytes())
+            .with_context(|| format!("cannot write {}", markdown_path.display()))?;
+        write_new(&json_path, json.as_bytes())
+            .with_context(|| format!("cannot write {}", json_path.display()))?;
+        write_replace(&reports_dir.join("latest.md"), markdown.as_bytes())?;
+        write_replace(&reports_dir.join("latest.json"), json.as_bytes())?;
+    }
+    Ok(markdown_path)
+}
+
+fn read_report(path: &Path) -> anyhow::Result<SimReport> {
+    let json_path = if path.extension().is_some_and(|e| e == "json") {
+        path.to_owned()
+    } else {
+        path.with_extension("json")
+    };
+    let text = std::fs::read_to_string(&json_path).map_err(|e| {
+        HarnessError::Usage(format!(
+            "{}: cannot read the JSON report: {e}",
+            json_path.display()
+        ))
+    })?;
+    let report: SimReport = serde_json::from_str(&text).map_err(|e| {
+        HarnessError::Usage(format!(
+            "{}:{}:{}: not a simulation report: {e}",
+            json_path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    Ok(report)
+}
+
+fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
+    let reports = args
+        .reports
+        .iter()
+        .map(|p| read_report(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let markdown = report::compare_markdown(&reports);
+    if let Some(path) = &args.html {
+        write_replace(path, report::compare_html(&reports).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match &args.output {
+        Some(path) => write_replace(path, markdown.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => out(&markdown),
+    }
+    Ok(Exit::Success)
+}

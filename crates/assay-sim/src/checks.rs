@@ -1,0 +1,231 @@
+//! Expected-state checks: after the conversation, read the state (an MCP tool, an MCP resource
+//! or a command; JSON in every case) and test it. A check whose source fails or is not JSON is
+//! an error of that check, not a failed check.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::suite::{CheckConfig, Expectation};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// The check's name.
+    pub name: String,
+    /// `passed`, `failed` or `error`.
+    pub status: CheckStatus,
+    /// One line per expectation that failed, or the error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+}
+
+/// A check's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    /// Every expectation held.
+    Passed,
+    /// Some did not.
+    Failed,
+    /// The state could not be read.
+    Error,
+}
+
+/// The value at a dot path (`a.b.0`), if there is one.
+pub fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    if path.trim().is_empty() {
+        return Some(value);
+    }
+    path.split('.').try_fold(value, |v, key| match v {
+        Value::Object(map) => map.get(key),
+        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    })
+}
+
+fn show(value: &Value) -> String {
+    let s = value.to_string();
+    if s.chars().count() > 120 {
+        format!("{}…", s.chars().take(120).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Numbers compare as numbers (1 == 1.0); everything else structurally.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Tests one expectation; `Err` says why it does not hold.
+pub fn test(root: &Value, e: &Expectation) -> Result<(), String> {
+    let path = if e.path.is_empty() { "(root)" } else { &e.path };
+    let found = at_path(root, &e.path);
+    if let Some(exists) = e.exists {
+        return if found.is_some() == exists {
+            Ok(())
+        } else if exists {
+            Err(format!("{path}: missing"))
+        } else {
+            Err(format!("{path}: present, expected absent"))
+        };
+    }
+    let Some(value) = found else {
+        return Err(format!("{path}: missing"));
+    };
+    if let Some(expected) = &e.equals {
+        return if json_eq(value, expected) {
+            Ok(())
+        } else {
+            Err(format!("{path}: {} ≠ {}", show(value), show(expected)))
+        };
+    }
+    if let Some(needle) = &e.contains {
+        let holds = match (value, needle) {
+            (Value::String(hay), Value::String(n)) => {
+                hay.to_lowercase().contains(&n.to_lowercase())
+            }
+            (Value::Array(items), Value::String(n)) => items.iter().any(|item| match item {
+                Value::String(s) => s.to_lowercase().contains(&n.to_lowercase()),
+                other => json_eq(other, needle) || other.to_string().to_lowercase().contains(&n.to_lowercase()),
+            }),
+            (Value::Array(items), other) => items.iter().any(|item| json_eq(item, other)),
+            (Value::Object(map), Value::String(n)) => map.contains_key(n),
+            _ => false,
+        };
+        return if holds {
+            Ok(())
+        } else {
+            Err(format!("{path}: {} does not contain {}", show(value), show(needle)))
+        };
+    }
+    if let Some(length) = e.length {
+        let actual = match value {
+            Value::Array(a) => Some(a.len()),
+            Value::Object(o) => Some(o.len()),
+            Value::String(s) => Some(s.chars().count()),
+            _ => None,
+        };
+        return match actual {
+            Some(n) if n as u64 == length => Ok(()),
+            Some(n) => Err(format!("{path}: length {n}, expected {length}")),
+            None => Err(format!("{path}: {} has no length", show(value))),
+        };
+    }
+    let number = value.as_f64();
+    if let Some(min) = e.min {
+        return match number {
+            Some(n) if n >= min => Ok(()),
+            Some(n) => Err(format!("{path}: {n} < {min}")),
+            None => Err(format!("{path}: {} is not a number", show(value))),
+        };
+    }
+    if let Some(max) = e.max {
+        return match number {
+            Some(n) if n <= max => Ok(()),
+            Some(n) => Err(format!("{path}: {n} > {max}")),
+            None => Err(format!("{path}: {} is not a number", show(value))),
+        };
+    }
+    Err(format!("{path}: no expectation given"))
+}
+
+/// Evaluates `check` against the text its source returned (or the error reading it).
+pub fn evaluate(check: &CheckConfig, source: Result<String, String>) -> CheckResult {
+    let result = |status, details| CheckResult {
+        name: check.name.clone(),
+        status,
+        details,
+    };
+    let text = match source {
+        Ok(text) => text,
+        Err(e) => return result(CheckStatus::Error, vec![format!("cannot read the state: {e}")]),
+    };
+    let root: Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        Err(e) => {
+            return result(
+                CheckStatus::Error,
+                vec![format!(
+                    "the state is not JSON ({e}): {}",
+                    text.chars().take(120).collect::<String>()
+                )],
+            );
+        }
+    };
+    let failures: Vec<String> = check
+        .expect
+        .iter()
+        .filter_map(|e| test(&root, e).err())
+        .collect();
+    if failures.is_empty() {
+        result(CheckStatus::Passed, Vec::new())
+    } else {
+        result(CheckStatus::Failed, failures)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn exp(path: &str, op: Value) -> Expectation {
+        let mut e: Expectation = serde_json::from_value(op).unwrap();
+        e.path = path.to_owned();
+        e
+    }
+
+    #[test]
+    fn expectations_hold_or_say_why_not() {
+        let state = json!({"chores_today": [{"chore": "Mow the lawn"}, {"chore": "Dishes"}],
+                           "quest": {"goal": "Build a gaming PC", "savings": 120.0},
+                           "emails": [{"cc": ["mom@example.com"]}]});
+        let ok = [
+            exp("chores_today", json!({"length": 2})),
+            exp("chores_today.1.chore", json!({"equals": "Dishes"})),
+            exp("quest.goal", json!({"contains": "gaming"})),
+            exp("quest.savings", json!({"equals": 120})),
+            exp("quest.savings", json!({"min": 100})),
+            exp("quest.savings", json!({"max": 120})),
+            exp("emails.0.cc", json!({"contains": "MOM@example.com"})),
+            exp("quest.bike", json!({"exists": false})),
+            exp("quest", json!({"contains": "goal"})),
+        ];
+        for e in &ok {
+            assert_eq!(test(&state, e), Ok(()), "{e:?}");
+        }
+        let bad = [
+            (exp("chores_today", json!({"length": 3})), "length 2, expected 3"),
+            (exp("quest.goal", json!({"contains": "bike"})), "does not contain"),
+            (exp("quest.savings", json!({"min": 200})), "120 < 200"),
+            (exp("quest.nothing", json!({"equals": 1})), "missing"),
+            (exp("quest.goal", json!({"min": 1})), "not a number"),
+        ];
+        for (e, why) in &bad {
+            let err = test(&state, e).unwrap_err();
+            assert!(err.contains(why), "{err} / {why}");
+        }
+    }
+
+    #[test]
+    fn unreadable_state_is_an_error_not_a_failure() {
+        let check: CheckConfig = serde_json::from_value(json!({
+            "name": "n", "command": ["x"], "expect": [{"path": "a", "equals": 1}]}))
+        .unwrap();
+        assert_eq!(evaluate(&check, Ok("{\"a\": 1}".into())).status, CheckStatus::Passed);
+        assert_eq!(evaluate(&check, Ok("{\"a\": 2}".into())).status, CheckStatus::Failed);
+        assert_eq!(evaluate(&check, Ok("not json".into())).status, CheckStatus::Error);
+        assert_eq!(evaluate(&check, Err("dead".into())).status, CheckStatus::Error);
+    }
+}

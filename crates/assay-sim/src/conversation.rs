@@ -1,0 +1,425 @@
+//! One conversation: the simulated user and the model under test take turns; the model's tool
+//! calls go to the MCP servers and their results back to the model.
+//!
+//! Turn order is fixed by construction: user, assistant, user, … — never two user turns in a
+//! row. The simulated user sees the conversation from its side: its own turns as `assistant`,
+//! the assistant's replies as `user`, after an opening user turn that sets the scene (both APIs
+//! want the first turn to be the user's).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use assay_providers::{
+    ChatMessage, ChatModel, ChatRequest, ProviderError, ToolCall, ToolChoice, ToolResult,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::mcp::{McpConnection, McpError, OfferedTool};
+use crate::suite::Scenario;
+
+/// Tokens the model under test may answer with per call.
+pub const ASSISTANT_MAX_TOKENS: u32 = 2048;
+/// Tokens the simulated user may answer with.
+pub const SIMULATOR_MAX_TOKENS: u32 = 600;
+/// Times an empty or refused simulated-user reply is asked again.
+pub const SIMULATOR_RETRIES: u32 = 2;
+
+/// Who speaks a transcript turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speaker {
+    /// The simulated user.
+    User,
+    /// The model under test.
+    Assistant,
+}
+
+/// One tool call of the model under test, with what came back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    /// The provider's call id.
+    pub id: String,
+    /// The tool's name as the model saw it.
+    pub name: String,
+    /// The server that ran it (`null` when no server has the tool).
+    pub server: Option<String>,
+    /// The arguments as the model gave them.
+    pub arguments: Value,
+    /// What the tool returned, or its error.
+    pub result: String,
+    /// The tool (or the harness, for an unknown tool or bad arguments) reported an error.
+    pub is_error: bool,
+    /// Milliseconds the call took.
+    pub duration_ms: u64,
+}
+
+/// One turn of the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Who speaks.
+    pub role: Speaker,
+    /// What they said (for the assistant, its final text of the turn).
+    pub content: String,
+    /// The assistant's tool calls in this turn, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// When the turn was complete.
+    pub timestamp: DateTime<Utc>,
+}
+
+/// Why the conversation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The simulated user said the stop token.
+    StopToken,
+    /// `max_turns` user turns were answered.
+    MaxTurns,
+    /// A provider or MCP error stopped it.
+    Error,
+}
+
+/// A whole conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transcript {
+    /// The scenario.
+    pub scenario_id: String,
+    /// Which repeat (1-based).
+    pub repeat: u32,
+    /// The model under test.
+    pub model: String,
+    /// The simulated user's model.
+    pub simulator_model: String,
+    /// The turns.
+    pub turns: Vec<Turn>,
+    /// Why it ended.
+    pub ended_by: Ending,
+    /// The error that stopped it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended.
+    pub ended_at: DateTime<Utc>,
+}
+
+impl Transcript {
+    /// Every tool call of the assistant, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallRecord> {
+        self.turns.iter().flat_map(|t| t.tool_calls.iter())
+    }
+
+    /// User turns taken.
+    pub fn user_turns(&self) -> usize {
+        self.turns.iter().filter(|t| t.role == Speaker::User).count()
+    }
+}
+
+/// What stopped a conversation early: not the model's fault, so no score.
+#[derive(Debug, thiserror::Error)]
+pub enum InfraError {
+    /// A model call failed after the wrapper's retries.
+    #[error("{role}: {error}")]
+    Provider {
+        /// `model under test`, `simulated user` or `judge`.
+        role: &'static str,
+        /// The error.
+        error: ProviderError,
+    },
+    /// An MCP server failed.
+    #[error("{0}")]
+    Mcp(#[from] McpError),
+    /// The simulated user gave no usable reply.
+    #[error("simulated user: {0}")]
+    Simulator(String),
+}
+
+/// What one conversation needs.
+pub struct Conversation<'a> {
+    /// The model under test.
+    pub assistant: &'a Arc<dyn ChatModel>,
+    /// The simulated user.
+    pub simulator: &'a Arc<dyn ChatModel>,
+    /// The model under test's system prompt.
+    pub system_prompt: &'a str,
+    /// The scenario.
+    pub scenario: &'a Scenario,
+    /// Which repeat (1-based).
+    pub repeat: u32,
+    /// The stop token.
+    pub stop_token: &'a str,
+    /// Tool rounds per assistant turn.
+    pub max_tool_rounds: u32,
+    /// The servers of this run.
+    pub connections: &'a [McpConnection],
+    /// Their tools.
+    pub tools: &'a [OfferedTool],
+}
+
+/// The simulated user's system prompt: the persona, then the rules of the game.
+pub fn simulator_system_prompt(persona: &str, stop_token: &str) -> String {
+    format!(
+        "{persona}\n\n---\nYou are playing the user described above in a conversation with an \
+         assistant, to test the assistant. Stay in character the whole time: use only the facts \
+         given above (do not invent new ones), keep to the goals and the way of talking described, \
+         and never act as the assistant. Each reply is only your next message to the assistant, \
+         with no narration, stage directions or quotation marks. When your goal is reached, or \
+         the conversation has clearly run its course, end your last message with {stop_token} \
+         (your message may be only {stop_token})."
+    )
+}
+
+/// The opening turn the simulated user sees before its own first message.
+const SIMULATOR_OPENING: &str =
+    "(The conversation begins. Send your first message to the assistant.)";
+
+/// A refusal or out-of-character meta reply from the simulated user's model.
+fn is_refusal(text: &str) -> bool {
+    let t = text.trim_start().to_ascii_lowercase();
+    ["i can't roleplay", "i cannot roleplay", "i'm sorry, but i can", "as an ai"]
+        .iter()
+        .any(|p| t.starts_with(p))
+}
+
+impl Conversation<'_> {
+    /// Runs the conversation. An infrastructure failure ends it early with
+    /// [`Ending::Error`] and the error in the transcript.
+    pub async fn run(&self) -> Transcript {
+        let started_at = Utc::now();
+        let config = &self.scenario.config;
+        let mut transcript = Transcript {
+            scenario_id: config.id.clone(),
+            repeat: self.repeat,
+            model: self.assistant.model().to_owned(),
+            simulator_model: self.simulator.model().to_owned(),
+            turns: Vec::new(),
+            ended_by: Ending::MaxTurns,
+            error: None,
+            started_at,
+            ended_at: started_at,
+        };
+        let result = self.converse(&mut transcript).await;
+        if let Err(e) = result {
+            transcript.ended_by = Ending::Error;
+            transcript.error = Some(e.to_string());
+        }
+        transcript.ended_at = Utc::now();
+        transcript
+    }
+
+    async fn converse(&self, transcript: &mut Transcript) -> Result<(), InfraError> {
+        let config = &self.scenario.config;
+        // The model under test's view.
+        let mut history: Vec<ChatMessage> = Vec::new();
+        let mut user_message = config.initial_message.clone();
+        let mut user_turns = 1u32;
+        loop {
+            transcript.turns.push(Turn {
+                role: Speaker::User,
+                content: user_message.clone(),
+                tool_calls: Vec::new(),
+                timestamp: Utc::now(),
+            });
+            history.push(ChatMessage::user(user_message.clone()));
+            let (reply, calls) = self.assistant_turn(&mut history).await?;
+            transcript.turns.push(Turn {
+                role: Speaker::Assistant,
+                content: reply,
+                tool_calls: calls,
+                timestamp: Utc::now(),
+            });
+            if user_turns >= config.max_turns {
+                transcript.ended_by = Ending::MaxTurns;
+                return Ok(());
+            }
+            let next = self.simulated_user_turn(transcript).await?;
+            user_turns += 1;
+            match next.split_once(self.stop_token) {
+                Some((before, after)) => {
+                    let said = format!("{}{}", before.trim(), after.trim());
+                    let said = said.trim();
+                    if !said.is_empty() {
+                        transcript.turns.push(Turn {
+                            role: Speaker::User,
+                            content: said.to_owned(),
+                            tool_calls: Vec::new(),
+                            timestamp: Utc::now(),
+                        });
+                    }
+                    transcript.ended_by = Ending::StopToken;
+                    return Ok(());
+                }
+                None => user_message = next.trim().to_owned(),
+            }
+        }
+    }
+
+    /// One assistant turn: calls the model, runs its tool calls, feeds results back, until it
+    /// answers without tools or the round limit is reached (then once more with tools off).
+    async fn assistant_turn(
+        &self,
+        history: &mut Vec<ChatMessage>,
+    ) -> Result<(String, Vec<ToolCallRecord>), InfraError> {
+        let specs: Vec<_> = self.tools.iter().map(|t| t.spec.clone()).collect();
+        let mut records = Vec::new();
+        let mut rounds = 0u32;
+        loop {
+            let mut request = ChatRequest::conversation(
+                Some(self.system_prompt.to_owned()),
+                history.clone(),
+                ASSISTANT_MAX_TOKENS,
+            );
+            if !specs.is_empty() {
+                request.tools.clone_from(&specs);
+                if rounds >= self.max_tool_rounds {
+                    request.tool_choice = Some(ToolChoice::None);
+                }
+            }
+            let response = self
+                .assistant
+                .chat(&request)
+                .await
+                .map_err(|error| InfraError::Provider {
+                    role: "model under test",
+                    error,
+                })?;
+            if response.tool_calls.is_empty() || rounds >= self.max_tool_rounds {
+                history.push(ChatMessage::assistant(response.text.clone()));
+                return Ok((response.text, records));
+            }
+            rounds += 1;
+            let mut results = Vec::with_capacity(response.tool_calls.len());
+            for call in &response.tool_calls {
+                let record = self.execute(call).await?;
+                results.push(ToolResult {
+                    call_id: call.id.clone(),
+                    content: record.result.clone(),
+                    is_error: record.is_error,
+                });
+                records.push(record);
+            }
+            history.push(ChatMessage::assistant_with_tools(
+                response.text,
+                response.tool_calls,
+            ));
+            history.push(ChatMessage::tool_results(results));
+        }
+    }
+
+    /// Runs one tool call. A tool error, an unknown tool or bad arguments are results the model
+    /// sees; a server that fails is an [`InfraError`].
+    async fn execute(&self, call: &ToolCall) -> Result<ToolCallRecord, InfraError> {
+        let started = Instant::now();
+        let mut record = ToolCallRecord {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            server: None,
+            arguments: call.arguments.clone(),
+            result: String::new(),
+            is_error: true,
+            duration_ms: 0,
+        };
+        let Some(tool) = self.tools.iter().find(|t| t.spec.name == call.name) else {
+            record.result = format!("Unknown tool `{}`.", call.name);
+            return Ok(record);
+        };
+        let connection = &self.connections[tool.server];
+        record.server = Some(connection.name().to_owned());
+        let arguments = match &call.arguments {
+            Value::Object(map) => map.clone(),
+            Value::Null => serde_json::Map::new(),
+            Value::String(raw) => {
+                record.result = format!("The arguments are not valid JSON: {raw}");
+                return Ok(record);
+            }
+            other => {
+                record.result = format!("The arguments must be a JSON object, not {other}");
+                return Ok(record);
+            }
+        };
+        let outcome = connection.call_tool(&tool.name, arguments).await?;
+        record.result = outcome.text;
+        record.is_error = outcome.is_error;
+        record.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(record)
+    }
+
+    /// The simulated user's next message (retried when empty or a refusal).
+    async fn simulated_user_turn(&self, transcript: &Transcript) -> Result<String, InfraError> {
+        let config = &self.scenario.config;
+        let mut messages = vec![ChatMessage::user(SIMULATOR_OPENING)];
+        for turn in &transcript.turns {
+            messages.push(match turn.role {
+                Speaker::User => ChatMessage::assistant(turn.content.clone()),
+                Speaker::Assistant => ChatMessage::user(if turn.content.trim().is_empty() {
+                    "(no reply)".to_owned()
+                } else {
+                    turn.content.clone()
+                }),
+            });
+        }
+        let mut request = ChatRequest::conversation(
+            Some(simulator_system_prompt(&config.persona_prompt, self.stop_token)),
+            messages,
+            SIMULATOR_MAX_TOKENS,
+        );
+        let mut last = String::new();
+        for attempt in 0..=SIMULATOR_RETRIES {
+            let response = self
+                .simulator
+                .chat(&request)
+                .await
+                .map_err(|error| InfraError::Provider {
+                    role: "simulated user",
+                    error,
+                })?;
+            let text = response.text.trim().to_owned();
+            if !text.is_empty() && !is_refusal(&text) {
+                return Ok(text);
+            }
+            tracing::warn!(
+                scenario = %config.id,
+                attempt,
+                reply = %text.chars().take(80).collect::<String>(),
+                "the simulated user gave no usable reply; asking again"
+            );
+            // A changed request, so the call cache cannot hand back the same reply.
+            request.messages.push(ChatMessage::assistant(if text.is_empty() {
+                "(nothing)".to_owned()
+            } else {
+                text.clone()
+            }));
+            request.messages.push(ChatMessage::user(
+                "(That was not a message from your character. Reply in character with your next \
+                 message to the assistant.)",
+            ));
+            last = text;
+        }
+        Err(InfraError::Simulator(format!(
+            "no usable reply after {} attempts (last: {:?})",
+            SIMULATOR_RETRIES + 1,
+            last.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_recognised() {
+        assert!(is_refusal("I can't roleplay as a minor."));
+        assert!(is_refusal("  As an AI, I cannot"));
+        assert!(!is_refusal("i did the dishes and the lawn"));
+    }
+
+    #[test]
+    fn the_simulator_prompt_names_the_stop_token() {
+        let p = simulator_system_prompt("You are Will.", "[[DONE]]");
+        assert!(p.starts_with("You are Will.\n"));
+        assert!(p.contains("end your last message with [[DONE]]"));
+    }
+}

@@ -1,0 +1,304 @@
+//! The judge: a chat model that reads the scenario, the fixture, the criteria and the whole
+//! transcript (every tool call with its arguments and result, and the expected-state checks)
+//! and scores each criterion with its reasoning, in structured output validated against a
+//! schema built from the suite's criteria (temperature 0). It also says whether the simulated
+//! user kept to its persona. A reply that does not validate after the corrective retries is an
+//! error, never a score.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use assay_providers::{
+    ChatModel, ChatRequest, DEFAULT_STRUCTURED_RETRIES, ProviderError, SchemaCheck, Usage,
+    ask_structured,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::checks::{CheckResult, CheckStatus};
+use crate::conversation::{Speaker, Transcript};
+use crate::suite::{CriterionConfig, Scale, Scenario};
+
+/// Tokens the judge may answer with.
+pub const JUDGE_MAX_TOKENS: u32 = 4096;
+/// Characters of a tool result shown to the judge.
+const RESULT_CHARS: usize = 1500;
+
+/// One criterion's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionScore {
+    /// The criterion.
+    pub id: String,
+    /// Its display name.
+    pub name: String,
+    /// Its scale.
+    pub scale: Scale,
+    /// 0-10 (0 or 10 for `pass_fail`).
+    pub score: f64,
+    /// The normalised weight used for this scenario.
+    pub weight: f64,
+    /// The judge's reasoning.
+    pub reasoning: String,
+}
+
+/// The judge's verdict on one transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// Every criterion, in suite order.
+    pub scores: Vec<CriterionScore>,
+    /// Σ weight × score.
+    pub overall: f64,
+    /// Whether the simulated user kept to its persona.
+    pub simulator_kept_persona: bool,
+    /// What the simulated user did wrong, if anything.
+    pub simulator_issue: String,
+    /// The judge's summary.
+    pub summary: String,
+    /// Judge calls made (more than 1 after corrective retries).
+    pub calls: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct Reply {
+    scores: BTreeMap<String, ReplyScore>,
+    simulator_kept_persona: bool,
+    simulator_issue: String,
+    summary: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplyScore {
+    score: f64,
+    reasoning: String,
+}
+
+/// The verdict schema for these criteria: every criterion required, `pass_fail` ones only 0 or
+/// 10, no other keys (so it is valid for strict structured-output modes too).
+pub fn schema(criteria: &[CriterionConfig]) -> Value {
+    let mut properties = serde_json::Map::new();
+    for c in criteria {
+        let score = match c.scale {
+            Scale::ZeroToTen => json!({"type": "number", "minimum": 0, "maximum": 10}),
+            Scale::PassFail => json!({"type": "number", "enum": [0, 10]}),
+        };
+        properties.insert(
+            c.id.clone(),
+            json!({"type": "object", "additionalProperties": false,
+                   "required": ["score", "reasoning"],
+                   "properties": {"score": score, "reasoning": {"type": "string"}}}),
+        );
+    }
+    let ids: Vec<&str> = criteria.iter().map(|c| c.id.as_str()).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["scores", "simulator_kept_persona", "simulator_issue", "summary"],
+        "properties": {
+            "scores": {"type": "object", "additionalProperties": false,
+                       "required": ids, "properties": properties},
+            "simulator_kept_persona": {"type": "boolean"},
+            "simulator_issue": {"type": "string"},
+            "summary": {"type": "string"}
+        }
+    })
+}
+
+const SYSTEM: &str = "You are a strict, fair evaluator of an AI assistant's conversations. You \
+score the ASSISTANT's behaviour against each criterion's rubric, using only evidence in the \
+transcript, its tool calls and results, and the state checks. The user in the transcript is \
+simulated by another model playing a persona: judge separately whether that simulated user kept \
+to its persona (used only the facts it was given, pursued its goal, did not act as the \
+assistant). Do not penalise the assistant for the simulated user's mistakes. Answer with the \
+JSON object the schema describes and nothing else.";
+
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}… [{} more characters]", &text[..i], text[i..].chars().count()),
+        None => text.to_owned(),
+    }
+}
+
+/// The judge's prompt.
+pub fn prompt(
+    criteria: &[CriterionConfig],
+    scenario: &Scenario,
+    assistant_system_prompt: &str,
+    fixture: Option<&Value>,
+    transcript: &Transcript,
+    checks: &[CheckResult],
+) -> String {
+    let c = &scenario.config;
+    let mut p = String::new();
+    let _ = writeln!(p, "# Scenario: {} ({})\n{}\n", c.name, c.id, c.description.trim());
+    let _ = writeln!(
+        p,
+        "## The simulated user's persona\n{}\n",
+        c.persona_prompt.trim()
+    );
+    let _ = writeln!(
+        p,
+        "## The assistant's system prompt\n{}\n",
+        assistant_system_prompt.trim()
+    );
+    if let Some(fixture) = fixture {
+        let _ = writeln!(
+            p,
+            "## The fixture (the user profile the assistant's tools serve)\n```json\n{}\n```\n",
+            serde_json::to_string_pretty(fixture).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(p, "## Criteria (score each 0-10)");
+    for criterion in criteria {
+        let weight = scenario.weights.get(&criterion.id).copied().unwrap_or(0.0);
+        let scale = match criterion.scale {
+            Scale::ZeroToTen => "0-10",
+            Scale::PassFail => "pass/fail: 10 = pass, 0 = fail",
+        };
+        let _ = writeln!(
+            p,
+            "### `{}`: {} ({scale}; weight {weight:.2})\n{}\n",
+            criterion.id,
+            criterion.display_name(),
+            criterion.rubric.trim()
+        );
+    }
+    let _ = writeln!(p, "## Transcript");
+    for turn in &transcript.turns {
+        let who = match turn.role {
+            Speaker::User => "USER (simulated)",
+            Speaker::Assistant => "ASSISTANT",
+        };
+        for call in &turn.tool_calls {
+            let _ = writeln!(
+                p,
+                "[tool call] {}({}) -> {}{}",
+                call.name,
+                call.arguments,
+                if call.is_error { "ERROR: " } else { "" },
+                cut(&call.result, RESULT_CHARS)
+            );
+        }
+        let _ = writeln!(p, "{who}: {}\n", turn.content.trim());
+    }
+    let _ = writeln!(p, "(The conversation ended: {:?}.)\n", transcript.ended_by);
+    if !checks.is_empty() {
+        let _ = writeln!(p, "## State checks after the conversation");
+        for check in checks {
+            let status = match check.status {
+                CheckStatus::Passed => "passed",
+                CheckStatus::Failed => "FAILED",
+                CheckStatus::Error => "could not be evaluated",
+            };
+            let _ = writeln!(p, "- {}: {status}", check.name);
+            for d in &check.details {
+                let _ = writeln!(p, "  - {d}");
+            }
+        }
+        p.push('\n');
+    }
+    let _ = write!(
+        p,
+        "Score every criterion with its reasoning (cite turns or tool calls), say whether the \
+         simulated user kept to its persona (and if not, what it did: `simulator_issue`, else an \
+         empty string), and give a one-paragraph `summary`."
+    );
+    p
+}
+
+/// Asks the judge, validates the reply, and weighs the scores.
+pub async fn judge(
+    model: &dyn ChatModel,
+    criteria: &[CriterionConfig],
+    scenario: &Scenario,
+    assistant_system_prompt: &str,
+    fixture: Option<&Value>,
+    transcript: &Transcript,
+    checks: &[CheckResult],
+) -> Result<(Judgement, Usage), ProviderError> {
+    let check = SchemaCheck::new("verdict", schema(criteria))?;
+    let request = ChatRequest::new(
+        Some(SYSTEM.to_owned()),
+        prompt(
+            criteria,
+            scenario,
+            assistant_system_prompt,
+            fixture,
+            transcript,
+            checks,
+        ),
+        JUDGE_MAX_TOKENS,
+    );
+    let answer = ask_structured::<Reply>(
+        model,
+        request,
+        &check,
+        DEFAULT_STRUCTURED_RETRIES,
+        &|reply| {
+            if reply.scores.values().any(|s| s.reasoning.trim().is_empty()) {
+                return Err("every score needs its reasoning".to_owned());
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    let reply = answer.value;
+    let mut scores = Vec::with_capacity(criteria.len());
+    let mut overall = 0.0;
+    for c in criteria {
+        // The schema requires every criterion.
+        let Some(s) = reply.scores.get(&c.id) else {
+            continue;
+        };
+        let weight = scenario.weights.get(&c.id).copied().unwrap_or(0.0);
+        overall += weight * s.score;
+        scores.push(CriterionScore {
+            id: c.id.clone(),
+            name: c.display_name().to_owned(),
+            scale: c.scale,
+            score: s.score,
+            weight,
+            reasoning: s.reasoning.trim().to_owned(),
+        });
+    }
+    Ok((
+        Judgement {
+            scores,
+            overall,
+            simulator_kept_persona: reply.simulator_kept_persona,
+            simulator_issue: reply.simulator_issue.trim().to_owned(),
+            summary: reply.summary.trim().to_owned(),
+            calls: answer.calls,
+        },
+        answer.usage,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn criteria() -> Vec<CriterionConfig> {
+        serde_json::from_value(json!([
+            {"id": "accuracy", "weight": 0.5, "rubric": "r"},
+            {"id": "ypt", "scale": "pass_fail", "weight": 0.5, "rubric": "r"}
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_schema_requires_every_criterion_and_limits_pass_fail() {
+        let check = SchemaCheck::new("verdict", schema(&criteria())).unwrap();
+        let good = r#"{"scores": {"accuracy": {"score": 7.5, "reasoning": "ok"},
+                                  "ypt": {"score": 10, "reasoning": "cc'd"}},
+                       "simulator_kept_persona": true, "simulator_issue": "", "summary": "s"}"#;
+        assert!(check.parse::<Reply>(good, &|_| Ok(())).is_ok());
+        for bad in [
+            good.replace("\"score\": 10", "\"score\": 5"),
+            good.replace("7.5", "11"),
+            good.replace(r#""ypt": {"score": 10, "reasoning": "cc'd"}"#, r#""extra": 1"#),
+            good.replace("\"simulator_kept_persona\": true, ", ""),
+        ] {
+            assert!(check.parse::<Reply>(&bad, &|_| Ok(())).is_err(), "{bad}");
+        }
+    }
+}

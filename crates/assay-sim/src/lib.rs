@@ -1,0 +1,37 @@
+//! The conversation simulator (`assay simulate`): a simulated user talks with the model under
+//! test, which calls tools served by MCP servers; a judge scores the transcript on weighted
+//! criteria; reports and a side-by-side comparison of models.
+//!
+//! * [`suite`]: the files under `sim/` (suite, scenarios, fixture), validated before anything
+//!   runs ([`suite::load`]).
+//! * [`mcp`]: servers started per scenario run (stdio) or reached by URL (streamable HTTP)
+//!   through `rmcp`, their tools offered to the model, placeholders and commands.
+//! * [`conversation`]: the turn loop with tool rounds; [`conversation::Transcript`].
+//! * [`checks`]: expected-state checks read after the conversation.
+//! * [`judge`]: the judge's prompt, schema and weighting, through
+//!   [`assay_providers::ask_structured`].
+//! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`run::SimReport`] with
+//!   verdicts `pass`, `fail`, `simulator_fault` and `error`.
+//! * [`report`]: console summary, Markdown report, comparison in Markdown and HTML.
+//!
+//! Every model call goes through the caller's wrapped [`assay_providers::ChatModel`]s (retries,
+//! limits, call cache, replay, accounting).
+//!
+//! ```
+//! use assay_sim::checks::at_path;
+//! let state = serde_json::json!({"chores": [{"name": "dishes"}]});
+//! assert_eq!(at_path(&state, "chores.0.name"), Some(&serde_json::json!("dishes")));
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod checks;
+pub mod conversation;
+pub mod judge;
+pub mod mcp;
+pub mod report;
+pub mod run;
+pub mod suite;
+
+pub use run::{SimModels, SimOptions, SimReport, Verdict, preflight, select, simulate};
+pub use suite::{Suite, SuiteError, load};
