@@ -315,7 +315,7 @@ fn is_id(s: &str) -> bool {
 mod tests {
     use super::*;
 
-    pub(crate) fn example_path() -> std::path::PathBuf {
+    fn example_path() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../sim/fixtures/test-scout.yaml")
     }
 

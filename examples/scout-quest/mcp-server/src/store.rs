@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use chrono::NaiveDate;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Value, json};
 
@@ -182,110 +183,91 @@ impl Store {
 
     /// The whole quest state, as `get_quest_state`, the resource and `dump` show it.
     pub fn quest_state(&self) -> Result<Value> {
-        let (goal, target, savings): (String, i64, i64) = self.conn.query_row(
-            "SELECT goal, target_cents, savings_cents FROM quest",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        let chores = self.rows(
-            "SELECT id, name, frequency FROM chores ORDER BY pos",
-            |r| Ok(json!({"id": r.get::<_, String>(0)?, "name": r.get::<_, String>(1)?, "frequency": r.get::<_, String>(2)?})),
-        )?;
-        let chore_log = self.rows(
-            "SELECT l.chore_id, c.name, l.date, l.notes FROM chore_log l JOIN chores c ON c.id = l.chore_id
-             ORDER BY l.date, l.id",
-            chore_row,
-        )?;
         let today = self.today.to_string();
+        let chore_log = self.rows(
+            "SELECT l.chore_id, c.name AS chore, l.date, l.notes
+             FROM chore_log l JOIN chores c ON c.id = l.chore_id ORDER BY l.date, l.id",
+        )?;
         let chores_today: Vec<Value> = chore_log
             .iter()
             .filter(|e| e["date"] == today.as_str())
             .cloned()
             .collect();
-        let budget_entries = self.rows(
-            "SELECT week, income_cents, expenses_cents, notes FROM budget_entries ORDER BY week",
-            budget_row,
-        )?;
-        let requirements = self.rows(
-            "SELECT id, badge, title, status FROM requirements ORDER BY pos",
-            |r| {
-                Ok(json!({
-                    "id": r.get::<_, String>(0)?, "badge": r.get::<_, String>(1)?,
-                    "title": r.get::<_, String>(2)?, "status": r.get::<_, String>(3)?,
-                }))
-            },
-        )?;
-        let emails = self.rows(
-            "SELECT id, recipients, cc, subject, body FROM emails ORDER BY id",
-            email_row,
-        )?;
-        let goal_history = self.rows(
-            "SELECT old_goal, old_target_cents, new_goal, new_target_cents, reason FROM goal_history ORDER BY id",
-            |r| {
-                Ok(json!({
-                    "old_goal": r.get::<_, String>(0)?, "old_target_budget": money(r.get(1)?),
-                    "new_goal": r.get::<_, String>(2)?, "new_target_budget": money(r.get(3)?),
-                    "reason": r.get::<_, Option<String>>(4)?,
-                }))
-            },
+        let mut emails = self
+            .rows("SELECT id, recipients AS \"to\", cc, subject, body FROM emails ORDER BY id")?;
+        for email in &mut emails {
+            for key in ["to", "cc"] {
+                let list = email[key]
+                    .as_str()
+                    .and_then(|t| serde_json::from_str(t).ok());
+                email[key] = list.unwrap_or_default();
+            }
+        }
+        let quest = self.rows(
+            "SELECT goal, target_cents / 100.0 AS target_budget, savings_cents / 100.0 AS savings_to_date,
+                    MAX(target_cents - savings_cents, 0) / 100.0 AS still_needed FROM quest",
         )?;
         Ok(json!({
             "today": today,
             "scout": self.meta("scout")?,
-            "quest": {
-                "goal": goal,
-                "target_budget": money(target),
-                "savings_to_date": money(savings),
-                "still_needed": money((target - savings).max(0)),
-            },
+            "quest": quest.into_iter().next().unwrap_or_default(),
             "character": self.meta("character")?,
             "contacts": self.meta("contacts")?,
-            "chores": chores,
+            "chores": self.rows("SELECT id, name, frequency FROM chores ORDER BY pos")?,
             "chores_today": chores_today,
             "chore_log": chore_log,
-            "budget_entries": budget_entries,
-            "requirements": requirements,
+            "budget_entries": self.rows(
+                "SELECT week, income_cents / 100.0 AS income, expenses_cents / 100.0 AS expenses,
+                        (income_cents - expenses_cents) / 100.0 AS savings, notes
+                 FROM budget_entries ORDER BY week",
+            )?,
+            "requirements": self.rows("SELECT id, badge, title, status FROM requirements ORDER BY pos")?,
             "emails": emails,
-            "goal_history": goal_history,
+            "goal_history": self.rows(
+                "SELECT old_goal, old_target_cents / 100.0 AS old_target_budget, new_goal,
+                        new_target_cents / 100.0 AS new_target_budget, reason
+                 FROM goal_history ORDER BY id",
+            )?,
         }))
     }
 
-    fn rows(
-        &self,
-        sql: &str,
-        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
-    ) -> Result<Vec<Value>> {
+    /// Every row of `sql` as a JSON object keyed by column name. REAL columns hold dollars
+    /// (cents / 100.0) and go through [`dollars`].
+    fn rows(&self, sql: &str) -> Result<Vec<Value>> {
         let mut stmt = self.conn.prepare(sql)?;
-        let rows = stmt
-            .query_map([], map)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+        let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let mut object = serde_json::Map::new();
+            for (i, name) in names.iter().enumerate() {
+                let value = match row.get_ref(i)? {
+                    ValueRef::Integer(n) => Value::from(n),
+                    ValueRef::Real(x) => dollars(x),
+                    ValueRef::Text(t) => Value::from(String::from_utf8_lossy(t)),
+                    ValueRef::Null | ValueRef::Blob(_) => Value::Null,
+                };
+                object.insert(name.clone(), value);
+            }
+            out.push(Value::Object(object));
+        }
+        Ok(out)
     }
 
     /// Requirements with descriptions, optionally filtered by badge and status.
     pub fn requirements(&self, badge: Option<&str>, status: Option<&str>) -> Result<Value> {
-        let badge = match badge {
-            Some(b) => Some(Badge::parse(b).map_or_else(
-                || {
-                    rule(format!(
+        let badge = badge
+            .map(|b| {
+                Badge::parse(b).ok_or_else(|| {
+                    StoreError::Rule(format!(
                         "unknown badge `{b}`: use personal_management or family_life"
                     ))
-                },
-                Ok,
-            )?),
-            None => None,
-        };
+                })
+            })
+            .transpose()?;
         let status = status.map(parse_status).transpose()?;
-        let all = self.rows(
-            "SELECT id, badge, title, description, status FROM requirements ORDER BY pos",
-            |r| {
-                Ok(json!({
-                    "id": r.get::<_, String>(0)?, "badge": r.get::<_, String>(1)?,
-                    "title": r.get::<_, String>(2)?, "description": r.get::<_, String>(3)?,
-                    "status": r.get::<_, String>(4)?,
-                }))
-            },
-        )?;
+        let all = self
+            .rows("SELECT id, badge, title, description, status FROM requirements ORDER BY pos")?;
         let picked: Vec<Value> = all
             .into_iter()
             .filter(|r| badge.is_none_or(|b| r["badge"] == b.as_str()))
@@ -423,10 +405,8 @@ impl Store {
             )
             .optional()?;
         let Some(current) = current else {
-            let ids = self.rows("SELECT id FROM requirements ORDER BY pos", |r| {
-                r.get::<_, String>(0).map(Value::from)
-            })?;
-            let ids: Vec<&str> = ids.iter().filter_map(Value::as_str).collect();
+            let ids = self.rows("SELECT id FROM requirements ORDER BY pos")?;
+            let ids: Vec<&str> = ids.iter().filter_map(|r| r["id"].as_str()).collect();
             return rule(format!(
                 "unknown requirement `{id}`; the ids are: {}",
                 ids.join(", ")
@@ -550,55 +530,30 @@ impl Store {
 }
 
 fn parse_status(s: &str) -> Result<Status> {
-    Status::parse(s).map_or_else(
-        || {
-            let all: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
-            rule(format!(
-                "unknown status `{s}`; the statuses are: {}",
-                all.join(", ")
-            ))
-        },
-        Ok,
-    )
+    Status::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+        StoreError::Rule(format!(
+            "unknown status `{s}`; the statuses are: {}",
+            all.join(", ")
+        ))
+    })
 }
 
 fn cents(dollars: f64) -> i64 {
     (dollars * 100.0).round() as i64
 }
 
-/// Dollars as a JSON number: whole amounts as integers (`40`), others with cents (`12.5`).
+/// Cents as a JSON dollar amount: whole amounts as integers (`40`), others with cents (`12.5`).
 fn money(cents: i64) -> Value {
-    if cents % 100 == 0 {
-        Value::from(cents / 100)
+    dollars(cents as f64 / 100.0)
+}
+
+fn dollars(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        Value::from(x as i64)
     } else {
-        Value::from(cents as f64 / 100.0)
+        Value::from(x)
     }
-}
-
-fn chore_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "chore_id": r.get::<_, String>(0)?, "chore": r.get::<_, String>(1)?,
-        "date": r.get::<_, String>(2)?, "notes": r.get::<_, Option<String>>(3)?,
-    }))
-}
-
-fn budget_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    let (income, expenses): (i64, i64) = (r.get(1)?, r.get(2)?);
-    Ok(json!({
-        "week": r.get::<_, i64>(0)?, "income": money(income), "expenses": money(expenses),
-        "savings": money(income - expenses), "notes": r.get::<_, Option<String>>(3)?,
-    }))
-}
-
-fn email_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    let list = |i: usize| -> rusqlite::Result<Value> {
-        let text: String = r.get(i)?;
-        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
-    };
-    Ok(json!({
-        "id": r.get::<_, i64>(0)?, "to": list(1)?, "cc": list(2)?,
-        "subject": r.get::<_, String>(3)?, "body": r.get::<_, String>(4)?,
-    }))
 }
 
 #[cfg(test)]
@@ -666,6 +621,9 @@ pub(crate) mod tests {
         let state = s.quest_state().unwrap();
         assert_eq!(state["quest"]["savings_to_date"], json!(177.5));
         assert_eq!(state["budget_entries"].as_array().unwrap().len(), 1);
+        assert_eq!(state["budget_entries"][0]["income"], json!(40));
+        assert_eq!(state["budget_entries"][0]["savings"], json!(27.5));
+        assert_eq!(state["quest"]["target_budget"], json!(800));
     }
 
     #[test]
@@ -707,6 +665,14 @@ pub(crate) mod tests {
         assert!(rule_message(s.compose_email(&bad, &cc, "x", "y")).contains("bare"));
         let state = s.quest_state().unwrap();
         assert_eq!(state["emails"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            state["emails"][0]["to"],
+            json!(["ken.alvarez@scoutquest.test"])
+        );
+        assert_eq!(
+            state["emails"][0]["cc"],
+            json!(["dana.rivera@scoutquest.test"])
+        );
     }
 
     #[test]
