@@ -17,7 +17,9 @@
 //!   reads the quest state (`get_quest_state`) and then logs the first chore (`log_chore`), adds a
 //!   budget entry (`log_budget_entry`), drafts an email to the first counselor with the parent in
 //!   cc (`compose_email`), changes the goal (`update_quest_goal`) or lists requirements
-//!   (`get_requirements`); after tool results it answers with a short text quoting them.
+//!   (`get_requirements`); for published MCP servers it stores an entity (`create_entities`,
+//!   when asked to "remember") or calls `echo`; after tool results it answers with a short text
+//!   quoting them.
 //!
 //! `GET /stats` returns the request counts per role. Flags: `--port N` (0 picks one),
 //! `--latency-ms N` (sleep before every answer), `--fail-every N` (every Nth request answers 429
@@ -172,7 +174,10 @@ fn parse_openai(body: &Value) -> Req {
                     )
                     .unwrap_or(Value::Null);
                     msg.tool_calls.push((
-                        call["function"]["name"].as_str().unwrap_or_default().to_owned(),
+                        call["function"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
                         args,
                     ));
                 }
@@ -181,8 +186,12 @@ fn parse_openai(body: &Value) -> Req {
         }
     }
     for tool in body["tools"].as_array().into_iter().flatten() {
-        req.tools
-            .push(tool["function"]["name"].as_str().unwrap_or_default().to_owned());
+        req.tools.push(
+            tool["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
     }
     if body["response_format"]["type"] == "json_schema" {
         req.schema = Some(body["response_format"]["json_schema"]["schema"].clone());
@@ -236,7 +245,11 @@ fn judge(req: &Req) -> Answer {
 
 /// The simulated user's next message: its own earlier turns are the `assistant` messages.
 fn simulated_user(req: &Req) -> Answer {
-    let said = req.messages.iter().filter(|m| m.role == "assistant").count();
+    let said = req
+        .messages
+        .iter()
+        .filter(|m| m.role == "assistant")
+        .count();
     let text = match said {
         0 => "hi".to_owned(),
         1 if req.system.contains("BREAK_CHARACTER") => {
@@ -337,6 +350,18 @@ fn assistant(req: &Req) -> Answer {
                 json!({"goal": "Buy a mountain bike", "target_budget": 450, "reason": "scripted"}),
             )
         })
+    } else if wants(&["remember"]) && has("create_entities") {
+        called.is_empty().then(|| {
+            (
+                "create_entities",
+                json!({"entities": [{"name": "Will", "entityType": "person",
+                                     "observations": ["is saving for a gaming PC"]}]}),
+            )
+        })
+    } else if wants(&["echo"]) && has("echo") {
+        called
+            .is_empty()
+            .then(|| ("echo", json!({"message": "hello from assay"})))
     } else if wants(&["left", "next", "requirement", "done"]) && has("get_requirements") {
         called.is_empty().then(|| ("get_requirements", json!({})))
     } else {
@@ -350,7 +375,10 @@ fn assistant(req: &Req) -> Answer {
         None => {
             let last = results.last().copied().unwrap_or("");
             let gist: String = last.chars().take(120).collect();
-            Answer::Text(format!("All done ({}). What next?", gist.replace('\n', " ")))
+            Answer::Text(format!(
+                "All done ({}). What next?",
+                gist.replace('\n', " ")
+            ))
         }
     }
 }
@@ -380,7 +408,10 @@ async fn fault(shared: &Shared) -> Option<Response> {
     if every > 0 && n % every == 0 {
         shared.stats.faults.fetch_add(1, Ordering::SeqCst);
         let response = if n % (2 * every) == 0 {
-            (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "scripted 500"}})))
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"error": {"message": "scripted 500"}})),
+            )
                 .into_response()
         } else {
             let mut headers = HeaderMap::new();
@@ -493,7 +524,9 @@ fn main() {
                 behaviour.latency =
                     Duration::from_millis(value.parse().expect("--latency-ms takes a number"));
             }
-            "--fail-every" => behaviour.fail_every = value.parse().expect("--fail-every takes a number"),
+            "--fail-every" => {
+                behaviour.fail_every = value.parse().expect("--fail-every takes a number")
+            }
             other => panic!("unknown argument {other}"),
         }
     }

@@ -18,10 +18,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::ProviderError;
 use crate::chat::{ChatModel, ChatRequest};
 use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
 use crate::structured::{SchemaCheck, ask_structured};
-use crate::ProviderError;
 
 /// The system prompt of every reranking call.
 const SYSTEM_PROMPT: &str = "You are a precise search-relevance judge. You rank knowledge-base \

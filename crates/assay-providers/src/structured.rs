@@ -127,18 +127,20 @@ fn json_objects(reply: &str) -> impl Iterator<Item = Value> + '_ {
         _ => None,
     };
     let done = whole.is_some();
-    whole.into_iter().chain(
-        reply
-            .match_indices('{')
-            .filter(move |_| !done)
-            .filter_map(|(start, _)| {
-                serde_json::Deserializer::from_str(&reply[start..])
-                    .into_iter::<Value>()
-                    .next()
-                    .and_then(Result::ok)
-                    .filter(Value::is_object)
-            }),
-    )
+    whole
+        .into_iter()
+        .chain(
+            reply
+                .match_indices('{')
+                .filter(move |_| !done)
+                .filter_map(|(start, _)| {
+                    serde_json::Deserializer::from_str(&reply[start..])
+                        .into_iter::<Value>()
+                        .next()
+                        .and_then(Result::ok)
+                        .filter(Value::is_object)
+                }),
+        )
 }
 
 /// Sends `request` with `schema` and returns the first reply that validates and passes `check`,

@@ -60,7 +60,9 @@ fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -96,7 +98,10 @@ pub fn test(root: &Value, e: &Expectation) -> Result<(), String> {
             }
             (Value::Array(items), Value::String(n)) => items.iter().any(|item| match item {
                 Value::String(s) => s.to_lowercase().contains(&n.to_lowercase()),
-                other => json_eq(other, needle) || other.to_string().to_lowercase().contains(&n.to_lowercase()),
+                other => {
+                    json_eq(other, needle)
+                        || other.to_string().to_lowercase().contains(&n.to_lowercase())
+                }
             }),
             (Value::Array(items), other) => items.iter().any(|item| json_eq(item, other)),
             (Value::Object(map), Value::String(n)) => map.contains_key(n),
@@ -105,7 +110,11 @@ pub fn test(root: &Value, e: &Expectation) -> Result<(), String> {
         return if holds {
             Ok(())
         } else {
-            Err(format!("{path}: {} does not contain {}", show(value), show(needle)))
+            Err(format!(
+                "{path}: {} does not contain {}",
+                show(value),
+                show(needle)
+            ))
         };
     }
     if let Some(length) = e.length {
@@ -148,7 +157,12 @@ pub fn evaluate(check: &CheckConfig, source: Result<String, String>) -> CheckRes
     };
     let text = match source {
         Ok(text) => text,
-        Err(e) => return result(CheckStatus::Error, vec![format!("cannot read the state: {e}")]),
+        Err(e) => {
+            return result(
+                CheckStatus::Error,
+                vec![format!("cannot read the state: {e}")],
+            );
+        }
     };
     let root: Value = match serde_json::from_str(text.trim()) {
         Ok(v) => v,
@@ -206,8 +220,14 @@ mod tests {
             assert_eq!(test(&state, e), Ok(()), "{e:?}");
         }
         let bad = [
-            (exp("chores_today", json!({"length": 3})), "length 2, expected 3"),
-            (exp("quest.goal", json!({"contains": "bike"})), "does not contain"),
+            (
+                exp("chores_today", json!({"length": 3})),
+                "length 2, expected 3",
+            ),
+            (
+                exp("quest.goal", json!({"contains": "bike"})),
+                "does not contain",
+            ),
             (exp("quest.savings", json!({"min": 200})), "120 < 200"),
             (exp("quest.nothing", json!({"equals": 1})), "missing"),
             (exp("quest.goal", json!({"min": 1})), "not a number"),
@@ -223,9 +243,21 @@ mod tests {
         let check: CheckConfig = serde_json::from_value(json!({
             "name": "n", "command": ["x"], "expect": [{"path": "a", "equals": 1}]}))
         .unwrap();
-        assert_eq!(evaluate(&check, Ok("{\"a\": 1}".into())).status, CheckStatus::Passed);
-        assert_eq!(evaluate(&check, Ok("{\"a\": 2}".into())).status, CheckStatus::Failed);
-        assert_eq!(evaluate(&check, Ok("not json".into())).status, CheckStatus::Error);
-        assert_eq!(evaluate(&check, Err("dead".into())).status, CheckStatus::Error);
+        assert_eq!(
+            evaluate(&check, Ok("{\"a\": 1}".into())).status,
+            CheckStatus::Passed
+        );
+        assert_eq!(
+            evaluate(&check, Ok("{\"a\": 2}".into())).status,
+            CheckStatus::Failed
+        );
+        assert_eq!(
+            evaluate(&check, Ok("not json".into())).status,
+            CheckStatus::Error
+        );
+        assert_eq!(
+            evaluate(&check, Err("dead".into())).status,
+            CheckStatus::Error
+        );
     }
 }

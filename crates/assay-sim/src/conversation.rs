@@ -113,7 +113,10 @@ impl Transcript {
 
     /// User turns taken.
     pub fn user_turns(&self) -> usize {
-        self.turns.iter().filter(|t| t.role == Speaker::User).count()
+        self.turns
+            .iter()
+            .filter(|t| t.role == Speaker::User)
+            .count()
     }
 }
 
@@ -178,9 +181,14 @@ const SIMULATOR_OPENING: &str =
 /// A refusal or out-of-character meta reply from the simulated user's model.
 fn is_refusal(text: &str) -> bool {
     let t = text.trim_start().to_ascii_lowercase();
-    ["i can't roleplay", "i cannot roleplay", "i'm sorry, but i can", "as an ai"]
-        .iter()
-        .any(|p| t.starts_with(p))
+    [
+        "i can't roleplay",
+        "i cannot roleplay",
+        "i'm sorry, but i can",
+        "as an ai",
+    ]
+    .iter()
+    .any(|p| t.starts_with(p))
 }
 
 impl Conversation<'_> {
@@ -277,14 +285,14 @@ impl Conversation<'_> {
                     request.tool_choice = Some(ToolChoice::None);
                 }
             }
-            let response = self
-                .assistant
-                .chat(&request)
-                .await
-                .map_err(|error| InfraError::Provider {
-                    role: "model under test",
-                    error,
-                })?;
+            let response =
+                self.assistant
+                    .chat(&request)
+                    .await
+                    .map_err(|error| InfraError::Provider {
+                        role: "model under test",
+                        error,
+                    })?;
             if response.tool_calls.is_empty() || rounds >= self.max_tool_rounds {
                 history.push(ChatMessage::assistant(response.text.clone()));
                 return Ok((response.text, records));
@@ -361,20 +369,23 @@ impl Conversation<'_> {
             });
         }
         let mut request = ChatRequest::conversation(
-            Some(simulator_system_prompt(&config.persona_prompt, self.stop_token)),
+            Some(simulator_system_prompt(
+                &config.persona_prompt,
+                self.stop_token,
+            )),
             messages,
             SIMULATOR_MAX_TOKENS,
         );
         let mut last = String::new();
         for attempt in 0..=SIMULATOR_RETRIES {
-            let response = self
-                .simulator
-                .chat(&request)
-                .await
-                .map_err(|error| InfraError::Provider {
-                    role: "simulated user",
-                    error,
-                })?;
+            let response =
+                self.simulator
+                    .chat(&request)
+                    .await
+                    .map_err(|error| InfraError::Provider {
+                        role: "simulated user",
+                        error,
+                    })?;
             let text = response.text.trim().to_owned();
             if !text.is_empty() && !is_refusal(&text) {
                 return Ok(text);
@@ -386,11 +397,13 @@ impl Conversation<'_> {
                 "the simulated user gave no usable reply; asking again"
             );
             // A changed request, so the call cache cannot hand back the same reply.
-            request.messages.push(ChatMessage::assistant(if text.is_empty() {
-                "(nothing)".to_owned()
-            } else {
-                text.clone()
-            }));
+            request
+                .messages
+                .push(ChatMessage::assistant(if text.is_empty() {
+                    "(nothing)".to_owned()
+                } else {
+                    text.clone()
+                }));
             request.messages.push(ChatMessage::user(
                 "(That was not a message from your character. Reply in character with your next \
                  message to the assistant.)",

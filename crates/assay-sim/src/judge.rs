@@ -113,7 +113,11 @@ JSON object the schema describes and nothing else.";
 
 fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
-        Some((i, _)) => format!("{}… [{} more characters]", &text[..i], text[i..].chars().count()),
+        Some((i, _)) => format!(
+            "{}… [{} more characters]",
+            &text[..i],
+            text[i..].chars().count()
+        ),
         None => text.to_owned(),
     }
 }
@@ -129,7 +133,13 @@ pub fn prompt(
 ) -> String {
     let c = &scenario.config;
     let mut p = String::new();
-    let _ = writeln!(p, "# Scenario: {} ({})\n{}\n", c.name, c.id, c.description.trim());
+    let _ = writeln!(
+        p,
+        "# Scenario: {} ({})\n{}\n",
+        c.name,
+        c.id,
+        c.description.trim()
+    );
     let _ = writeln!(
         p,
         "## The simulated user's persona\n{}\n",
@@ -295,7 +305,10 @@ mod tests {
         for bad in [
             good.replace("\"score\": 10", "\"score\": 5"),
             good.replace("7.5", "11"),
-            good.replace(r#""ypt": {"score": 10, "reasoning": "cc'd"}"#, r#""extra": 1"#),
+            good.replace(
+                r#""ypt": {"score": 10, "reasoning": "cc'd"}"#,
+                r#""extra": 1"#,
+            ),
             good.replace("\"simulator_kept_persona\": true, ", ""),
         ] {
             assert!(check.parse::<Reply>(&bad, &|_| Ok(())).is_err(), "{bad}");

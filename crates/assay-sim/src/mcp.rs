@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use assay_providers::ToolSpec;
 use rmcp::ServiceExt as _;
-use rmcp::model::{CallToolRequestParams, ContentBlock, ReadResourceRequestParams, ResourceContents};
+use rmcp::model::{
+    CallToolRequestParams, ContentBlock, ReadResourceRequestParams, ResourceContents,
+};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
@@ -158,7 +160,12 @@ pub async fn run_command(
         .map_err(|e| format!("cannot start `{program}`: {e}"))?;
     let output = tokio::time::timeout(timeout, child.wait_with_output())
         .await
-        .map_err(|_| format!("`{program}` did not finish within {}s", timeout.as_secs_f64()))?
+        .map_err(|_| {
+            format!(
+                "`{program}` did not finish within {}s",
+                timeout.as_secs_f64()
+            )
+        })?
         .map_err(|e| format!("`{program}` failed: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -225,7 +232,10 @@ impl McpConnection {
             message,
         };
         let (client, stderr_log) = match &server.kind {
-            ServerKind::Stdio { command, env: extra } => {
+            ServerKind::Stdio {
+                command,
+                env: extra,
+            } => {
                 let argv: Vec<String> = command.iter().map(|a| vars.expand(a, env)).collect();
                 let program = &argv[0];
                 let resolved = resolve_program(program, &vars.workdir, env("PATH").as_deref())
@@ -251,7 +261,13 @@ impl McpConnection {
                     .map_err(|e| fail(format!("cannot start `{}`: {e}", argv.join(" "))))?;
                 let client = tokio::time::timeout(START_TIMEOUT, ().serve(transport))
                     .await
-                    .map_err(|_| fail(format!("`{}` did not answer `initialize` within {}s", argv.join(" "), START_TIMEOUT.as_secs())))?
+                    .map_err(|_| {
+                        fail(format!(
+                            "`{}` did not answer `initialize` within {}s",
+                            argv.join(" "),
+                            START_TIMEOUT.as_secs()
+                        ))
+                    })?
                     .map_err(|e| {
                         fail(format!(
                             "`{}` did not start as an MCP server: {e}{}",
@@ -355,7 +371,8 @@ impl McpConnection {
     pub async fn read_resource(&self, uri: &str) -> Result<String, McpError> {
         let result = tokio::time::timeout(
             self.timeout,
-            self.client.read_resource(ReadResourceRequestParams::new(uri)),
+            self.client
+                .read_resource(ReadResourceRequestParams::new(uri)),
         )
         .await
         .map_err(|_| self.failure(&format!("reading `{uri}` timed out")))?
@@ -493,12 +510,18 @@ mod tests {
         let env = |k: &str| (k == "BIN").then(|| "/opt/bin/srv".to_owned());
         let v = vars();
         assert_eq!(
-            v.expand("${BIN:-srv} --db {workdir}/x.db --f {fixture} {scenario}", &env),
+            v.expand(
+                "${BIN:-srv} --db {workdir}/x.db --f {fixture} {scenario}",
+                &env
+            ),
             "/opt/bin/srv --db /tmp/w/x.db --f /p/sim/fixtures/f.yaml daily"
         );
         assert_eq!(v.expand("${NOPE:-fallback}", &env), "fallback");
         assert_eq!(v.expand("${NOPE}x", &env), "x");
-        assert_eq!(v.expand("{\"a\": 1} {other} $5", &env), "{\"a\": 1} {other} $5");
+        assert_eq!(
+            v.expand("{\"a\": 1} {other} $5", &env),
+            "{\"a\": 1} {other} $5"
+        );
         assert_eq!(
             v.expand_json(&serde_json::json!({"p": ["{project}", 3]}), &env),
             serde_json::json!({"p": ["/p", 3]})
@@ -524,9 +547,18 @@ mod tests {
         let bin = dir.path().join("tool");
         std::fs::write(&bin, "").unwrap();
         let path = dir.path().display().to_string();
-        assert_eq!(resolve_program("tool", Path::new("/"), Some(&path)), Some(bin.clone()));
-        assert_eq!(resolve_program("./tool", dir.path(), None), Some(dir.path().join("./tool")));
-        assert_eq!(resolve_program("missing", Path::new("/"), Some(&path)), None);
+        assert_eq!(
+            resolve_program("tool", Path::new("/"), Some(&path)),
+            Some(bin.clone())
+        );
+        assert_eq!(
+            resolve_program("./tool", dir.path(), None),
+            Some(dir.path().join("./tool"))
+        );
+        assert_eq!(
+            resolve_program("missing", Path::new("/"), Some(&path)),
+            None
+        );
     }
 
     #[tokio::test]
@@ -549,7 +581,10 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert!(err.contains("exit status: 3") && err.contains("broken"), "{err}");
+        assert!(
+            err.contains("exit status: 3") && err.contains("broken"),
+            "{err}"
+        );
         let slow = run_command(
             &["sleep".into(), "5".into()],
             dir.path(),

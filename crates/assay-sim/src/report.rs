@@ -39,11 +39,13 @@ fn one_line(text: &str, max: usize) -> String {
 /// The lowest-scoring criterion of a judged run, with its reasoning.
 fn weakest(run: &ScenarioRun) -> Option<String> {
     let j = run.judgement.as_ref()?;
-    let s = j
-        .scores
-        .iter()
-        .min_by(|a, b| a.score.total_cmp(&b.score))?;
-    Some(format!("{} {:.0}/10: {}", s.name, s.score, one_line(&s.reasoning, 160)))
+    let s = j.scores.iter().min_by(|a, b| a.score.total_cmp(&b.score))?;
+    Some(format!(
+        "{} {:.0}/10: {}",
+        s.name,
+        s.score,
+        one_line(&s.reasoning, 160)
+    ))
 }
 
 /// The console summary: counts, the worst few runs grouped by verdict, and where the rest is.
@@ -78,12 +80,20 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
         .iter()
         .filter(|r| r.verdict == Verdict::Fail)
         .collect();
-    failing.sort_by(|a, b| a.overall.unwrap_or(0.0).total_cmp(&b.overall.unwrap_or(0.0)));
+    failing.sort_by(|a, b| {
+        a.overall
+            .unwrap_or(0.0)
+            .total_cmp(&b.overall.unwrap_or(0.0))
+    });
     for (title, runs) in [
         ("Lowest failing runs", failing),
         (
             "Errors (not scored)",
-            report.runs.iter().filter(|r| r.verdict == Verdict::Error).collect(),
+            report
+                .runs
+                .iter()
+                .filter(|r| r.verdict == Verdict::Error)
+                .collect(),
         ),
         (
             "Simulated user at fault (not counted)",
@@ -134,7 +144,10 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
         );
     }
     if let Some(path) = report_path {
-        let _ = writeln!(out, "  full report: {path} (transcripts and JSON beside it; --json prints the JSON)");
+        let _ = writeln!(
+            out,
+            "  full report: {path} (transcripts and JSON beside it; --json prints the JSON)"
+        );
     }
     out
 }
@@ -280,7 +293,11 @@ pub fn markdown(report: &SimReport) -> String {
             }
             if let Some(j) = &run.judgement {
                 if run.verdict == Verdict::SimulatorFault {
-                    let _ = writeln!(md, "Simulated user: {}\n", one_line(&j.simulator_issue, 400));
+                    let _ = writeln!(
+                        md,
+                        "Simulated user: {}\n",
+                        one_line(&j.simulator_issue, 400)
+                    );
                 }
                 for s in j.scores.iter().filter(|s| s.score < report.pass_threshold) {
                     let _ = writeln!(
@@ -342,7 +359,10 @@ pub fn markdown(report: &SimReport) -> String {
     }
     if !report.usage.is_empty() {
         let _ = writeln!(md, "## Model usage\n");
-        let _ = writeln!(md, "| model | calls | cached | input tokens | output tokens | cost |");
+        let _ = writeln!(
+            md,
+            "| model | calls | cached | input tokens | output tokens | cost |"
+        );
         let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
         for u in &report.usage {
             let _ = writeln!(
@@ -353,7 +373,8 @@ pub fn markdown(report: &SimReport) -> String {
                 u.cache_hits,
                 u.input_tokens,
                 u.output_tokens,
-                u.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))
+                u.cost_usd
+                    .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))
             );
         }
     }
@@ -426,7 +447,11 @@ pub fn compare_markdown(reports: &[SimReport]) -> String {
     }
     let _ = write!(md, "\n| errors / simulator at fault |");
     for r in reports {
-        let _ = write!(md, " {} / {} |", r.summary.errors, r.summary.simulator_fault);
+        let _ = write!(
+            md,
+            " {} / {} |",
+            r.summary.errors, r.summary.simulator_fault
+        );
     }
     md.push('\n');
     md
@@ -470,7 +495,11 @@ pub fn compare_html(reports: &[SimReport]) -> String {
     }
     h.push_str("<tr><th>mean overall</th>");
     for r in reports {
-        let _ = write!(h, "<td class=\"num\"><b>{}</b></td>", score(r.summary.mean_overall));
+        let _ = write!(
+            h,
+            "<td class=\"num\"><b>{}</b></td>",
+            score(r.summary.mean_overall)
+        );
     }
     h.push_str("</tr>\n<tr><th>pass rate</th>");
     for r in reports {
@@ -486,7 +515,10 @@ mod tests {
 
     #[test]
     fn html_escapes_everything_shown() {
-        assert_eq!(esc("<script>\"x\" & 'y'</script>"), "&lt;script&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/script&gt;");
+        assert_eq!(
+            esc("<script>\"x\" & 'y'</script>"),
+            "&lt;script&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/script&gt;"
+        );
     }
 
     #[test]

@@ -301,9 +301,9 @@ fn expand_argv(argv: &[String], vars: &Vars, env: &EnvLookup) -> Vec<String> {
 pub async fn preflight(suite: &Suite, options: &SimOptions) -> Result<(), PreflightError> {
     let scratch = options.work_root.join("preflight");
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).map_err(|e| {
-        PreflightError::Input(format!("cannot create {}: {e}", scratch.display()))
-    })?;
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| PreflightError::Input(format!("cannot create {}: {e}", scratch.display())))?;
+    let scratch = std::path::absolute(&scratch).unwrap_or(scratch);
     let vars = vars_for(suite, &scratch, "preflight");
     let env = &options.env;
     for server in &suite.servers {
@@ -418,7 +418,10 @@ async fn run_tool_step(
         .await
         .map_err(|e| e.to_string())?;
     if outcome.is_error {
-        Err(format!("tool `{}` reported an error: {}", tool.name, outcome.text))
+        Err(format!(
+            "tool `{}` reported an error: {}",
+            tool.name, outcome.text
+        ))
     } else {
         Ok(outcome.text)
     }
@@ -695,7 +698,10 @@ fn aggregate(
         pass_rate: (passed + failed > 0).then(|| f64::from(passed) / f64::from(passed + failed)),
         pass_all_scenarios: (!all_scored.is_empty()).then(|| {
             (
-                all_scored.iter().filter(|s| s.pass_all == Some(true)).count() as u32,
+                all_scored
+                    .iter()
+                    .filter(|s| s.pass_all == Some(true))
+                    .count() as u32,
                 all_scored.len() as u32,
             )
         }),
@@ -712,7 +718,9 @@ fn aggregate(
         if let Some(min) = config.min_pass_rate {
             match summary.pass_rate {
                 Some(r) if r >= min => {}
-                Some(r) => reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0)),
+                Some(r) => {
+                    reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0))
+                }
                 None => reasons.push("no scenario run was scored".to_owned()),
             }
         }
@@ -758,5 +766,7 @@ impl SimReport {
 
 /// Checks that failed or could not be evaluated, for reports.
 pub fn failed_checks(run: &ScenarioRun) -> impl Iterator<Item = &CheckResult> {
-    run.checks.iter().filter(|c| c.status != CheckStatus::Passed)
+    run.checks
+        .iter()
+        .filter(|c| c.status != CheckStatus::Passed)
 }

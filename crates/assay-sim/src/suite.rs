@@ -358,11 +358,12 @@ impl Suite {
 pub(crate) fn line_of(text: &str, key: &str) -> Option<usize> {
     let yaml = format!("{key}:");
     let json = format!("\"{key}\"");
-    text.lines().position(|line| {
-        let t = line.trim_start().trim_start_matches("- ");
-        t.starts_with(&yaml) || t.starts_with(&json)
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|line| {
+            let t = line.trim_start().trim_start_matches("- ");
+            t.starts_with(&yaml) || t.starts_with(&json)
+        })
+        .map(|i| i + 1)
 }
 
 fn rule_error(path: &Path, text: &str, key: &str, message: String) -> DataError {
@@ -378,7 +379,10 @@ fn valid_id(id: &str, underscore_only: bool) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && id.chars().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || (!underscore_only && c == '-')
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || c == '_'
+                || (!underscore_only && c == '-')
         })
 }
 
@@ -400,7 +404,10 @@ fn parse_file<T: serde::de::DeserializeOwned>(
     warnings: &mut Vec<String>,
 ) -> Result<(T, String), DataError> {
     let format = Format::from_path(path).ok_or_else(|| {
-        DataError::new(path, "unsupported file type (expected .yaml, .yml or .json)")
+        DataError::new(
+            path,
+            "unsupported file type (expected .yaml, .yml or .json)",
+        )
     })?;
     let text = read_text(path)?;
     let value = datafile::parse(path, &text, format, &mut |w| warnings.push(w))?;
@@ -451,7 +458,10 @@ fn check_step(
                 path,
                 text,
                 "arguments",
-                format!("{field}: tool `{}`: `arguments` must be a mapping", tool.name),
+                format!(
+                    "{field}: tool `{}`: `arguments` must be a mapping",
+                    tool.name
+                ),
             ));
         }
     }
@@ -546,15 +556,33 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         .into());
     }
     if let Some(gate) = &config.gate {
-        if gate.min_mean_overall.is_some_and(|v| !(0.0..=10.0).contains(&v)) {
-            return Err(err("min_mean_overall", "`gate.min_mean_overall` must be between 0 and 10".into()).into());
+        if gate
+            .min_mean_overall
+            .is_some_and(|v| !(0.0..=10.0).contains(&v))
+        {
+            return Err(err(
+                "min_mean_overall",
+                "`gate.min_mean_overall` must be between 0 and 10".into(),
+            )
+            .into());
         }
-        if gate.min_pass_rate.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-            return Err(err("min_pass_rate", "`gate.min_pass_rate` must be between 0 and 1".into()).into());
+        if gate
+            .min_pass_rate
+            .is_some_and(|v| !(0.0..=1.0).contains(&v))
+        {
+            return Err(err(
+                "min_pass_rate",
+                "`gate.min_pass_rate` must be between 0 and 1".into(),
+            )
+            .into());
         }
     }
     if config.max_tool_rounds == 0 || config.max_tool_rounds > 64 {
-        return Err(err("max_tool_rounds", "`max_tool_rounds` must be between 1 and 64".into()).into());
+        return Err(err(
+            "max_tool_rounds",
+            "`max_tool_rounds` must be between 1 and 64".into(),
+        )
+        .into());
     }
     if config.stop_token.trim().is_empty() {
         return Err(err("stop_token", "`stop_token` must not be empty".into()).into());
@@ -580,18 +608,30 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
     let mut servers: Vec<Server> = Vec::new();
     for s in &config.mcp_servers {
         if !valid_id(&s.name, false) {
-            return Err(err("name", format!("server name `{}` must be [a-z0-9_-]+", s.name)).into());
+            return Err(err(
+                "name",
+                format!("server name `{}` must be [a-z0-9_-]+", s.name),
+            )
+            .into());
         }
         if servers.iter().any(|o| o.name == s.name) {
             return Err(err("name", format!("server `{}` is defined twice", s.name)).into());
         }
         if !(s.timeout_secs.is_finite() && s.timeout_secs > 0.0) {
-            return Err(err("timeout_secs", format!("server `{}`: `timeout_secs` must be > 0", s.name)).into());
+            return Err(err(
+                "timeout_secs",
+                format!("server `{}`: `timeout_secs` must be > 0", s.name),
+            )
+            .into());
         }
         let kind = match (&s.command, &s.url) {
             (Some(command), None) => {
                 if command.first().is_none_or(|p| p.trim().is_empty()) {
-                    return Err(err("command", format!("server `{}`: `command` needs a program", s.name)).into());
+                    return Err(err(
+                        "command",
+                        format!("server `{}`: `command` needs a program", s.name),
+                    )
+                    .into());
                 }
                 ServerKind::Stdio {
                     command: command.clone(),
@@ -600,14 +640,24 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
             }
             (None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(err("url", format!("server `{}`: `url` must start with http:// or https://", s.name)).into());
+                    return Err(err(
+                        "url",
+                        format!(
+                            "server `{}`: `url` must start with http:// or https://",
+                            s.name
+                        ),
+                    )
+                    .into());
                 }
                 ServerKind::Http { url: url.clone() }
             }
             _ => {
                 return Err(err(
                     "mcp_servers",
-                    format!("server `{}`: give exactly one of `command` or `url`", s.name),
+                    format!(
+                        "server `{}`: give exactly one of `command` or `url`",
+                        s.name
+                    ),
                 )
                 .into());
             }
@@ -626,7 +676,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
 
     // Criteria.
     if config.criteria.is_empty() {
-        return Err(err("criteria", "`criteria` must list at least one criterion".into()).into());
+        return Err(err(
+            "criteria",
+            "`criteria` must list at least one criterion".into(),
+        )
+        .into());
     }
     let mut ids = BTreeSet::new();
     for c in &config.criteria {
@@ -638,7 +692,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         }
         check_weight(&suite_path, &text, &c.id, c.weight)?;
         if c.rubric.trim().is_empty() {
-            return Err(err("rubric", format!("criterion `{}` has an empty rubric", c.id)).into());
+            return Err(err(
+                "rubric",
+                format!("criterion `{}` has an empty rubric", c.id),
+            )
+            .into());
         }
     }
     let default_sum: f64 = config.criteria.iter().map(|c| c.weight).sum();
@@ -661,7 +719,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
             .filter(|p| Format::from_path(p).is_some())
             .collect(),
         Err(e) => {
-            return Err(DataError::new(&scenario_dir, format!("cannot read the scenario folder: {e}")).into());
+            return Err(DataError::new(
+                &scenario_dir,
+                format!("cannot read the scenario folder: {e}"),
+            )
+            .into());
         }
     };
     files.sort();
@@ -673,12 +735,20 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         let (scenario, stext): (ScenarioConfig, String) = parse_file(&path, &mut warnings)?;
         let serr = |key: &str, message: String| rule_error(&path, &stext, key, message);
         if !valid_id(&scenario.id, false) {
-            return Err(serr("id", format!("scenario id `{}` must be [a-z0-9_-]+", scenario.id)).into());
+            return Err(serr(
+                "id",
+                format!("scenario id `{}` must be [a-z0-9_-]+", scenario.id),
+            )
+            .into());
         }
         if let Some(other) = scenarios.iter().find(|s| s.config.id == scenario.id) {
             return Err(serr(
                 "id",
-                format!("scenario id `{}` is also used by {}", scenario.id, other.path.display()),
+                format!(
+                    "scenario id `{}` is also used by {}",
+                    scenario.id,
+                    other.path.display()
+                ),
             )
             .into());
         }
@@ -694,7 +764,10 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         if scenario.max_turns == 0 || scenario.max_turns > MAX_TURNS_LIMIT {
             return Err(serr(
                 "max_turns",
-                format!("`max_turns` must be between 1 and {MAX_TURNS_LIMIT}, got {}", scenario.max_turns),
+                format!(
+                    "`max_turns` must be between 1 and {MAX_TURNS_LIMIT}, got {}",
+                    scenario.max_turns
+                ),
             )
             .into());
         }
@@ -709,7 +782,12 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
                     key,
                     format!(
                         "evaluation_weights: unknown criterion `{key}` (the suite's criteria: {})",
-                        config.criteria.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+                        config
+                            .criteria
+                            .iter()
+                            .map(|c| c.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )
                 .into());
@@ -719,7 +797,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         }
         let sum: f64 = weights.values().sum();
         if sum <= 0.0 {
-            return Err(serr("evaluation_weights", "evaluation_weights: all weights are zero".into()).into());
+            return Err(serr(
+                "evaluation_weights",
+                "evaluation_weights: all weights are zero".into(),
+            )
+            .into());
         }
         for w in weights.values_mut() {
             *w /= sum;
@@ -731,7 +813,10 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
             if sources != 1 {
                 return Err(serr(
                     "expected_state",
-                    format!("expected_state `{}`: give exactly one of `tool`, `resource` or `command`", check.name),
+                    format!(
+                        "expected_state `{}`: give exactly one of `tool`, `resource` or `command`",
+                        check.name
+                    ),
                 )
                 .into());
             }
@@ -744,7 +829,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
                 check_server_ref(&path, &stext, "expected_state", server, &servers)?;
             }
             if check.expect.is_empty() {
-                return Err(serr("expect", format!("expected_state `{}`: `expect` is empty", check.name)).into());
+                return Err(serr(
+                    "expect",
+                    format!("expected_state `{}`: `expect` is empty", check.name),
+                )
+                .into());
             }
             for e in &check.expect {
                 let ops = usize::from(e.equals.is_some())

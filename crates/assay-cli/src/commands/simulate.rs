@@ -83,9 +83,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             ProgressDrawTarget::hidden()
         },
     );
-    if let Ok(style) =
-        ProgressStyle::with_template("simulate [{bar:30}] {pos}/{len} runs, {elapsed} (eta {eta}) {msg}")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "simulate [{bar:30}] {pos}/{len} runs, {elapsed} (eta {eta}) {msg}",
+    ) {
         bar.set_style(style.progress_chars("=> "));
     }
     let progress = bar.clone();
@@ -121,7 +121,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     bar.finish_and_clear();
 
     let snapshot = calls.usage();
-    for name in [&report.model, &report.simulator_model, &report.evaluator_model] {
+    for name in [
+        &report.model,
+        &report.simulator_model,
+        &report.evaluator_model,
+    ] {
         if report.usage.iter().any(|u| &u.model == name) {
             continue;
         }
@@ -141,7 +145,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     if args.json {
         out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else {
-        out(&report::console(&report, Some(&saved.display().to_string())));
+        out(&report::console(
+            &report,
+            Some(&saved.display().to_string()),
+        ));
         let usage = calls.usage_report();
         if !usage.is_empty() {
             #[allow(clippy::print_stderr)]
@@ -167,8 +174,22 @@ fn input_error(e: PreflightError) -> anyhow::Error {
 /// Writes the Markdown and JSON reports and one JSON file per transcript, each atomically; the
 /// stamped files are never overwritten, `latest.*` is replaced. Returns the Markdown's path.
 fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result<PathBuf> {
-    let stamp = report.generated_at.format("%Y%m%d_%H%M%S").to_string();
     let reports_dir = dir.join("sim").join("reports");
+    // Stamped names never collide: a second run in the same second gets `_2`, `_3`, ….
+    let base = report.generated_at.format("%Y%m%d_%H%M%S").to_string();
+    let stamp = (1..)
+        .map(|n| {
+            if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}_{n}")
+            }
+        })
+        .find(|s| {
+            !reports_dir.join(format!("report_{s}.md")).exists()
+                && !reports_dir.join("transcripts").join(s).exists()
+        })
+        .unwrap_or(base);
     let markdown_path = match output {
         Some(path) => path.to_owned(),
         None => reports_dir.join(format!("report_{stamp}.md")),

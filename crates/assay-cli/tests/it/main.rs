@@ -11,5 +11,8 @@ mod quality;
 mod retrieve;
 mod run;
 mod serve;
+#[path = "../../examples/sim_provider.rs"]
+mod sim_provider;
+mod simulate;
 mod state;
 mod support;

@@ -5,7 +5,14 @@ use std::process::{Command, Output};
 
 /// The bundled example project.
 pub fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/coparent")
+    repo_path("examples/coparent")
+}
+
+/// A path in the repository.
+pub fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -13,7 +20,7 @@ fn copy_dir(src: &Path, dst: &Path) {
     for entry in std::fs::read_dir(src).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name();
-        if name == "results" || name == ".assay" {
+        if name == "results" || name == ".assay" || name == "reports" || name == "target" {
             continue;
         }
         let to = dst.join(&name);
@@ -33,10 +40,19 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn example() -> Scratch {
+        Scratch::copy_of(&example())
+    }
+
+    /// A scratch copy of any project folder.
+    pub fn copy_of(src: &Path) -> Scratch {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("project");
-        copy_dir(&example(), &root);
+        copy_dir(src, &root);
         Scratch { _dir: dir, root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
