@@ -1,9 +1,10 @@
 //! Calibrating semantic expectations with a strong chat model (000 §4, §7 `/calibrate`).
 //!
 //! [`calibrate`] asks the model, once per selected case, which entities the case's message should
-//! (and should not) retrieve, given the whole knowledge base. Each reply is checked against a
-//! strict schema; an invalid one gets one corrective follow-up turn, and a second invalid reply
-//! makes the case an error (data on the outcome, never written to history). Proposals are compared
+//! (and should not) retrieve, given the whole knowledge base. Each request carries the proposal's
+//! JSON schema ([`proposal_schema`]) and each reply is checked against it and against the
+//! knowledge base through [`assay_providers::ask_structured_traced`]; an invalid one gets one
+//! corrective follow-up turn, and a second invalid reply makes the case an error (data on the outcome, never written to history). Proposals are compared
 //! with the expectations in force; only changed cases go into a new history file
 //! `test_banks/semantic/history/expectations_<date>[_NN].json` (see [`crate::history`]). A case
 //! under a human override keeps it: the proposal is recorded next to the override, which is
@@ -26,7 +27,7 @@ use assay_core::bank::{ExpectationSet, RankCheck, SemanticCase};
 use assay_core::entity::Entity;
 use assay_kb::datafile::{self, DataError, Format};
 use assay_kb::{EntityFilter, KnowledgeBase};
-use assay_providers::{ChatMessage, ChatModel, ChatRequest, Usage};
+use assay_providers::{ChatModel, ChatRequest, SchemaCheck, Usage, ask_structured_traced};
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -481,14 +482,6 @@ pub fn user_message(case: &SemanticCase, current: &Resolved) -> String {
     out
 }
 
-fn correction(error: &str) -> String {
-    format!(
-        "That reply could not be used: {error}. Reply again with exactly one JSON object with the \
-         fields expected_primary, expected_secondary, not_expected, rank_check and reasoning, \
-         using only entity_id values from the knowledge base."
-    )
-}
-
 /// The JSON object in a reply: the whole text, or the text from its first `{` to its last `}`
 /// (so a ```json fence or a sentence around a single object is tolerated).
 fn json_object(text: &str) -> Result<serde_json::Value, String> {
@@ -527,6 +520,35 @@ pub fn parse_proposal(text: &str, known: &dyn Fn(&str) -> bool) -> Result<Propos
     if !value.is_object() {
         return Err("the reply's JSON is not an object".into());
     }
+    proposal_from_value(value, known)
+}
+
+/// The JSON schema of a proposal, sent with every calibration request and checked first.
+pub fn proposal_schema() -> serde_json::Value {
+    let ids = serde_json::json!({"type": "array", "items": {"type": "string"}});
+    serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["expected_primary", "expected_secondary", "not_expected", "rank_check",
+                     "reasoning"],
+        "properties": {
+            "expected_primary": ids,
+            "expected_secondary": ids,
+            "not_expected": ids,
+            "rank_check": {"type": "array", "items": {
+                "type": "object", "additionalProperties": false,
+                "required": ["higher", "lower"],
+                "properties": {"higher": {"type": "string"}, "lower": {"type": "string"}}}},
+            "reasoning": {"type": "string"}
+        }
+    })
+}
+
+/// Validates a proposal's JSON object: see [`parse_proposal`].
+fn proposal_from_value(
+    value: serde_json::Value,
+    known: &dyn Fn(&str) -> bool,
+) -> Result<Proposal, String> {
     let raw: RawProposal = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
@@ -637,42 +659,43 @@ async fn run_case(
     user: &str,
     known: &HashSet<&str>,
 ) -> CaseRun {
-    let mut request = ChatRequest::new(Some(system.to_owned()), user, MAX_REPLY_TOKENS);
-    let mut run = CaseRun::default();
-    for attempt in 1..=2 {
-        run.attempts = attempt;
-        let response = match model.chat(&request).await {
-            Ok(r) => r,
-            Err(e) => {
-                run.result = Some(Err(format!("chat call failed: {e}")));
-                return run;
-            }
-        };
-        run.usage += response.usage;
-        run.replies.push(response.text.clone());
-        run.stop_reasons.push(response.stop_reason.clone());
-        match parse_proposal(&response.text, &|id| known.contains(id)) {
-            Ok(p) => {
-                run.result = Some(Ok(p));
-                return run;
-            }
-            Err(mut e) => {
-                if matches!(
-                    response.stop_reason.as_deref(),
-                    Some("max_tokens" | "length")
-                ) {
-                    e.push_str(" (the reply was cut off at the token limit)");
-                }
-                run.reply_errors.push(e.clone());
-                if attempt == 2 {
-                    run.result = Some(Err(format!("invalid reply after a corrective retry: {e}")));
-                    return run;
-                }
-                request.messages.push(ChatMessage::assistant(response.text));
-                request.messages.push(ChatMessage::user(correction(&e)));
-            }
+    let request = ChatRequest::new(Some(system.to_owned()), user, MAX_REPLY_TOKENS);
+    let schema = match SchemaCheck::new("expectations", proposal_schema()) {
+        Ok(schema) => schema,
+        Err(e) => {
+            return CaseRun {
+                result: Some(Err(e.to_string())),
+                ..CaseRun::default()
+            };
+        }
+    };
+    // One corrective turn, as before the shared helper existed.
+    let (result, trace) = ask_structured_traced(model, request, &schema, 1, &|value| {
+        proposal_from_value(value.clone(), &|id| known.contains(id))
+    })
+    .await;
+    // Every allowed reply was unusable (rather than a call failing).
+    let exhausted = trace.attempts.len() == 2 && trace.attempts.iter().all(|a| a.problem.is_some());
+    let mut run = CaseRun {
+        attempts: (trace.attempts.len() as u32).max(1),
+        usage: trace.usage,
+        ..CaseRun::default()
+    };
+    for attempt in trace.attempts {
+        run.replies.push(attempt.reply);
+        run.stop_reasons.push(attempt.stop_reason);
+        if let Some(problem) = attempt.problem {
+            run.reply_errors.push(problem);
         }
     }
+    run.result = Some(match result {
+        Ok((proposal, _)) => Ok(proposal),
+        Err(_) if exhausted => Err(format!(
+            "invalid reply after a corrective retry: {}",
+            run.reply_errors.last().map_or("", String::as_str)
+        )),
+        Err(e) => Err(format!("chat call failed: {e}")),
+    });
     run
 }
 

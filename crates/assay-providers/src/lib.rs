@@ -95,6 +95,7 @@ pub use spec::{
     build_reranker, build_reranker_with_env, default_model_cache_dir, model_dir_from_env,
 };
 pub use structured::{
-    DEFAULT_STRUCTURED_RETRIES, SchemaCheck, Structured, ask_structured, extract_json,
+    DEFAULT_STRUCTURED_RETRIES, SchemaCheck, Structured, StructuredAttempt, StructuredTrace,
+    ask_structured, ask_structured_traced, extract_json,
 };
 pub use voyage::{VOYAGE_MAX_BATCH, VoyageEmbedder, VoyageReranker};

@@ -15,6 +15,7 @@
 use std::fmt::Write as _;
 
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::{ChatMessage, ChatModel, ChatRequest, OutputSchema};
@@ -72,6 +73,21 @@ impl SchemaCheck {
         reply: &str,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
     ) -> Result<(T, Value), String> {
+        self.parse_with(reply, &|json: &Value| {
+            let value: T = serde_json::from_value(json.clone())
+                .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
+            check(&value)?;
+            Ok(value)
+        })
+    }
+
+    /// Checks one reply: JSON, the schema, then `parse` turns the valid object into the caller's
+    /// value (or says what is wrong with it).
+    pub fn parse_with<T>(
+        &self,
+        reply: &str,
+        parse: &(dyn Fn(&Value) -> Result<T, String> + Sync),
+    ) -> Result<(T, Value), String> {
         // The first object that follows the schema; else the first object's problems.
         let mut first_problems: Option<Vec<String>> = None;
         let mut chosen = None;
@@ -106,9 +122,7 @@ impl SchemaCheck {
             (None, None) if reply.trim().is_empty() => return Err("the reply was empty".into()),
             (None, None) => return Err("the reply holds no JSON object".into()),
         };
-        let value: T = serde_json::from_value(json.clone())
-            .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
-        check(&value)?;
+        let value = parse(&json)?;
         Ok((value, json))
     }
 }
@@ -143,35 +157,100 @@ fn json_objects(reply: &str) -> impl Iterator<Item = Value> + '_ {
         )
 }
 
+/// One reply of a structured conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StructuredAttempt {
+    /// The reply's text.
+    pub reply: String,
+    /// Why generation stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// What was wrong with it (`None` for the reply that was used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// Every reply of a structured conversation and what they consumed together.
+#[derive(Debug, Clone, Default)]
+pub struct StructuredTrace {
+    /// The replies, in order.
+    pub attempts: Vec<StructuredAttempt>,
+    /// Usage of all calls.
+    pub usage: Usage,
+}
+
 /// Sends `request` with `schema` and returns the first reply that validates and passes `check`,
 /// asking again with a corrective turn at most `retries` times (see the module docs).
 ///
-/// Provider errors (after the call wrapper's own retries) are returned as they are.
+/// Provider errors (after the call wrapper's own retries) are returned as they are; the final
+/// `Malformed` error carries no model name, so the caller tags it with the name of whatever
+/// asked (a reranker, a judge).
 pub async fn ask_structured<T: DeserializeOwned>(
     chat: &dyn ChatModel,
-    mut request: ChatRequest,
+    request: ChatRequest,
     schema: &SchemaCheck,
     retries: u32,
     check: &(dyn Fn(&T) -> Result<(), String> + Sync),
 ) -> Result<Structured<T>, ProviderError> {
+    let (result, trace) = ask_structured_traced(chat, request, schema, retries, &|json: &Value| {
+        let value: T = serde_json::from_value(json.clone())
+            .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
+        check(&value)?;
+        Ok(value)
+    })
+    .await;
+    let (value, json) = result?;
+    let calls = trace.attempts.len() as u32;
+    let raw = trace
+        .attempts
+        .into_iter()
+        .last()
+        .map(|a| a.reply)
+        .unwrap_or_default();
+    Ok(Structured {
+        value,
+        json,
+        raw,
+        calls,
+        usage: trace.usage,
+    })
+}
+
+/// [`ask_structured`] for callers that keep every reply (calibration writes them all to its
+/// raw-responses file) and build their value from the validated JSON with `parse`. The trace is
+/// returned whatever the outcome; a reply cut off at the token limit says so in its problem.
+pub async fn ask_structured_traced<T>(
+    chat: &dyn ChatModel,
+    mut request: ChatRequest,
+    schema: &SchemaCheck,
+    retries: u32,
+    parse: &(dyn Fn(&Value) -> Result<T, String> + Sync),
+) -> (Result<(T, Value), ProviderError>, StructuredTrace) {
     request.output_schema = Some(schema.schema.clone());
     let attempts = retries.saturating_add(1);
-    let mut usage = Usage::default();
-    let mut last = (String::new(), String::new());
+    let mut trace = StructuredTrace::default();
     for attempt in 1..=attempts {
-        let response = chat.chat(&request).await?;
-        usage += response.usage;
-        match schema.parse::<T>(&response.text, check) {
-            Ok((value, json)) => {
-                return Ok(Structured {
-                    value,
-                    json,
-                    raw: response.text,
-                    calls: attempt,
-                    usage,
+        let response = match chat.chat(&request).await {
+            Ok(response) => response,
+            Err(e) => return (Err(e), trace),
+        };
+        trace.usage += response.usage;
+        match schema.parse_with(&response.text, parse) {
+            Ok(found) => {
+                trace.attempts.push(StructuredAttempt {
+                    reply: response.text,
+                    stop_reason: response.stop_reason,
+                    problem: None,
                 });
+                return (Ok(found), trace);
             }
-            Err(why) => {
+            Err(mut why) => {
+                if matches!(
+                    response.stop_reason.as_deref(),
+                    Some("max_tokens" | "length")
+                ) {
+                    why.push_str(" (the reply was cut off at the token limit)");
+                }
                 tracing::warn!(
                     model = chat.model(),
                     schema = %schema.schema.name,
@@ -195,18 +274,27 @@ pub async fn ask_structured<T: DeserializeOwned>(
                     schema.schema.name
                 );
                 request.messages.push(ChatMessage::user(correction));
-                last = (why, response.text);
+                trace.attempts.push(StructuredAttempt {
+                    reply: response.text,
+                    stop_reason: response.stop_reason,
+                    problem: Some(why),
+                });
             }
         }
     }
-    let (why, reply) = last;
-    Err(ProviderError::malformed(format!(
-        "no usable `{}` answer after {attempts} attempt(s): {why} (last reply starts: {:?})",
+    let last = trace.attempts.last().cloned().unwrap_or(StructuredAttempt {
+        reply: String::new(),
+        stop_reason: None,
+        problem: None,
+    });
+    let error = ProviderError::malformed(format!(
+        "no usable `{}` answer after {attempts} attempt(s): {} (last reply starts: {:?})",
         schema.schema.name,
-        excerpt(reply.trim(), 120)
+        last.problem.as_deref().unwrap_or("no reply"),
+        excerpt(last.reply.trim(), 120)
     ))
-    .with_model(chat.model().to_owned())
-    .with_attempts(attempts))
+    .with_attempts(attempts);
+    (Err(error), trace)
 }
 
 #[cfg(test)]

@@ -250,7 +250,14 @@ pub async fn judge(
             Ok(())
         },
     )
-    .await?;
+    .await
+    .map_err(|e| {
+        if e.model().is_some() {
+            e
+        } else {
+            e.with_model(model.model().to_owned())
+        }
+    })?;
     let reply = answer.value;
     let mut scores = Vec::with_capacity(criteria.len());
     let mut overall = 0.0;

@@ -65,6 +65,7 @@ impl ChatModel for Scripted {
         let text = (self.script)(&test_id_of(request), attempt)?;
         Ok(ChatResponse {
             text,
+            tool_calls: Vec::new(),
             stop_reason: Some("end_turn".into()),
             usage: Usage {
                 input_tokens: 100,

@@ -34,6 +34,9 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         ],
         max_tokens: 300,
         temperature: Some(0.25),
+        tools: Vec::new(),
+        tool_choice: None,
+        output_schema: None,
     };
     let response = chat.chat(&request).await.unwrap();
 
@@ -99,6 +102,9 @@ async fn optional_fields_are_left_out_and_non_text_blocks_ignored() {
         messages: vec![ChatMessage::user("hi")],
         max_tokens: 1,
         temperature: None,
+        tools: Vec::new(),
+        tool_choice: None,
+        output_schema: None,
     };
     let response = client(&server).chat(&request).await.unwrap();
     assert_eq!(
@@ -174,4 +180,113 @@ async fn built_from_the_registry() {
     let r = &server.requests()[0];
     assert_eq!(r.body["model"], "claude-sonnet-4-5");
     assert_eq!(r.header("x-api-key"), Some(ANTHROPIC_KEY));
+}
+
+/// A request with tools, a turn that called them and the turn with their results (one an
+/// error), and an answer with `tool_use` blocks.
+#[tokio::test]
+async fn tool_calls_and_results_use_content_blocks() {
+    use assay_providers::{ToolCall, ToolChoice, ToolResult, ToolSpec};
+    let body = json!({
+        "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+        "content": [
+            {"type": "text", "text": "Logging it."},
+            {"type": "tool_use", "id": "toolu_2", "name": "log_chore", "input": {"chore": "dishes"}}
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 50, "output_tokens": 12}
+    });
+    let server = FakeServer::always(Reply::json(&body)).await;
+    let schema = json!({"type": "object", "properties": {"chore": {"type": "string"}}});
+    let request = ChatRequest {
+        system: Some("Coach.".into()),
+        messages: vec![
+            ChatMessage::user("did dishes"),
+            ChatMessage::assistant_with_tools(
+                "Checking.",
+                vec![ToolCall {
+                    id: "toolu_1".into(),
+                    name: "get_state".into(),
+                    arguments: json!({}),
+                }],
+            ),
+            ChatMessage::tool_results(vec![ToolResult {
+                call_id: "toolu_1".into(),
+                content: "database locked".into(),
+                is_error: true,
+            }]),
+        ],
+        max_tokens: 100,
+        temperature: None,
+        tools: vec![ToolSpec {
+            name: "log_chore".into(),
+            description: "Log a chore.".into(),
+            input_schema: schema.clone(),
+        }],
+        tool_choice: Some(ToolChoice::Auto),
+        output_schema: None,
+    };
+    let response = client(&server).chat(&request).await.unwrap();
+    assert_eq!(
+        server.requests()[0].body,
+        json!({
+            "model": "claude-haiku-4-5", "max_tokens": 100, "system": "Coach.",
+            "messages": [
+                {"role": "user", "content": "did dishes"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_state", "input": {}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "database locked",
+                     "is_error": true}
+                ]}
+            ],
+            "tools": [{"name": "log_chore", "description": "Log a chore.", "input_schema": schema}],
+            "tool_choice": {"type": "auto"}
+        })
+    );
+    assert_eq!(response.text, "Logging it.");
+    assert_eq!(
+        response.tool_calls,
+        vec![ToolCall {
+            id: "toolu_2".into(),
+            name: "log_chore".into(),
+            arguments: json!({"chore": "dishes"})
+        }]
+    );
+    assert_eq!(response.stop_reason.as_deref(), Some("tool_use"));
+}
+
+/// Structured output is one forced tool; its input is the answer's text.
+#[tokio::test]
+async fn an_output_schema_is_a_forced_tool_whose_input_is_the_answer() {
+    use assay_providers::OutputSchema;
+    let body = json!({
+        "id": "msg_03", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+        "content": [{"type": "tool_use", "id": "toolu_9", "name": "verdict",
+                     "input": {"score": 7}}],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 5, "output_tokens": 3}
+    });
+    let server = FakeServer::always(Reply::json(&body)).await;
+    let schema = json!({"type": "object", "required": ["score"],
+                        "properties": {"score": {"type": "integer"}}});
+    let mut request = ChatRequest::new(None, "grade", 50);
+    request.output_schema = Some(OutputSchema {
+        name: "verdict".into(),
+        schema: schema.clone(),
+    });
+    let response = client(&server).chat(&request).await.unwrap();
+    let sent = &server.requests()[0].body;
+    assert_eq!(
+        sent["tool_choice"],
+        json!({"type": "tool", "name": "verdict"})
+    );
+    assert_eq!(sent["tools"][0]["input_schema"], schema);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&response.text).unwrap(),
+        json!({"score": 7})
+    );
+    assert!(response.tool_calls.is_empty());
 }

@@ -30,6 +30,9 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         ],
         max_tokens: 200,
         temperature: Some(0.0),
+        tools: Vec::new(),
+        tool_choice: None,
+        output_schema: None,
     };
     let response = chat.chat(&request).await.unwrap();
 
@@ -88,6 +91,9 @@ async fn a_local_server_needs_no_key_and_gets_no_auth_header() {
         messages: vec![ChatMessage::user("hi")],
         max_tokens: 5,
         temperature: None,
+        tools: Vec::new(),
+        tool_choice: None,
+        output_schema: None,
     };
     chat.chat(&request).await.unwrap();
     let r = &server.requests()[0];
@@ -173,5 +179,87 @@ async fn no_choices_is_malformed_and_a_refusal_is_text() {
             output_tokens: 0,
             requests: 1
         }
+    );
+}
+
+/// Tools as functions, an assistant turn with `tool_calls`, results as `tool` messages, and an
+/// answer whose arguments are a JSON string (kept as text when it is not JSON).
+#[tokio::test]
+async fn tool_calls_and_results_use_function_messages() {
+    use assay_providers::{OutputSchema, ToolCall, ToolChoice, ToolResult, ToolSpec};
+    let body = json!({
+        "id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "log_chore", "arguments": "{\"chore\":\"dishes\"}"}},
+                {"id": "call_3", "type": "function",
+                 "function": {"name": "log_chore", "arguments": "{not json"}}
+            ]}}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}
+    });
+    let server = FakeServer::always(Reply::json(&body)).await;
+    let chat = OpenAiChat::new("gpt-4o-mini", None, &server.provider_options()).unwrap();
+    let schema = json!({"type": "object", "properties": {}});
+    let request = ChatRequest {
+        system: Some("Coach.".into()),
+        messages: vec![
+            ChatMessage::user("did dishes"),
+            ChatMessage::assistant_with_tools(
+                "",
+                vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "get_state".into(),
+                    arguments: json!({"verbose": true}),
+                }],
+            ),
+            ChatMessage::tool_results(vec![ToolResult {
+                call_id: "call_1".into(),
+                content: "locked".into(),
+                is_error: true,
+            }]),
+        ],
+        max_tokens: 100,
+        temperature: None,
+        tools: vec![ToolSpec {
+            name: "log_chore".into(),
+            description: "Log a chore.".into(),
+            input_schema: schema.clone(),
+        }],
+        tool_choice: Some(ToolChoice::Tool("log_chore".into())),
+        output_schema: None,
+    };
+    let response = chat.chat(&request).await.unwrap();
+    assert_eq!(
+        server.requests()[0].body,
+        json!({
+            "model": "gpt-4o-mini", "max_tokens": 100,
+            "messages": [
+                {"role": "system", "content": "Coach."},
+                {"role": "user", "content": "did dishes"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_state", "arguments": "{\"verbose\":true}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "Error: locked"}
+            ],
+            "tools": [{"type": "function", "function": {
+                "name": "log_chore", "description": "Log a chore.", "parameters": schema}}],
+            "tool_choice": {"type": "function", "function": {"name": "log_chore"}}
+        })
+    );
+    assert_eq!(response.text, "");
+    assert_eq!(response.tool_calls.len(), 2);
+    assert_eq!(response.tool_calls[0].arguments, json!({"chore": "dishes"}));
+    assert_eq!(response.tool_calls[1].arguments, json!("{not json"));
+
+    let mut structured = ChatRequest::new(None, "grade", 50);
+    structured.output_schema = Some(OutputSchema {
+        name: "verdict".into(),
+        schema: schema.clone(),
+    });
+    chat.chat(&structured).await.unwrap();
+    assert_eq!(
+        server.requests()[1].body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": true}})
     );
 }

@@ -281,8 +281,9 @@ async fn llm_reranker_gives_up_with_a_malformed_error_quoting_the_reply() {
     assert_eq!(err.attempts(), Some(2));
     assert_eq!(
         err.to_string(),
-        "llm:mock/scripted: malformed response: the reranking reply is not JSON of the form \
-         {\"ranked_ids\": [...]} (reply starts: \"I think e3 is best, then e1.\") (gave up after 2 attempts)"
+        "llm:mock/scripted: malformed response: no usable `ranking` answer after 2 attempt(s): \
+         the reply holds no JSON object (last reply starts: \"I think e3 is best, then e1.\") \
+         (gave up after 2 attempts)"
     );
 
     // The default: two retries. Ids that are all unknown count as unusable too.
