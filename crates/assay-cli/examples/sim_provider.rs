@@ -405,9 +405,9 @@ async fn fault(shared: &Shared) -> Option<Response> {
     let n = shared.stats.requests.fetch_add(1, Ordering::SeqCst) + 1;
     tokio::time::sleep(shared.behaviour.latency).await;
     let every = shared.behaviour.fail_every;
-    if every > 0 && n % every == 0 {
+    if every > 0 && n.is_multiple_of(every) {
         shared.stats.faults.fetch_add(1, Ordering::SeqCst);
-        let response = if n % (2 * every) == 0 {
+        let response = if n.is_multiple_of(2 * every) {
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Json(json!({"error": {"message": "scripted 500"}})),
@@ -525,7 +525,7 @@ fn main() {
                     Duration::from_millis(value.parse().expect("--latency-ms takes a number"));
             }
             "--fail-every" => {
-                behaviour.fail_every = value.parse().expect("--fail-every takes a number")
+                behaviour.fail_every = value.parse().expect("--fail-every takes a number");
             }
             other => panic!("unknown argument {other}"),
         }

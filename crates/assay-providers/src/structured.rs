@@ -316,7 +316,7 @@ mod tests {
 
     #[async_trait]
     impl ChatModel for Scripted {
-        fn model(&self) -> &str {
+        fn model(&self) -> &'static str {
             "test/scripted"
         }
         async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

@@ -81,6 +81,16 @@ pub enum Ending {
     Error,
 }
 
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ending::StopToken => "the simulated user's stop token",
+            Ending::MaxTurns => "max_turns",
+            Ending::Error => "an error",
+        })
+    }
+}
+
 /// A whole conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transcript {
@@ -259,7 +269,7 @@ impl Conversation<'_> {
                     transcript.ended_by = Ending::StopToken;
                     return Ok(());
                 }
-                None => user_message = next.trim().to_owned(),
+                None => next.trim().clone_into(&mut user_message),
             }
         }
     }

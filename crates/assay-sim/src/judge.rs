@@ -190,7 +190,7 @@ pub fn prompt(
         }
         let _ = writeln!(p, "{who}: {}\n", turn.content.trim());
     }
-    let _ = writeln!(p, "(The conversation ended: {:?}.)\n", transcript.ended_by);
+    let _ = writeln!(p, "(The conversation ended by {}.)\n", transcript.ended_by);
     if !checks.is_empty() {
         let _ = writeln!(p, "## State checks after the conversation");
         for check in checks {

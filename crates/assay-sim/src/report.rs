@@ -331,7 +331,7 @@ pub fn markdown(report: &SimReport) -> String {
         let Some(t) = &run.transcript else { continue };
         let _ = writeln!(
             md,
-            "<details><summary>{} — {} ({}), {} turns, ended by {:?}</summary>\n",
+            "<details><summary>{} — {} ({}), {} turns, ended by {}</summary>\n",
             run.scenario_id,
             verdict_word(run.verdict),
             score(run.overall),

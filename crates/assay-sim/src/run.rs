@@ -31,6 +31,9 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 /// An environment lookup (injectable for tests).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Called after each scenario run finishes (progress).
+pub type RunCallback = Arc<dyn Fn(&ScenarioRun) + Send + Sync>;
+
 /// The three chat models of a simulation, already wrapped by the call wrapper.
 #[derive(Clone)]
 pub struct SimModels {
@@ -45,8 +48,6 @@ pub struct SimModels {
 /// How to run.
 #[derive(Clone)]
 pub struct SimOptions {
-    /// Scenario ids to run (`None`: all).
-    pub scenarios: Option<Vec<String>>,
     /// Runs per scenario.
     pub repeat: u32,
     /// Scenario runs in flight at once.
@@ -58,7 +59,7 @@ pub struct SimOptions {
     /// The environment (for `${VAR}` and `PATH`).
     pub env: EnvLookup,
     /// Called after each scenario run finishes (progress).
-    pub on_finished: Option<Arc<dyn Fn(&ScenarioRun) + Send + Sync>>,
+    pub on_finished: Option<RunCallback>,
 }
 
 /// A scenario run's verdict.
@@ -582,10 +583,10 @@ async fn run_one(
         let _ = std::fs::remove_dir_all(&workdir);
     }
 
-    match outcome {
-        Err(e) => run.error = Some(e),
-        Ok(()) => {
-            let transcript = run.transcript.as_ref().expect("set before Ok");
+    match (outcome, &run.transcript) {
+        (Err(e), _) => run.error = Some(e),
+        (Ok(()), None) => run.error = Some("no conversation took place".into()),
+        (Ok(()), Some(transcript)) => {
             match judge::judge(
                 models.judge.as_ref(),
                 suite.criteria(),
@@ -719,7 +720,7 @@ fn aggregate(
             match summary.pass_rate {
                 Some(r) if r >= min => {}
                 Some(r) => {
-                    reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0))
+                    reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0));
                 }
                 None => reasons.push("no scenario run was scored".to_owned()),
             }
@@ -751,15 +752,27 @@ fn aggregate(
     }
 }
 
+/// What a simulation's outcome means for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything judged; the gate (if any) passed.
+    Passed,
+    /// The suite's gate failed (exit 1).
+    GateFailed,
+    /// Errors kept runs from a verdict (exit 3).
+    Errors,
+}
+
 impl SimReport {
-    /// 3 when errors kept runs from a verdict, else 1 when the gate failed, else 0.
-    pub fn exit_code(&self) -> u8 {
+    /// [`Outcome::Errors`] when errors kept runs from a verdict, else
+    /// [`Outcome::GateFailed`] when the gate failed, else [`Outcome::Passed`].
+    pub fn outcome(&self) -> Outcome {
         if self.summary.errors > 0 {
-            3
+            Outcome::Errors
         } else if self.gate.as_ref().is_some_and(|g| !g.passed) {
-            1
+            Outcome::GateFailed
         } else {
-            0
+            Outcome::Passed
         }
     }
 }

@@ -9,7 +9,7 @@ use assay_harness::HarnessError;
 use assay_harness::engine::{ProviderCalls, build_chat_model};
 use assay_harness::results::{write_new, write_replace};
 use assay_harness::settings::ProjectSettings;
-use assay_sim::run::{PreflightError, RoleUsage, SimOptions};
+use assay_sim::run::{Outcome, PreflightError, RoleUsage, SimOptions};
 use assay_sim::{SimModels, SimReport, report};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -90,7 +90,6 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     }
     let progress = bar.clone();
     let options = SimOptions {
-        scenarios: wanted,
         repeat: args.repeat,
         concurrency,
         work_root: dir.join(".assay").join("sim"),
@@ -157,10 +156,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             }
         }
     }
-    Ok(match report.exit_code() {
-        3 => Exit::Infrastructure,
-        1 => Exit::GateFailed,
-        _ => Exit::Success,
+    Ok(match report.outcome() {
+        Outcome::Errors => Exit::Infrastructure,
+        Outcome::GateFailed => Exit::GateFailed,
+        Outcome::Passed => Exit::Success,
     })
 }
 
@@ -177,7 +176,7 @@ fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result
     let reports_dir = dir.join("sim").join("reports");
     // Stamped names never collide: a second run in the same second gets `_2`, `_3`, ….
     let base = report.generated_at.format("%Y%m%d_%H%M%S").to_string();
-    let stamp = (1..)
+    let stamp = (1..1000)
         .map(|n| {
             if n == 1 {
                 base.clone()
@@ -189,7 +188,12 @@ fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result
             !reports_dir.join(format!("report_{s}.md")).exists()
                 && !reports_dir.join("transcripts").join(s).exists()
         })
-        .unwrap_or(base);
+        .ok_or_else(|| {
+            HarnessError::Usage(format!(
+                "{}: too many reports stamped {base}",
+                reports_dir.display()
+            ))
+        })?;
     let markdown_path = match output {
         Some(path) => path.to_owned(),
         None => reports_dir.join(format!("report_{stamp}.md")),

@@ -471,7 +471,7 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
                 "sim/scenarios/daily_chore.yaml",
                 "initial_message: \"hey i did my chores\"\n",
                 "",
-            )
+            );
         },
         &[],
         &["daily_chore.yaml", "missing field `initial_message`"],
@@ -482,7 +482,7 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
                 "sim/scenarios/daily_chore.yaml",
                 "  state_management: 0.35",
                 "  state_mgmt: 0.35",
-            )
+            );
         },
         &[],
         &["daily_chore.yaml:", "unknown criterion `state_mgmt`"],
@@ -493,7 +493,7 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
                 "sim/scenarios/daily_chore.yaml",
                 "max_turns: 8",
                 "max_turns: 0",
-            )
+            );
         },
         &[],
         &["daily_chore.yaml:", "max_turns"],
@@ -512,7 +512,7 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
                 "sim/suite.yaml",
                 "${SCOUT_QUEST_MCP:-scout-quest-mcp}\", \"serve\"",
                 "no-such-mcp-server\", \"serve\"",
-            )
+            );
         },
         &[],
         &["cannot find the program `no-such-mcp-server`"],
@@ -752,5 +752,117 @@ criteria:
             .unwrap()
             .contains("hello from assay"),
         "{echo}"
+    );
+}
+
+/// The Markdown report and the console summary of a small run, as a user sees them.
+#[test]
+fn report_and_console_snapshots() {
+    let provider = provider(Behaviour::default());
+    let scratch = project(&provider);
+    let out = simulate(
+        &scratch,
+        &[
+            &ANTHROPIC[..],
+            &[
+                "--scenarios",
+                "daily_chore,counselor_prep",
+                "--concurrency",
+                "1",
+            ],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let root = scratch.root().display().to_string();
+    let redact = |text: &str| {
+        text.replace(&root, "[PROJECT]")
+            .lines()
+            .map(|l| {
+                if let Some(i) = l.find("report_20") {
+                    format!("{}report_[STAMP].md (transcripts and JSON beside it; --json prints the JSON)", &l[..i])
+                } else if l.starts_with("Model under test") {
+                    l.split(" · ").filter(|p| !p.contains(" UTC")).collect::<Vec<_>>().join(" · ")
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    insta::assert_snapshot!("simulate_console", redact(&out.stdout));
+    insta::assert_snapshot!(
+        "simulate_report",
+        redact(&scratch.read("sim/reports/latest.md"))
+    );
+}
+
+/// Expected-state checks read the state through a tool, a resource and a command alike.
+#[test]
+fn expected_state_reads_a_tool_a_resource_and_a_command() {
+    let provider = provider(Behaviour::default());
+    let scratch = project(&provider);
+    let text = scratch.read("sim/scenarios/goal_change.yaml");
+    let head = &text[..text.find("expected_state:").unwrap()];
+    scratch.write(
+        "sim/scenarios/goal_change.yaml",
+        &format!(
+            "{head}expected_state:
+  - name: by tool
+    tool: {{server: scout, name: get_quest_state, arguments: {{}}}}
+    expect:
+      - {{path: quest.goal, contains: bike}}
+  - name: by resource
+    resource: {{server: scout, uri: \"scout://quest-state\"}}
+    expect:
+      - {{path: quest.goal, contains: bike}}
+      - {{path: goal_history, length: 1}}
+  - name: by command
+    command: [\"${{SCOUT_QUEST_MCP}}\", dump, --db, \"{{workdir}}/scout.db\"]
+    expect:
+      - {{path: quest.target_budget, equals: 450}}
+  - name: a check that fails
+    command: [\"${{SCOUT_QUEST_MCP}}\", dump, --db, \"{{workdir}}/scout.db\"]
+    expect:
+      - {{path: quest.target_budget, max: 100}}
+  - name: a check that cannot be read
+    command: [sh, -c, \"echo not json\"]
+    expect:
+      - {{path: quest, exists: true}}
+"
+        ),
+    );
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--scenarios", "goal_change", "--json"]].concat(),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let report = out.json();
+    let checks = run_of(&report, "goal_change")["checks"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let statuses: Vec<&str> = checks
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["passed", "passed", "passed", "failed", "error"],
+        "{checks:?}"
+    );
+    assert!(
+        checks[3]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("450 > 100")
+    );
+    assert!(
+        checks[4]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("not JSON")
     );
 }
