@@ -1,10 +1,12 @@
-//! Report renderers of assay: RunLog in, text out. Reports never call providers and never
-//! compute scores; they only read the [`RunLog`].
+//! Report renderers of assay: RunLog (or SimReport) in, text out. Reports never call providers
+//! and never compute scores; they only read the record.
 //!
 //! * [`console::render`]: the terminal summary of `assay run`;
 //! * [`markdown::render`]: the Markdown report (000 §6.6), critical failures first;
 //! * [`junit::render`]: JUnit XML for CI systems;
-//! * [`json`]: the RunLog itself, pretty-printed.
+//! * [`json`]: the RunLog itself, pretty-printed;
+//! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
+//!   of a conversation simulation, from its [`assay_core::simulation::SimReport`].
 //!
 //! ```
 //! assert_eq!(assay_report::junit::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
@@ -15,6 +17,7 @@
 pub mod console;
 pub mod junit;
 pub mod markdown;
+pub mod simulation;
 
 pub use assay_core::runlog::RunLog;
 

@@ -2,34 +2,10 @@
 //! or a command; JSON in every case) and test it. A check whose source fails or is not JSON is
 //! an error of that check, not a failed check.
 
-use serde::{Deserialize, Serialize};
+use assay_core::simulation::{CheckResult, CheckStatus};
 use serde_json::Value;
 
 use crate::suite::{CheckConfig, Expectation};
-
-/// The outcome of one check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckResult {
-    /// The check's name.
-    pub name: String,
-    /// `passed`, `failed` or `error`.
-    pub status: CheckStatus,
-    /// One line per expectation that failed, or the error.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<String>,
-}
-
-/// A check's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CheckStatus {
-    /// Every expectation held.
-    Passed,
-    /// Some did not.
-    Failed,
-    /// The state could not be read.
-    Error,
-}
 
 /// The value at a dot path (`a.b.0`), if there is one.
 pub fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {

@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use assay_core::simulation::{Ending, Speaker, ToolCallRecord, Transcript, Turn};
 use assay_providers::{
     ChatMessage, ChatModel, ChatRequest, ProviderError, ToolCall, ToolChoice, ToolResult,
 };
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::mcp::{McpConnection, McpError, OfferedTool};
@@ -26,108 +26,9 @@ pub const SIMULATOR_MAX_TOKENS: u32 = 600;
 /// Times an empty or refused simulated-user reply is asked again.
 pub const SIMULATOR_RETRIES: u32 = 2;
 
-/// Who speaks a transcript turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Speaker {
-    /// The simulated user.
-    User,
-    /// The model under test.
-    Assistant,
-}
-
-/// One tool call of the model under test, with what came back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallRecord {
-    /// The provider's call id.
-    pub id: String,
-    /// The tool's name as the model saw it.
-    pub name: String,
-    /// The server that ran it (`null` when no server has the tool).
-    pub server: Option<String>,
-    /// The arguments as the model gave them.
-    pub arguments: Value,
-    /// What the tool returned, or its error.
-    pub result: String,
-    /// The tool (or the harness, for an unknown tool or bad arguments) reported an error.
-    pub is_error: bool,
-    /// Milliseconds the call took.
-    pub duration_ms: u64,
-}
-
-/// One turn of the transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Turn {
-    /// Who speaks.
-    pub role: Speaker,
-    /// What they said (for the assistant, its final text of the turn).
-    pub content: String,
-    /// The assistant's tool calls in this turn, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// When the turn was complete.
-    pub timestamp: DateTime<Utc>,
-}
-
-/// Why the conversation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Ending {
-    /// The simulated user said the stop token.
-    StopToken,
-    /// `max_turns` user turns were answered.
-    MaxTurns,
-    /// A provider or MCP error stopped it.
-    Error,
-}
-
-impl std::fmt::Display for Ending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Ending::StopToken => "the simulated user's stop token",
-            Ending::MaxTurns => "max_turns",
-            Ending::Error => "an error",
-        })
-    }
-}
-
-/// A whole conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Transcript {
-    /// The scenario.
-    pub scenario_id: String,
-    /// Which repeat (1-based).
-    pub repeat: u32,
-    /// The model under test.
-    pub model: String,
-    /// The simulated user's model.
-    pub simulator_model: String,
-    /// The turns.
-    pub turns: Vec<Turn>,
-    /// Why it ended.
-    pub ended_by: Ending,
-    /// The error that stopped it, if one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// When it started.
-    pub started_at: DateTime<Utc>,
-    /// When it ended.
-    pub ended_at: DateTime<Utc>,
-}
-
-impl Transcript {
-    /// Every tool call of the assistant, in order.
-    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallRecord> {
-        self.turns.iter().flat_map(|t| t.tool_calls.iter())
-    }
-
-    /// User turns taken.
-    pub fn user_turns(&self) -> usize {
-        self.turns
-            .iter()
-            .filter(|t| t.role == Speaker::User)
-            .count()
-    }
+/// The current time as the transcript records it (RFC 3339, milliseconds, UTC).
+pub fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// What stopped a conversation early: not the model's fault, so no score.
@@ -205,7 +106,7 @@ impl Conversation<'_> {
     /// Runs the conversation. An infrastructure failure ends it early with
     /// [`Ending::Error`] and the error in the transcript.
     pub async fn run(&self) -> Transcript {
-        let started_at = Utc::now();
+        let started_at = now();
         let config = &self.scenario.config;
         let mut transcript = Transcript {
             scenario_id: config.id.clone(),
@@ -215,7 +116,7 @@ impl Conversation<'_> {
             turns: Vec::new(),
             ended_by: Ending::MaxTurns,
             error: None,
-            started_at,
+            started_at: started_at.clone(),
             ended_at: started_at,
         };
         let result = self.converse(&mut transcript).await;
@@ -223,7 +124,7 @@ impl Conversation<'_> {
             transcript.ended_by = Ending::Error;
             transcript.error = Some(e.to_string());
         }
-        transcript.ended_at = Utc::now();
+        transcript.ended_at = now();
         transcript
     }
 
@@ -238,7 +139,7 @@ impl Conversation<'_> {
                 role: Speaker::User,
                 content: user_message.clone(),
                 tool_calls: Vec::new(),
-                timestamp: Utc::now(),
+                timestamp: now(),
             });
             history.push(ChatMessage::user(user_message.clone()));
             let (reply, calls) = self.assistant_turn(&mut history).await?;
@@ -246,7 +147,7 @@ impl Conversation<'_> {
                 role: Speaker::Assistant,
                 content: reply,
                 tool_calls: calls,
-                timestamp: Utc::now(),
+                timestamp: now(),
             });
             if user_turns >= config.max_turns {
                 transcript.ended_by = Ending::MaxTurns;
@@ -263,7 +164,7 @@ impl Conversation<'_> {
                             role: Speaker::User,
                             content: said.to_owned(),
                             tool_calls: Vec::new(),
-                            timestamp: Utc::now(),
+                            timestamp: now(),
                         });
                     }
                     transcript.ended_by = Ending::StopToken;

@@ -8,55 +8,22 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use assay_core::simulation::{CriterionScore, Judgement, Scale};
 use assay_providers::{
     ChatModel, ChatRequest, DEFAULT_STRUCTURED_RETRIES, ProviderError, SchemaCheck, Usage,
     ask_structured,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::checks::{CheckResult, CheckStatus};
-use crate::conversation::{Speaker, Transcript};
-use crate::suite::{CriterionConfig, Scale, Scenario};
+use assay_core::simulation::{CheckResult, CheckStatus, Speaker, Transcript};
+
+use crate::suite::{CriterionConfig, Scenario};
 
 /// Tokens the judge may answer with.
 pub const JUDGE_MAX_TOKENS: u32 = 4096;
 /// Characters of a tool result shown to the judge.
 const RESULT_CHARS: usize = 1500;
-
-/// One criterion's score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CriterionScore {
-    /// The criterion.
-    pub id: String,
-    /// Its display name.
-    pub name: String,
-    /// Its scale.
-    pub scale: Scale,
-    /// 0-10 (0 or 10 for `pass_fail`).
-    pub score: f64,
-    /// The normalised weight used for this scenario.
-    pub weight: f64,
-    /// The judge's reasoning.
-    pub reasoning: String,
-}
-
-/// The judge's verdict on one transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Judgement {
-    /// Every criterion, in suite order.
-    pub scores: Vec<CriterionScore>,
-    /// Σ weight × score.
-    pub overall: f64,
-    /// Whether the simulated user kept to its persona.
-    pub simulator_kept_persona: bool,
-    /// What the simulated user did wrong, if anything.
-    pub simulator_issue: String,
-    /// The judge's summary.
-    pub summary: String,
-    /// Judge calls made (more than 1 after corrective retries).
-    pub calls: u32,
-}
 
 #[derive(Debug, Deserialize)]
 struct Reply {

@@ -11,8 +11,8 @@
 //! * [`judge`]: the judge's prompt, schema and weighting, through
 //!   [`assay_providers::ask_structured`].
 //! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`run::SimReport`] with
-//!   verdicts `pass`, `fail`, `simulator_fault` and `error`.
-//! * [`report`]: console summary, Markdown report, comparison in Markdown and HTML.
+//!   verdicts `pass`, `fail`, `simulator_fault` and `error`; the record's types live in
+//!   [`assay_core::simulation`] and `assay-report` renders them.
 //!
 //! Every model call goes through the caller's wrapped [`assay_providers::ChatModel`]s (retries,
 //! limits, call cache, replay, accounting).
@@ -29,9 +29,9 @@ pub mod checks;
 pub mod conversation;
 pub mod judge;
 pub mod mcp;
-pub mod report;
 pub mod run;
 pub mod suite;
 
-pub use run::{SimModels, SimOptions, SimReport, Verdict, preflight, select, simulate};
+pub use assay_core::simulation::{SimReport, Verdict};
+pub use run::{SimModels, SimOptions, preflight, select, simulate};
 pub use suite::{Suite, SuiteError, load};

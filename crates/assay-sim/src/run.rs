@@ -12,19 +12,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use assay_core::simulation::{
+    CriterionSummary, GateOutcome, SIM_SCHEMA_VERSION, ScenarioRun, ScenarioSummary, SimReport,
+    SimSummary, Verdict,
+};
 use assay_providers::ChatModel;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures_util::StreamExt as _;
-use serde::{Deserialize, Serialize};
 
-use crate::checks::{self, CheckResult, CheckStatus};
-use crate::conversation::{Conversation, Ending, Transcript};
-use crate::judge::{self, Judgement};
+use assay_core::simulation::Ending;
+
+use crate::checks;
+use crate::conversation::{Conversation, now};
+use crate::judge;
 use crate::mcp::{self, McpConnection, McpError, Vars};
-use crate::suite::{GateConfig, ServerKind, StepConfig, Suite};
+use crate::suite::{ServerKind, StepConfig, Suite};
 
-/// The version of the [`SimReport`] JSON shape; changes are additive.
-pub const SIM_SCHEMA_VERSION: u32 = 1;
 /// How long a setup, teardown or check command may run.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -60,188 +63,6 @@ pub struct SimOptions {
     pub env: EnvLookup,
     /// Called after each scenario run finishes (progress).
     pub on_finished: Option<RunCallback>,
-}
-
-/// A scenario run's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Overall score at or above the pass threshold.
-    Pass,
-    /// Below it.
-    Fail,
-    /// The judge found that the simulated user broke its persona: not counted against the model.
-    SimulatorFault,
-    /// An infrastructure failure kept the run from a verdict.
-    Error,
-}
-
-impl Verdict {
-    /// Scored (pass or fail): counts towards means and pass rates.
-    pub fn is_scored(self) -> bool {
-        matches!(self, Verdict::Pass | Verdict::Fail)
-    }
-}
-
-/// One (scenario, repeat) run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScenarioRun {
-    /// The scenario.
-    pub scenario_id: String,
-    /// Its name.
-    pub scenario_name: String,
-    /// Which repeat (1-based).
-    pub repeat: u32,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// The weighted overall score (0-10), when judged.
-    pub overall: Option<f64>,
-    /// The judge's verdict, when there is one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judgement: Option<Judgement>,
-    /// The expected-state checks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<CheckResult>,
-    /// Why the run is an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Warnings (a teardown step that failed).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    /// The conversation (absent when the run failed before it started).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript: Option<Transcript>,
-    /// Wall-clock milliseconds.
-    pub duration_ms: u64,
-}
-
-/// Per-scenario aggregate over its repeats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScenarioSummary {
-    /// The scenario.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// Runs.
-    pub runs: u32,
-    /// Scored runs (pass or fail).
-    pub scored: u32,
-    /// Passing runs.
-    pub passed: u32,
-    /// Mean overall over scored runs.
-    pub mean: Option<f64>,
-    /// Population standard deviation over scored runs.
-    pub stddev: Option<f64>,
-    /// Lowest scored overall.
-    pub min: Option<f64>,
-    /// Highest scored overall.
-    pub max: Option<f64>,
-    /// pass^k: every one of the runs passed (`None` when some run was not scored).
-    pub pass_all: Option<bool>,
-}
-
-/// Per-criterion aggregate over scored runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CriterionSummary {
-    /// The criterion.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// Its default weight (normalised).
-    pub weight: f64,
-    /// Mean score.
-    pub mean: Option<f64>,
-    /// Lowest score.
-    pub min: Option<f64>,
-}
-
-/// Counts over all runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SimSummary {
-    /// All runs.
-    pub runs: u32,
-    /// Passed.
-    pub passed: u32,
-    /// Failed.
-    pub failed: u32,
-    /// Simulator at fault (apart).
-    pub simulator_fault: u32,
-    /// Errors (apart).
-    pub errors: u32,
-    /// Mean overall over scored runs.
-    pub mean_overall: Option<f64>,
-    /// passed / (passed + failed).
-    pub pass_rate: Option<f64>,
-    /// Scenarios whose every run passed (pass^k), over scenarios with every run scored.
-    pub pass_all_scenarios: Option<(u32, u32)>,
-}
-
-/// The gate's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateOutcome {
-    /// The gate as configured.
-    pub config: GateConfig,
-    /// Whether it passed (a gate with nothing scored fails).
-    pub passed: bool,
-    /// Why not.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
-}
-
-/// Tokens and calls per role.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RoleUsage {
-    /// `vendor/model`.
-    pub model: String,
-    /// Calls made.
-    pub calls: u64,
-    /// Answered from the cache.
-    pub cache_hits: u64,
-    /// Input tokens.
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Cost, when the price is known.
-    pub cost_usd: Option<f64>,
-}
-
-/// A whole simulation: what the Markdown and JSON reports and `compare` read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SimReport {
-    /// [`SIM_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The suite's name.
-    pub suite: String,
-    /// The model under test.
-    pub model: String,
-    /// The simulated user's model.
-    pub simulator_model: String,
-    /// The judge's model.
-    pub evaluator_model: String,
-    /// When the report was made.
-    pub generated_at: DateTime<Utc>,
-    /// The pass threshold.
-    pub pass_threshold: f64,
-    /// Runs per scenario.
-    pub repeat: u32,
-    /// Runs in flight at once.
-    pub concurrency: usize,
-    /// Wall-clock milliseconds of the whole simulation.
-    pub duration_ms: u64,
-    /// Counts.
-    pub summary: SimSummary,
-    /// The gate, when the suite has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateOutcome>,
-    /// Per scenario, in id order.
-    pub scenarios: Vec<ScenarioSummary>,
-    /// Per criterion, in suite order.
-    pub criteria: Vec<CriterionSummary>,
-    /// Every run, by scenario then repeat.
-    pub runs: Vec<ScenarioRun>,
-    /// Model usage (filled in by the caller, which owns the accounting).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub usage: Vec<RoleUsage>,
 }
 
 /// Preflight failures.
@@ -738,7 +559,7 @@ fn aggregate(
         model: models.assistant.model().to_owned(),
         simulator_model: models.simulator.model().to_owned(),
         evaluator_model: models.judge.model().to_owned(),
-        generated_at: Utc::now(),
+        generated_at: now(),
         pass_threshold: suite.config.pass_threshold,
         repeat: options.repeat.max(1),
         concurrency: options.concurrency.max(1),
@@ -750,36 +571,4 @@ fn aggregate(
         runs,
         usage: Vec::new(),
     }
-}
-
-/// What a simulation's outcome means for the exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Everything judged; the gate (if any) passed.
-    Passed,
-    /// The suite's gate failed (exit 1).
-    GateFailed,
-    /// Errors kept runs from a verdict (exit 3).
-    Errors,
-}
-
-impl SimReport {
-    /// [`Outcome::Errors`] when errors kept runs from a verdict, else
-    /// [`Outcome::GateFailed`] when the gate failed, else [`Outcome::Passed`].
-    pub fn outcome(&self) -> Outcome {
-        if self.summary.errors > 0 {
-            Outcome::Errors
-        } else if self.gate.as_ref().is_some_and(|g| !g.passed) {
-            Outcome::GateFailed
-        } else {
-            Outcome::Passed
-        }
-    }
-}
-
-/// Checks that failed or could not be evaluated, for reports.
-pub fn failed_checks(run: &ScenarioRun) -> impl Iterator<Item = &CheckResult> {
-    run.checks
-        .iter()
-        .filter(|c| c.status != CheckStatus::Passed)
 }

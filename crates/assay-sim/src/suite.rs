@@ -6,9 +6,9 @@
 //! all zero) name the file, the field and the line where the field is written.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
+use assay_core::simulation::{Scale, SimGate};
 use assay_kb::datafile::{self, DataError, Format};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,7 +42,7 @@ pub struct SuiteConfig {
     pub pass_threshold: f64,
     /// An optional gate over the whole run.
     #[serde(default)]
-    pub gate: Option<GateConfig>,
+    pub gate: Option<SimGate>,
     /// Tool-call rounds allowed in one assistant turn.
     #[serde(default = "default_rounds")]
     pub max_tool_rounds: u32,
@@ -70,18 +70,6 @@ fn default_rounds() -> u32 {
 }
 fn default_stop_token() -> String {
     DEFAULT_STOP_TOKEN.to_owned()
-}
-
-/// `gate:` in the suite.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateConfig {
-    /// The mean overall score over scored scenario runs must reach this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_mean_overall: Option<f64>,
-    /// The share of scored scenario runs that pass must reach this (0-1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_pass_rate: Option<f64>,
 }
 
 /// One MCP server: a command started per scenario run (stdio) or a URL (streamable HTTP).
@@ -151,26 +139,6 @@ pub struct ResourceStep {
     pub server: String,
     /// The resource's URI.
     pub uri: String,
-}
-
-/// A criterion's scale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Scale {
-    /// A score from 0 to 10.
-    #[serde(rename = "0-10")]
-    ZeroToTen,
-    /// Pass (10) or fail (0).
-    #[serde(rename = "pass_fail")]
-    PassFail,
-}
-
-impl fmt::Display for Scale {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Scale::ZeroToTen => "0-10",
-            Scale::PassFail => "pass_fail",
-        })
-    }
 }
 
 /// One judging criterion.

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use assay_core::simulation::{Outcome, RoleUsage, SimReport};
 use assay_harness::HarnessError;
 use assay_harness::engine::{ProviderCalls, build_chat_model};
 use assay_harness::results::{write_new, write_replace};
 use assay_harness::settings::ProjectSettings;
-use assay_sim::run::{Outcome, PreflightError, RoleUsage, SimOptions};
-use assay_sim::{SimModels, SimReport, report};
+use assay_report::simulation as report;
+use assay_sim::SimModels;
+use assay_sim::run::{PreflightError, SimOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{log_warnings, out, runtime};
@@ -175,7 +177,18 @@ fn input_error(e: PreflightError) -> anyhow::Error {
 fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result<PathBuf> {
     let reports_dir = dir.join("sim").join("reports");
     // Stamped names never collide: a second run in the same second gets `_2`, `_3`, ….
-    let base = report.generated_at.format("%Y%m%d_%H%M%S").to_string();
+    // `generated_at` is RFC 3339 (`2026-11-25T06:33:53.123Z`): keep its digits to the second.
+    let base: String = report
+        .generated_at
+        .chars()
+        .take(19)
+        .filter(char::is_ascii_digit)
+        .collect();
+    let base = format!(
+        "{}_{}",
+        &base[..8.min(base.len())],
+        &base[8.min(base.len())..]
+    );
     let stamp = (1..1000)
         .map(|n| {
             if n == 1 {

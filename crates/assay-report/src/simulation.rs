@@ -1,4 +1,5 @@
-//! Renderers, pure functions of [`SimReport`]s: the console summary, the Markdown report (per
+//! Renderers of conversation simulations (`assay simulate`), pure functions of
+//! [`SimReport`]s: the console summary, the Markdown report (per
 //! scenario table, per criterion breakdown, what needs attention, transcript excerpts with tool
 //! calls) and the comparison of several reports (models as columns, scenarios as rows) in
 //! Markdown and HTML.
@@ -6,8 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::conversation::Speaker;
-use crate::run::{ScenarioRun, SimReport, Verdict, failed_checks};
+use assay_core::simulation::{ScenarioRun, SimReport, Speaker, Verdict, failed_checks};
 
 fn score(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"))
@@ -163,7 +163,12 @@ pub fn markdown(report: &SimReport) -> String {
         report.model,
         report.simulator_model,
         report.evaluator_model,
-        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
+        report
+            .generated_at
+            .get(..16)
+            .unwrap_or(&report.generated_at)
+            .replace('T', " ")
+            + " UTC",
         report.repeat,
         report.pass_threshold
     );
@@ -457,20 +462,7 @@ pub fn compare_markdown(reports: &[SimReport]) -> String {
     md
 }
 
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use crate::junit::escape as esc;
 
 /// The same comparison as one self-contained HTML page, cells colour-coded.
 pub fn compare_html(reports: &[SimReport]) -> String {
