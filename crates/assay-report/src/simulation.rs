@@ -509,7 +509,7 @@ mod tests {
     fn html_escapes_everything_shown() {
         assert_eq!(
             esc("<script>\"x\" & 'y'</script>"),
-            "&lt;script&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/script&gt;"
+            "&lt;script&gt;&quot;x&quot; &amp; &apos;y&apos;&lt;/script&gt;"
         );
     }
 
