@@ -140,18 +140,36 @@ pub(crate) fn hypervolume(points: &[&[f64]], reference: &[f64]) -> f64 {
 /// each time the one that adds the most hypervolume to those already picked (ties to the
 /// earliest). Returns positions into `candidates`. Greedy HSSP is within 1 - 1/e of the best
 /// subset (hypervolume is submodular); Optuna's MOTPE tie-break uses the same greedy rule.
+/// As in Optuna, equal loss vectors are selected among only once; when there are fewer
+/// distinct vectors than `k`, all distinct ones are taken and then the first repeats.
 pub(crate) fn hssp_greedy(candidates: &[f64], d: usize, k: usize, reference: &[f64]) -> Vec<usize> {
     let n = candidates.len() / d.max(1);
     if k >= n {
         return (0..n).collect();
     }
+    let order = lex_order(candidates, d);
+    let mut unique: Vec<usize> = Vec::with_capacity(n);
+    let mut repeats: Vec<usize> = Vec::new();
+    for (pos, &i) in order.iter().enumerate() {
+        if pos > 0 && row(candidates, d, order[pos - 1]) == row(candidates, d, i) {
+            repeats.push(i);
+        } else {
+            unique.push(i);
+        }
+    }
+    if unique.len() <= k {
+        repeats.sort_unstable();
+        unique.extend(repeats.into_iter().take(k - unique.len()));
+        return unique;
+    }
+    unique.sort_unstable();
     let mut chosen: Vec<usize> = Vec::with_capacity(k);
     let mut taken = vec![false; n];
     let mut base = 0.0;
     let mut set: Vec<&[f64]> = Vec::with_capacity(k + 1);
     while chosen.len() < k {
         let mut best: Option<(usize, f64)> = None;
-        for i in (0..n).filter(|&i| !taken[i]) {
+        for &i in unique.iter().filter(|&&i| !taken[i]) {
             set.clear();
             set.extend(chosen.iter().map(|&c| row(candidates, d, c)));
             set.push(row(candidates, d, i));
@@ -276,6 +294,12 @@ mod tests {
         let picked = hssp_greedy(&c, 2, 2, &[4.0, 4.0]);
         assert_eq!(picked.len(), 2);
         assert!(picked.contains(&3)); // (2,2) adds the most alone
+        // Repeats are taken only once the distinct points run out.
+        let c = [1.0, 1.0, 1.0, 1.0, 2.0, 0.5];
+        assert_eq!(hssp_greedy(&c, 2, 2, &[3.0, 3.0]).len(), 2);
+        let mut p = hssp_greedy(&c, 2, 2, &[3.0, 3.0]);
+        p.sort_unstable();
+        assert_eq!(p, vec![0, 2]);
     }
 
     #[test]
