@@ -93,7 +93,8 @@ fn new_study(objectives: usize, seed: u64, settings: &SamplerSettings) -> Study 
     s
 }
 
-/// Runs `budget` trials; returns every trial's parameters and the number of evaluations.
+/// Runs `budget` trials; returns every trial's parameters and the number of evaluations
+/// (distinct points: repeats reuse the earlier values).
 fn run(
     objectives: usize,
     seed: u64,
@@ -185,7 +186,7 @@ fn main() {
             mo_evals.push(evals.to_string());
         }
         println!(
-            "{{\"tool\": \"{name}\", \"budget\": {budget}, \"overhead_ms_per_trial\": {{{}}}, \"so_trials_to_optimum\": [{}], \"mo_trials_to_optimum\": [{}], \"mo_front_points\": [{}], \"mo_evaluations\": [{}]}}",
+            "{{\"tool\": \"{name}\", \"budget\": {budget}, \"overhead_ms_per_trial\": {{{}}}, \"so_trials_to_optimum\": [{}], \"mo_trials_to_optimum\": [{}], \"mo_front_points\": [{}], \"mo_distinct_points\": [{}]}}",
             overhead.join(", "),
             so.join(", "),
             mo_found.join(", "),
