@@ -480,7 +480,12 @@ impl Study {
     }
 
     fn unseen_left(&self) -> bool {
-        let seen = (self.completed.len() + self.occupied.len()) as u128;
+        let running_only = self
+            .occupied
+            .iter()
+            .filter(|p| !self.completed.contains_key(*p))
+            .count();
+        let seen = (self.completed.len() + running_only) as u128;
         self.space.size().is_none_or(|s| seen < s)
     }
 
