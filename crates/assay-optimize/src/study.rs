@@ -845,6 +845,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn pruned_trials_count_for_start_up_failed_ones_do_not() {
+        let settings = SamplerSettings {
+            n_startup_trials: 4,
+            ..SamplerSettings::default()
+        };
+        let mut s =
+            Study::with_settings(space(3, 4), vec![Direction::Minimize], 2, settings).unwrap();
+        for i in 0..5 {
+            let a = s.ask().unwrap();
+            assert_eq!(a.origin, Origin::Random, "trial {i}");
+            match i % 3 {
+                0 => s.tell(a.number, &[1.0]).unwrap(),
+                1 => s.tell_pruned(a.number).unwrap(),
+                _ => s.tell_failed(a.number).unwrap(),
+            }
+        }
+        // 2 complete + 2 pruned = 4 finished (the failed one does not count): TPE now.
+        let a = s.ask().unwrap();
+        assert_eq!(a.origin, Origin::Tpe);
+        assert_eq!(s.trial(2).unwrap().state, TrialState::Failed);
+        assert!(matches!(s.tell_pruned(2), Err(Error::TrialFinished { .. })));
+    }
+
     fn trials_to_optimum(seed: u64, settings: SamplerSettings, budget: usize) -> usize {
         let mut s =
             Study::with_settings(space(6, 4), vec![Direction::Maximize], seed, settings).unwrap();
