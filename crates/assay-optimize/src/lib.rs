@@ -31,28 +31,31 @@
 //!
 //! # The sampler
 //!
-//! Independent categorical TPE as in Optuna's `TPESampler` (Bergstra et al., NeurIPS 2011;
-//! Watanabe, "Tree-structured Parzen estimator: understanding its algorithm components",
-//! 2023; MOTPE: Ozaki et al., GECCO 2020 / JAIR 2022), with Optuna's defaults:
+//! Categorical TPE as in Optuna 5's `TPESampler` (Bergstra et al., NeurIPS 2011; Watanabe,
+//! "Tree-structured Parzen estimator: understanding its algorithm components", 2023; MOTPE:
+//! Ozaki et al., GECCO 2020 / JAIR 2022), with Optuna's defaults:
 //!
 //! 1. **Start-up.** Until `n_startup_trials` (10) trials are complete or pruned (enqueued ones
 //!    count), parameters are drawn uniformly.
 //! 2. **Split.** The `n_below = γ(n)` best completed trials form the good group (`⌈n/10⌉`,
 //!    capped at 25 for one objective only, as Optuna's two default γ functions), all other
 //!    completed and the pruned trials the bad group. One objective: by value (ties to the
-//!    older trial). Several: by non-domination rank, whole ranks first; the rank
-//!    that does not fit whole is cut by greedy hypervolume subset selection (HSSP) with the
-//!    reference point `max(1.1 w, 0.9 w)` of that rank's worst values `w`.
+//!    older trial). Several: by non-domination rank, whole ranks first; the rank that does
+//!    not fit whole is cut by greedy hypervolume subset selection (HSSP) over its distinct
+//!    loss vectors, with the reference point `max(1.1 w, 0.9 w)` of that rank's worst values
+//!    `w`.
 //! 3. **Weights.** Bad group and single-objective good group: Optuna's ramp (the 25 newest
-//!    trials weigh 1, older ones linearly from `1/n` up). Multi-objective good group: each
-//!    trial's exclusive hypervolume contribution within the group's own front, scaled to a
-//!    maximum of 1 (dominated trials and exact duplicates get ~0).
-//! 4. **Parzen estimators.** Per parameter, l(x) from the good and g(x) from the bad group:
-//!    a mixture of one kernel per trial (mass `1 + α` on its choice, `α = prior_weight /
-//!    (n + 1)` on every choice, normalised) and a uniform prior kernel of weight
-//!    `prior_weight` (1.0).
-//! 5. **Acquisition.** Per parameter, `n_ei_candidates` (24) draws from l(x); the one with the
-//!    largest l(x)/g(x) is taken (the first on ties).
+//!    trials weigh 1, older ones linearly from `1/n` up). Multi-objective good group: 1 each
+//!    (Optuna 5; 4.x weighed by hypervolume contribution).
+//! 4. **Parzen estimators.** l(x) from the good and g(x) from the bad group: a mixture of one
+//!    kernel per trial (per parameter, mass `1 + α` on the trial's choice and `α =
+//!    prior_weight / (n + 1)` on every choice, normalised) and a uniform prior kernel of
+//!    weight `prior_weight` (1.0). Multivariate (Optuna 5's default for one objective): the
+//!    kernels are products over all parameters, so l and g model whole assignments.
+//!    Independent (its default for several objectives): one such mixture per parameter.
+//! 5. **Acquisition.** `n_ei_candidates` (24) draws from l(x), whole assignments when
+//!    multivariate, per parameter otherwise; the one with the largest l(x)/g(x) is taken (the
+//!    first on ties).
 //!
 //! Two additions that Optuna lacks, both documented on [`SamplerSettings`] and
 //! [`SearchMode`]:
@@ -61,7 +64,7 @@
 //!   names the earlier trial and [`Study::tell_duplicate`] copies its values, so nothing is
 //!   evaluated twice. With `avoid_duplicates` (the default), when TPE's pick was already
 //!   evaluated (or is running) and the space still has unevaluated points, the study instead
-//!   takes the unevaluated assignment with the highest summed `ln l − ln g` among the pick's
+//!   takes the unevaluated assignment with the highest `ln l − ln g` among the pick's
 //!   one-parameter neighbours and `4 × n_ei_candidates` joint draws from l(x) (falling back
 //!   to a uniform unevaluated point); start-up draws also skip evaluated points. The
 //!   benchmark in `bench/optimizer/` measures what this buys.

@@ -186,44 +186,6 @@ pub(crate) fn hssp_greedy(candidates: &[f64], d: usize, k: usize, reference: &[f
     chosen
 }
 
-/// Optuna's MOTPE weights for the good group: each point's exclusive hypervolume contribution
-/// among the good group's own Pareto front, scaled so the largest is 1; points off that front
-/// (and exact duplicates, whose contribution is 0) get a tiny weight.
-pub(crate) fn contribution_weights(data: &[f64], d: usize) -> Vec<f64> {
-    const EPS: f64 = 1e-12;
-    let n = data.len() / d.max(1);
-    if n <= 1 {
-        return vec![1.0; n];
-    }
-    let reference = reference_point(data, d);
-    let ranks = nondomination_ranks(data, d, 1);
-    let front: Vec<usize> = (0..n).filter(|&i| ranks[i] == 0).collect();
-    let points: Vec<&[f64]> = front.iter().map(|&i| row(data, d, i)).collect();
-    let total = hypervolume(&points, &reference);
-    let mut weights = vec![EPS; n];
-    if !total.is_finite() {
-        return vec![1.0; n];
-    }
-    let mut contrib = vec![0.0; front.len()];
-    let mut others: Vec<&[f64]> = Vec::with_capacity(points.len());
-    for (j, c) in contrib.iter_mut().enumerate() {
-        others.clear();
-        others.extend(
-            points
-                .iter()
-                .enumerate()
-                .filter(|&(m, _)| m != j)
-                .map(|(_, p)| *p),
-        );
-        *c = total - hypervolume(&others, &reference);
-    }
-    let max = contrib.iter().copied().fold(0.0, f64::max).max(EPS);
-    for (&i, c) in front.iter().zip(contrib) {
-        weights[i] = (c / max).max(EPS);
-    }
-    weights
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,17 +262,5 @@ mod tests {
         let mut p = hssp_greedy(&c, 2, 2, &[3.0, 3.0]);
         p.sort_unstable();
         assert_eq!(p, vec![0, 2]);
-    }
-
-    #[test]
-    fn contribution_weights_favour_unique_front_points() {
-        let data = [1.0, 3.0, 3.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0];
-        let w = contribution_weights(&data, 2);
-        assert!(w[0] > 0.1 && w[1] > 0.1);
-        assert!(
-            w[2] < 1e-9 && w[3] < 1e-9,
-            "duplicates contribute nothing: {w:?}"
-        );
-        assert!(w[4] < 1e-9, "dominated: {w:?}");
     }
 }

@@ -103,6 +103,10 @@ pub struct SamplerSettings {
     pub n_ei_candidates: usize,
     /// Weight of the uniform prior kernel in both Parzen estimators. Optuna: 1.0.
     pub prior_weight: f64,
+    /// Multivariate TPE (joint product-kernel estimators over whole assignments) or
+    /// independent TPE (one estimator per parameter). `None`: Optuna 5's default, multivariate
+    /// for one objective and independent for several.
+    pub multivariate: Option<bool>,
     /// When the sampler's pick was already evaluated and the space still has unevaluated
     /// points, take the best-scoring unevaluated candidate instead (Optuna does not).
     pub avoid_duplicates: bool,
@@ -117,6 +121,7 @@ impl Default for SamplerSettings {
             n_startup_trials: 10,
             n_ei_candidates: 24,
             prior_weight: 1.0,
+            multivariate: None,
             avoid_duplicates: true,
             budget: None,
         }
@@ -542,6 +547,7 @@ impl Study {
             &pruned,
             d,
             self.settings.prior_weight,
+            self.settings.multivariate.unwrap_or(d == 1),
         );
         let pick = model.suggest(self.settings.n_ei_candidates, rng);
         if !self.settings.avoid_duplicates || !self.seen(&pick) || !self.unseen_left() {
@@ -566,8 +572,7 @@ impl Study {
             }
         }
         for _ in 0..4 * self.settings.n_ei_candidates {
-            let cand: Vec<usize> = (0..n_choices.len()).map(|j| model.draw(j, rng)).collect();
-            consider(cand, &mut best);
+            consider(model.draw(rng), &mut best);
         }
         if let Some((_, cand)) = best {
             return cand;

@@ -3,7 +3,7 @@
 //! See the crate docs for the algorithm; this module follows Optuna's `TPESampler` (v4/v5,
 //! independent sampling) for categorical parameters.
 
-use crate::pareto::{contribution_weights, hssp_greedy, nondomination_ranks, reference_point, row};
+use crate::pareto::{hssp_greedy, nondomination_ranks, reference_point, row};
 use crate::rng::SplitMix64;
 
 /// Optuna's default γ: the good group holds `min(ceil(n / 10), 25)` trials for one objective,
@@ -105,11 +105,110 @@ pub(crate) fn split(complete: &[Observation<'_>], d: usize, n_below: usize) -> S
     }
 }
 
-/// The fitted model: per parameter, the good-group distribution's CDF and the acquisition
-/// score `ln l(c) - ln g(c)` of every choice.
-pub(crate) struct Model {
-    pub(crate) cdf_below: Vec<Vec<f64>>,
-    pub(crate) score: Vec<Vec<f64>>,
+/// The fitted model.
+pub(crate) enum Model {
+    /// Independent TPE: per parameter, the good-group distribution's CDF and the acquisition
+    /// score `ln l(c) - ln g(c)` of every choice.
+    Independent {
+        cdf_below: Vec<Vec<f64>>,
+        score: Vec<Vec<f64>>,
+    },
+    /// Multivariate TPE: l and g are mixtures of product kernels over whole assignments.
+    Joint {
+        below: Mixture,
+        above: Mixture,
+        n_choices: Vec<usize>,
+    },
+}
+
+/// A mixture of product kernels over assignments: one kernel per observation (per parameter,
+/// mass `1 + α` on the observed choice and `α` on each choice, normalised) plus a uniform
+/// prior kernel; Optuna's multivariate categorical Parzen estimator.
+pub(crate) struct Mixture {
+    /// Observations, row-major, one row per kernel.
+    observed: Vec<usize>,
+    /// ln of each observation kernel's normalised weight.
+    log_weights: Vec<f64>,
+    /// Normalised weight of the prior kernel (1 when there are no observations).
+    prior: f64,
+    alpha: f64,
+}
+
+impl Mixture {
+    fn new<'a>(
+        rows: impl Iterator<Item = &'a [usize]>,
+        weights: &[f64],
+        prior_weight: f64,
+    ) -> Self {
+        let observed: Vec<usize> = rows.flat_map(|r| r.iter().copied()).collect();
+        let n = weights.len();
+        if n == 0 {
+            return Self {
+                observed,
+                log_weights: Vec::new(),
+                prior: 1.0,
+                alpha: 0.0,
+            };
+        }
+        let sum: f64 = weights.iter().sum::<f64>() + prior_weight;
+        Self {
+            observed,
+            log_weights: weights.iter().map(|w| (w / sum).ln()).collect(),
+            prior: prior_weight / sum,
+            alpha: prior_weight / (n + 1) as f64,
+        }
+    }
+
+    fn log_pdf(&self, x: &[usize], n_choices: &[usize]) -> f64 {
+        let log_uniform: f64 = -n_choices.iter().map(|&c| (c as f64).ln()).sum::<f64>();
+        if self.log_weights.is_empty() {
+            return log_uniform;
+        }
+        let d = x.len();
+        let log_norm: f64 = -n_choices
+            .iter()
+            .map(|&c| (c as f64).mul_add(self.alpha, 1.0).ln())
+            .sum::<f64>();
+        let (la, l1a) = (self.alpha.ln(), self.alpha.ln_1p());
+        let mut terms: Vec<f64> = self
+            .log_weights
+            .iter()
+            .enumerate()
+            .map(|(k, lw)| {
+                let row = &self.observed[k * d..(k + 1) * d];
+                let m = row.iter().zip(x).filter(|(a, b)| a == b).count();
+                lw + log_norm + (d - m) as f64 * la + m as f64 * l1a
+            })
+            .collect();
+        terms.push(self.prior.ln() + log_uniform);
+        let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        max + terms.iter().map(|t| (t - max).exp()).sum::<f64>().ln()
+    }
+
+    fn sample(&self, n_choices: &[usize], rng: &mut SplitMix64) -> Vec<usize> {
+        let d = n_choices.len();
+        let mut u = rng.next_f64();
+        let mut kernel = None;
+        for (k, lw) in self.log_weights.iter().enumerate() {
+            u -= lw.exp();
+            if u < 0.0 {
+                kernel = Some(k);
+                break;
+            }
+        }
+        n_choices
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| match kernel {
+                // Row (α + e_obs) / (cα + 1): the observed choice with probability
+                // 1 / (cα + 1), otherwise uniform.
+                Some(k) if rng.next_f64() * (c as f64).mul_add(self.alpha, 1.0) < 1.0 => {
+                    self.observed[k * d + j]
+                }
+                _ => rng.below(c),
+            })
+            .collect()
+    }
 }
 
 /// A categorical Parzen estimator collapsed to its marginal: each observation is a kernel
@@ -147,23 +246,34 @@ pub(crate) fn fit(
     pruned: &[&[usize]],
     d: usize,
     prior_weight: f64,
+    multivariate: bool,
 ) -> Model {
     let n_below = default_gamma(complete.len() + pruned.len(), d);
     let split = split(complete, d, n_below);
+    // Optuna 5 weighs the good group with the ramp for one objective and uniformly for
+    // several (4.x used hypervolume contributions there).
     let below_weights = if d == 1 {
         default_weights(split.below.len())
     } else {
-        let data: Vec<f64> = split
-            .below
-            .iter()
-            .flat_map(|&i| complete[i].loss.iter().copied())
-            .collect();
-        contribution_weights(&data, d)
+        vec![1.0; split.below.len()]
     };
     // Bad group in trial order: Optuna puts pruned trials with the bad ones. (Our pruned
     // trials are not interleaved by number here; their weight is the ramp's tail.)
     let n_above = split.above_complete.len() + pruned.len();
     let above_weights = default_weights(n_above);
+    if multivariate {
+        let below_rows = split.below.iter().map(|&i| complete[i].params);
+        let above_rows = split
+            .above_complete
+            .iter()
+            .map(|&i| complete[i].params)
+            .chain(pruned.iter().copied());
+        return Model::Joint {
+            below: Mixture::new(below_rows, &below_weights, prior_weight),
+            above: Mixture::new(above_rows, &above_weights, prior_weight),
+            n_choices: n_choices.to_vec(),
+        };
+    }
     let mut cdf_below = Vec::with_capacity(n_choices.len());
     let mut score = Vec::with_capacity(n_choices.len());
     for (j, &nc) in n_choices.iter().enumerate() {
@@ -199,37 +309,74 @@ pub(crate) fn fit(
                 .collect(),
         );
     }
-    Model { cdf_below, score }
+    Model::Independent { cdf_below, score }
 }
 
 impl Model {
-    /// Draws one choice of parameter `j` from the good-group distribution l(x).
-    pub(crate) fn draw(&self, j: usize, rng: &mut SplitMix64) -> usize {
-        let cdf = &self.cdf_below[j];
-        let u = rng.next_f64() * cdf.last().copied().unwrap_or(1.0);
-        cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1)
+    /// One draw from the good-group distribution l(x).
+    pub(crate) fn draw(&self, rng: &mut SplitMix64) -> Vec<usize> {
+        match self {
+            Self::Independent { cdf_below, .. } => cdf_below
+                .iter()
+                .map(|cdf| {
+                    let u = rng.next_f64() * cdf.last().copied().unwrap_or(1.0);
+                    cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1)
+                })
+                .collect(),
+            Self::Joint {
+                below, n_choices, ..
+            } => below.sample(n_choices, rng),
+        }
     }
 
-    /// Optuna's independent TPE step: per parameter, `n_candidates` draws from l(x), keep the
-    /// one with the largest l(x)/g(x) (the first on ties).
+    /// Optuna's TPE step: `n_candidates` draws from l(x), keep the one with the largest
+    /// l(x)/g(x) (the first on ties); per parameter for independent TPE, whole assignments
+    /// for multivariate TPE.
     pub(crate) fn suggest(&self, n_candidates: usize, rng: &mut SplitMix64) -> Vec<usize> {
-        (0..self.score.len())
-            .map(|j| {
-                let mut best = self.draw(j, rng);
+        match self {
+            Self::Independent { cdf_below, score } => (0..score.len())
+                .map(|j| {
+                    let cdf = &cdf_below[j];
+                    let mut draw = || {
+                        let u = rng.next_f64() * cdf.last().copied().unwrap_or(1.0);
+                        cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1)
+                    };
+                    let mut best = draw();
+                    for _ in 1..n_candidates {
+                        let c = draw();
+                        if score[j][c] > score[j][best] {
+                            best = c;
+                        }
+                    }
+                    best
+                })
+                .collect(),
+            Self::Joint { .. } => {
+                let mut best = self.draw(rng);
+                let mut best_score = self.joint_score(&best);
                 for _ in 1..n_candidates {
-                    let c = self.draw(j, rng);
-                    if self.score[j][c] > self.score[j][best] {
-                        best = c;
+                    let cand = self.draw(rng);
+                    let s = self.joint_score(&cand);
+                    if s > best_score {
+                        best = cand;
+                        best_score = s;
                     }
                 }
                 best
-            })
-            .collect()
+            }
+        }
     }
 
-    /// Acquisition of a whole assignment: the sum of per-parameter `ln l - ln g`.
+    /// The acquisition `ln l(x) - ln g(x)` of a whole assignment.
     pub(crate) fn joint_score(&self, params: &[usize]) -> f64 {
-        params.iter().zip(&self.score).map(|(&c, s)| s[c]).sum()
+        match self {
+            Self::Independent { score, .. } => params.iter().zip(score).map(|(&c, s)| s[c]).sum(),
+            Self::Joint {
+                below,
+                above,
+                n_choices,
+            } => below.log_pdf(params, n_choices) - above.log_pdf(params, n_choices),
+        }
     }
 }
 
@@ -260,6 +407,29 @@ mod tests {
         assert!(p[1] > p[2] && p[2] > p[0] && (p[0] - p[3]).abs() < 1e-15);
         let empty = parzen(std::iter::empty(), 4, 0, 1.0);
         assert_eq!(empty, vec![0.25; 4]);
+    }
+
+    #[test]
+    fn joint_mixture_sums_to_one_and_favours_observations() {
+        let rows: [&[usize]; 3] = [&[0, 1], &[0, 1], &[2, 2]];
+        let m = Mixture::new(rows.into_iter(), &[1.0, 1.0, 0.5], 1.0);
+        let nc = [3, 3];
+        let total: f64 = (0..3)
+            .flat_map(|a| (0..3).map(move |b| [a, b]))
+            .map(|x| m.log_pdf(&x, &nc).exp())
+            .sum();
+        assert!((total - 1.0).abs() < 1e-12, "{total}");
+        assert!(m.log_pdf(&[0, 1], &nc) > m.log_pdf(&[2, 2], &nc));
+        assert!(m.log_pdf(&[2, 2], &nc) > m.log_pdf(&[1, 0], &nc));
+        let mut rng = SplitMix64::for_trial(1, 1);
+        let hits = (0..2000)
+            .filter(|_| m.sample(&nc, &mut rng) == [0, 1])
+            .count();
+        let expected = m.log_pdf(&[0, 1], &nc).exp() * 2000.0;
+        assert!(
+            (hits as f64 - expected).abs() < 0.15 * expected,
+            "{hits} vs {expected}"
+        );
     }
 
     fn obs(params: &'static [usize], loss: &[f64]) -> Observation<'static> {
