@@ -894,17 +894,22 @@ mod tests {
             n_startup_trials: usize::MAX,
             ..SamplerSettings::default()
         };
-        let seeds = 0..10u64;
-        let tpe: usize = seeds
-            .clone()
-            .map(|s| trials_to_optimum(s, SamplerSettings::default(), 400))
-            .sum();
-        let rnd: usize = seeds
-            .map(|s| trials_to_optimum(s, random.clone(), 400))
-            .sum();
-        assert!(
-            tpe * 2 < rnd,
-            "TPE {tpe} vs random {rnd} trials over 10 seeds"
-        );
+        let independent = SamplerSettings {
+            multivariate: Some(false),
+            ..SamplerSettings::default()
+        };
+        let total = |settings: &SamplerSettings| -> usize {
+            (0..10u64)
+                .map(|s| trials_to_optimum(s, settings.clone(), 400))
+                .sum()
+        };
+        let rnd = total(&random);
+        for settings in [SamplerSettings::default(), independent] {
+            let tpe = total(&settings);
+            assert!(
+                tpe * 2 < rnd,
+                "TPE {tpe} vs random {rnd} trials over 10 seeds ({settings:?})"
+            );
+        }
     }
 }
