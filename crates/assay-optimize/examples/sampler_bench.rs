@@ -1,8 +1,11 @@
 //! The sampler half of `bench/optimizer/`: per-trial overhead and sample efficiency on the
 //! synthetic objectives that `bench/optimizer/optuna_bench.py` runs through Optuna.
 //!
-//! Prints one JSON object per sampler variant on stdout. Knobs (environment): `SEEDS` (20),
-//! `BUDGET` (1000 trials), `OVERHEAD_REPS` (5).
+//! Prints one JSON object per sampler variant on stdout: `assay` (the defaults), `assay-no-dedup`
+//! (`avoid_duplicates: false`, i.e. Optuna's behaviour) and `random` (uniform, repeats allowed).
+//! Every study enqueues the baseline (all zeros) as trial 0, as the seed does. A repeat counts
+//! as a trial (Optuna evaluates it again; assay reuses the values). Knobs (environment):
+//! `SEEDS` (20), `BUDGET` (1000 trials), `OVERHEAD_REPS` (5).
 
 #![allow(clippy::print_stdout)]
 
