@@ -258,10 +258,13 @@ pub async fn simulate(
 ) -> SimReport {
     let started = Instant::now();
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3f").to_string();
-    let jobs: Vec<(&crate::suite::Scenario, u32)> = selected
+    // Longest first (by `max_turns`, the best estimate before running), so that short runs fill
+    // the last slots and the concurrent schedule ends sooner; the report is sorted afterwards.
+    let mut jobs: Vec<(&crate::suite::Scenario, u32)> = selected
         .iter()
         .flat_map(|s| (1..=options.repeat.max(1)).map(move |k| (*s, k)))
         .collect();
+    jobs.sort_by_key(|(s, k)| (std::cmp::Reverse(s.config.max_turns), *k));
     let mut runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
         .map(|(scenario, repeat)| {
             let stamp = &stamp;
