@@ -4,6 +4,7 @@ mod bad_input;
 mod calibrate;
 mod expectations;
 mod fake_openai;
+mod ir;
 mod kb;
 mod migrate;
 mod providers;

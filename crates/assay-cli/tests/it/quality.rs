@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::support::{Run, Scratch, assay};
 
 /// `local/<dir>` for the MiniLM test model, or `None` when skipping is asked for.
-fn minilm() -> Option<String> {
+pub(crate) fn minilm() -> Option<String> {
     let dir = std::env::var_os("ASSAY_TEST_MODEL_DIR").map_or_else(
         || {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
