@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod calibrate;
+mod eval_set;
 mod expectations;
 mod fake_openai;
 mod ir;
