@@ -435,6 +435,18 @@ impl Kb {
         for id in &report.embedded {
             text.push_str(&format!("  {id}\n"));
         }
+        if engine::multi_view(&self.project.settings) && entity_id.is_none() {
+            let views = rt.block_on(engine::refresh_view_embeddings(
+                &self.store,
+                embedder.as_ref(),
+                all,
+            ))?;
+            text.push_str(&format!(
+                "views: embedded those of {} ({} already fresh)\n",
+                plural(views.embedded.len(), "entity"),
+                views.fresh
+            ));
+        }
         out(&text);
         Ok(())
     }
