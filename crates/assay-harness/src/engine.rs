@@ -711,6 +711,7 @@ pub struct SemanticSearch<'a> {
     reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     candidates: usize,
     top_k: usize,
+    threshold: Option<f32>,
     description: String,
 }
 
@@ -737,8 +738,20 @@ impl<'a> SemanticSearch<'a> {
             reranker,
             candidates,
             top_k,
+            threshold: None,
             description,
         }
+    }
+
+    /// Selects only candidates scoring at least `threshold` (a threshold tuned for the
+    /// embedder by `assay kb tune`; without one, as in 000 §6.1, there is none).
+    #[must_use]
+    pub fn with_threshold(mut self, threshold: Option<f32>) -> Self {
+        self.threshold = threshold;
+        if let Some(t) = threshold {
+            self.description.push_str(&format!(" (threshold {t})"));
+        }
+        self
     }
 }
 
@@ -806,6 +819,7 @@ impl SemanticRetriever for SemanticSearch<'_> {
             let weight = self.pipeline.config().priority_weight;
             let mut ranked: Vec<(f32, &str)> = nearest
                 .iter()
+                .filter(|(_, sim)| self.threshold.is_none_or(|t| *sim >= t))
                 .map(|(id, sim)| {
                     let bonus = f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
                     (sim + bonus, id.as_str())

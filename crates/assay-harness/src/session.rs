@@ -145,6 +145,7 @@ pub async fn execute(
             &parts.model,
             reranker.clone(),
         )
+        .with_threshold(parts.threshold)
     });
     let backends = Backends {
         kb: &kb,
@@ -218,6 +219,8 @@ struct SemanticParts {
     model: String,
     /// First-stage candidates (tuned for the embedder, else `[semantic] candidates`).
     candidates: usize,
+    /// The threshold tuned for the embedder, if any.
+    threshold: Option<f32>,
 }
 
 /// Chooses and wraps the embedder, brings the store's entity embeddings up to date, builds
@@ -249,6 +252,7 @@ async fn semantic_parts(
         queries,
         model: embedder.model().to_owned(),
         candidates: engine::semantic_candidates(settings, &choice),
+        threshold: engine::tuned_for(settings, &choice).and_then(|t| t.score_threshold),
     })
 }
 
