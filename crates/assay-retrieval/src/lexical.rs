@@ -82,12 +82,11 @@ impl Analyzer {
 #[derive(Debug, Clone)]
 pub struct Bm25Index {
     analyzer: Analyzer,
-    /// term → (document, term frequency)
+    /// term → its postings: (document, `tf × (k1 + 1) / (tf + k1 × (1 − b + b × len / avg))`),
+    /// so a query only multiplies by the idf and adds.
     postings: HashMap<String, Vec<(u32, f32)>>,
     /// Per document: its item.
     doc_item: Vec<u32>,
-    /// Per document: `k1 × (1 − b + b × len / avg_len)`.
-    doc_norm: Vec<f32>,
     items: usize,
 }
 
@@ -95,10 +94,10 @@ impl Bm25Index {
     /// Indexes `(item, text)` documents for `items` items.
     pub fn new<S: AsRef<str>>(items: usize, docs: &[(usize, S)]) -> Bm25Index {
         let analyzer = Analyzer::default();
-        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
         let mut lens = Vec::with_capacity(docs.len());
         let mut doc_item = Vec::with_capacity(docs.len());
-        for (doc, (item, text)) in docs.iter().enumerate() {
+        let mut doc_terms: Vec<HashMap<String, f32>> = Vec::with_capacity(docs.len());
+        for (item, text) in docs {
             let terms = analyzer.terms(text.as_ref());
             lens.push(terms.len() as f32);
             doc_item.push(u32::try_from(*item).unwrap_or(u32::MAX));
@@ -106,22 +105,31 @@ impl Bm25Index {
             for t in terms {
                 *tf.entry(t).or_default() += 1.0;
             }
-            let doc = u32::try_from(doc).unwrap_or(u32::MAX);
-            for (t, f) in tf {
-                postings.entry(t).or_default().push((doc, f));
-            }
+            doc_terms.push(tf);
         }
         let avg = if lens.is_empty() {
             1.0
         } else {
             (lens.iter().sum::<f32>() / lens.len() as f32).max(1.0)
         };
-        let doc_norm = lens.iter().map(|l| K1 * (1.0 - B + B * l / avg)).collect();
+        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
+        for (doc, tf) in doc_terms.into_iter().enumerate() {
+            let norm = K1 * (1.0 - B + B * lens[doc] / avg);
+            let doc = u32::try_from(doc).unwrap_or(u32::MAX);
+            for (t, f) in tf {
+                postings
+                    .entry(t)
+                    .or_default()
+                    .push((doc, f * (K1 + 1.0) / (f + norm)));
+            }
+        }
+        for list in postings.values_mut() {
+            list.sort_unstable_by_key(|(d, _)| *d);
+        }
         Bm25Index {
             analyzer,
             postings,
             doc_item,
-            doc_norm,
             items,
         }
     }
@@ -139,32 +147,25 @@ impl Bm25Index {
         terms.dedup();
         let n = self.doc_item.len() as f32;
         let mut doc_scores = vec![0.0f32; self.doc_item.len()];
-        let mut touched: Vec<u32> = Vec::new();
         for t in &terms {
             let Some(list) = self.postings.get(t) else {
                 continue;
             };
             let df = list.len() as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for &(doc, tf) in list {
-                let d = doc as usize;
-                if doc_scores[d] == 0.0 {
-                    touched.push(doc);
-                }
-                doc_scores[d] += idf * tf * (K1 + 1.0) / (tf + self.doc_norm[d]);
+            for &(doc, weight) in list {
+                doc_scores[doc as usize] += idf * weight;
             }
         }
-        touched.sort_unstable();
         let mut best = vec![0.0f32; self.items];
         let mut best_doc = vec![None; self.items];
-        for doc in touched {
-            let score = doc_scores[doc as usize];
-            let item = self.doc_item[doc as usize] as usize;
-            if let Some(slot) = best.get_mut(item)
+        for (doc, (&score, &item)) in doc_scores.iter().zip(&self.doc_item).enumerate() {
+            if score > 0.0
+                && let Some(slot) = best.get_mut(item as usize)
                 && score > *slot
             {
                 *slot = score;
-                best_doc[item] = Some(doc as usize);
+                best_doc[item as usize] = Some(doc);
             }
         }
         (best, best_doc)

@@ -540,33 +540,39 @@ impl Pipeline {
             None => (None, Vec::new()),
         };
         let weight = self.config.lexical_weight;
-        let mut hits: Vec<RankedHit> = (0..n)
+        let score = |i: usize| dense[i] + lexical.as_ref().map_or(0.0, |l| weight * l[i]);
+        let better = |a: &(f32, usize), b: &(f32, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| pooled.entities[a.1].cmp(&pooled.entities[b.1]))
+        };
+        let mut order: Vec<(f32, usize)> = (0..n)
             .filter(|&i| allowed[i] && dense[i].is_finite())
-            .map(|i| {
-                let lex = lexical.as_ref().map(|l| l[i]);
-                RankedHit {
-                    entity_id: pooled.entities[i].clone(),
-                    score: dense[i] + lex.map_or(0.0, |l| weight * l),
-                    dense: dense[i],
-                    view: view[i].cloned().flatten(),
-                    lexical: lex,
-                    lexical_view: lexical_doc
-                        .get(i)
-                        .copied()
-                        .flatten()
-                        .and_then(|d| pooled.lexical.as_ref().and_then(|(_, v)| v.get(d)))
-                        .cloned()
-                        .flatten(),
-                }
-            })
+            .map(|i| (score(i), i))
             .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.entity_id.cmp(&b.entity_id))
-        });
-        hits.truncate(k);
-        hits
+        if k < order.len() {
+            if k > 0 {
+                order.select_nth_unstable_by(k - 1, better);
+            }
+            order.truncate(k);
+        }
+        order.sort_by(better);
+        order
+            .into_iter()
+            .map(|(s, i)| RankedHit {
+                entity_id: pooled.entities[i].clone(),
+                score: s,
+                dense: dense[i],
+                view: view[i].cloned().flatten(),
+                lexical: lexical.as_ref().map(|l| l[i]),
+                lexical_view: lexical_doc
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .and_then(|d| pooled.lexical.as_ref().and_then(|(_, v)| v.get(d)))
+                    .cloned()
+                    .flatten(),
+            })
+            .collect()
     }
 
     /// The priority of an entity, if it is active.
