@@ -212,7 +212,8 @@ pub struct RetrievalSettingsConfig {
     pub priority_weight: f32,
     /// Token budget of the context (default 3000).
     pub max_tokens_budget: usize,
-    /// `dense` (003's pipeline, the default) or `hybrid` (dense + BM25).
+    /// `hybrid` (dense + BM25, the default: see the guide for the measurements) or `dense`
+    /// (003's pipeline exactly).
     pub mode: String,
     /// `single` (one embedding of the whole embedding text, 003 §8; the default) or `multi`
     /// (one embedding per view: title, each recognition line, keywords, each example).
@@ -252,7 +253,7 @@ impl Default for RetrievalSettingsConfig {
             score_threshold: None,
             priority_weight: 0.15,
             max_tokens_budget: 3000,
-            mode: "dense".into(),
+            mode: "hybrid".into(),
             views: "single".into(),
             lexical_weight: None,
             tuned: BTreeMap::new(),

@@ -729,7 +729,7 @@ fn embed_then_stats() {
 
 #[test]
 fn tune_reports_held_out_folds_and_writes_only_when_asked() {
-    let p = Scratch::example();
+    let p = Scratch::example_dense();
     let before = p.read("assay.toml");
     let run = p.assay(&["kb", "tune", "--folds", "4", "--json"]);
     assert_eq!(run.code, 0, "{run:?}");
