@@ -77,6 +77,79 @@ pub struct EmbedderChoice {
     pub options: EmbedderOptions,
     /// `--embedder`, `ASSAY_EMBEDDER`, `assay.toml` or `default`.
     pub source: &'static str,
+    /// Prepended to queries before embedding (query/document asymmetry; empty: none).
+    pub query_prefix: String,
+    /// Prepended to documents before embedding (empty: none).
+    pub document_prefix: String,
+}
+
+/// The BGE v1.5 models' query instruction (their model cards).
+pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
+
+/// The prefixes a model's card asks for, by its name: E5 models embed `query: ` and
+/// `passage: ` texts, BGE v1.5 English models instruct queries; others (MiniLM, Voyage, which
+/// takes `input_type` instead, OpenAI) need none.
+pub fn default_prefixes(name: &str) -> (&'static str, &'static str) {
+    let lower = name.to_ascii_lowercase();
+    let base = lower.rsplit('/').next().unwrap_or(&lower);
+    if base.contains("e5-") || base.starts_with("e5") {
+        ("query: ", "passage: ")
+    } else if base.starts_with("bge-") && base.contains("-en-v1.5") {
+        (BGE_QUERY_INSTRUCTION, "")
+    } else {
+        ("", "")
+    }
+}
+
+/// An embedder that prepends fixed prefixes to queries and documents (query/document
+/// asymmetry for models that expect it). Its model name records the prefixes, so embeddings
+/// made with other prefixes are stale.
+#[derive(Debug)]
+pub struct PrefixedEmbedder {
+    inner: Box<dyn Embedder>,
+    query: String,
+    document: String,
+    name: String,
+}
+
+impl PrefixedEmbedder {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Embedder>, query: &str, document: &str) -> PrefixedEmbedder {
+        let name = format!("{}+prefixes({:?},{:?})", inner.model(), query, document);
+        PrefixedEmbedder {
+            inner,
+            query: query.to_owned(),
+            document: document.to_owned(),
+            name,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for PrefixedEmbedder {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        self.inner.dimension()
+    }
+
+    async fn embed_with_usage(
+        &self,
+        texts: &[String],
+        kind: InputKind,
+    ) -> Result<assay_providers::Embeddings, assay_providers::ProviderError> {
+        let prefix = match kind {
+            InputKind::Query => &self.query,
+            InputKind::Document => &self.document,
+        };
+        if prefix.is_empty() {
+            return self.inner.embed_with_usage(texts, kind).await;
+        }
+        let prefixed: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        self.inner.embed_with_usage(&prefixed, kind).await
+    }
 }
 
 impl EmbedderChoice {
@@ -143,10 +216,16 @@ pub fn choose_embedder(
     }
     options.timeout = Duration::from_secs_f64(e.timeout_seconds.unwrap_or(p.timeout_seconds));
     options.batch_size = e.batch_size;
+    let (query, document) = default_prefixes(&spec.to_string());
     Ok(EmbedderChoice {
         spec,
         options,
         source,
+        query_prefix: e.query_prefix.clone().unwrap_or_else(|| query.to_owned()),
+        document_prefix: e
+            .document_prefix
+            .clone()
+            .unwrap_or_else(|| document.to_owned()),
     })
 }
 
@@ -359,12 +438,21 @@ impl ProviderCalls {
 /// Builds the chosen embedder. A bad configuration or a model that cannot be loaded is bad
 /// input (exit 2); nothing is contacted yet.
 pub fn build_embedder(choice: &EmbedderChoice) -> Result<Box<dyn Embedder>, HarnessError> {
-    assay_providers::build_embedder(&choice.spec, &choice.options).map_err(|e| {
+    let inner = assay_providers::build_embedder(&choice.spec, &choice.options).map_err(|e| {
         HarnessError::Usage(format!(
             "embedder `{}` (from {}): {e}",
             choice.spec, choice.source
         ))
-    })
+    })?;
+    if choice.query_prefix.is_empty() && choice.document_prefix.is_empty() {
+        Ok(inner)
+    } else {
+        Ok(Box::new(PrefixedEmbedder::new(
+            inner,
+            &choice.query_prefix,
+            &choice.document_prefix,
+        )))
+    }
 }
 
 /// The retrieval settings for an embedder: the configured threshold, or the default for the
@@ -853,6 +941,40 @@ mod tests {
             "examples": "Parent: a\nCoach: b\n\nParent: c\nCoach: d"
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn model_cards_decide_the_default_prefixes() {
+        assert_eq!(
+            default_prefixes("hf/intfloat/e5-small-v2"),
+            ("query: ", "passage: ")
+        );
+        assert_eq!(
+            default_prefixes("hf/BAAI/bge-small-en-v1.5"),
+            (BGE_QUERY_INSTRUCTION, "")
+        );
+        assert_eq!(default_prefixes("local/models/all-minilm-l6-v2"), ("", ""));
+        assert_eq!(default_prefixes("voyage/voyage-2"), ("", ""));
+    }
+
+    #[tokio::test]
+    async fn prefixes_reach_the_model_and_name_the_embeddings() {
+        let plain = HashedNgramEmbedder::new();
+        let prefixed = PrefixedEmbedder::new(Box::new(HashedNgramEmbedder::new()), "query: ", "");
+        assert_ne!(
+            prefixed.model(),
+            plain.model(),
+            "other prefixes, other embeddings"
+        );
+        let text = vec!["gray rock".to_owned()];
+        let q = prefixed.embed(&text, InputKind::Query).await.unwrap();
+        let want = plain
+            .embed(&["query: gray rock".to_owned()], InputKind::Query)
+            .await
+            .unwrap();
+        assert_eq!(q, want);
+        let d = prefixed.embed(&text, InputKind::Document).await.unwrap();
+        assert_eq!(d, plain.embed(&text, InputKind::Document).await.unwrap());
     }
 
     #[tokio::test]

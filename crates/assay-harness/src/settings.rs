@@ -195,6 +195,13 @@ pub struct EmbedderConfig {
     pub timeout_seconds: Option<f64>,
     /// Texts per request or forward pass (default: each provider's own).
     pub batch_size: Option<usize>,
+    /// Prepended to every query (the user's message) before it is embedded; default: what
+    /// the model's card asks for (`query: ` for E5 models, the BGE v1.5 search instruction),
+    /// else nothing. `""` turns it off.
+    pub query_prefix: Option<String>,
+    /// Prepended to every document (an entity's text or view) before it is embedded; default:
+    /// `passage: ` for E5 models, else nothing.
+    pub document_prefix: Option<String>,
 }
 
 /// `[retrieval]`: the retrieval pipeline (003 §3, §6).
