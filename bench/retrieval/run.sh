@@ -2,7 +2,7 @@
 # Retrieval quality on bench/retrieval/eval_set.jsonl and on the example's semantic bank, for
 # each embedder (built-in, MiniLM) × mode (single-view dense, multi-view dense, hybrid).
 #
-# Usage: bench/retrieval/run.sh [--profile release|dev] [--tuned]
+# Usage: [NO_BUILD=1] bench/retrieval/run.sh [--profile release|dev] [--tuned]
 #   --tuned  also runs `assay kb tune --write` for each embedder × mode and measures again.
 # Writes bench/out/retrieval/<embedder>_<mode>[_tuned].json and prints a table.
 set -euo pipefail
@@ -18,12 +18,14 @@ while (($#)); do
 done
 export RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-1}"
 if [[ "$PROFILE" == release ]]; then
-  cargo build --release -p assay-cli --bin assay --example retrieval_eval >&2
   BIN=target/release
+  BUILD=(cargo build --release -p assay-cli --bin assay --example retrieval_eval)
 else
-  cargo build -p assay-cli --bin assay --example retrieval_eval >&2
   BIN=target/debug
+  BUILD=(cargo build -p assay-cli --bin assay --example retrieval_eval)
 fi
+# NO_BUILD=1 uses the binaries already in $BIN.
+[[ "${NO_BUILD:-0}" == 1 ]] || "${BUILD[@]}" >&2
 MODEL_DIR="${ASSAY_TEST_MODEL_DIR:-target/test-models/all-minilm-l6-v2}"
 [[ -s "$MODEL_DIR/model.safetensors" ]] || scripts/fetch-test-model.sh "$MODEL_DIR" >/dev/null
 MODEL_DIR="$(cd "$MODEL_DIR" && pwd)"
