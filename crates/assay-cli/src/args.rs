@@ -294,6 +294,25 @@ pub enum KbCommand {
         #[arg(long, value_name = "VENDOR/MODEL")]
         embedder: Option<String>,
     },
+    /// Choose the similarity threshold, the number of candidates and the hybrid lexical weight
+    /// for an embedder on the semantic bank, with k-fold cross-validation.
+    Tune {
+        /// The project directory (instead of --project).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Embedder (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+        /// Number of folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Write the chosen values into assay.toml under the embedder's name.
+        #[arg(long)]
+        write: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Counts by type and load mode, embedding coverage, retrieval counts.
     Stats {
         /// Embedder whose coverage to report (`vendor/model`).

@@ -230,6 +230,60 @@ impl Entity {
         parts.join("\n\n")
     }
 
+    /// The entity's retrieval **views**, each embedded (and indexed lexically) on its own when
+    /// `[retrieval] views = "multi"`: `(key, text)` for the title (`title`), each recognition
+    /// line (`recognition.1`, …; a leading `- ` and surrounding quotes removed), the keywords
+    /// (`keywords`) and each example (`example.1`, …: blocks of the examples separated by a
+    /// blank line). Empty parts are left out. Together they hold exactly the words of
+    /// [`Entity::embedding_text`].
+    pub fn views(&self) -> Vec<(String, String)> {
+        let mut out = vec![("title".to_owned(), self.title.trim().to_owned())];
+        if let Some(recognition) = self.recognition.as_deref() {
+            let lines = recognition
+                .lines()
+                .map(|l| {
+                    let l = l.trim();
+                    let l = l
+                        .strip_prefix("- ")
+                        .or_else(|| l.strip_prefix('-'))
+                        .unwrap_or(l);
+                    l.trim().trim_matches('"').trim()
+                })
+                .filter(|l| !l.is_empty());
+            for (i, line) in lines.enumerate() {
+                out.push((format!("recognition.{}", i + 1), line.to_owned()));
+            }
+        }
+        if let Some(keywords) = self.keywords.as_deref().map(str::trim)
+            && !keywords.is_empty()
+        {
+            out.push(("keywords".to_owned(), keywords.to_owned()));
+        }
+        if let Some(examples) = self.examples.as_deref() {
+            let mut block = String::new();
+            let mut n = 0;
+            let mut flush = |block: &mut String, out: &mut Vec<(String, String)>| {
+                let text = block.trim();
+                if !text.is_empty() {
+                    n += 1;
+                    out.push((format!("example.{n}"), text.to_owned()));
+                }
+                block.clear();
+            };
+            for line in examples.lines() {
+                if line.trim().is_empty() {
+                    flush(&mut block, &mut out);
+                } else {
+                    block.push_str(line.trim());
+                    block.push('\n');
+                }
+            }
+            flush(&mut block, &mut out);
+        }
+        out.retain(|(_, t)| !t.is_empty());
+        out
+    }
+
     /// The text injected into a prompt (003 §6 `_entity_to_prompt_text`), whose tokens count
     /// against the budget.
     pub fn prompt_text(&self) -> String {
@@ -300,6 +354,34 @@ mod tests {
         let text = e.embedding_text();
         assert!(text.contains("BIFF") && text.contains("nasty email") && text.contains("Parent:"));
         assert!(!text.contains("is a framework"));
+    }
+
+    #[test]
+    fn views_split_recognition_lines_and_examples() {
+        let e = Entity {
+            recognition: Some("- \"He keeps baiting me.\"\n- The user notices.\n\n".into()),
+            keywords: Some(" gray rock, baiting ".into()),
+            examples: Some("Parent: one\nCoach: two\n\nParent: three\nCoach: four\n".into()),
+            ..entity(r#"{"entity_id":"g","entity_type":"KNOWLEDGE","title":"Gray rock"}"#).unwrap()
+        };
+        let views = e.views();
+        let keys: Vec<&str> = views.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "title",
+                "recognition.1",
+                "recognition.2",
+                "keywords",
+                "example.1",
+                "example.2"
+            ]
+        );
+        assert_eq!(views[1].1, "He keeps baiting me.");
+        assert_eq!(views[3].1, "gray rock, baiting");
+        assert_eq!(views[5].1, "Parent: three\nCoach: four");
+        let bare = entity(r#"{"entity_id":"b","entity_type":"KNOWLEDGE","title":"T"}"#).unwrap();
+        assert_eq!(bare.views(), vec![("title".to_owned(), "T".to_owned())]);
     }
 
     #[test]

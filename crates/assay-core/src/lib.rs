@@ -6,6 +6,7 @@
 //! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
 //! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
 //! * [`scoring`]: the 100-point scoring system (000 §3);
+//! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -19,6 +20,7 @@
 pub mod bank;
 pub mod condition;
 pub mod entity;
+pub mod ir;
 pub mod runlog;
 pub mod scoring;
 pub mod simulation;

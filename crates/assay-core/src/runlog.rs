@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::UserState;
 use crate::bank::{BankType, ExpectationSet};
+use crate::ir::{IrMetrics, IrSummary};
 use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
 
 /// The RunLog schema version; changes are additive only.
@@ -199,6 +200,10 @@ pub struct SemanticCaseResult {
     /// An infrastructure error kept this case from a verdict; it is left out of averages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Recall@k, MRR and nDCG@k of the case's ranked list ([`crate::ir`]); absent when the
+    /// case errored or expects nothing (and in RunLogs written before these metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ir: Option<IrMetrics>,
 }
 
 /// One state case's result (000 §6.2).
@@ -327,6 +332,12 @@ pub struct SemanticResults {
     pub score_distribution: ScoreDistribution,
     /// Scores per topic.
     pub topic_scores: BTreeMap<String, GroupScore>,
+    /// The run's mean IR metrics ([`crate::ir`]); absent when no case has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ir: Option<IrSummary>,
+    /// Mean IR metrics per topic.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topic_ir: BTreeMap<String, IrSummary>,
     /// Every case.
     pub results: Vec<SemanticCaseResult>,
 }
@@ -342,9 +353,26 @@ impl SemanticResults {
                 .iter()
                 .map(|t| (t.as_str(), r.score.unwrap_or(0), r.is_hard_fail))
         }));
+        let with_ir: Vec<(&SemanticCaseResult, &IrMetrics)> = scored
+            .iter()
+            .filter_map(|r| r.ir.as_ref().map(|m| (*r, m)))
+            .collect();
+        let ir = IrSummary::of(with_ir.iter().map(|(_, m)| *m));
+        let mut by_topic: BTreeMap<&str, Vec<&IrMetrics>> = BTreeMap::new();
+        for (r, m) in &with_ir {
+            for t in &r.topics {
+                by_topic.entry(t.as_str()).or_default().push(m);
+            }
+        }
+        let topic_ir = by_topic
+            .into_iter()
+            .filter_map(|(t, ms)| IrSummary::of(ms).map(|s| (t.to_owned(), s)))
+            .collect();
         SemanticResults {
             tests_run: results.len(),
             errors: results.len() - scored.len(),
+            ir,
+            topic_ir,
             average_score: average(&scores),
             hard_fails: scored.iter().filter(|r| r.is_hard_fail).count(),
             score_distribution: ScoreDistribution::of(scores.iter().copied()),

@@ -8,20 +8,24 @@ use std::time::Duration;
 
 use assay_core::UserState;
 use assay_core::entity::DEFAULT_AUDIENCE;
+use assay_core::entity::LoadMode;
 use assay_core::runlog::Candidate;
 use assay_kb::store::{Edit, ImportReport, KbStore, SqliteStore};
 use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
+use assay_kb::{ViewEmbedding, view_text_hash};
 use assay_providers::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
     ChatSpec, Embedder, EmbedderOptions, EmbedderSpec, Guarded, InputKind, ProviderOptions,
     RerankDocument, Reranker, RerankerSpec,
 };
-use assay_retrieval::pipeline::{Pipeline, RetrievalConfig};
+use assay_retrieval::pipeline::{
+    DEFAULT_LEXICAL_WEIGHT, Pipeline, RankMode, RetrievalConfig, ViewVector,
+};
 
 use crate::HarnessError;
 use crate::project::Project;
 use crate::runners::{SemanticRetrieval, SemanticRetriever};
-use crate::settings::ProjectSettings;
+use crate::settings::{ProjectSettings, TunedConfig};
 
 /// The folder of local state inside a project (git-ignored).
 pub const STATE_DIR: &str = ".assay";
@@ -73,6 +77,79 @@ pub struct EmbedderChoice {
     pub options: EmbedderOptions,
     /// `--embedder`, `ASSAY_EMBEDDER`, `assay.toml` or `default`.
     pub source: &'static str,
+    /// Prepended to queries before embedding (query/document asymmetry; empty: none).
+    pub query_prefix: String,
+    /// Prepended to documents before embedding (empty: none).
+    pub document_prefix: String,
+}
+
+/// The BGE v1.5 models' query instruction (their model cards).
+pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
+
+/// The prefixes a model's card asks for, by its name: E5 models embed `query: ` and
+/// `passage: ` texts, BGE v1.5 English models instruct queries; others (MiniLM, Voyage, which
+/// takes `input_type` instead, OpenAI) need none.
+pub fn default_prefixes(name: &str) -> (&'static str, &'static str) {
+    let lower = name.to_ascii_lowercase();
+    let base = lower.rsplit('/').next().unwrap_or(&lower);
+    if base.contains("e5-") || base.starts_with("e5") {
+        ("query: ", "passage: ")
+    } else if base.starts_with("bge-") && base.contains("-en-v1.5") {
+        (BGE_QUERY_INSTRUCTION, "")
+    } else {
+        ("", "")
+    }
+}
+
+/// An embedder that prepends fixed prefixes to queries and documents (query/document
+/// asymmetry for models that expect it). Its model name records the prefixes, so embeddings
+/// made with other prefixes are stale.
+#[derive(Debug)]
+pub struct PrefixedEmbedder {
+    inner: Box<dyn Embedder>,
+    query: String,
+    document: String,
+    name: String,
+}
+
+impl PrefixedEmbedder {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Embedder>, query: &str, document: &str) -> PrefixedEmbedder {
+        let name = format!("{}+prefixes({:?},{:?})", inner.model(), query, document);
+        PrefixedEmbedder {
+            inner,
+            query: query.to_owned(),
+            document: document.to_owned(),
+            name,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for PrefixedEmbedder {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        self.inner.dimension()
+    }
+
+    async fn embed_with_usage(
+        &self,
+        texts: &[String],
+        kind: InputKind,
+    ) -> Result<assay_providers::Embeddings, assay_providers::ProviderError> {
+        let prefix = match kind {
+            InputKind::Query => &self.query,
+            InputKind::Document => &self.document,
+        };
+        if prefix.is_empty() {
+            return self.inner.embed_with_usage(texts, kind).await;
+        }
+        let prefixed: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        self.inner.embed_with_usage(&prefixed, kind).await
+    }
 }
 
 impl EmbedderChoice {
@@ -139,10 +216,16 @@ pub fn choose_embedder(
     }
     options.timeout = Duration::from_secs_f64(e.timeout_seconds.unwrap_or(p.timeout_seconds));
     options.batch_size = e.batch_size;
+    let (query, document) = default_prefixes(&spec.to_string());
     Ok(EmbedderChoice {
         spec,
         options,
         source,
+        query_prefix: e.query_prefix.clone().unwrap_or_else(|| query.to_owned()),
+        document_prefix: e
+            .document_prefix
+            .clone()
+            .unwrap_or_else(|| document.to_owned()),
     })
 }
 
@@ -355,12 +438,21 @@ impl ProviderCalls {
 /// Builds the chosen embedder. A bad configuration or a model that cannot be loaded is bad
 /// input (exit 2); nothing is contacted yet.
 pub fn build_embedder(choice: &EmbedderChoice) -> Result<Box<dyn Embedder>, HarnessError> {
-    assay_providers::build_embedder(&choice.spec, &choice.options).map_err(|e| {
+    let inner = assay_providers::build_embedder(&choice.spec, &choice.options).map_err(|e| {
         HarnessError::Usage(format!(
             "embedder `{}` (from {}): {e}",
             choice.spec, choice.source
         ))
-    })
+    })?;
+    if choice.query_prefix.is_empty() && choice.document_prefix.is_empty() {
+        Ok(inner)
+    } else {
+        Ok(Box::new(PrefixedEmbedder::new(
+            inner,
+            &choice.query_prefix,
+            &choice.document_prefix,
+        )))
+    }
 }
 
 /// The retrieval settings for an embedder: the configured threshold, or the default for the
@@ -372,12 +464,162 @@ pub fn retrieval_config(settings: &ProjectSettings, choice: &EmbedderChoice) -> 
         EmbedderSpec::Local(_) | EmbedderSpec::HuggingFace(_) => LOCAL_SCORE_THRESHOLD,
         _ => REMOTE_SCORE_THRESHOLD,
     };
+    let tuned = tuned_for(settings, choice);
     RetrievalConfig {
         top_k: r.top_k,
         fetch_factor: r.fetch_factor,
-        score_threshold: r.score_threshold.unwrap_or(default_threshold),
+        score_threshold: tuned
+            .and_then(|t| t.score_threshold)
+            .or(r.score_threshold)
+            .unwrap_or(default_threshold),
         priority_weight: r.priority_weight,
         max_tokens_budget: r.max_tokens_budget,
+        mode: if r.mode == "hybrid" {
+            RankMode::Hybrid
+        } else {
+            RankMode::Dense
+        },
+        lexical_weight: tuned
+            .and_then(|t| t.lexical_weight)
+            .or(r.lexical_weight)
+            .unwrap_or(DEFAULT_LEXICAL_WEIGHT),
+    }
+}
+
+/// The values `assay kb tune --write` saved for this embedder, if any.
+pub fn tuned_for<'a>(
+    settings: &'a ProjectSettings,
+    choice: &EmbedderChoice,
+) -> Option<&'a TunedConfig> {
+    settings.retrieval.tuned.get(&choice.spec.to_string())
+}
+
+/// The semantic bank's first-stage candidates for this embedder: the tuned value, else
+/// `[semantic] candidates`.
+pub fn semantic_candidates(settings: &ProjectSettings, choice: &EmbedderChoice) -> usize {
+    tuned_for(settings, choice)
+        .and_then(|t| t.candidates)
+        .unwrap_or(settings.semantic.candidates)
+}
+
+/// Whether `[retrieval] views = "multi"`.
+pub fn multi_view(settings: &ProjectSettings) -> bool {
+    settings.retrieval.views == "multi"
+}
+
+/// Embeds the views ([`assay_core::entity::Entity::views`]) of the active SITUATION entities
+/// whose stored view embedding for `embedder`'s model is missing or was made from another
+/// text (all of them with `force`), and removes stored views that no longer exist. A provider
+/// failure is an infrastructure error.
+pub async fn refresh_view_embeddings(
+    store: &dyn KbStore,
+    embedder: &dyn Embedder,
+    force: bool,
+) -> Result<EmbedReport, HarnessError> {
+    let model = embedder.model().to_owned();
+    let entities = store.list(&EntityFilter::active(LoadMode::Situation))?;
+    let stored: HashMap<(String, String), String> = store
+        .view_embeddings(&model)?
+        .into_iter()
+        .map(|v| ((v.entity_id, v.view), v.text_hash))
+        .collect();
+    let mut wanted: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    let mut todo: Vec<(String, String, String, String)> = Vec::new();
+    let mut report = EmbedReport::default();
+    for e in &entities {
+        let mut stale = false;
+        for (view, text) in e.views() {
+            let hash = view_text_hash(&text);
+            let key = (e.entity_id.clone(), view.clone());
+            if force || stored.get(&key) != Some(&hash) {
+                stale = true;
+                todo.push((e.entity_id.clone(), view, text, hash));
+            }
+            wanted.insert(key);
+        }
+        if stale {
+            report.embedded.push(e.entity_id.clone());
+        } else {
+            report.fresh += 1;
+        }
+    }
+    let remove: Vec<(String, String)> =
+        stored.into_keys().filter(|k| !wanted.contains(k)).collect();
+    if todo.is_empty() && remove.is_empty() {
+        return Ok(report);
+    }
+    let texts: Vec<String> = todo.iter().map(|t| t.2.clone()).collect();
+    let vectors = if texts.is_empty() {
+        Vec::new()
+    } else {
+        embedder
+            .embed(&texts, InputKind::Document)
+            .await
+            .map_err(|e| {
+                HarnessError::Infrastructure(format!("embedding entity views with {model}: {e}"))
+            })?
+    };
+    if vectors.len() != todo.len() {
+        return Err(HarnessError::Infrastructure(format!(
+            "{model} returned {} vectors for {} texts",
+            vectors.len(),
+            todo.len()
+        )));
+    }
+    let rows: Vec<ViewEmbedding> = todo
+        .into_iter()
+        .zip(vectors)
+        .map(|((entity_id, view, _, text_hash), vector)| ViewEmbedding {
+            entity_id,
+            view,
+            text_hash,
+            vector,
+        })
+        .collect();
+    store.set_view_embeddings(&model, &rows, &remove)?;
+    Ok(report)
+}
+
+/// Brings the embeddings the configured views need up to date (the entities' single
+/// embedding text, or every view with `[retrieval] views = "multi"`) and builds the pipeline
+/// over them: what `assay run`, `assay retrieve` and `assay kb tune` search with.
+pub async fn prepare_pipeline(
+    store: &dyn KbStore,
+    kb: &dyn KnowledgeBase,
+    project: &Project,
+    embedder: &dyn Embedder,
+    config: RetrievalConfig,
+) -> Result<(Pipeline, EmbedReport), HarnessError> {
+    let model = embedder.model();
+    if multi_view(&project.settings) {
+        let report = refresh_view_embeddings(store, embedder, false).await?;
+        let current: HashMap<(String, String), String> = kb
+            .list(&EntityFilter::active(LoadMode::Situation))?
+            .into_iter()
+            .flat_map(|e| {
+                let id = e.entity_id.clone();
+                e.views()
+                    .into_iter()
+                    .map(move |(v, t)| ((id.clone(), v), view_text_hash(&t)))
+            })
+            .collect();
+        let views: Vec<ViewVector> = store
+            .view_embeddings(model)?
+            .into_iter()
+            .filter(|v| current.get(&(v.entity_id.clone(), v.view.clone())) == Some(&v.text_hash))
+            .map(|v| ViewVector {
+                entity_id: v.entity_id,
+                view: Some(v.view),
+                vector: v.vector,
+            })
+            .collect();
+        let pipeline = Pipeline::with_views(kb, project.patterns.clone(), &views, config)
+            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+        Ok((pipeline, report))
+    } else {
+        let report = refresh_embeddings(store, embedder, false, None).await?;
+        let pipeline = build_pipeline(store, kb, project, model, config)?;
+        Ok((pipeline, report))
     }
 }
 
@@ -557,6 +799,7 @@ pub struct SemanticSearch<'a> {
     reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     candidates: usize,
     top_k: usize,
+    threshold: Option<f32>,
     description: String,
 }
 
@@ -583,8 +826,20 @@ impl<'a> SemanticSearch<'a> {
             reranker,
             candidates,
             top_k,
+            threshold: None,
             description,
         }
+    }
+
+    /// Selects only candidates scoring at least `threshold` (a threshold tuned for the
+    /// embedder by `assay kb tune`; without one, as in 000 §6.1, there is none).
+    #[must_use]
+    pub fn with_threshold(mut self, threshold: Option<f32>) -> Self {
+        self.threshold = threshold;
+        if let Some(t) = threshold {
+            self.description.push_str(&format!(" (threshold {t})"));
+        }
+        self
     }
 }
 
@@ -611,9 +866,12 @@ impl SemanticRetriever for SemanticSearch<'_> {
             Some(Err(e)) => return Err(e.clone()),
             None => return Err(format!("no embedding for prompt {prompt:?}")),
         };
-        let nearest = self
+        let nearest: Vec<(String, f32)> = self
             .pipeline
-            .nearest(query, audience_of(user_state), self.candidates);
+            .rank(query, prompt, audience_of(user_state), self.candidates)
+            .into_iter()
+            .map(|h| (h.entity_id, h.score))
+            .collect();
         let candidates: Vec<Candidate> = nearest
             .iter()
             .map(|(id, sim)| Candidate {
@@ -649,6 +907,7 @@ impl SemanticRetriever for SemanticSearch<'_> {
             let weight = self.pipeline.config().priority_weight;
             let mut ranked: Vec<(f32, &str)> = nearest
                 .iter()
+                .filter(|(_, sim)| self.threshold.is_none_or(|t| *sim >= t))
                 .map(|(id, sim)| {
                     let bonus = f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
                     (sim + bonus, id.as_str())
@@ -665,5 +924,98 @@ impl SemanticRetriever for SemanticSearch<'_> {
             candidates,
             selections,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::entity::Entity;
+    use assay_kb::store::{Edit, EntityUpdate};
+    use assay_providers::HashedNgramEmbedder;
+
+    fn entity(id: &str, keywords: &str) -> Entity {
+        serde_json::from_value(serde_json::json!({
+            "entity_id": id, "entity_type": "KNOWLEDGE", "title": format!("Title {id}"),
+            "recognition": "- \"first line\"\n- second line", "keywords": keywords,
+            "examples": "Parent: a\nCoach: b\n\nParent: c\nCoach: d"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn model_cards_decide_the_default_prefixes() {
+        assert_eq!(
+            default_prefixes("hf/intfloat/e5-small-v2"),
+            ("query: ", "passage: ")
+        );
+        assert_eq!(
+            default_prefixes("hf/BAAI/bge-small-en-v1.5"),
+            (BGE_QUERY_INSTRUCTION, "")
+        );
+        assert_eq!(default_prefixes("local/models/all-minilm-l6-v2"), ("", ""));
+        assert_eq!(default_prefixes("voyage/voyage-2"), ("", ""));
+    }
+
+    #[tokio::test]
+    async fn prefixes_reach_the_model_and_name_the_embeddings() {
+        let plain = HashedNgramEmbedder::new();
+        let prefixed = PrefixedEmbedder::new(Box::new(HashedNgramEmbedder::new()), "query: ", "");
+        assert_ne!(
+            prefixed.model(),
+            plain.model(),
+            "other prefixes, other embeddings"
+        );
+        let text = vec!["gray rock".to_owned()];
+        let q = prefixed.embed(&text, InputKind::Query).await.unwrap();
+        let want = plain
+            .embed(&["query: gray rock".to_owned()], InputKind::Query)
+            .await
+            .unwrap();
+        assert_eq!(q, want);
+        let d = prefixed.embed(&text, InputKind::Document).await.unwrap();
+        assert_eq!(d, plain.embed(&text, InputKind::Document).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn views_are_embedded_once_and_again_only_when_their_text_changes() {
+        let store = SqliteStore::in_memory().unwrap();
+        let edit = Edit::now("test");
+        store.create(&entity("a", "one, two"), &edit).unwrap();
+        store.create(&entity("b", "three"), &edit).unwrap();
+        let embedder = HashedNgramEmbedder::new();
+        let first = refresh_view_embeddings(&store, &embedder, false)
+            .await
+            .unwrap();
+        assert_eq!(first.embedded, vec!["a", "b"]);
+        // title, 2 recognition lines, keywords, 2 examples per entity
+        assert_eq!(store.view_embeddings(embedder.model()).unwrap().len(), 12);
+        let again = refresh_view_embeddings(&store, &embedder, false)
+            .await
+            .unwrap();
+        assert!(again.embedded.is_empty());
+        assert_eq!(again.fresh, 2);
+        let update: EntityUpdate =
+            serde_json::from_value(serde_json::json!({"keywords": "changed"})).unwrap();
+        store.update("b", &update, &edit).unwrap();
+        let changed = refresh_view_embeddings(&store, &embedder, false)
+            .await
+            .unwrap();
+        assert_eq!(changed.embedded, vec!["b"]);
+        let keywords = store
+            .view_embeddings(embedder.model())
+            .unwrap()
+            .into_iter()
+            .find(|v| v.entity_id == "b" && v.view == "keywords")
+            .unwrap();
+        assert_eq!(keywords.text_hash, view_text_hash("changed"));
+        // A view that disappears is removed.
+        let update: EntityUpdate =
+            serde_json::from_value(serde_json::json!({"examples": null})).unwrap();
+        store.update("b", &update, &edit).unwrap();
+        refresh_view_embeddings(&store, &embedder, false)
+            .await
+            .unwrap();
+        assert_eq!(store.view_embeddings(embedder.model()).unwrap().len(), 10);
     }
 }

@@ -39,6 +39,7 @@ pub mod run;
 pub mod runners;
 pub mod session;
 pub mod settings;
+pub mod tune;
 
 use std::path::Path;
 

@@ -2,6 +2,7 @@
 
 use assay_core::UserState;
 use assay_core::bank::{AlwaysCase, ExpectationSet, PatternCase, SemanticCase, StateCase};
+use assay_core::ir::{IrMetrics, ranked_list};
 use assay_core::runlog::{
     AlwaysCaseResult, Candidate, LostAt, LostEntity, PatternCaseResult, SemanticCaseResult,
     StateCaseResult,
@@ -99,6 +100,7 @@ pub async fn run_semantic_case(
         breakdown: Breakdown::default(),
         is_hard_fail: false,
         error: None,
+        ir: None,
     };
     let retrieval = match retriever.retrieve(&case.prompt, &case.user_state).await {
         Ok(r) => r,
@@ -129,6 +131,11 @@ pub async fn run_semantic_case(
         })
         .collect();
     let scored = score(&input);
+    let ranked = ranked_list(
+        selections.iter().map(String::as_str),
+        retrieval.candidates.iter().map(|c| c.entity_id.as_str()),
+    );
+    let ir = IrMetrics::of(&ranked, &exp.expected_primary, &exp.expected_secondary);
     SemanticCaseResult {
         candidates: retrieval.candidates,
         selections,
@@ -140,6 +147,7 @@ pub async fn run_semantic_case(
         score: Some(scored.score),
         breakdown: scored.breakdown,
         is_hard_fail: scored.is_hard_fail,
+        ir,
         ..result
     }
 }

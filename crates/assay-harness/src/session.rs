@@ -140,11 +140,12 @@ pub async fn execute(
         SemanticSearch::new(
             &parts.pipeline,
             &parts.queries,
-            settings.semantic.candidates,
+            parts.candidates,
             settings.semantic.top_k,
             &parts.model,
             reranker.clone(),
         )
+        .with_threshold(parts.threshold)
     });
     let backends = Backends {
         kb: &kb,
@@ -216,6 +217,10 @@ struct SemanticParts {
     queries: HashMap<String, Result<Vec<f32>, String>>,
     /// The embedder's `vendor/model` name.
     model: String,
+    /// First-stage candidates (tuned for the embedder, else `[semantic] candidates`).
+    candidates: usize,
+    /// The threshold tuned for the embedder, if any.
+    threshold: Option<f32>,
 }
 
 /// Chooses and wraps the embedder, brings the store's entity embeddings up to date, builds
@@ -232,20 +237,22 @@ async fn semantic_parts(
     let settings = &project.settings;
     let choice = engine::choose_embedder(settings, embedder_flag, env)?;
     let embedder = calls.embedder(engine::build_embedder(&choice)?);
-    let refreshed = engine::refresh_embeddings(store, embedder.as_ref(), false, None).await?;
+    let config = engine::retrieval_config(settings, &choice);
+    let (pipeline, refreshed) =
+        engine::prepare_pipeline(store, kb, project, embedder.as_ref(), config).await?;
     tracing::info!(
         embedded = refreshed.embedded.len(),
         fresh = refreshed.fresh,
         model = embedder.model(),
         "entity embeddings"
     );
-    let config = engine::retrieval_config(settings, &choice);
-    let pipeline = engine::build_pipeline(store, kb, project, embedder.model(), config)?;
     let queries = engine::embed_queries(embedder.as_ref(), prompts).await;
     Ok(SemanticParts {
         pipeline,
         queries,
         model: embedder.model().to_owned(),
+        candidates: engine::semantic_candidates(settings, &choice),
+        threshold: engine::tuned_for(settings, &choice).and_then(|t| t.score_threshold),
     })
 }
 
@@ -334,7 +341,10 @@ pub async fn top_candidates(
         .map(|l| l.case.prompt.clone())
         .collect();
     let SemanticParts {
-        pipeline, queries, ..
+        pipeline,
+        queries,
+        candidates,
+        ..
     } = semantic_parts(project, &store, &store, embedder_flag, calls, env, &prompts).await?;
     let mut out = HashMap::new();
     for located in &project.banks.semantic {
@@ -347,9 +357,9 @@ pub async fn top_candidates(
                     .and_then(|v| v.as_str())
                     .unwrap_or(assay_core::entity::DEFAULT_AUDIENCE);
                 let ids = pipeline
-                    .nearest(query, audience, settings.semantic.candidates)
+                    .rank(query, &case.prompt, audience, candidates)
                     .into_iter()
-                    .map(|(id, _)| id)
+                    .map(|h| h.entity_id)
                     .collect();
                 out.insert(case.test_id.clone(), ids);
             }

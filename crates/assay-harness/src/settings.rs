@@ -1,6 +1,7 @@
 //! `assay.toml`: the project's settings. Every key is optional and every default matches the
 //! specification; unknown keys are an error (they are almost always typos).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use assay_core::runlog::{Health, Weights};
@@ -219,6 +220,13 @@ pub struct EmbedderConfig {
     pub timeout_seconds: Option<f64>,
     /// Texts per request or forward pass (default: each provider's own).
     pub batch_size: Option<usize>,
+    /// Prepended to every query (the user's message) before it is embedded; default: what
+    /// the model's card asks for (`query: ` for E5 models, the BGE v1.5 search instruction),
+    /// else nothing. `""` turns it off.
+    pub query_prefix: Option<String>,
+    /// Prepended to every document (an entity's text or view) before it is embedded; default:
+    /// `passage: ` for E5 models, else nothing.
+    pub document_prefix: Option<String>,
 }
 
 /// `[retrieval]`: the retrieval pipeline (003 §3, §6).
@@ -236,7 +244,38 @@ pub struct RetrievalSettingsConfig {
     pub priority_weight: f32,
     /// Token budget of the context (default 3000).
     pub max_tokens_budget: usize,
+    /// `hybrid` (dense + BM25, the default: see the guide for the measurements) or `dense`
+    /// (003's pipeline exactly).
+    pub mode: String,
+    /// `single` (one embedding of the whole embedding text, 003 §8; the default) or `multi`
+    /// (one embedding per view: title, each recognition line, keywords, each example).
+    pub views: String,
+    /// Hybrid mode: weight of the normalised BM25 score (default 0.3).
+    pub lexical_weight: Option<f32>,
+    /// Values tuned for one embedder (`assay kb tune --write`), keyed by its `vendor/model`
+    /// name; they win over the general ones above when that embedder is used.
+    pub tuned: BTreeMap<String, TunedConfig>,
 }
+
+/// `[retrieval.tuned."<embedder>"]`: what `assay kb tune` chose for one embedder.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TunedConfig {
+    /// The similarity threshold of the SITUATION stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_threshold: Option<f32>,
+    /// The semantic bank's first-stage candidates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<usize>,
+    /// Hybrid mode's lexical weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_weight: Option<f32>,
+}
+
+/// The retrieval modes `[retrieval] mode` accepts.
+pub const RETRIEVAL_MODES: [&str; 2] = ["dense", "hybrid"];
+/// The view settings `[retrieval] views` accepts.
+pub const RETRIEVAL_VIEWS: [&str; 2] = ["single", "multi"];
 
 impl Default for RetrievalSettingsConfig {
     fn default() -> Self {
@@ -246,6 +285,10 @@ impl Default for RetrievalSettingsConfig {
             score_threshold: None,
             priority_weight: 0.15,
             max_tokens_budget: 3000,
+            mode: "hybrid".into(),
+            views: "single".into(),
+            lexical_weight: None,
+            tuned: BTreeMap::new(),
         }
     }
 }
@@ -399,6 +442,41 @@ impl ProjectSettings {
         }
         if !(r.priority_weight.is_finite() && r.priority_weight >= 0.0) {
             return Err("retrieval.priority_weight: must be 0 or more".into());
+        }
+        if !RETRIEVAL_MODES.contains(&r.mode.as_str()) {
+            return Err(format!(
+                "retrieval.mode: unknown mode `{}` (expected dense or hybrid)",
+                r.mode
+            ));
+        }
+        if !RETRIEVAL_VIEWS.contains(&r.views.as_str()) {
+            return Err(format!(
+                "retrieval.views: unknown value `{}` (expected single or multi)",
+                r.views
+            ));
+        }
+        let lexical_weights = r
+            .lexical_weight
+            .iter()
+            .chain(r.tuned.values().filter_map(|t| t.lexical_weight.as_ref()));
+        for w in lexical_weights {
+            if !(w.is_finite() && (0.0..=10.0).contains(w)) {
+                return Err("retrieval.lexical_weight: must be between 0 and 10".into());
+            }
+        }
+        for (name, t) in &r.tuned {
+            if t.score_threshold
+                .is_some_and(|x| !(-1.0..=1.0).contains(&x))
+            {
+                return Err(format!(
+                    "retrieval.tuned.\"{name}\".score_threshold: must be between -1 and 1"
+                ));
+            }
+            if t.candidates.is_some_and(|c| c < config.semantic.top_k) {
+                return Err(format!(
+                    "retrieval.tuned.\"{name}\".candidates: must be at least [semantic] top_k"
+                ));
+            }
         }
         if config
             .embedder

@@ -48,7 +48,7 @@ use assay_core::entity::{Entity, EntityType, LoadMode};
 pub use files::{LoadedKb, load_dir};
 pub use store::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, Staleness,
-    StoredEntity,
+    StoredEntity, ViewEmbedding, view_text_hash,
 };
 pub use user_state::StateStore;
 

@@ -70,6 +70,21 @@ pub fn render(log: &RunLog, failures_only: bool) -> String {
             src.original, src.opus, src.human_override
         );
     }
+    if let Some(ir) = log.semantic.as_ref().and_then(|r| r.ir.as_ref()) {
+        let m = &ir.mean;
+        let _ = writeln!(
+            out,
+            "  retrieval       recall@3/6/15 {:.3}/{:.3}/{:.3}, MRR {:.3}, nDCG@3/6/15 {:.3}/{:.3}/{:.3} ({} cases)",
+            m.recall_at_3,
+            m.recall_at_6,
+            m.recall_at_15,
+            m.mrr,
+            m.ndcg_at_3,
+            m.ndcg_at_6,
+            m.ndcg_at_15,
+            ir.cases
+        );
+    }
 
     let mut lines: Vec<String> = Vec::new();
     let mut push = |id: &str, score: u32, critical: bool, why: Vec<String>| {

@@ -139,6 +139,23 @@ pub fn render(log: &RunLog, pass_score: u32) -> String {
             count(cases, is_error),
             escape(&log.timestamp)
         );
+        if *bank == "semantic"
+            && let Some(ir) = log.semantic.as_ref().and_then(|s| s.ir.as_ref())
+        {
+            let _ = writeln!(out, "    <properties>");
+            let _ = writeln!(
+                out,
+                "      <property name=\"ir.cases\" value=\"{}\"/>",
+                ir.cases
+            );
+            for (name, value) in ir.mean.named() {
+                let _ = writeln!(
+                    out,
+                    "      <property name=\"ir.{name}\" value=\"{value:.6}\"/>"
+                );
+            }
+            let _ = writeln!(out, "    </properties>");
+        }
         for case in cases {
             let name = if case.name.is_empty() {
                 case.id.clone()

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use assay_core::bank::BankType;
-use assay_core::runlog::{GroupScore, Health, RunLog};
+use assay_core::ir::IrSummary;
+use assay_core::runlog::{GroupScore, Health, RunLog, SemanticResults};
 use assay_core::scoring::{Breakdown, interpret};
 
 /// Escapes text for a Markdown table cell or inline text.
@@ -103,6 +104,36 @@ fn group_table(
             g.tests,
             g.hard_fails
         );
+    }
+    out.push('\n');
+}
+
+fn ir_table(out: &mut String, sem: &SemanticResults) {
+    let Some(run) = &sem.ir else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "## Retrieval Metrics (Semantic)\n\nOver each case's ranked list (the selection, then the other candidates; 15 at most); relevance 2 for primary, 1 for secondary entities.\n\n| Topic | Cases | Recall@3 | Recall@6 | Recall@15 | MRR | nDCG@3 | nDCG@6 | nDCG@15 |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    let row = |out: &mut String, name: &str, s: &IrSummary| {
+        let m = &s.mean;
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            s.cases,
+            m.recall_at_3,
+            m.recall_at_6,
+            m.recall_at_15,
+            m.mrr,
+            m.ndcg_at_3,
+            m.ndcg_at_6,
+            m.ndcg_at_15
+        );
+    };
+    row(out, "**All**", run);
+    for (topic, s) in &sem.topic_ir {
+        row(out, &cell(topic), s);
     }
     out.push('\n');
 }
@@ -261,6 +292,7 @@ pub fn render(log: &RunLog) -> String {
             "Topic",
             &sem.topic_scores,
         );
+        ir_table(&mut out, sem);
     }
     if let Some(src) = &s.expectation_sources {
         let _ = writeln!(

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod lexical;
 pub mod patterns;
 pub mod pipeline;
 pub mod vector;

@@ -36,6 +36,10 @@ pub struct RetrievalConfig {
     pub priority_weight: f32,
     /// Token budget of the retrieved content (default 3000).
     pub max_tokens_budget: usize,
+    /// Dense ranking alone (003's pipeline) or dense plus BM25 (default dense).
+    pub mode: RankMode,
+    /// In hybrid mode, the weight of the normalised BM25 score added to the cosine.
+    pub lexical_weight: f32,
 }
 
 impl Default for RetrievalConfig {
@@ -46,8 +50,80 @@ impl Default for RetrievalConfig {
             score_threshold: 0.65,
             priority_weight: 0.15,
             max_tokens_budget: 3000,
+            mode: RankMode::Dense,
+            lexical_weight: DEFAULT_LEXICAL_WEIGHT,
         }
     }
+}
+
+/// The lexical weight of hybrid ranking when none is configured (chosen by measurement: see the
+/// guide).
+pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.3;
+
+/// How SITUATION candidates are ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankMode {
+    /// Cosine similarity alone (003 §3).
+    #[default]
+    Dense,
+    /// Cosine similarity + `lexical_weight` × BM25 / the best BM25 score of the query.
+    Hybrid,
+}
+
+impl RankMode {
+    /// `dense` or `hybrid`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankMode::Dense => "dense",
+            RankMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl std::str::FromStr for RankMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RankMode, String> {
+        match s.trim() {
+            "dense" => Ok(RankMode::Dense),
+            "hybrid" => Ok(RankMode::Hybrid),
+            other => Err(format!(
+                "unknown retrieval mode `{other}` (expected dense or hybrid)"
+            )),
+        }
+    }
+}
+
+/// The embedding of one view of an entity: `view` is `None` for the single embedding text
+/// (003 §8), else a key of [`Entity::views`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewVector {
+    /// The entity.
+    pub entity_id: String,
+    /// The view (`None`: the whole embedding text).
+    pub view: Option<String>,
+    /// The normalised vector.
+    pub vector: Vec<f32>,
+}
+
+/// A ranked SITUATION candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedHit {
+    /// The entity.
+    pub entity_id: String,
+    /// The ranking score: the cosine in dense mode, cosine + lexical bonus in hybrid mode.
+    pub score: f32,
+    /// The best cosine over the entity's views.
+    pub dense: f32,
+    /// The view whose cosine that is (`None` for the single embedding text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<String>,
+    /// Hybrid mode: the BM25 score normalised by the query's best (0–1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical: Option<f32>,
+    /// Hybrid mode: the view with the best BM25 score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_view: Option<String>,
 }
 
 /// How an entity reached the context.
@@ -180,6 +256,10 @@ pub struct Retrieval {
     pub token_budget: usize,
     /// Notes (for example: no query embedding, so no semantic stage).
     pub notes: Vec<String>,
+    /// With several views per entity or hybrid ranking: how each semantic candidate matched
+    /// (which view, the cosine and the lexical score).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<RankedHit>,
 }
 
 /// Counts tokens with cl100k_base.
@@ -225,6 +305,20 @@ pub struct Pipeline {
     index: FlatIndex,
     /// Per index row: the entity's audiences.
     audiences: Vec<Vec<String>>,
+    /// Several rows per entity (views) or hybrid: the pooled ranking below is used.
+    pooled: Option<Pooled>,
+}
+
+/// The ranking over several rows per entity and, in hybrid mode, BM25.
+struct Pooled {
+    /// Entities in the index, in first-row order.
+    entities: Vec<String>,
+    /// Per entity: its audiences.
+    audiences: Vec<Vec<String>>,
+    /// Per index row: its entity slot and view.
+    rows: Vec<(usize, Option<String>)>,
+    /// Hybrid: BM25 over the same views, and each document's view.
+    lexical: Option<(crate::lexical::Bm25Index, Vec<Option<String>>)>,
 }
 
 impl fmt::Debug for Pipeline {
@@ -245,6 +339,26 @@ impl Pipeline {
         embeddings: &[(String, Vec<f32>)],
         config: RetrievalConfig,
     ) -> Result<Pipeline, RetrievalError> {
+        let views: Vec<ViewVector> = embeddings
+            .iter()
+            .map(|(id, v)| ViewVector {
+                entity_id: id.clone(),
+                view: None,
+                vector: v.clone(),
+            })
+            .collect();
+        Pipeline::with_views(kb, patterns, &views, config)
+    }
+
+    /// Builds a pipeline from embeddings of entities' views (several rows per entity allowed:
+    /// an entity's similarity is the best of its rows). In hybrid mode the BM25 index covers the
+    /// same texts: each embedded view's text, or the whole embedding text for `view: None`.
+    pub fn with_views(
+        kb: &dyn KnowledgeBase,
+        patterns: Option<Arc<PatternMatcher>>,
+        embeddings: &[ViewVector],
+        config: RetrievalConfig,
+    ) -> Result<Pipeline, RetrievalError> {
         let active = kb.list(&EntityFilter {
             active: Some(true),
             ..EntityFilter::default()
@@ -258,10 +372,21 @@ impl Pipeline {
             .into_iter()
             .map(|e| (e.entity_id.clone(), e))
             .collect();
-        let dimension = embeddings.first().map_or(0, |(_, v)| v.len());
+        let dimension = embeddings.first().map_or(0, |e| e.vector.len());
         let mut index = FlatIndex::with_capacity(dimension, embeddings.len());
         let mut audiences = Vec::with_capacity(embeddings.len());
-        for (id, vector) in embeddings {
+        let mut slots: HashMap<&str, usize> = HashMap::new();
+        let mut pooled = Pooled {
+            entities: Vec::new(),
+            audiences: Vec::new(),
+            rows: Vec::with_capacity(embeddings.len()),
+            lexical: None,
+        };
+        let mut lexical_docs: Vec<(usize, String)> = Vec::new();
+        let mut lexical_views: Vec<Option<String>> = Vec::new();
+        let mut view_texts: Vec<Option<Vec<(String, String)>>> = Vec::new();
+        for row in embeddings {
+            let id = &row.entity_id;
             let Some(entity) = entities
                 .get(id)
                 .filter(|e| e.load_mode == LoadMode::Situation)
@@ -269,10 +394,47 @@ impl Pipeline {
                 continue;
             };
             index
-                .push(id.clone(), vector)
+                .push(id.clone(), &row.vector)
                 .map_err(|e| RetrievalError::Index(e.to_string()))?;
             audiences.push(entity.audience_types.clone());
+            let slot = *slots.entry(entity.entity_id.as_str()).or_insert_with(|| {
+                pooled.entities.push(entity.entity_id.clone());
+                pooled.audiences.push(entity.audience_types.clone());
+                pooled.entities.len() - 1
+            });
+            pooled.rows.push((slot, row.view.clone()));
+            if config.mode == RankMode::Hybrid {
+                let text = match &row.view {
+                    None => Some(entity.embedding_text()),
+                    Some(key) => {
+                        if view_texts.len() <= slot {
+                            view_texts.resize_with(slot + 1, || None);
+                        }
+                        view_texts[slot]
+                            .get_or_insert_with(|| entity.views())
+                            .iter()
+                            .find(|(k, _)| k == key)
+                            .map(|(_, t)| t.clone())
+                    }
+                };
+                if let Some(text) = text {
+                    lexical_docs.push((slot, text));
+                    lexical_views.push(row.view.clone());
+                }
+            }
         }
+        let several = pooled.rows.len() > pooled.entities.len();
+        let pooled = if several || config.mode == RankMode::Hybrid {
+            if config.mode == RankMode::Hybrid {
+                pooled.lexical = Some((
+                    crate::lexical::Bm25Index::new(pooled.entities.len(), &lexical_docs),
+                    lexical_views,
+                ));
+            }
+            Some(pooled)
+        } else {
+            None
+        };
         Ok(Pipeline {
             config,
             entities,
@@ -282,6 +444,7 @@ impl Pipeline {
             patterns,
             index,
             audiences,
+            pooled,
         })
     }
 
@@ -325,6 +488,93 @@ impl Pipeline {
             .collect()
     }
 
+    /// The `k` best SITUATION entities of an audience for a message, without threshold:
+    /// exactly [`Pipeline::nearest`] with one embedding per entity in dense mode; otherwise
+    /// each entity's best view, plus in hybrid mode its lexical bonus. Best first, ties by id.
+    pub fn rank(&self, query: &[f32], message: &str, audience: &str, k: usize) -> Vec<RankedHit> {
+        let Some(pooled) = &self.pooled else {
+            return self
+                .nearest(query, audience, k)
+                .into_iter()
+                .map(|(entity_id, score)| RankedHit {
+                    entity_id,
+                    score,
+                    dense: score,
+                    view: None,
+                    lexical: None,
+                    lexical_view: None,
+                })
+                .collect();
+        };
+        let n = pooled.entities.len();
+        let allowed: Vec<bool> = pooled
+            .audiences
+            .iter()
+            .map(|a| a.iter().any(|x| x == audience))
+            .collect();
+        let mut dense = vec![f32::NEG_INFINITY; n];
+        let mut view: Vec<Option<&Option<String>>> = vec![None; n];
+        for (row, score) in self.index.scores(query).into_iter().enumerate() {
+            let (slot, v) = &pooled.rows[row];
+            if score > dense[*slot] {
+                dense[*slot] = score;
+                view[*slot] = Some(v);
+            }
+        }
+        let (lexical, lexical_doc) = match &pooled.lexical {
+            Some((bm25, _)) => {
+                let (scores, docs) = bm25.scores_with_docs(message);
+                let max = scores
+                    .iter()
+                    .zip(&allowed)
+                    .filter(|(_, ok)| **ok)
+                    .map(|(s, _)| *s)
+                    .fold(0.0f32, f32::max);
+                let norm: Vec<f32> = if max > 0.0 {
+                    scores.iter().map(|s| s / max).collect()
+                } else {
+                    vec![0.0; n]
+                };
+                (Some(norm), docs)
+            }
+            None => (None, Vec::new()),
+        };
+        let weight = self.config.lexical_weight;
+        let score = |i: usize| dense[i] + lexical.as_ref().map_or(0.0, |l| weight * l[i]);
+        let better = |a: &(f32, usize), b: &(f32, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| pooled.entities[a.1].cmp(&pooled.entities[b.1]))
+        };
+        let mut order: Vec<(f32, usize)> = (0..n)
+            .filter(|&i| allowed[i] && dense[i].is_finite())
+            .map(|i| (score(i), i))
+            .collect();
+        if k < order.len() {
+            if k > 0 {
+                order.select_nth_unstable_by(k - 1, better);
+            }
+            order.truncate(k);
+        }
+        order.sort_by(better);
+        order
+            .into_iter()
+            .map(|(s, i)| RankedHit {
+                entity_id: pooled.entities[i].clone(),
+                score: s,
+                dense: dense[i],
+                view: view[i].cloned().flatten(),
+                lexical: lexical.as_ref().map(|l| l[i]),
+                lexical_view: lexical_doc
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .and_then(|d| pooled.lexical.as_ref().and_then(|(_, v)| v.get(d)))
+                    .cloned()
+                    .flatten(),
+            })
+            .collect()
+    }
+
     /// The priority of an entity, if it is active.
     pub fn priority(&self, entity_id: &str) -> Option<u8> {
         self.entities.get(entity_id).map(|e| e.priority.get())
@@ -364,6 +614,7 @@ impl Pipeline {
         let mut stages = Vec::new();
         let mut dropped = Vec::new();
         let mut notes = Vec::new();
+        let mut matches = Vec::new();
         if let Err(e) = self.token_counts() {
             notes.push(format!(
                 "tokens not counted ({e}): the budget is not enforced"
@@ -445,10 +696,18 @@ impl Pipeline {
         // 4. SITUATION semantic search
         match query {
             Some(q) if !self.index.is_empty() => {
-                let fetched =
-                    self.nearest(q, audience, self.config.top_k * self.config.fetch_factor);
+                let fetched = self.rank(
+                    q,
+                    message,
+                    audience,
+                    self.config.top_k * self.config.fetch_factor,
+                );
+                if self.pooled.is_some() {
+                    matches.clone_from(&fetched);
+                }
                 let mut semantic = Vec::new();
-                for (id, similarity) in fetched {
+                for hit in fetched {
+                    let (id, similarity) = (hit.entity_id, hit.score);
                     let Some(e) = self.entities.get(&id) else {
                         continue;
                     };
@@ -573,6 +832,7 @@ impl Pipeline {
             tokens_used: used,
             token_budget: budget,
             notes,
+            matches,
         }
     }
 }
@@ -741,6 +1001,76 @@ mod tests {
                     by: "handler_first".into()
                 }));
         assert!(r.tokens_used <= budget);
+    }
+
+    #[test]
+    fn dense_single_rank_is_exactly_nearest() {
+        let p = pipeline(100_000);
+        let q = [0.6, 0.8, 0.0];
+        let ranked: Vec<(String, f32)> = p
+            .rank(&q, "anything", "PARENT", 3)
+            .into_iter()
+            .map(|h| (h.entity_id, h.score))
+            .collect();
+        assert_eq!(ranked, p.nearest(&q, "PARENT", 3));
+        let r = p.retrieve("anything", Some(&q), &UserState::new(), "PARENT");
+        assert!(r.matches.is_empty(), "no match detail in 003's pipeline");
+    }
+
+    fn view(id: &str, view: &str, v: [f32; 3]) -> ViewVector {
+        ViewVector {
+            entity_id: id.into(),
+            view: Some(view.into()),
+            vector: v.to_vec(),
+        }
+    }
+
+    #[test]
+    fn an_entity_scores_its_best_view() {
+        let views = vec![
+            view("gray_rock", "title", [1.0, 0.0, 0.0]),
+            view("gray_rock", "keywords", [0.0, 1.0, 0.0]),
+            view("biff", "title", [0.6, 0.8, 0.0]),
+            view("far", "title", [0.0, 0.0, 1.0]),
+        ];
+        let p = Pipeline::with_views(&kb(), None, &views, RetrievalConfig::default()).unwrap();
+        let hits = p.rank(&[0.0, 1.0, 0.0], "", "PARENT", 10);
+        assert_eq!(hits[0].entity_id, "gray_rock");
+        assert_eq!(hits[0].view.as_deref(), Some("keywords"));
+        assert!((hits[0].score - 1.0).abs() < 1e-6);
+        assert_eq!(hits.len(), 3, "one hit per entity");
+        let r = p.retrieve("", Some(&[0.0, 1.0, 0.0]), &UserState::new(), "PARENT");
+        assert_eq!(r.matches[0].view.as_deref(), Some("keywords"));
+    }
+
+    #[test]
+    fn hybrid_adds_a_normalised_lexical_bonus() {
+        // Same cosine for gray_rock and boundaries; the message names the boundaries entity.
+        let views = vec![
+            view("gray_rock", "title", [1.0, 0.0, 0.0]),
+            view("boundaries", "title", [1.0, 0.0, 0.0]),
+        ];
+        let config = RetrievalConfig {
+            mode: RankMode::Hybrid,
+            lexical_weight: 0.5,
+            ..RetrievalConfig::default()
+        };
+        let p = Pipeline::with_views(&kb(), None, &views, config).unwrap();
+        let hits = p.rank(
+            &[1.0, 0.0, 0.0],
+            "what are healthy boundaries?",
+            "PARENT",
+            10,
+        );
+        assert_eq!(hits[0].entity_id, "boundaries");
+        assert_eq!(hits[0].lexical, Some(1.0));
+        assert!((hits[0].score - 1.5).abs() < 1e-6);
+        assert_eq!(hits[0].lexical_view.as_deref(), Some("title"));
+        assert_eq!(hits[1].lexical, Some(0.0));
+        assert!((hits[1].score - 1.0).abs() < 1e-6);
+        // With no lexical match at all, the order is the dense one.
+        let hits = p.rank(&[1.0, 0.0, 0.0], "zzz", "PARENT", 10);
+        assert!(hits.iter().all(|h| h.lexical == Some(0.0)));
     }
 
     #[test]

@@ -243,6 +243,23 @@ impl VectorIndex for FlatIndex {
     }
 }
 
+impl FlatIndex {
+    /// The similarity of `query` to every row, in row order (empty when the dimension does not
+    /// match): for callers that pool several rows per item.
+    pub fn scores(&self, query: &[f32]) -> Vec<f32> {
+        if query.len() != self.dimension || self.dimension == 0 {
+            return Vec::new();
+        }
+        let mut out = vec![0.0f32; self.ids.len()];
+        kernel::scan_one(&self.data, self.dimension, query, |row, score| {
+            if let Some(slot) = out.get_mut(row) {
+                *slot = score;
+            }
+        });
+        out
+    }
+}
+
 /// Orders hits best first, ties by row (for callers that merge results).
 pub fn sort_hits(hits: &mut [Hit]) {
     hits.sort_by(|a, b| {

@@ -38,6 +38,10 @@ struct Kb {
 }
 
 pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
+    let dir = match command {
+        KbCommand::Tune { dir: Some(d), .. } => d.as_path(),
+        _ => dir,
+    };
     let project = Project::load(dir)?;
     log_warnings(&project.warnings);
     let store = engine::open_store(&project.settings)?;
@@ -88,6 +92,13 @@ impl Kb {
                 embedder,
             } => self.embed(entity_id.as_deref(), *all, embedder.as_deref()),
             KbCommand::Stats { embedder, json } => self.stats(embedder.as_deref(), *json),
+            KbCommand::Tune {
+                embedder,
+                folds,
+                write,
+                json,
+                ..
+            } => self.tune(embedder.as_deref(), *folds, *write, *json),
             KbCommand::Export { format, output } => self.export(format, output.as_deref()),
         }
     }
@@ -435,7 +446,61 @@ impl Kb {
         for id in &report.embedded {
             text.push_str(&format!("  {id}\n"));
         }
+        if engine::multi_view(&self.project.settings) && entity_id.is_none() {
+            let views = rt.block_on(engine::refresh_view_embeddings(
+                &self.store,
+                embedder.as_ref(),
+                all,
+            ))?;
+            text.push_str(&format!(
+                "views: embedded those of {} ({} already fresh)\n",
+                plural(views.embedded.len(), "entity"),
+                views.fresh
+            ));
+        }
         out(&text);
+        Ok(())
+    }
+
+    fn tune(
+        &self,
+        flag: Option<&str>,
+        folds: usize,
+        write: bool,
+        as_json: bool,
+    ) -> Result<(), HarnessError> {
+        let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
+        let outcome = rt.block_on(assay_harness::tune::tune(&self.project, flag, &env, folds))?;
+        if write {
+            assay_harness::tune::write_tuned(
+                &self.project.settings.root,
+                &outcome.embedder,
+                &outcome.tuned(),
+            )?;
+        }
+        if as_json {
+            let (before, after) = outcome.held_out();
+            let mut doc = json!(outcome);
+            doc["held_out_before"] = json!(before);
+            doc["held_out_after"] = json!(after);
+            doc["written"] = json!(write);
+            out(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc)
+                    .map_err(|e| HarnessError::Infrastructure(e.to_string()))?
+            ));
+        } else {
+            let mut text = outcome.render();
+            if write {
+                text.push_str(&format!(
+                    "\nwritten to assay.toml as [retrieval.tuned.\"{}\"]\n",
+                    outcome.embedder
+                ));
+            } else {
+                text.push_str("\n(not written: --write saves the chosen values in assay.toml)\n");
+            }
+            out(&text);
+        }
         Ok(())
     }
 

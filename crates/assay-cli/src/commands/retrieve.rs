@@ -50,19 +50,13 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
     let choice = engine::choose_embedder(&project.settings, args.embedder.as_deref(), &env)?;
     let embedder = engine::build_embedder(&choice)?;
     let rt = runtime()?;
-    rt.block_on(engine::refresh_embeddings(
-        &store,
-        embedder.as_ref(),
-        false,
-        None,
-    ))?;
-    let pipeline = engine::build_pipeline(
+    let (pipeline, _) = rt.block_on(engine::prepare_pipeline(
         &store,
         &store,
         &project,
-        embedder.model(),
+        embedder.as_ref(),
         engine::retrieval_config(&project.settings, &choice),
-    )?;
+    ))?;
     let query = rt
         .block_on(embedder.embed(std::slice::from_ref(&args.message), InputKind::Query))
         .map_err(|e| {
@@ -96,6 +90,9 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
             doc["stages"] = json!(retrieval.stages);
             doc["dropped"] = json!(retrieval.dropped);
             doc["notes"] = json!(retrieval.notes);
+            if !retrieval.matches.is_empty() {
+                doc["matches"] = json!(retrieval.matches);
+            }
         }
         out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     } else {
@@ -189,6 +186,25 @@ fn render(r: &Retrieval, explain: bool, model: &str, audience: &str) -> String {
                     "  {:<32} {:<9} {why}\n",
                     d.entity_id,
                     d.stage.to_string()
+                ));
+            }
+        }
+        if !r.matches.is_empty() {
+            text.push_str(
+                "\nsemantic matches (score = cosine of the best view + lexical bonus):\n",
+            );
+            for m in &r.matches {
+                let lexical = match (m.lexical, &m.lexical_view) {
+                    (Some(l), Some(v)) => format!(", lexical {l:.3} via {v}"),
+                    (Some(l), None) => format!(", lexical {l:.3}"),
+                    _ => String::new(),
+                };
+                text.push_str(&format!(
+                    "  {:<32} {:>6.3}  cosine {:.3} via {}{lexical}\n",
+                    m.entity_id,
+                    m.score,
+                    m.dense,
+                    m.view.as_deref().unwrap_or("embedding text")
                 ));
             }
         }

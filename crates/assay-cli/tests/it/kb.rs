@@ -726,3 +726,41 @@ fn embed_then_stats() {
     );
     rejected(&p, &["embed", "--embedder", "nope"], "nope");
 }
+
+#[test]
+fn tune_reports_held_out_folds_and_writes_only_when_asked() {
+    let p = Scratch::example_dense();
+    let before = p.read("assay.toml");
+    let run = p.assay(&["kb", "tune", "--folds", "4", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let doc = run.json();
+    assert_eq!(doc["embedder"], "builtin/hashed-ngrams");
+    assert_eq!(doc["folds"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["cases"], 94);
+    // The current setting scores the bank as `assay run` does (76.2 for the example).
+    assert!(
+        (doc["all_before"].as_f64().unwrap() - 76.17).abs() < 0.01,
+        "{doc}"
+    );
+    assert!(doc["all_after"].as_f64().unwrap() >= doc["all_before"].as_f64().unwrap());
+    assert_eq!(
+        p.read("assay.toml"),
+        before,
+        "nothing written without --write"
+    );
+
+    let run = p.assay(&["kb", "tune", "--write"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("held-out mean"), "{}", run.stdout);
+    let after = p.read("assay.toml");
+    assert!(after.starts_with(&before), "{after}");
+    assert!(
+        after.contains("[retrieval.tuned.\"builtin/hashed-ngrams\"]"),
+        "{after}"
+    );
+    // The next run uses the tuned values.
+    let run = p.assay(&["run", "--banks", "semantic", "--json", "--no-save"]);
+    assert!(run.code == 0 || run.code == 1, "{run:?}");
+    let setup = run.json()["setup"].to_string();
+    assert!(setup.contains("threshold"), "{setup}");
+}

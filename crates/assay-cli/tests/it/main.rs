@@ -2,8 +2,10 @@
 
 mod bad_input;
 mod calibrate;
+mod eval_set;
 mod expectations;
 mod fake_openai;
+mod ir;
 mod kb;
 mod migrate;
 mod providers;

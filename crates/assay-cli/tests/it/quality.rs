@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::support::{Run, Scratch, assay};
 
 /// `local/<dir>` for the MiniLM test model, or `None` when skipping is asked for.
-fn minilm() -> Option<String> {
+pub(crate) fn minilm() -> Option<String> {
     let dir = std::env::var_os("ASSAY_TEST_MODEL_DIR").map_or_else(
         || {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -158,7 +158,19 @@ fn retrieval_quality_with_minilm() {
     let failures = quality_failures(&p, &model);
     assert!(
         failures.is_empty(),
-        "003 §8 retrieval cases failing with MiniLM:\n{}",
+        "003 §8 retrieval cases failing with MiniLM (default settings):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn retrieval_quality_with_minilm_in_003s_pipeline() {
+    let Some(model) = minilm() else { return };
+    let p = Scratch::example_dense();
+    let failures = quality_failures(&p, &model);
+    assert!(
+        failures.is_empty(),
+        "003 §8 retrieval cases failing with MiniLM (dense, single view):\n{}",
         failures.join("\n")
     );
 }
@@ -271,16 +283,17 @@ fn state_conditions_from_stored_user_state() {
 #[test]
 fn crisis_priority_with_minilm() {
     let Some(model) = minilm() else { return };
-    let p = Scratch::example();
-    let run = retrieve(
-        &p,
-        "i just cant do this anymore i want to end it",
-        &["--embedder", &model],
-    );
-    assert_eq!(run.code, 0, "{run:?}");
-    let first = ids(&run.json(), |_| true).remove(0);
-    assert!(
-        ["handler_crisis", "rule_crisis_detection"].contains(&first.as_str()),
-        "{first}"
-    );
+    for p in [Scratch::example(), Scratch::example_dense()] {
+        let run = retrieve(
+            &p,
+            "i just cant do this anymore i want to end it",
+            &["--embedder", &model],
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        let first = ids(&run.json(), |_| true).remove(0);
+        assert!(
+            ["handler_crisis", "rule_crisis_detection"].contains(&first.as_str()),
+            "{first}"
+        );
+    }
 }

@@ -215,3 +215,58 @@ fn embed_prints_unit_vectors() {
     assert_eq!(bad.code, 2, "a missing key is bad input: {bad:?}");
     assert!(bad.stderr.contains("VOYAGE_API_KEY"), "{bad:?}");
 }
+
+#[test]
+fn explain_shows_which_view_matched_with_several_views_and_hybrid_ranking() {
+    let p = Scratch::example();
+    let toml = p.read("assay.toml");
+    p.write(
+        "assay.toml",
+        &format!("{toml}\n[retrieval]\nviews = \"multi\"\nmode = \"hybrid\"\n"),
+    );
+    let run = retrieve(
+        &p,
+        &["he keeps trying to push my buttons at pickup", "--explain"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("semantic matches"), "{}", run.stdout);
+    assert!(run.stdout.contains("cosine"), "{}", run.stdout);
+    let run = retrieve(
+        &p,
+        &[
+            "he keeps trying to push my buttons at pickup",
+            "--explain",
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let doc = run.json();
+    let matches = doc["matches"].as_array().unwrap();
+    assert!(!matches.is_empty());
+    let first = &matches[0];
+    assert!(first["view"].is_string(), "{first}");
+    assert!(first["lexical"].is_number(), "{first}");
+    // A second retrieval embeds nothing new, and gives the same answer.
+    let again = retrieve(
+        &p,
+        &[
+            "he keeps trying to push my buttons at pickup",
+            "--explain",
+            "--json",
+        ],
+    );
+    assert_eq!(again.json()["matches"], doc["matches"]);
+}
+
+#[test]
+fn an_unknown_retrieval_mode_is_bad_input() {
+    let p = Scratch::example();
+    let toml = p.read("assay.toml");
+    p.write(
+        "assay.toml",
+        &format!("{toml}\n[retrieval]\nmode = \"fuzzy\"\n"),
+    );
+    let run = retrieve(&p, &["hello"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("retrieval.mode"), "{}", run.stderr);
+}

@@ -28,7 +28,9 @@ fn redact(text: &str, project: &str) -> String {
 
 #[test]
 fn the_example_runs_all_four_banks_and_saves_results() {
-    let p = Scratch::example();
+    // 003's pipeline (dense ranking, one embedding per entity): the results recorded before
+    // hybrid ranking became the default, unchanged.
+    let p = Scratch::example_dense();
     let run = p.assay(&["run"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
@@ -374,4 +376,24 @@ fn init_makes_a_project_that_passes() {
     let again = assay(&["init", project.to_str().unwrap()]);
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("refusing to overwrite"), "{again:?}");
+}
+
+#[test]
+fn the_example_with_default_hybrid_ranking_scores_higher_than_003s_pipeline() {
+    let hybrid = Scratch::example();
+    let dense = Scratch::example_dense();
+    let score = |p: &Scratch| {
+        let run = p.assay(&["run", "--banks", "semantic", "--json", "--no-save"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let log = run.json();
+        (
+            log["semantic"]["average_score"].as_f64().unwrap(),
+            log["semantic"]["hard_fails"].as_u64().unwrap(),
+        )
+    };
+    let (h, h_fails) = score(&hybrid);
+    let (d, d_fails) = score(&dense);
+    assert_eq!((d, d_fails), (76.2, 16), "003's pipeline is unchanged");
+    // Measured when hybrid became the default (docs/guide.md): 83.1 with 8 hard fails.
+    assert_eq!((h, h_fails), (83.1, 8));
 }

@@ -55,6 +55,18 @@ impl Scratch {
         &self.root
     }
 
+    /// The example, pinned to 003's pipeline: `[retrieval] mode = "dense"`, `views = "single"`
+    /// (the results the tests recorded before hybrid ranking became the default).
+    pub fn example_dense() -> Scratch {
+        let p = Scratch::example();
+        let toml = p.read("assay.toml");
+        p.write(
+            "assay.toml",
+            &format!("{toml}\n[retrieval]\nmode = \"dense\"\nviews = \"single\"\n"),
+        );
+        p
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }

@@ -404,6 +404,25 @@ impl KbStats {
     pub const TOP_RETRIEVED: usize = 10;
 }
 
+/// The embedding of one retrieval view of an entity ([`Entity::views`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewEmbedding {
+    /// The entity.
+    pub entity_id: String,
+    /// The view's key (`title`, `recognition.1`, `keywords`, `example.1`, …).
+    pub view: String,
+    /// [`view_text_hash`] of the text it was made from.
+    pub text_hash: String,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// The SHA-256 (hex) of a view's text, stored beside its embedding.
+pub fn view_text_hash(text: &str) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
+}
+
 /// A knowledge base that can be edited, keeping every version (003 §1, §4).
 ///
 /// Reads through [`KnowledgeBase`] see the current version of each entity. Writes that change
@@ -464,6 +483,20 @@ pub trait KbStore: KnowledgeBase {
         filter: &EntityFilter,
         model: &str,
     ) -> Result<Vec<(String, Vec<f32>)>, KbError>;
+
+    /// Every stored view embedding of `model` (fresh or not: compare `text_hash` with
+    /// [`view_text_hash`] of the entity's current view text).
+    fn view_embeddings(&self, model: &str) -> Result<Vec<ViewEmbedding>, KbError>;
+
+    /// Stores view embeddings of `model` (replacing those of the same entity and view), and
+    /// removes `model`'s views of the listed `(entity_id, view)` pairs that `rows` does not
+    /// hold, in one transaction. Does not add a version.
+    fn set_view_embeddings(
+        &self,
+        model: &str,
+        rows: &[ViewEmbedding],
+        remove: &[(String, String)],
+    ) -> Result<(), KbError>;
 
     /// Counts one retrieval for each id (an id listed twice counts twice). Does not add a
     /// version. Returns how many retrievals were counted (unknown ids count none).

@@ -99,8 +99,24 @@ CREATE TABLE user_state (
 );
 "#;
 
+/// Version 2: one embedding per retrieval view of an entity (`Entity::views`), per model,
+/// with the SHA-256 of the view's text, so a view is re-embedded only when its text changes.
+/// Several models' views live side by side.
+const V2: &str = "
+CREATE TABLE kb_view_embeddings (
+    entity_id TEXT NOT NULL,
+    view TEXT NOT NULL,
+    model TEXT NOT NULL CHECK (length(model) > 0),
+    text_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL CHECK (dim > 0),
+    embedding BLOB NOT NULL,
+    CHECK (length(embedding) = 4 * dim),
+    PRIMARY KEY (model, entity_id, view)
+);
+";
+
 /// The migrations, in order; migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

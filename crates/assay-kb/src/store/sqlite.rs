@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::schema;
 use super::{
     Edit, EmbeddingCoverage, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore,
-    Staleness, StoredEntity, changed_fields,
+    Staleness, StoredEntity, ViewEmbedding, changed_fields,
 };
 use crate::{EntityFilter, KbError, KnowledgeBase, check_entity};
 
@@ -682,6 +682,84 @@ impl KbStore for SqliteStore {
         Ok(())
     }
 
+    fn view_embeddings(&self, model: &str) -> Result<Vec<ViewEmbedding>, KbError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT entity_id, view, text_hash, embedding FROM kb_view_embeddings \
+             WHERE model = ?1 ORDER BY entity_id, view",
+        )?;
+        let rows: Vec<(String, String, String, Vec<u8>)> = stmt
+            .query_map([model], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(|(entity_id, view, text_hash, blob)| {
+                let vector = decode_vector(&entity_id, &blob)?;
+                Ok(ViewEmbedding {
+                    entity_id,
+                    view,
+                    text_hash,
+                    vector,
+                })
+            })
+            .collect()
+    }
+
+    fn set_view_embeddings(
+        &self,
+        model: &str,
+        rows: &[ViewEmbedding],
+        remove: &[(String, String)],
+    ) -> Result<(), KbError> {
+        if model.trim().is_empty() {
+            return Err(KbError::Invalid("the embedding model is empty".into()));
+        }
+        for r in rows {
+            let invalid = |what: &str| {
+                Err(KbError::Invalid(format!(
+                    "entity `{}` view `{}`: {what}",
+                    r.entity_id, r.view
+                )))
+            };
+            if r.vector.is_empty() {
+                return invalid("the embedding is empty");
+            }
+            if r.vector.iter().any(|x| !x.is_finite()) {
+                return invalid("the embedding has a value that is not finite");
+            }
+            if u32::try_from(r.vector.len()).is_err() {
+                return invalid("the embedding is too long");
+            }
+        }
+        let mut conn = self.lock();
+        let tx = write_transaction(&mut conn)?;
+        {
+            let mut delete = tx.prepare_cached(
+                "DELETE FROM kb_view_embeddings WHERE model = ?1 AND entity_id = ?2 AND view = ?3",
+            )?;
+            for (entity_id, view) in remove {
+                delete.execute((model, entity_id, view))?;
+            }
+            let mut insert = tx.prepare_cached(
+                "INSERT OR REPLACE INTO kb_view_embeddings \
+                 (entity_id, view, model, text_hash, dim, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for r in rows {
+                insert.execute((
+                    &r.entity_id,
+                    &r.view,
+                    model,
+                    &r.text_hash,
+                    u32::try_from(r.vector.len()).unwrap_or(u32::MAX),
+                    encode_vector(&r.vector),
+                ))?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn embedding_status(
         &self,
         filter: &EntityFilter,
@@ -834,7 +912,7 @@ mod tests {
     fn new_database_has_the_current_schema() {
         let store = SqliteStore::in_memory().unwrap();
         assert_eq!(store.schema_version().unwrap(), schema::SCHEMA_VERSION);
-        assert_eq!(schema::SCHEMA_VERSION, 1);
+        assert_eq!(schema::SCHEMA_VERSION, 2);
     }
 
     #[test]
@@ -859,7 +937,7 @@ mod tests {
         drop(store);
         let err = SqliteStore::open(&path).unwrap_err().to_string();
         assert!(
-            err.contains("schema version 99, newer than this assay supports (1)"),
+            err.contains("schema version 99, newer than this assay supports (2)"),
             "{err}"
         );
     }

@@ -111,3 +111,44 @@ fn current_embeddings_are_fresh_filtered_and_ordered() {
         .unwrap();
     assert_eq!(all.len(), 4);
 }
+
+#[test]
+fn view_embeddings_are_kept_per_model_and_replaced_or_removed() {
+    use assay_kb::{ViewEmbedding, view_text_hash};
+    let store = assay_kb::SqliteStore::in_memory().unwrap();
+    let row = |entity: &str, view: &str, text: &str, x: f32| ViewEmbedding {
+        entity_id: entity.into(),
+        view: view.into(),
+        text_hash: view_text_hash(text),
+        vector: vec![x, 1.0],
+    };
+    store
+        .set_view_embeddings(
+            "m1",
+            &[row("a", "title", "A", 0.1), row("a", "keywords", "k", 0.2)],
+            &[],
+        )
+        .unwrap();
+    store
+        .set_view_embeddings("m2", &[row("a", "title", "A", 0.9)], &[])
+        .unwrap();
+    // Replace one view's text, remove the other.
+    store
+        .set_view_embeddings(
+            "m1",
+            &[row("a", "title", "A2", 0.3)],
+            &[("a".into(), "keywords".into())],
+        )
+        .unwrap();
+    let m1 = store.view_embeddings("m1").unwrap();
+    assert_eq!(m1, vec![row("a", "title", "A2", 0.3)]);
+    assert_eq!(
+        store.view_embeddings("m2").unwrap(),
+        vec![row("a", "title", "A", 0.9)]
+    );
+    assert!(
+        store
+            .set_view_embeddings("m1", &[row("a", "title", "A", f32::NAN)], &[])
+            .is_err()
+    );
+}
