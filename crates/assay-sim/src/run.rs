@@ -400,18 +400,21 @@ async fn run_one(
             run.warnings.push(format!("teardown: {e}"));
         }
     }
-    for c in connections {
-        c.close().await;
-    }
-    if !options.keep_workdirs {
-        let _ = std::fs::remove_dir_all(&workdir);
-    }
-
-    match (outcome, &run.transcript) {
-        (Err(e), _) => run.error = Some(e),
-        (Ok(()), None) => run.error = Some("no conversation took place".into()),
-        (Ok(()), Some(transcript)) => {
-            match judge::judge(
+    // The judge needs no server: stop them (and clean up) while it reads the transcript.
+    let keep = options.keep_workdirs;
+    let cleanup = async move {
+        for c in connections {
+            c.close().await;
+        }
+        if !keep {
+            let _ = std::fs::remove_dir_all(&workdir);
+        }
+    };
+    let judging = async {
+        match (outcome, &run.transcript) {
+            (Err(e), _) => Err(e),
+            (Ok(()), None) => Err("no conversation took place".into()),
+            (Ok(()), Some(transcript)) => judge::judge(
                 models.judge.as_ref(),
                 suite.criteria(),
                 scenario,
@@ -421,20 +424,23 @@ async fn run_one(
                 &run.checks,
             )
             .await
-            {
-                Ok((judgement, _)) => {
-                    run.overall = Some(judgement.overall);
-                    run.verdict = if !judgement.simulator_kept_persona {
-                        Verdict::SimulatorFault
-                    } else if judgement.overall >= suite.config.pass_threshold {
-                        Verdict::Pass
-                    } else {
-                        Verdict::Fail
-                    };
-                    run.judgement = Some(judgement);
-                }
-                Err(e) => run.error = Some(format!("judge: {e}")),
-            }
+            .map(|(judgement, _)| judgement)
+            .map_err(|e| format!("judge: {e}")),
+        }
+    };
+    let ((), verdict) = tokio::join!(cleanup, judging);
+    match verdict {
+        Err(e) => run.error = Some(e),
+        Ok(judgement) => {
+            run.overall = Some(judgement.overall);
+            run.verdict = if !judgement.simulator_kept_persona {
+                Verdict::SimulatorFault
+            } else if judgement.overall >= suite.config.pass_threshold {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
+            run.judgement = Some(judgement);
         }
     }
     run.duration_ms = started.elapsed().as_millis() as u64;
