@@ -73,12 +73,7 @@ impl SchemaCheck {
         reply: &str,
         check: &(dyn Fn(&T) -> Result<(), String> + Sync),
     ) -> Result<(T, Value), String> {
-        self.parse_with(reply, &|json: &Value| {
-            let value: T = serde_json::from_value(json.clone())
-                .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
-            check(&value)?;
-            Ok(value)
-        })
+        self.parse_with(reply, &|json: &Value| typed(json, check))
     }
 
     /// Checks one reply: JSON, the schema, then `parse` turns the valid object into the caller's
@@ -125,6 +120,17 @@ impl SchemaCheck {
         let value = parse(&json)?;
         Ok((value, json))
     }
+}
+
+/// `json` as `T`, then the caller's `check`.
+fn typed<T: DeserializeOwned>(
+    json: &Value,
+    check: &(dyn Fn(&T) -> Result<(), String> + Sync),
+) -> Result<T, String> {
+    let value: T = serde_json::from_value(json.clone())
+        .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
+    check(&value)?;
+    Ok(value)
 }
 
 /// The first JSON object in `reply`: the whole reply if it is one, else the first `{` from which
@@ -193,10 +199,7 @@ pub async fn ask_structured<T: DeserializeOwned>(
     check: &(dyn Fn(&T) -> Result<(), String> + Sync),
 ) -> Result<Structured<T>, ProviderError> {
     let (result, trace) = ask_structured_traced(chat, request, schema, retries, &|json: &Value| {
-        let value: T = serde_json::from_value(json.clone())
-            .map_err(|e| format!("the JSON does not have the expected shape: {e}"))?;
-        check(&value)?;
-        Ok(value)
+        typed(json, check)
     })
     .await;
     let (value, json) = result?;

@@ -39,7 +39,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
                 .collect(),
         ),
     };
-    let selected = assay_sim::select(&suite, wanted.as_deref()).map_err(input_error)?;
+    let selected = assay_sim::select(&suite, wanted.as_deref()).map_err(preflight_error)?;
 
     let model = args
         .model
@@ -114,10 +114,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
 
     let rt = runtime()?;
     rt.block_on(assay_sim::preflight(&suite, &options))
-        .map_err(|e| match e {
-            PreflightError::Input(m) => anyhow::Error::from(HarnessError::Usage(m)),
-            PreflightError::Server(e) => HarnessError::Infrastructure(e.to_string()).into(),
-        })?;
+        .map_err(preflight_error)?;
     let mut report = rt.block_on(assay_sim::simulate(&suite, &models, &options, &selected));
     bar.finish_and_clear();
 
@@ -165,7 +162,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     })
 }
 
-fn input_error(e: PreflightError) -> anyhow::Error {
+/// Bad input is exit 2; a server that exists but cannot be started or reached is exit 3.
+fn preflight_error(e: PreflightError) -> anyhow::Error {
     match e {
         PreflightError::Input(m) => HarnessError::Usage(m).into(),
         PreflightError::Server(e) => HarnessError::Infrastructure(e.to_string()).into(),
