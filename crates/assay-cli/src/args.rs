@@ -142,9 +142,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_save: bool,
 
-    /// List only failing cases in the summary (the default lists every imperfect case).
-    #[arg(long)]
+    /// List every hard fail and critical failure in the summary (the default lists the worst
+    /// few, with counts per reason).
+    #[arg(long, conflicts_with = "all")]
     pub failures_only: bool,
+
+    /// List every case below 100 in the summary, and every error.
+    #[arg(long)]
+    pub all: bool,
 
     /// Embedder for the semantic bank (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
     #[arg(long, value_name = "VENDOR/MODEL")]

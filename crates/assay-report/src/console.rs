@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
-use assay_core::scoring::interpret;
+use assay_core::scoring::{Breakdown, Penalty, interpret};
 
 use crate::markdown::breakdown_lines;
 
@@ -12,9 +12,22 @@ fn strip_ticks(s: &str) -> String {
     s.replace('`', "")
 }
 
-/// Renders the summary. With `failures_only`, only hard fails, critical failures and errors are
-/// listed; otherwise every case below 100.
-pub fn render(log: &RunLog, failures_only: bool) -> String {
+/// Which cases the summary lists one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Listing {
+    /// Counts per reason and the worst few cases (the default): readable at any bank size.
+    #[default]
+    Summary,
+    /// Every hard fail and critical failure.
+    Failures,
+    /// Every case below 100.
+    All,
+}
+
+/// Renders the summary: the per-bank table, the totals, the reasons cases lost points (with
+/// the entities named most often) and the cases `listing` asks for, worst first. Errors are
+/// grouped by message. The full list is in the saved report and the `--json` RunLog.
+pub fn render(log: &RunLog, listing: Listing) -> String {
     let s = &log.summary;
     let mut out = String::new();
     let banks: Vec<&str> = log.filters.banks.iter().map(|b| b.key()).collect();
@@ -86,21 +99,110 @@ pub fn render(log: &RunLog, failures_only: bool) -> String {
         );
     }
 
-    let mut lines: Vec<String> = Vec::new();
-    let mut push = |id: &str, score: u32, critical: bool, why: Vec<String>| {
-        if failures_only && score > 0 && !critical {
-            return;
+    let cases = imperfect_cases(log);
+    let shown: Vec<&Imperfect> = match listing {
+        Listing::Failures => cases
+            .iter()
+            .filter(|c| c.score == 0 || c.critical)
+            .collect(),
+        Listing::All => cases.iter().collect(),
+        Listing::Summary => cases.iter().take(WORST).collect(),
+    };
+    if !cases.is_empty() {
+        let total_cases = s.total_tests;
+        let _ = writeln!(out, "\ncases below 100: {} of {total_cases}", cases.len());
+        render_reasons(&mut out, &cases);
+        let heading = match listing {
+            Listing::Summary if cases.len() > shown.len() => format!("worst {}", shown.len()),
+            Listing::Failures => "failures".to_owned(),
+            _ => "cases".to_owned(),
+        };
+        if !shown.is_empty() {
+            let _ = writeln!(out, "\n{heading}:");
+            for c in &shown {
+                let flag = if c.critical { " CRITICAL" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "  {:<16} {:>3} {:<17}{flag} {}",
+                    c.id,
+                    c.score,
+                    interpret(c.score),
+                    c.why
+                );
+            }
         }
-        let flag = if critical { " CRITICAL" } else { "" };
-        let why = why
+        let hidden = cases.len() - shown.len();
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "  … {hidden} more below 100: `--all` lists them here; the saved report and `--json` have every case"
+            );
+        }
+    }
+    if let Some(r) = &log.semantic {
+        let errors: Vec<_> = r.results.iter().filter(|c| c.error.is_some()).collect();
+        if !errors.is_empty() {
+            let _ = writeln!(out, "\nerrors (not scored): {}", errors.len());
+            // Grouped by message: one provider outage is one line, not one line per case.
+            let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+            for c in errors {
+                let msg = c.error.as_deref().unwrap_or_default().to_owned();
+                match groups.iter_mut().find(|(m, _)| *m == msg) {
+                    Some((_, ids)) => ids.push(&c.test_id),
+                    None => groups.push((msg, vec![&c.test_id])),
+                }
+            }
+            groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
+            let all = listing == Listing::All;
+            for (msg, ids) in groups.iter().take(if all { usize::MAX } else { WORST }) {
+                let _ = writeln!(out, "  {:>3} × {msg}", ids.len());
+                let _ = writeln!(
+                    out,
+                    "        {}",
+                    id_list(ids, if all { usize::MAX } else { 6 })
+                );
+            }
+            if !all && groups.len() > WORST {
+                let _ = writeln!(
+                    out,
+                    "  … {} more kinds of error: `--all` or `--json`",
+                    groups.len() - WORST
+                );
+            }
+        }
+    }
+    out
+}
+
+/// How many cases the default summary lists.
+const WORST: usize = 8;
+
+/// One case below 100 (or a critical failure), as the summary lists it.
+struct Imperfect {
+    id: String,
+    score: u32,
+    critical: bool,
+    why: String,
+    breakdown: Breakdown,
+}
+
+/// Every case below 100 and every critical failure, worst first: critical failures, then by
+/// score, then in bank and file order.
+fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
+    let mut cases = Vec::new();
+    let mut push = |id: &str, score: u32, critical: bool, b: &Breakdown| {
+        let why = breakdown_lines(b)
             .iter()
             .map(|w| strip_ticks(w))
             .collect::<Vec<_>>()
             .join("; ");
-        lines.push(format!(
-            "  {id:<16} {score:>3} {:<17}{flag} {why}",
-            interpret(score)
-        ));
+        cases.push(Imperfect {
+            id: id.to_owned(),
+            score,
+            critical,
+            why,
+            breakdown: b.clone(),
+        });
     };
     if let Some(r) = &log.semantic {
         for c in r
@@ -108,17 +210,12 @@ pub fn render(log: &RunLog, failures_only: bool) -> String {
             .iter()
             .filter(|c| c.score.is_some_and(|s| s < 100))
         {
-            push(
-                &c.test_id,
-                c.score.unwrap_or(0),
-                false,
-                breakdown_lines(&c.breakdown),
-            );
+            push(&c.test_id, c.score.unwrap_or(0), false, &c.breakdown);
         }
     }
     if let Some(r) = &log.state {
         for c in r.results.iter().filter(|c| c.score < 100) {
-            push(&c.test_id, c.score, false, breakdown_lines(&c.breakdown));
+            push(&c.test_id, c.score, false, &c.breakdown);
         }
     }
     if let Some(r) = &log.pattern {
@@ -127,46 +224,87 @@ pub fn render(log: &RunLog, failures_only: bool) -> String {
             .iter()
             .filter(|c| c.score < 100 || c.is_critical_failure)
         {
-            push(
-                &c.test_id,
-                c.score,
-                c.is_critical_failure,
-                breakdown_lines(&c.breakdown),
-            );
+            push(&c.test_id, c.score, c.is_critical_failure, &c.breakdown);
         }
     }
     if let Some(r) = &log.always {
         for c in r.results.iter().filter(|c| c.score < 100) {
-            push(&c.test_id, c.score, false, breakdown_lines(&c.breakdown));
+            push(&c.test_id, c.score, false, &c.breakdown);
         }
     }
-    if !lines.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n{}:",
-            if failures_only {
-                "failures"
-            } else {
-                "cases below 100"
+    // A stable sort keeps bank and file order among equals.
+    cases.sort_by_key(|c| (!c.critical, c.score));
+    cases
+}
+
+/// The reasons cases lost points, with how many cases each touched and, for penalties that
+/// name entities, the entities named most often.
+fn render_reasons(out: &mut String, cases: &[Imperfect]) {
+    const LABELS: [&str; 5] = [
+        "hard fail",
+        "false positives",
+        "secondary missing",
+        "rank violations",
+        "wrong handlers",
+    ];
+    // Per reason: the cases it touched and the entities it named, with counts.
+    let mut touched = [0usize; 5];
+    let mut named: [Vec<(String, usize)>; 5] = Default::default();
+    for c in cases {
+        let b = &c.breakdown;
+        // What each reason names: the hard fail's reason, the entities penalised, and for a
+        // rank violation the entity that should have ranked higher.
+        let names = |p: Option<&Penalty<String>>| p.map(|p| p.items.clone());
+        let hits: [Option<Vec<String>>; 5] = [
+            (b.primary_fail == Some(true)).then(|| b.reason.clone().into_iter().collect()),
+            names(b.false_positives.as_ref()),
+            names(b.secondary_missing.as_ref()),
+            b.rank_violations.as_ref().map(|p| {
+                p.items
+                    .iter()
+                    .map(|v| format!("{} too low", v.expected_higher))
+                    .collect()
+            }),
+            names(b.wrong_handlers.as_ref()),
+        ];
+        for (i, items) in hits.into_iter().enumerate() {
+            let Some(items) = items else { continue };
+            touched[i] += 1;
+            for item in items {
+                match named[i].iter_mut().find(|(n, _)| *n == item) {
+                    Some((_, count)) => *count += 1,
+                    None => named[i].push((item, 1)),
+                }
             }
-        );
-        for l in lines {
-            let _ = writeln!(out, "{l}");
         }
     }
-    if let Some(r) = &log.semantic {
-        let errors: Vec<_> = r.results.iter().filter(|c| c.error.is_some()).collect();
-        if !errors.is_empty() {
-            let _ = writeln!(out, "\nerrors (not scored):");
-            for c in errors {
-                let _ = writeln!(
-                    out,
-                    "  {:<16} {}",
-                    c.test_id,
-                    c.error.as_deref().unwrap_or_default()
-                );
-            }
+    let _ = writeln!(out, "  {:<18} {:>5}  most often", "reason", "cases");
+    for (i, label) in LABELS.iter().enumerate() {
+        if touched[i] == 0 {
+            continue;
         }
+        // Most often first; a stable sort keeps first-seen order among equals.
+        named[i].sort_by_key(|n| std::cmp::Reverse(n.1));
+        let mut top = named[i]
+            .iter()
+            .take(3)
+            .map(|(item, n)| format!("{item} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = named[i].len().saturating_sub(3);
+        if more > 0 {
+            let _ = write!(top, ", {more} more");
+        }
+        let line = format!("  {label:<18} {:>5}  {top}", touched[i]);
+        let _ = writeln!(out, "{}", line.trim_end());
     }
-    out
+}
+
+/// `a, b, c` and `… N more` past `max`.
+fn id_list(ids: &[&str], max: usize) -> String {
+    let mut s = ids.iter().take(max).copied().collect::<Vec<_>>().join(", ");
+    if ids.len() > max {
+        let _ = write!(s, ", … {} more", ids.len() - max);
+    }
+    s
 }

@@ -8,6 +8,7 @@ use assay_harness::project::Project;
 use assay_harness::results;
 use assay_harness::run::{RunRequest, gate_passed};
 use assay_harness::session::{JournalMode, RunSetup, execute};
+use assay_report::console::Listing;
 
 use super::{current_thread_runtime, env, log_warnings, out};
 use crate::args::RunArgs;
@@ -58,7 +59,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     if args.json {
         out(&outcome.json);
     } else {
-        let mut text = assay_report::console::render(log, args.failures_only);
+        let listing = if args.all {
+            Listing::All
+        } else if args.failures_only {
+            Listing::Failures
+        } else {
+            Listing::Summary
+        };
+        let mut text = assay_report::console::render(log, listing);
         if !outcome.usage_report.is_empty() {
             text.push('\n');
             text.push_str(&outcome.usage_report);

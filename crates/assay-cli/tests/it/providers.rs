@@ -138,6 +138,22 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
     let mean = scored.iter().sum::<f64>() / scored.len() as f64;
     let reported = log["semantic"]["average_score"].as_f64().unwrap();
     assert!((mean - reported).abs() < 0.06, "{mean} vs {reported}");
+
+    // The console summary reports the error apart, grouped by message, with the case's id.
+    let console = project.assay_env(&["run", "--no-save"], &[KEY]);
+    assert_eq!(console.code, 3, "{console:?}");
+    assert!(
+        console.stdout.contains("errors (not scored): 1\n"),
+        "{}",
+        console.stdout
+    );
+    let grouped = console
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("errors (not scored)"))
+        .collect::<Vec<_>>();
+    assert!(grouped[1].trim_start().starts_with("1 × "), "{grouped:?}");
+    assert_eq!(grouped[2].trim(), poisoned_id, "{grouped:?}");
 }
 
 #[test]

@@ -397,3 +397,50 @@ fn the_example_with_default_hybrid_ranking_scores_higher_than_003s_pipeline() {
     // Measured when hybrid became the default (docs/guide.md): 83.1 with 8 hard fails.
     assert_eq!((h, h_fails), (83.1, 8));
 }
+
+#[test]
+fn the_summary_lists_the_worst_few_and_the_flags_list_more() {
+    // The default is readable at any bank size: counts per reason and the worst few; `--all`
+    // and `--failures-only` list cases one per line, worst first.
+    let p = Scratch::example_dense();
+    let case_lines = |out: &str| {
+        out.lines()
+            .filter(|l| l.starts_with("  V2-") || l.starts_with("  PAT-") || l.starts_with("  ST-"))
+            .count()
+    };
+    let default = p.assay(&["run", "--no-save"]);
+    assert_eq!(case_lines(&default.stdout), 8, "{}", default.stdout);
+    assert!(
+        default.stdout.contains("cases below 100: 49 of 147"),
+        "{}",
+        default.stdout
+    );
+    assert!(
+        default.stdout.contains("… 41 more below 100"),
+        "{}",
+        default.stdout
+    );
+
+    let all = p.assay(&["run", "--no-save", "--all"]);
+    assert_eq!(case_lines(&all.stdout), 49, "{}", all.stdout);
+    assert!(!all.stdout.contains("more below 100"), "{}", all.stdout);
+    // Worst first: every hard fail comes before the first case that kept points.
+    let scores: Vec<u32> = all
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  V2-"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] <= w[1]), "{scores:?}");
+
+    let failures = p.assay(&["run", "--no-save", "--failures-only"]);
+    assert_eq!(case_lines(&failures.stdout), 16, "{}", failures.stdout);
+    assert!(
+        failures.stdout.contains("\nfailures:\n"),
+        "{}",
+        failures.stdout
+    );
+
+    let both = p.assay(&["run", "--no-save", "--all", "--failures-only"]);
+    assert_eq!(both.code, 2, "{both:?}");
+}
