@@ -4,11 +4,13 @@
 # (crates/assay-cli/examples/sim_provider.rs) answering every model call after LATENCY_MS,
 # with the example's real MCP server (a fresh SQLite database and server process per run).
 #
-# For each concurrency C it reports the wall time next to the ideal, total model latency ÷ C
-# (model calls counted by the provider × LATENCY_MS ÷ C), and their ratio. A scenario run's
-# calls are sequential (each turn needs the previous answer), so runs are the unit of
-# scheduling: it also reports the makespan of the best schedule of whole runs on C slots (LPT:
-# longest run first onto the freest slot) and the wall time against it.
+# For each concurrency C (model calls in flight) it reports the wall time next to the ideal,
+# total model latency ÷ C (model calls counted by the provider × LATENCY_MS ÷ C), and their
+# ratio. A scenario run's calls are sequential (each turn needs the previous answer); assay
+# keeps more conversations open than C (--runs-in-flight, default 2C) so that calls, not whole
+# runs, are what is scheduled. For reference it also reports the makespan of the best schedule
+# of whole runs on C slots (LPT: longest run first onto the freest slot), the floor when only C
+# conversations are open at once (RUNS_IN_FLIGHT=C).
 # See bench/README.md ("simulate: concurrency").
 #
 # Usage: bash bench/simulate/run.sh
@@ -18,6 +20,7 @@
 #   LATENCY_MS    simulated model latency per call (default 50)
 #   CONCURRENCY   space-separated concurrency levels (default "1 4 8")
 #   N             timed runs per level, median reported (default 3)
+#   RUNS_IN_FLIGHT conversations open at once (default: assay's, twice C)
 #   SKIP_BUILD=1  use the binaries already in the target directory
 #   CARGO_TARGET_DIR as for cargo
 # Scratch files go to bench/out/simulate/. Exits non-zero if a run fails or a scenario errors.
@@ -77,6 +80,7 @@ for c in $CONCURRENCY; do
         start=$(date +%s%N)
         "$ASSAY" simulate "$PROJECT" --model anthropic/coach --simulator-model anthropic/sim \
             --evaluator-model anthropic/judge --repeat "$REPEAT" --concurrency "$c" \
+            ${RUNS_IN_FLIGHT:+--runs-in-flight "$RUNS_IN_FLIGHT"} \
             --output "$OUT/report_c$c.md" > "$OUT/stdout_c$c.txt" 2> "$OUT/stderr_c$c.txt" \
             || { cat "$OUT/stderr_c$c.txt" >&2; die "assay simulate failed (concurrency $c)"; }
         end=$(date +%s%N)

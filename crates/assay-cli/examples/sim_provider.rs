@@ -60,6 +60,9 @@ pub struct Stats {
     pub simulator: AtomicU64,
     pub judge: AtomicU64,
     pub faults: AtomicU64,
+    /// Requests being answered now (during their latency), and the most at any one time.
+    pub in_flight: AtomicU64,
+    pub max_in_flight: AtomicU64,
 }
 
 struct Shared {
@@ -403,7 +406,10 @@ fn usage_of(req: &Req) -> (u64, u64) {
 
 async fn fault(shared: &Shared) -> Option<Response> {
     let n = shared.stats.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let now = shared.stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
     tokio::time::sleep(shared.behaviour.latency).await;
+    shared.stats.in_flight.fetch_sub(1, Ordering::SeqCst);
     let every = shared.behaviour.fail_every;
     if every > 0 && n.is_multiple_of(every) {
         shared.stats.faults.fetch_add(1, Ordering::SeqCst);
@@ -499,6 +505,7 @@ async fn stats_handler(State(shared): State<Arc<Shared>>) -> Json<Value> {
         "simulator": s.simulator.load(Ordering::SeqCst),
         "judge": s.judge.load(Ordering::SeqCst),
         "faults": s.faults.load(Ordering::SeqCst),
+        "max_in_flight": s.max_in_flight.load(Ordering::SeqCst),
     }))
 }
 

@@ -571,9 +571,15 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
 
-    /// Scenario runs in flight at once (default: [simulate] concurrency, else 4).
+    /// Model calls in flight at once, across the simulated user, the model under test and the
+    /// judge (default: [simulate] concurrency, else 4). This is the limit your provider sees.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub concurrency: Option<u32>,
+
+    /// Conversations open at once, each with its own MCP servers (default: [simulate]
+    /// runs_in_flight, else twice --concurrency).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub runs_in_flight: Option<u32>,
 
     /// Where the Markdown report goes (the JSON beside it); default
     /// DIR/sim/reports/report_<stamp>.md, also copied to latest.md.

@@ -364,8 +364,11 @@ pub struct SimReport {
     pub pass_threshold: f64,
     /// Runs per scenario.
     pub repeat: u32,
-    /// Runs in flight at once.
+    /// Model calls in flight at once (across the three roles).
     pub concurrency: usize,
+    /// Conversations open at once (0 in reports written before this field existed).
+    #[serde(default)]
+    pub runs_in_flight: usize,
     /// Wall-clock milliseconds of the whole simulation.
     pub duration_ms: u64,
     /// Counts.

@@ -325,6 +325,20 @@ pub struct ProviderCalls {
     reranker_interval: Duration,
 }
 
+/// Chat models sharing one call context: one concurrency limit for all of them
+/// ([`ProviderCalls::chat_group`]).
+#[derive(Debug, Clone)]
+pub struct ChatGroup {
+    context: Arc<CallContext>,
+}
+
+impl ChatGroup {
+    /// Wraps a chat model into the group.
+    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat(inner, self.context.clone())
+    }
+}
+
 impl ProviderCalls {
     /// Opens the cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names; only
     /// when `remote` (some provider of the run is called over the network: in-process models
@@ -376,9 +390,13 @@ impl ProviderCalls {
     }
 
     fn context(&self, min_interval: Duration) -> Arc<CallContext> {
+        self.context_with(min_interval, self.concurrency)
+    }
+
+    fn context_with(&self, min_interval: Duration, concurrency: usize) -> Arc<CallContext> {
         let policy = CallPolicy {
             min_interval,
-            concurrency: self.concurrency,
+            concurrency,
             max_retries: self.max_retries,
             ..CallPolicy::default()
         };
@@ -402,6 +420,15 @@ impl ProviderCalls {
     /// Wraps a chat model.
     pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
         Guarded::chat(inner, self.context(Duration::ZERO))
+    }
+
+    /// A group of chat models that share one limit of `concurrency` calls in flight (and the
+    /// cache and accounting): the roles of one workflow, such as a simulation's user, model
+    /// under test and judge, whose calls together are what the provider sees.
+    pub fn chat_group(&self, concurrency: usize) -> ChatGroup {
+        ChatGroup {
+            context: self.context_with(Duration::ZERO, concurrency.max(1)),
+        }
     }
 
     /// Calls, cache hits, tokens, cost and latency so far, per model.

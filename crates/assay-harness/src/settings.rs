@@ -172,8 +172,11 @@ pub struct SimulateConfig {
     pub simulator_model: String,
     /// `vendor/model` of the judge (default `anthropic/claude-sonnet-4-6`).
     pub evaluator_model: String,
-    /// Scenario runs in flight at once (default 4).
+    /// Model calls in flight at once, across the three roles (default 4).
     pub concurrency: usize,
+    /// Conversations open at once, each with its own MCP servers (default: twice
+    /// `concurrency`, so that a conversation waiting for its turn never leaves a call slot idle).
+    pub runs_in_flight: Option<usize>,
 }
 
 impl Default for SimulateConfig {
@@ -183,6 +186,7 @@ impl Default for SimulateConfig {
             simulator_model: "anthropic/claude-sonnet-4-6".into(),
             evaluator_model: "anthropic/claude-sonnet-4-6".into(),
             concurrency: 4,
+            runs_in_flight: None,
         }
     }
 }
@@ -508,6 +512,9 @@ impl ProjectSettings {
         }
         if config.simulate.concurrency == 0 {
             return Err("simulate.concurrency: must be at least 1".into());
+        }
+        if config.simulate.runs_in_flight == Some(0) {
+            return Err("simulate.runs_in_flight: must be at least 1".into());
         }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());

@@ -53,8 +53,14 @@ pub struct SimModels {
 pub struct SimOptions {
     /// Runs per scenario.
     pub repeat: u32,
-    /// Scenario runs in flight at once.
+    /// Model calls in flight at once. The limit itself is enforced by the call wrapper the
+    /// models share (see `ProviderCalls::chat_group` in assay-harness); it is recorded here for
+    /// the report.
     pub concurrency: usize,
+    /// Conversations open at once, each with its own servers. More than `concurrency`, so
+    /// that while one conversation's tools run or its next call waits, another's call fills the
+    /// slot: the schedule is then of calls, not of whole runs.
+    pub runs_in_flight: usize,
     /// Where scratch folders go (one per scenario run).
     pub work_root: PathBuf,
     /// Keep scratch folders after the run.
@@ -276,7 +282,7 @@ pub async fn simulate(
                 run
             }
         })
-        .buffer_unordered(options.concurrency.max(1))
+        .buffer_unordered(options.runs_in_flight.max(1))
         .collect()
         .await;
     runs.sort_by(|a, b| (&a.scenario_id, a.repeat).cmp(&(&b.scenario_id, b.repeat)));
@@ -572,6 +578,7 @@ fn aggregate(
         pass_threshold: suite.config.pass_threshold,
         repeat: options.repeat.max(1),
         concurrency: options.concurrency.max(1),
+        runs_in_flight: options.runs_in_flight.max(1),
         duration_ms: elapsed.as_millis() as u64,
         summary,
         gate,

@@ -26,7 +26,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     let Some(dir) = &args.dir else {
         return Err(HarnessError::Usage("give the project directory".into()).into());
     };
-    let mut settings = ProjectSettings::load(dir)?;
+    let settings = ProjectSettings::load(dir)?;
     let suite = assay_sim::load(dir)?;
     log_warnings(&suite.warnings);
 
@@ -61,18 +61,25 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     let concurrency = args
         .concurrency
         .map_or(settings.simulate.concurrency, |c| c as usize);
-    // Each role's model gets its own limit; it must not be lower than the runs in flight.
-    settings.providers.max_concurrency = settings.providers.max_concurrency.max(concurrency);
+    // `concurrency` bounds the model calls in flight across the three roles (one shared limit:
+    // what the provider sees); more conversations than that are open at once, so that a slot
+    // freed by one conversation (its tools running, its turn being built) is taken by another.
+    let runs_in_flight = args
+        .runs_in_flight
+        .map(|r| r as usize)
+        .or(settings.simulate.runs_in_flight)
+        .unwrap_or(2 * concurrency);
 
     let env = super::env;
     let assistant = build_chat_model(&settings, &model, "--model", &env)?;
     let simulator_model = build_chat_model(&settings, &simulator, "--simulator-model", &env)?;
     let judge_model = build_chat_model(&settings, &evaluator, "--evaluator-model", &env)?;
     let calls = ProviderCalls::open(&settings, args.cache.as_deref(), &env, true)?;
+    let group = calls.chat_group(concurrency);
     let models = SimModels {
-        assistant: calls.chat(assistant),
-        simulator: calls.chat(simulator_model),
-        judge: calls.chat(judge_model),
+        assistant: group.chat(assistant),
+        simulator: group.chat(simulator_model),
+        judge: group.chat(judge_model),
     };
 
     let runs_total = selected.len() as u64 * u64::from(args.repeat);
@@ -94,6 +101,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     let options = SimOptions {
         repeat: args.repeat,
         concurrency,
+        runs_in_flight,
         work_root: dir.join(".assay").join("sim"),
         keep_workdirs: args.keep_workdirs,
         env: Arc::new(|name: &str| std::env::var(name).ok()),
@@ -109,6 +117,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         simulator = %simulator,
         judge = %evaluator,
         concurrency,
+        runs_in_flight,
         "simulating"
     );
 

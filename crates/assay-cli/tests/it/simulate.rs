@@ -354,6 +354,49 @@ fn provider_faults_are_retried_and_nothing_is_misscored() {
 }
 
 #[test]
+fn concurrency_bounds_model_calls_across_roles_while_more_conversations_are_open() {
+    // `--concurrency` is what the provider sees: calls in flight across the simulated user,
+    // the model under test and the judge together, however many conversations are open.
+    let provider = provider(Behaviour {
+        latency: std::time::Duration::from_millis(40),
+        ..Behaviour::default()
+    });
+    let scratch = project(&provider);
+    let out = simulate(
+        &scratch,
+        &[
+            &ANTHROPIC[..],
+            &["--concurrency", "3", "--runs-in-flight", "7", "--json"],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let report = out.json();
+    assert_eq!(report["concurrency"], 3);
+    assert_eq!(report["runs_in_flight"], 7);
+    assert_eq!(report["summary"]["errors"], 0, "{report}");
+    let most = provider.stats.max_in_flight.load(Ordering::SeqCst);
+    assert_eq!(
+        most, 3,
+        "the limit is shared by the three roles and is used in full"
+    );
+
+    // The default keeps twice as many conversations open as there are call slots.
+    let out = simulate(
+        &scratch,
+        &[
+            &ANTHROPIC[..],
+            &["--scenarios", "daily_chore", "--concurrency", "2", "--json"],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["runs_in_flight"], 4);
+}
+
+#[test]
 fn mcp_crash_tool_timeout_and_unparsable_judge_are_errors_apart() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
