@@ -652,14 +652,7 @@ struct Source {
 }
 
 fn read_source(path: &Path) -> Result<Source, EditError> {
-    let format = Format::from_path(path).ok_or_else(|| {
-        DataError::new(
-            path,
-            "unsupported file type (expected .json, .yaml or .yml)",
-        )
-    })?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
+    let (format, text) = datafile::read_text(path)?;
     let items: Vec<Value> = datafile::parse(path, &text, format, &mut |_| {})?;
     let entities: Vec<Entity> = datafile::parse(path, &text, format, &mut |_| {})?;
     Ok(Source {

@@ -262,6 +262,11 @@ fn expected_version(
     }
 }
 
+/// The answer to an edit: the view, and the version as the `ETag`.
+fn edited(kb: &Kb, outcome: EditOutcome) -> (HeaderMap, Json<EditView>) {
+    (etag(outcome.version()), Json(edit_view(kb, outcome)))
+}
+
 fn edit_view(kb: &Kb, outcome: EditOutcome) -> EditView {
     match outcome {
         EditOutcome::Written {
@@ -367,8 +372,7 @@ pub async fn create_entity(
     with_kb(&state, move |kb| {
         let outcome = kb.editor().create(&entity, &Edit::now(&by))?;
         tracing::info!(entity_id = entity.entity_id, by, "created");
-        let version = outcome.version();
-        Ok((etag(version), Json(edit_view(kb, outcome))))
+        Ok(edited(kb, outcome))
     })
     .await
 }
@@ -399,7 +403,7 @@ pub async fn update_entity(
             .editor()
             .update(&id, &update, Some(expected), &Edit::now(&by))?;
         tracing::info!(entity_id = id, by, version = outcome.version(), "updated");
-        Ok((etag(outcome.version()), Json(edit_view(kb, outcome))))
+        Ok(edited(kb, outcome))
     })
     .await
 }
@@ -424,7 +428,7 @@ pub async fn deactivate_entity(
             version = outcome.version(),
             "deactivated"
         );
-        Ok((etag(outcome.version()), Json(edit_view(kb, outcome))))
+        Ok(edited(kb, outcome))
     })
     .await
 }

@@ -377,22 +377,29 @@ fn kb_schemas() -> Value {
             p.insert(k.into(), v);
         }
     }
-    let update_props = json!({
-        "expected_version": {"type": "integer", "minimum": 1, "description": "The version this edit was made from (or the If-Match header); a stale one gets 409."},
-        "title": {"type": "string"},
-        "concept_summary": text,
-        "recognition": text,
-        "keywords": text,
-        "guidance_do": text,
-        "guidance_dont": text,
-        "examples": text,
-        "red_flags": text,
-        "load_mode": load_mode,
-        "priority": priority,
-        "state_conditions": conditions,
-        "audience_types": audiences,
-        "is_active": {"type": "boolean"}
-    });
+    // KBEntityUpdate: these fields of the entity, and the version edited.
+    let mut update_props = serde_json::Map::new();
+    update_props.insert(
+        "expected_version".into(),
+        json!({"type": "integer", "minimum": 1, "description": "The version this edit was made from (or the If-Match header); a stale one gets 409."}),
+    );
+    for field in [
+        "title",
+        "concept_summary",
+        "recognition",
+        "keywords",
+        "guidance_do",
+        "guidance_dont",
+        "examples",
+        "red_flags",
+        "load_mode",
+        "priority",
+        "state_conditions",
+        "audience_types",
+        "is_active",
+    ] {
+        update_props.insert(field.into(), entity_props[field].clone());
+    }
     let stage =
         json!({"type": "string", "enum": ["always", "state", "crisis", "keyword", "semantic"]});
     let change = json!({

@@ -10,7 +10,7 @@ use assay_harness::results::SavedResults;
 use assay_harness::retrieve::Traced;
 use assay_harness::runs::RunEntry;
 use assay_kb::store::{EntityVersion, Staleness, StoredEntity};
-use assay_retrieval::pipeline::{Dropped, RankedHit, RetrievedEntity, StageCandidates};
+use assay_retrieval::pipeline::Retrieval;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -341,39 +341,22 @@ pub struct RetrievalTestView {
     pub top_k: usize,
     /// The embedding model.
     pub embedder: String,
-    /// The context, in order, with each entity's stage, similarity and final score.
-    pub entities: Vec<RetrievedEntity>,
-    /// What each stage proposed, with similarities.
-    pub stages: Vec<StageCandidates>,
-    /// What was dropped, by which stage and why.
-    pub dropped: Vec<Dropped>,
-    /// Tokens used by the context.
-    pub tokens_used: usize,
-    /// The token budget.
-    pub token_budget: usize,
-    /// Notes on the retrieval.
-    pub notes: Vec<String>,
-    /// With several views per entity or hybrid ranking: how each semantic candidate matched.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub matches: Vec<RankedHit>,
+    /// The context (`entities`: each with its stage, similarity and final score), what each
+    /// stage proposed (`stages`), what was dropped and why (`dropped`), tokens, notes, and
+    /// with several views or hybrid ranking how each candidate matched (`matches`).
+    #[serde(flatten)]
+    pub retrieval: Retrieval,
 }
 
 impl RetrievalTestView {
     /// The view of a traced retrieval.
     pub fn new(query: String, audience_type: String, traced: Traced) -> RetrievalTestView {
-        let r = traced.retrieval;
         RetrievalTestView {
             query,
             audience_type,
             top_k: traced.top_k,
             embedder: traced.embedder,
-            entities: r.entities,
-            stages: r.stages,
-            dropped: r.dropped,
-            tokens_used: r.tokens_used,
-            token_budget: r.token_budget,
-            notes: r.notes,
-            matches: r.matches,
+            retrieval: traced.retrieval,
         }
     }
 }

@@ -622,14 +622,7 @@ fn read_update(file: Option<&Path>, set: &[String]) -> Result<EntityUpdate, Harn
 /// Reads a file holding one entity: a YAML mapping or JSON object (a one-element list is
 /// accepted too, as `assay kb export` writes).
 fn read_one_entity(file: &Path) -> Result<Entity, HarnessError> {
-    let format = Format::from_path(file).ok_or_else(|| {
-        DataError::new(
-            file,
-            "unsupported file type (expected .json, .yaml or .yml)",
-        )
-    })?;
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| DataError::new(file, format!("cannot read file: {e}")))?;
+    let (format, text) = datafile::read_text(file)?;
     let mut warn = |w: String| tracing::warn!("{w}");
     let shape: Value = datafile::parse(file, &text, format, &mut |_| {})?;
     match shape {
