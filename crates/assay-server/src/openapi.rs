@@ -244,10 +244,27 @@ fn schemas() -> Value {
     })
 }
 
-/// The error responses of a KB admin route: `write` adds the token's 401/403, `entity` the
-/// unknown id's 404, `body` the malformed body's 400 and the validation 422, `version` the
-/// stale version's 409.
-fn kb_errors(write: bool, entity: bool, body: bool, version: bool) -> Vec<(&'static str, Value)> {
+/// What a KB admin route takes, for its error responses.
+#[derive(Clone, Copy)]
+struct KbRoute {
+    /// A write: the token's 401 and 403.
+    write: bool,
+    /// An entity id in the path: the unknown id's 404.
+    entity: bool,
+    /// A JSON body: the malformed body's 400 and the validation 422.
+    body: bool,
+    /// An edit of a version: the stale version's 409.
+    version: bool,
+}
+
+/// The error responses of a KB admin route.
+fn kb_errors(route: KbRoute) -> Vec<(&'static str, Value)> {
+    let KbRoute {
+        write,
+        entity,
+        body,
+        version,
+    } = route;
     let mut out = vec![(
         "400",
         error_response(if body {
@@ -623,11 +640,21 @@ fn kb_paths() -> Value {
             "Updated (or unchanged: `changed` false); the ETag header holds the version.",
             "Edit",
         ),
-        kb_errors(true, true, true, true),
+        kb_errors(KbRoute {
+            write: true,
+            entity: true,
+            body: true,
+            version: true,
+        }),
     );
     update_responses["428"] =
         error_response("`precondition_required`: the update does not say which version it edits.");
-    let mut regenerate_all_errors = kb_errors(true, false, false, false);
+    let mut regenerate_all_errors = kb_errors(KbRoute {
+        write: true,
+        entity: false,
+        body: false,
+        version: false,
+    });
     regenerate_all_errors.retain(|(code, _)| *code != "409");
     json!({
         "/admin/kb/entities": {
@@ -641,7 +668,7 @@ fn kb_paths() -> Value {
                     query("page", "The page, from 1; a page beyond the last is empty.", &json!({"type": "integer", "minimum": 1, "default": 1})),
                     query("page_size", "Entities per page; more than the maximum is a 400.", &page_size)
                 ],
-                "responses": responses(ok("A page of entities.", "EntityPage"), kb_errors(false, false, false, false))
+                "responses": responses(ok("A page of entities.", "EntityPage"), kb_errors(KbRoute { write: false, entity: false, body: false, version: false }))
             },
             "post": {
                 "operationId": "createEntity",
@@ -649,7 +676,7 @@ fn kb_paths() -> Value {
                 "security": bearer(),
                 "parameters": [editor.clone()],
                 "requestBody": body("EntityCreate"),
-                "responses": responses(ok("Created; the ETag header holds the version.", "Edit"), kb_errors(true, false, true, false))
+                "responses": responses(ok("Created; the ETag header holds the version.", "Edit"), kb_errors(KbRoute { write: true, entity: false, body: true, version: false }))
             }
         },
         "/admin/kb/entities/{entity_id}": {
@@ -657,7 +684,7 @@ fn kb_paths() -> Value {
                 "operationId": "getEntity",
                 "summary": "One entity by entity_id (active or not); the ETag header holds its version.",
                 "parameters": [id()],
-                "responses": responses(ok("The entity.", "Entity"), kb_errors(false, true, false, false))
+                "responses": responses(ok("The entity.", "Entity"), kb_errors(KbRoute { write: false, entity: true, body: false, version: false }))
             },
             "put": {
                 "operationId": "updateEntity",
@@ -672,7 +699,7 @@ fn kb_paths() -> Value {
                 "summary": "Soft delete: a new version with is_active false (nothing is deleted). Needs the admin token; If-Match optional.",
                 "security": bearer(),
                 "parameters": [id(), if_match, editor],
-                "responses": responses(ok("Deactivated (or already inactive: `changed` false).", "Edit"), kb_errors(true, true, false, true))
+                "responses": responses(ok("Deactivated (or already inactive: `changed` false).", "Edit"), kb_errors(KbRoute { write: true, entity: true, body: false, version: true }))
             }
         },
         "/admin/kb/entities/{entity_id}/versions": {
@@ -680,7 +707,7 @@ fn kb_paths() -> Value {
                 "operationId": "getEntityVersions",
                 "summary": "The entity's version history, oldest first, with the fields each version changed.",
                 "parameters": [id()],
-                "responses": responses(ok("The versions.", "Versions"), kb_errors(false, true, false, false))
+                "responses": responses(ok("The versions.", "Versions"), kb_errors(KbRoute { write: false, entity: true, body: false, version: false }))
             }
         },
         "/admin/kb/entities/{entity_id}/regenerate-embedding": {
@@ -689,7 +716,7 @@ fn kb_paths() -> Value {
                 "summary": "Re-embed one active entity with the project's embedder. Needs the admin token.",
                 "security": bearer(),
                 "parameters": [id()],
-                "responses": responses(ok("What was embedded.", "Regenerated"), kb_errors(true, true, false, false))
+                "responses": responses(ok("What was embedded.", "Regenerated"), kb_errors(KbRoute { write: true, entity: true, body: false, version: false }))
             }
         },
         "/admin/kb/regenerate-all-embeddings": {
@@ -709,14 +736,14 @@ fn kb_paths() -> Value {
                     query("audience_type", "The audience.", &json!({"type": "string", "default": "PARENT"})),
                     query("top_k", "SITUATION entities kept (default: the project's [retrieval] top_k).", &json!({"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_TOP_K}))
                 ],
-                "responses": responses(ok("The retrieval and its trace.", "RetrievalTest"), kb_errors(false, false, false, false))
+                "responses": responses(ok("The retrieval and its trace.", "RetrievalTest"), kb_errors(KbRoute { write: false, entity: false, body: false, version: false }))
             }
         },
         "/admin/kb/stats": {
             "get": {
                 "operationId": "getKbStats",
                 "summary": "Counts by type and load mode, versions, embedding coverage for the project's embedder, retrievals.",
-                "responses": responses(ok("The statistics.", "KbStats"), kb_errors(false, false, false, false))
+                "responses": responses(ok("The statistics.", "KbStats"), kb_errors(KbRoute { write: false, entity: false, body: false, version: false }))
             }
         },
         "/runs": {

@@ -442,7 +442,16 @@ async fn bad_input_is_refused_with_the_field_and_nothing_is_written() {
     let before = kb_files(&server);
     let put = "/admin/kb/entities/handler_returning_user";
     let post = "/admin/kb/entities";
-    let cases: [(Method, &str, &str, StatusCode, &str, Option<&str>); 14] = [
+    /// Method, path, body, status, a part of the message, the field named.
+    type Case<'a> = (
+        Method,
+        &'a str,
+        &'a str,
+        StatusCode,
+        &'a str,
+        Option<&'a str>,
+    );
+    let cases: [Case<'_>; 14] = [
         (
             Method::PUT,
             put,
