@@ -164,11 +164,8 @@ pub fn parse<T: DeserializeOwned>(
     Ok(value)
 }
 
-/// Reads and parses a file, its format taken from its extension.
-pub fn read<T: DeserializeOwned>(
-    path: &Path,
-    warn: &mut dyn FnMut(String),
-) -> Result<T, DataError> {
+/// Reads a data file's text, its format taken from its extension.
+pub fn read_text(path: &Path) -> Result<(Format, String), DataError> {
     let format = Format::from_path(path).ok_or_else(|| {
         DataError::new(
             path,
@@ -177,6 +174,15 @@ pub fn read<T: DeserializeOwned>(
     })?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
+    Ok((format, text))
+}
+
+/// Reads and parses a file, its format taken from its extension.
+pub fn read<T: DeserializeOwned>(
+    path: &Path,
+    warn: &mut dyn FnMut(String),
+) -> Result<T, DataError> {
+    let (format, text) = read_text(path)?;
     parse(path, &text, format, warn)
 }
 

@@ -50,7 +50,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
 
     if !is_loopback(&args.host) {
         tracing::warn!(
-            "binding {}: the API has no authentication; anyone who can reach this address can run and calibrate",
+            "binding {}: the harness API has no authentication; anyone who can reach this address can run, calibrate and read the knowledge base and saved runs (only KB writes need the admin token)",
             args.host
         );
     }
