@@ -1,0 +1,249 @@
+//! `assay optimize` end to end: the real binary against a local OpenAI-compatible server whose
+//! answers depend on the injected prompts (`examples/prompt_provider.rs`): a case is answered
+//! right only when enough agents' system prompts carry the `[[GOOD]]` marker, so the best
+//! combination is known (every agent's variant 2) and the test checks the optimizer finds it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::prompt_provider::{PromptStats, prompt_router};
+use crate::support::Scratch;
+
+struct Provider {
+    url: String,
+    stats: Arc<PromptStats>,
+}
+
+fn provider(latency: Duration) -> Provider {
+    let stats = Arc::new(PromptStats::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let app = prompt_router(latency, stats.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    Provider {
+        url: format!("http://{}", rx.recv().unwrap()),
+        stats,
+    }
+}
+
+const AGENTS: [&str; 3] = ["planner", "expert", "finalizer"];
+const ENV: [(&str, &str); 1] = [("OPENAI_API_KEY", "test-key")];
+
+/// Three agents with three prompts each (27 combinations): index 1 is a plain variant, index 2
+/// carries the marker. Optimization cases need 3, 1, 2 and 3 marked agents; evaluation cases
+/// likewise.
+fn project(provider: &Provider, extra: &str) -> Scratch {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scratch::copy_of(dir.path());
+    for a in AGENTS {
+        s.write(&format!("prompts/{a}_system_prompt.txt"), &format!("You are the {a}. Be brief.\n"));
+        s.write(&format!("prompt_variations/{a}/v1.txt"), &format!("You are the {a}. Be thorough.\n"));
+        s.write(&format!("prompt_variations/{a}/v2.txt"), &format!("[[GOOD]] You are the {a}. Check every fact.\n"));
+    }
+    let line = |q: &str, key: &str, d: u32| {
+        format!("{{\"question\": \"{q} [key:{key}] [d:{d}]\", \"files\": [], \"answer\": \"{key}\"}}\n")
+    };
+    s.write(
+        "cases/opt.jsonl",
+        &[line("Capital of France?", "Paris", 3), line("Largest planet?", "Jupiter", 1), line("Author of Hamlet?", "Shakespeare", 2), line("Chemical symbol of gold?", "Au", 3)].concat(),
+    );
+    s.write(
+        "context/notes.txt",
+        "Mount Kilimanjaro is the tallest mountain in Africa.\n",
+    );
+    s.write(
+        "cases/eval.jsonl",
+        &[line("Tallest mountain in Africa?", "Kilimanjaro", 3), line("Boiling point of water in C?", "100", 2), line("Red planet?", "Mars", 1)].concat().replace(
+            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": []",
+            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": [\"../context/notes.txt\"]",
+        ),
+    );
+    s.write(
+        "assay.toml",
+        &format!(
+            "[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 1\n\n[optimize]\nmodel = \"openai/fake-agent\"\ngrader_model = \"openai/fake-grader\"\nchain = [\"planner\", \"expert\", \"finalizer\"]\n{extra}",
+            provider.url
+        ),
+    );
+    s
+}
+
+fn args<'a>(name: &'a str, trials: &'a str) -> Vec<&'a str> {
+    vec![
+        "optimize",
+        "--experiment-name",
+        name,
+        "--optimization-trials",
+        trials,
+        "--optimization-test-cases",
+        "cases/opt.jsonl",
+        "--evaluation-test-cases",
+        "cases/eval.jsonl",
+        "--json",
+    ]
+}
+
+fn run_in(s: &Scratch, a: &[&str]) -> crate::support::Run {
+    // Relative case paths resolve against the project directory.
+    s.assay_env(a, &ENV)
+}
+
+#[test]
+fn the_optimizer_finds_the_known_best_combination_in_all_three_steps() {
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    let run = run_in(&s, &args("exp1", "27"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = run.json();
+    // Exhaustive: the whole space (27) fits the budget.
+    assert!(report["search_mode"].as_str().unwrap().contains("exhaustive"), "{}", report["search_mode"]);
+    assert_eq!(report["trials"].as_array().unwrap().len(), 27);
+    assert_eq!(report["trials"][0]["params"], serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0}));
+    assert_eq!(report["best_params"], serde_json::json!({"expert": 2, "finalizer": 2, "planner": 2}));
+    assert_eq!(report["baseline"]["metrics"]["factually_correct_count"], 0);
+    let best = report["best_trial"].as_u64().unwrap() as usize;
+    assert_eq!(report["trials"][best]["metrics"]["factually_correct_count"], 4);
+    // Step 3: the best prompts answer every held-out case; the baseline none.
+    assert_eq!(report["evaluation"]["metrics"]["factually_correct_count"], 3);
+    assert_eq!(report["evaluation_baseline"]["metrics"]["factually_correct_count"], 0);
+    assert_eq!(report["comparisons"].as_array().unwrap().len(), 2);
+    assert!(report["comparisons"][1]["significance"]["verdict"].as_str().unwrap().contains("3 cases are too few"));
+    for a in AGENTS {
+        let text = s.read(&format!("experiments/exp1/optimized_prompts/{a}_system_prompt.txt"));
+        assert!(text.contains("[[GOOD]]"), "{a}: {text}");
+        let base = s.read(&format!("experiments/exp1/baseline_prompts/{a}_system_prompt.txt"));
+        assert!(base.contains("Be brief"));
+    }
+    for log in ["baseline_run.log", "optimization_run.log", "evaluation_run.log"] {
+        assert!(s.path(&format!("experiments/exp1/logs/{log}")).exists(), "{log}");
+    }
+    assert!(s.path("experiments/exp1/logs/error_logs").is_dir());
+    let md = s.read("experiments/exp1/report.md");
+    assert!(md.contains("## Baseline vs optimized") && md.contains("### Pareto front"));
+    // Local tracking: the three runs.
+    for r in ["exp1_baseline", "exp1_optimize", "exp1_eval"] {
+        let v: Value = serde_json::from_str(&s.read(&format!("experiments/exp1/tracking/{r}.json"))).unwrap();
+        assert_eq!(v["name"], r);
+    }
+    // Trial 0 reused step 1; the chain's calls: baseline 4 cases × 3 agents, 26 trials, eval 2 × 3
+    // cases, all answered from the server at most once per distinct request.
+    let agent_calls = p.stats.agent.load(Ordering::SeqCst);
+    let naive = (27 + 1) * 4 * 3 + 2 * 3 * 3;
+    assert!(agent_calls < naive as u64, "{agent_calls} agent calls, naive {naive}");
+    // The Optuna journal: one create-study line and one create-trial per trial.
+    let journal = s.read("experiments/exp1/optuna_journal.log");
+    assert_eq!(journal.lines().filter(|l| l.contains("\"op_code\":5")).count(), 27);
+}
+
+#[test]
+fn a_second_optimize_is_refused_while_the_first_runs_and_a_killed_run_leaves_no_stale_lock() {
+    let p = provider(Duration::from_millis(40));
+    let s = project(&p, "");
+    let a = args("slow", "27");
+    let mut first = s.spawn(&a, &ENV);
+    let journal = s.path("experiments/slow/journal.jsonl");
+    let start = Instant::now();
+    while !journal.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = run_in(&s, &args("other", "3"));
+    assert_eq!(second.code, 2, "{second:?}");
+    let pid = first.id().to_string();
+    assert!(second.stderr.contains(&pid), "{second:?}");
+    assert!(second.stderr.contains("optimize"), "{second:?}");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    // The killed holder's lock.json is still there: the OS lock, not the file, decides.
+    assert!(s.path(".assay/lock.json").exists());
+    let third = run_in(&s, &args("third", "2"));
+    assert_eq!(third.code, 0, "{third:?}");
+}
+
+fn trials_of(v: &Value) -> Vec<(Value, Value)> {
+    v["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["params"].clone(), t["values"].clone()))
+        .collect()
+}
+
+#[test]
+fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
+    let p = provider(Duration::from_millis(15));
+    let s = project(&p, "");
+    let a = args("res", "14");
+    let mut first = s.spawn(&a, &ENV);
+    let journal = s.path("experiments/res/journal.jsonl");
+    let start = Instant::now();
+    loop {
+        let lines = std::fs::read_to_string(&journal).map(|t| t.matches("\"kind\":\"trial\"").count()).unwrap_or(0);
+        if lines >= 4 || start.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let again = run_in(&s, &args("res", "14"));
+    assert_eq!(again.code, 2, "without --resume an existing experiment is refused: {again:?}");
+    assert!(again.stderr.contains("--resume"), "{again:?}");
+    let mut resume = args("res", "14");
+    resume.push("--resume");
+    let resumed = run_in(&s, &resume);
+    assert_eq!(resumed.code, 0, "{resumed:?}");
+    let fresh_project = project(&p, "");
+    let fresh = run_in(&fresh_project, &args("res", "14"));
+    assert_eq!(fresh.code, 0, "{fresh:?}");
+    let (r, f) = (resumed.json(), fresh.json());
+    assert_eq!(trials_of(&r), trials_of(&f));
+    assert_eq!(r["best_params"], f["best_params"]);
+    assert_eq!(r["evaluation"]["metrics"], f["evaluation"]["metrics"]);
+}
+
+#[test]
+fn bad_optimize_input_is_exit_2_and_writes_nothing() {
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    for trials in ["0", "-1"] {
+        let run = run_in(&s, &args("bad", trials));
+        assert_eq!(run.code, 2, "{run:?}");
+    }
+    s.write("cases/broken.jsonl", "{\"question\": \"q\", \"files\": []}\n");
+    let mut a = args("bad", "3");
+    a[6] = "cases/broken.jsonl";
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("broken.jsonl") && run.stderr.contains("line 1"), "{run:?}");
+    s.write("assay.toml", "[optimize]\ndirections = [\"maximize vibes\"]\n");
+    let run = run_in(&s, &args("bad", "3"));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("unknown metric `vibes`"), "{run:?}");
+    assert!(!s.path("experiments").exists());
+}
+
+#[test]
+fn a_command_target_whose_prompts_do_not_arrive_fails_the_dry_check_before_any_call() {
+    let p = provider(Duration::ZERO);
+    let s = project(
+        &p,
+        "target = \"command\"\ncommand = [\"python3\", \"-c\", \"import json,sys; json.load(sys.stdin); print(json.dumps({'prompt_sha256': {}}))\"]\n",
+    );
+    let run = run_in(&s, &args("cmd", "2"));
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("do not reach the target"), "{run:?}");
+    assert_eq!(p.stats.agent.load(Ordering::SeqCst) + p.stats.grader.load(Ordering::SeqCst), 0);
+}

@@ -1,0 +1,484 @@
+//! Tracking (seed 001 OPT-007, OPT-015): the experiment as three runs, `<name>_baseline`,
+//! `<name>_optimize` and `<name>_eval`, each with params, tags and metrics.
+//!
+//! * Params: the test-data versions and fingerprints, seed, trials, directions, target,
+//!   grader, threshold, and each agent's prompt index and sha256.
+//! * Tags: each agent's prompt text (`prompt.<agent>`, cut to 5,000 characters: MLflow keeps
+//!   8,000 per tag), and for the optimize run the Pareto front and the best trial.
+//! * Metrics: `factually_correct_count`, `average_composite_score`,
+//!   `factual_correctness_percentage` — once for the baseline and eval runs, per trial as steps
+//!   (step = trial number) for the optimize run — plus calls, tokens and cost.
+//!
+//! Sinks: [`Mlflow`] over MLflow's REST API (`experiments/get-by-name`, `experiments/create`,
+//! `runs/create`, `runs/log-batch`, `runs/update`; every POST with `Content-Type:
+//! application/json`), or, without `--mlflow-uri`, [`write_local`]: the same runs as JSON files
+//! under `experiments/<name>/tracking/`.
+//!
+//! [`optuna_journal`] exports the study in Optuna's `JournalFileStorage` format (one JSON
+//! operation a line: create study, study user attributes, one create-trial with its params,
+//! values and state per trial), which `optuna-dashboard` and
+//! `optuna.storages.JournalStorage(JournalFileBackend(path))` open.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use assay_core::experiment::{ExperimentReport, Metrics, StepResult, TrialOutcome, UsageTotals};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The Optuna journal's file name inside the experiment folder.
+pub const OPTUNA_JOURNAL: &str = "optuna_journal.log";
+/// Characters of a prompt kept in a tag.
+const TAG_CHARS: usize = 5000;
+
+/// Tracking failed: an infrastructure error.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackingError {
+    /// MLflow refused or could not be reached.
+    #[error("MLflow {endpoint}: {message}")]
+    Mlflow {
+        /// The endpoint.
+        endpoint: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A local file could not be written.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One metric point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricPoint {
+    /// The metric's key.
+    pub key: String,
+    /// Its value.
+    pub value: f64,
+    /// The step (trial number for the optimize run, else 0).
+    pub step: u64,
+}
+
+/// One tracked run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrackedRun {
+    /// `<name>_baseline`, `<name>_optimize` or `<name>_eval`.
+    pub name: String,
+    /// Params (MLflow: immutable per run).
+    pub params: BTreeMap<String, String>,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Metrics.
+    pub metrics: Vec<MetricPoint>,
+}
+
+fn metric_points(m: &Metrics, step: u64, out: &mut Vec<MetricPoint>) {
+    for (key, value) in [
+        ("factually_correct_count", m.factually_correct_count as f64),
+        ("average_composite_score", m.average_composite_score),
+        ("factual_correctness_percentage", m.factual_correctness_percentage),
+    ] {
+        out.push(MetricPoint {
+            key: key.into(),
+            value,
+            step,
+        });
+    }
+}
+
+fn usage_points(prefix: &str, u: &UsageTotals, out: &mut Vec<MetricPoint>) {
+    for (key, value) in [
+        ("calls", u.calls as f64),
+        ("cache_hits", u.cache_hits as f64),
+        ("input_tokens", u.input_tokens as f64),
+        ("output_tokens", u.output_tokens as f64),
+    ] {
+        out.push(MetricPoint {
+            key: format!("{prefix}_{key}"),
+            value,
+            step: 0,
+        });
+    }
+    if let Some(c) = u.cost_usd {
+        out.push(MetricPoint {
+            key: format!("{prefix}_cost_usd"),
+            value: c,
+            step: 0,
+        });
+    }
+}
+
+fn cut(text: &str) -> String {
+    text.chars().take(TAG_CHARS).collect()
+}
+
+fn common(report: &ExperimentReport) -> BTreeMap<String, String> {
+    let mut p = BTreeMap::new();
+    p.insert("experiment".into(), report.name.clone());
+    p.insert("seed".into(), report.seed.to_string());
+    p.insert("target".into(), report.target.clone());
+    p.insert("grader".into(), report.grader.clone());
+    p.insert("threshold".into(), report.threshold.to_string());
+    p
+}
+
+fn step_params(step: &StepResult, p: &mut BTreeMap<String, String>) {
+    p.insert("data_kind".into(), step.data.kind.clone());
+    p.insert(
+        "data_version".into(),
+        step.data.version.clone().unwrap_or_else(|| "-".into()),
+    );
+    p.insert("data_path".into(), step.data.path.clone());
+    p.insert("data_fingerprint".into(), step.data.fingerprint.clone());
+    p.insert("cases".into(), step.data.cases.to_string());
+    for (agent, i) in &step.params {
+        p.insert(format!("prompt_index.{agent}"), i.to_string());
+    }
+    for (agent, h) in &step.prompt_sha256 {
+        p.insert(format!("prompt_sha256.{agent}"), h.clone());
+    }
+}
+
+/// The three runs of a finished experiment.
+pub fn runs_of(report: &ExperimentReport, baseline_prompts: &BTreeMap<String, String>) -> Vec<TrackedRun> {
+    let mut runs = Vec::new();
+    // Baseline.
+    let mut params = common(report);
+    step_params(&report.baseline, &mut params);
+    let mut metrics = Vec::new();
+    metric_points(&report.baseline.metrics, 0, &mut metrics);
+    runs.push(TrackedRun {
+        name: format!("{}_baseline", report.name),
+        params,
+        tags: baseline_prompts
+            .iter()
+            .map(|(a, t)| (format!("prompt.{a}"), cut(t)))
+            .collect(),
+        metrics,
+    });
+    // Optimize.
+    let mut params = common(report);
+    params.insert("trials".into(), report.trials_requested.to_string());
+    params.insert("directions".into(), report.directions.join(", "));
+    params.insert("search_mode".into(), report.search_mode.clone());
+    params.insert("optimization_version".into(), report.baseline.data.version.clone().unwrap_or_else(|| "-".into()));
+    params.insert("optimization_fingerprint".into(), report.baseline.data.fingerprint.clone());
+    for (agent, n) in &report.agents {
+        params.insert(format!("prompts_available.{agent}"), n.to_string());
+    }
+    let mut metrics = Vec::new();
+    for t in &report.trials {
+        if let Some(m) = &t.metrics
+            && matches!(t.outcome, TrialOutcome::Complete | TrialOutcome::Duplicate)
+        {
+            metric_points(m, t.number as u64, &mut metrics);
+        }
+    }
+    if let Some(best) = report.best_trial.and_then(|n| report.trials.iter().find(|t| t.number == n)) {
+        if let Some(m) = &best.metrics {
+            for p in {
+                let mut v = Vec::new();
+                metric_points(m, 0, &mut v);
+                v
+            } {
+                metrics.push(MetricPoint {
+                    key: format!("best_{}", p.key),
+                    ..p
+                });
+            }
+        }
+    }
+    usage_points("target", &report.usage.target, &mut metrics);
+    usage_points("grader", &report.usage.grader, &mut metrics);
+    let mut tags: BTreeMap<String, String> = report
+        .best_prompts
+        .iter()
+        .map(|(a, t)| (format!("prompt.{a}"), cut(t)))
+        .collect();
+    tags.insert(
+        "pareto_front".into(),
+        serde_json::to_string(
+            &report
+                .trials
+                .iter()
+                .filter(|t| report.pareto_front.contains(&t.number))
+                .map(|t| json!({"trial": t.number, "values": t.values, "params": t.params}))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default(),
+    );
+    if let Some(b) = report.best_trial {
+        tags.insert("best_trial".into(), b.to_string());
+        tags.insert(
+            "best_params".into(),
+            serde_json::to_string(&report.best_params).unwrap_or_default(),
+        );
+    }
+    runs.push(TrackedRun {
+        name: format!("{}_optimize", report.name),
+        params,
+        tags,
+        metrics,
+    });
+    // Eval.
+    if let Some(eval) = &report.evaluation {
+        let mut params = common(report);
+        step_params(eval, &mut params);
+        let mut metrics = Vec::new();
+        metric_points(&eval.metrics, 0, &mut metrics);
+        if let Some(b) = &report.evaluation_baseline {
+            let mut v = Vec::new();
+            metric_points(&b.metrics, 0, &mut v);
+            metrics.extend(v.into_iter().map(|p| MetricPoint {
+                key: format!("baseline_{}", p.key),
+                ..p
+            }));
+        }
+        let mut tags: BTreeMap<String, String> = report
+            .best_prompts
+            .iter()
+            .map(|(a, t)| (format!("prompt.{a}"), cut(t)))
+            .collect();
+        if let Some(c) = report.comparisons.iter().find(|c| c.set == "evaluation") {
+            tags.insert("significance".into(), c.significance.verdict.clone());
+            metrics.push(MetricPoint {
+                key: "mcnemar_p_value".into(),
+                value: c.significance.mcnemar.p_value,
+                step: 0,
+            });
+        }
+        runs.push(TrackedRun {
+            name: format!("{}_eval", report.name),
+            params,
+            tags,
+            metrics,
+        });
+    }
+    runs
+}
+
+/// Writes the runs as `tracking/<run>.json` (atomically, replacing an earlier copy).
+pub fn write_local(dir: &Path, runs: &[TrackedRun]) -> Result<Vec<PathBuf>, TrackingError> {
+    let mut out = Vec::new();
+    for run in runs {
+        let path = dir.join(format!("{}.json", run.name));
+        let io = |e: &dyn std::fmt::Display| TrackingError::Io {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
+        let json = serde_json::to_vec_pretty(run).map_err(|e| io(&e))?;
+        assay_harness::results::write_replace(&path, &json).map_err(|e| io(&e))?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// An MLflow tracking server.
+#[derive(Debug, Clone)]
+pub struct Mlflow {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Mlflow {
+    /// A client of the server at `uri` (e.g. `http://127.0.0.1:5000`).
+    pub fn new(uri: &str) -> Result<Mlflow, TrackingError> {
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| TrackingError::Mlflow {
+                endpoint: uri.to_owned(),
+                message: e.to_string(),
+            })?;
+        Ok(Mlflow {
+            base: format!("{}/api/2.0/mlflow", uri.trim_end_matches('/')),
+            client,
+        })
+    }
+
+    async fn call(&self, endpoint: &str, body: Option<&Value>, query: &[(&str, &str)]) -> Result<Value, TrackingError> {
+        let url = format!("{}/{endpoint}", self.base);
+        let request = match body {
+            // MLflow answers 400 to a POST without this content type.
+            Some(b) => self
+                .client
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .body(b.to_string()),
+            None => self.client.get(&url).query(query),
+        };
+        let fail = |message: String| TrackingError::Mlflow {
+            endpoint: endpoint.to_owned(),
+            message,
+        };
+        let response = request.send().await.map_err(|e| fail(format!("cannot reach it: {e}")))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| fail(e.to_string()))?;
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(fail(format!("HTTP {status}: {}", text.chars().take(500).collect::<String>())));
+        }
+        Ok(value)
+    }
+
+    /// The id of experiment `name`, created when missing.
+    pub async fn experiment_id(&self, name: &str) -> Result<String, TrackingError> {
+        if let Ok(v) = self
+            .call("experiments/get-by-name", None, &[("experiment_name", name)])
+            .await
+            && let Some(id) = v["experiment"]["experiment_id"].as_str()
+        {
+            return Ok(id.to_owned());
+        }
+        let v = self
+            .call("experiments/create", Some(&json!({"name": name})), &[])
+            .await?;
+        v["experiment_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| TrackingError::Mlflow {
+                endpoint: "experiments/create".into(),
+                message: format!("no experiment_id in {v}"),
+            })
+    }
+
+    /// Logs the runs into experiment `experiment` and returns their run ids.
+    pub async fn log(&self, experiment: &str, runs: &[TrackedRun]) -> Result<Vec<String>, TrackingError> {
+        let id = self.experiment_id(experiment).await?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut ids = Vec::new();
+        for run in runs {
+            let v = self
+                .call(
+                    "runs/create",
+                    Some(&json!({"experiment_id": id, "run_name": run.name, "start_time": now,
+                                 "tags": [{"key": "assay.tool", "value": "assay optimize"}]})),
+                    &[],
+                )
+                .await?;
+            let run_id = v["run"]["info"]["run_id"]
+                .as_str()
+                .ok_or_else(|| TrackingError::Mlflow {
+                    endpoint: "runs/create".into(),
+                    message: format!("no run id in {v}"),
+                })?
+                .to_owned();
+            let params: Vec<Value> = run
+                .params
+                .iter()
+                .map(|(k, v)| json!({"key": k, "value": v}))
+                .collect();
+            let tags: Vec<Value> = run
+                .tags
+                .iter()
+                .map(|(k, v)| json!({"key": k, "value": v}))
+                .collect();
+            let metrics: Vec<Value> = run
+                .metrics
+                .iter()
+                .map(|m| json!({"key": m.key, "value": m.value, "timestamp": now, "step": m.step}))
+                .collect();
+            // log-batch takes at most 100 params, 100 tags and 1,000 metrics a call.
+            for chunk in params.chunks(100) {
+                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "params": chunk})), &[])
+                    .await?;
+            }
+            for chunk in tags.chunks(100) {
+                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "tags": chunk})), &[])
+                    .await?;
+            }
+            for chunk in metrics.chunks(1000) {
+                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "metrics": chunk})), &[])
+                    .await?;
+            }
+            self.call(
+                "runs/update",
+                Some(&json!({"run_id": run_id, "status": "FINISHED",
+                             "end_time": chrono::Utc::now().timestamp_millis()})),
+                &[],
+            )
+            .await?;
+            ids.push(run_id);
+        }
+        Ok(ids)
+    }
+}
+
+/// The study in Optuna's journal format (see the module docs).
+pub fn optuna_journal(report: &ExperimentReport) -> String {
+    const WORKER: &str = "assay-export";
+    let directions: Vec<u8> = report
+        .directions
+        .iter()
+        .map(|d| if d.starts_with("minimize") { 1 } else { 2 })
+        .collect();
+    let mut lines = vec![json!({"op_code": 0, "worker_id": WORKER, "study_name": report.name,
+                                "directions": directions})];
+    for (key, value) in [
+        ("objectives", json!(report.directions)),
+        ("best_trial", json!(report.best_trial)),
+        ("search_mode", json!(report.search_mode)),
+    ] {
+        lines.push(json!({"op_code": 2, "worker_id": WORKER, "study_id": 0,
+                          "user_attr": {key: value}}));
+    }
+    let time = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string())
+            .unwrap_or_else(|_| "1970-01-01T00:00:00.000000".into())
+    };
+    let start = time(&report.started);
+    for t in &report.trials {
+        let mut distributions = serde_json::Map::new();
+        let mut params = serde_json::Map::new();
+        for (agent, &index) in &t.params {
+            let n = report.agents.get(agent).copied().unwrap_or(index + 1);
+            let choices: Vec<usize> = (0..n).collect();
+            distributions.insert(
+                agent.clone(),
+                Value::String(
+                    json!({"name": "CategoricalDistribution", "attributes": {"choices": choices}})
+                        .to_string(),
+                ),
+            );
+            params.insert(agent.clone(), json!(index as f64));
+        }
+        let (state, values) = match t.outcome {
+            TrialOutcome::Complete | TrialOutcome::Duplicate => (1, Some(t.values.clone())),
+            TrialOutcome::Pruned => (2, None),
+            TrialOutcome::Failed => (3, None),
+        };
+        let (value, values) = match values {
+            Some(v) if v.len() == 1 => (json!(v[0]), Value::Null),
+            Some(v) => (Value::Null, json!(v)),
+            None => (Value::Null, Value::Null),
+        };
+        let mut user_attrs = serde_json::Map::new();
+        user_attrs.insert("origin".into(), json!(t.origin));
+        if let Some(d) = t.duplicate_of {
+            user_attrs.insert("duplicate_of".into(), json!(d));
+        }
+        if let Some(m) = &t.metrics {
+            user_attrs.insert("factually_correct_count".into(), json!(m.factually_correct_count));
+            user_attrs.insert("average_composite_score".into(), json!(m.average_composite_score));
+        }
+        lines.push(json!({
+            "op_code": 5, "worker_id": WORKER, "study_id": 0,
+            "datetime_start": start, "datetime_complete": start,
+            "state": state, "value": value, "values": values,
+            "distributions": distributions, "params": params,
+            "user_attrs": user_attrs, "system_attrs": {}, "intermediate_values": {}
+        }));
+    }
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&l.to_string());
+        out.push('\n');
+    }
+    out
+}
