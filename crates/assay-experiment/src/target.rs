@@ -121,6 +121,17 @@ pub enum TargetError {
     },
 }
 
+impl TargetError {
+    /// Whether the target could not be reached or run (exit code 3), rather than answering
+    /// in a way that shows a misconfiguration (exit code 2).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(
+            self,
+            TargetError::Provider { .. } | TargetError::Command { .. } | TargetError::Http { .. }
+        )
+    }
+}
+
 fn stderr_note(stderr: &str) -> String {
     if stderr.trim().is_empty() {
         String::new()

@@ -247,3 +247,106 @@ fn a_command_target_whose_prompts_do_not_arrive_fails_the_dry_check_before_any_c
     assert!(run.stderr.contains("do not reach the target"), "{run:?}");
     assert_eq!(p.stats.agent.load(Ordering::SeqCst) + p.stats.grader.load(Ordering::SeqCst), 0);
 }
+
+fn venv_python() -> std::path::PathBuf {
+    let venv = std::env::var("ASSAY_TEST_PYTHON_VENV")
+        .map_or_else(|_| crate::support::repo_path("target/test-venv"), std::path::PathBuf::from);
+    let python = venv.join("bin/python");
+    assert!(
+        std::process::Command::new(&python)
+            .args(["-c", "import mlflow, optuna"])
+            .status()
+            .is_ok_and(|s| s.success()),
+        "{} lacks mlflow or optuna: run scripts/ci-setup",
+        python.display()
+    );
+    python
+}
+
+struct Mlflow {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Mlflow {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mlflow(python: &std::path::Path) -> Mlflow {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(python.parent().unwrap().join("mlflow"))
+        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
+        .arg("--backend-store-uri")
+        .arg(format!("sqlite:///{}", dir.path().join("mlflow.db").display()))
+        .arg("--default-artifact-root")
+        .arg(dir.path().join("artifacts"))
+        .env("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mlflow server starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(90), "mlflow did not start");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    Mlflow { child, url, _dir: dir }
+}
+
+const READ_BACK: &str = r#"
+import json, sys, urllib.request
+base = sys.argv[1] + "/api/2.0/mlflow"
+def post(ep, body):
+    r = urllib.request.Request(f"{base}/{ep}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(r))
+exp = json.load(urllib.request.urlopen(f"{base}/experiments/get-by-name?experiment_name=" + sys.argv[2]))
+eid = exp["experiment"]["experiment_id"]
+runs = post("runs/search", {"experiment_ids": [eid], "max_results": 10})["runs"]
+out = {}
+for r in runs:
+    name = r["info"]["run_name"]
+    out[name] = {m["key"]: m["value"] for m in r["data"].get("metrics", [])}
+    out[name]["_params"] = len(r["data"].get("params", []))
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+storage = JournalStorage(JournalFileBackend(sys.argv[3]))
+study = optuna.load_study(study_name=sys.argv[2], storage=storage)
+out["_optuna"] = {"trials": len(study.trials), "complete": len([t for t in study.trials if t.state.name == "COMPLETE"]),
+                  "first_params": study.trials[0].params, "best": [t.number for t in study.best_trials]}
+print(json.dumps(out))
+"#;
+
+#[test]
+fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
+    let python = venv_python();
+    let server = mlflow(&python);
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    let mut a = args("mlexp", "6");
+    a.extend(["--mlflow-uri", &server.url]);
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 0, "{run:?}");
+    let journal = s.path("experiments/mlexp/optuna_journal.log");
+    let out = std::process::Command::new(&python)
+        .args(["-c", READ_BACK, &server.url, "mlexp"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in ["mlexp_baseline", "mlexp_optimize", "mlexp_eval"] {
+        assert!(v[r]["factually_correct_count"].is_number(), "{r}: {v}");
+        assert!(v[r]["_params"].as_u64().unwrap() > 5, "{r}: {v}");
+    }
+    assert_eq!(v["mlexp_baseline"]["factually_correct_count"], 0.0);
+    assert_eq!(v["_optuna"]["trials"], 6);
+    assert_eq!(v["_optuna"]["first_params"], serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0}));
+}
