@@ -63,8 +63,12 @@ fn agent_answer(system: &str, user: &str) -> String {
 }
 
 fn grade(user: &str) -> String {
-    let expected = between(user, "Expected answer: ", "\n").unwrap_or_default().to_lowercase();
-    let actual = between(user, "Actual answer: ", "\n").unwrap_or_default().to_lowercase();
+    let expected = between(user, "Expected answer: ", "\n")
+        .unwrap_or_default()
+        .to_lowercase();
+    let actual = between(user, "Actual answer: ", "\n")
+        .unwrap_or_default()
+        .to_lowercase();
     let right = !actual.is_empty() && actual.contains(&expected);
     let overall = if right { 1.0 } else { 0.2 };
     json!({"factuality": overall, "completeness": overall, "relevance": 1.0, "overall": overall,
@@ -104,7 +108,9 @@ async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Jso
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let s = &shared.stats;
-    Json(json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst)}))
+    Json(
+        json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst)}),
+    )
 }
 
 /// The server's routes.
@@ -128,7 +134,8 @@ fn main() {
         match arg.as_str() {
             "--port" => port = value.parse().expect("--port takes a number"),
             "--latency-ms" => {
-                latency = Duration::from_millis(value.parse().expect("--latency-ms takes a number"));
+                latency =
+                    Duration::from_millis(value.parse().expect("--latency-ms takes a number"));
             }
             other => panic!("unknown argument {other}"),
         }
@@ -146,8 +153,11 @@ fn main() {
         {
             println!("http://{addr}");
         }
-        axum::serve(listener, prompt_router(latency, Arc::new(PromptStats::default())))
-            .await
-            .expect("the server runs");
+        axum::serve(
+            listener,
+            prompt_router(latency, Arc::new(PromptStats::default())),
+        )
+        .await
+        .expect("the server runs");
     });
 }

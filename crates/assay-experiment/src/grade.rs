@@ -227,7 +227,11 @@ mod tests {
         }
         async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
             assert!(request.output_schema.is_some());
-            assert!(request.messages[0].content.contains("Expected answer: Paris"));
+            assert!(
+                request.messages[0]
+                    .content
+                    .contains("Expected answer: Paris")
+            );
             let text = self.0.lock().unwrap().remove(0);
             Ok(ChatResponse {
                 text,
@@ -268,7 +272,10 @@ mod tests {
         };
         let r = grader.grade(1, "q", "Paris", "Lyon").await.unwrap();
         assert!(!r.rubric_pass && !r.factually_correct);
-        let always_bad = Scripted(Mutex::new(vec![bad; 1 + DEFAULT_STRUCTURED_RETRIES as usize]));
+        let always_bad = Scripted(Mutex::new(vec![
+            bad;
+            1 + DEFAULT_STRUCTURED_RETRIES as usize
+        ]));
         let grader = Grader {
             model: &always_bad,
             threshold: 0.8,

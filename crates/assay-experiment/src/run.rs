@@ -87,7 +87,9 @@ pub enum RunError {
         log: PathBuf,
     },
     /// The budget would be exceeded by the next dispatch (exit 3).
-    #[error("budget: ${spent:.4} spent, the next case would take about ${next:.4} more, over the --budget ${budget:.4}; the journal keeps what finished (--resume with a larger budget continues)")]
+    #[error(
+        "budget: ${spent:.4} spent, the next case would take about ${next:.4} more, over the --budget ${budget:.4}; the journal keeps what finished (--resume with a larger budget continues)"
+    )]
     Budget {
         /// Spent so far.
         spent: f64,
@@ -143,7 +145,11 @@ impl Objective {
 
 impl std::fmt::Display for Objective {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let d = if self.maximize { "maximize" } else { "minimize" };
+        let d = if self.maximize {
+            "maximize"
+        } else {
+            "minimize"
+        };
         write!(f, "{d} {}", self.metric)
     }
 }
@@ -440,7 +446,9 @@ pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), R
     let header: JournalHeader = lines
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| RunError::Usage(format!("{}: line 1: not a journal header", path.display())))?;
+        .ok_or_else(|| {
+            RunError::Usage(format!("{}: line 1: not a journal header", path.display()))
+        })?;
     let rest: Vec<&str> = lines.collect();
     let mut entries = Vec::new();
     for (i, line) in rest.iter().enumerate() {
@@ -597,7 +605,13 @@ impl Runner<'_> {
         {
             Ok(o) => o,
             Err(e) => {
-                return grade::errored(c.line, &c.question, &c.answer, None, format!("target: {e}"));
+                return grade::errored(
+                    c.line,
+                    &c.question,
+                    &c.answer,
+                    None,
+                    format!("target: {e}"),
+                );
             }
         };
         let grader = Grader {
@@ -703,10 +717,7 @@ async fn run_step(
         serde_json::to_string(&prompt_hashes(prompts)).unwrap_or_default()
     ));
     let started = Instant::now();
-    runner
-        .services
-        .progress
-        .start(step, data.set.len() as u64);
+    runner.services.progress.start(step, data.set.len() as u64);
     let cases = runner.cases(prompts, &data.set.cases, step).await?;
     if let Some(failed) = first_error(&cases) {
         runner.services.progress.finish(step, "halted");
@@ -732,7 +743,10 @@ async fn run_step(
 pub fn metrics_line(m: &Metrics) -> String {
     format!(
         "{}/{} factually correct ({:.0}%), composite {:.3}",
-        m.factually_correct_count, m.cases, m.factual_correctness_percentage, m.average_composite_score
+        m.factually_correct_count,
+        m.cases,
+        m.factual_correctness_percentage,
+        m.average_composite_score
     )
 }
 
@@ -856,12 +870,18 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         options,
         per_case: x.per_case(),
     };
-    let zeros: BTreeMap<String, usize> = x.lists.agents.iter().map(|a| (a.agent.clone(), 0)).collect();
+    let zeros: BTreeMap<String, usize> = x
+        .lists
+        .agents
+        .iter()
+        .map(|a| (a.agent.clone(), 0))
+        .collect();
 
     // Step 1.
-    let baseline = match replay.baseline {
+    let baseline = match replay.baseline.clone() {
         Some(step) => {
-            StepLog::open(&layout, "baseline")?.line("baseline: read back from the journal (--resume)");
+            StepLog::open(&layout, "baseline")?
+                .line("baseline: read back from the journal (--resume)");
             step
         }
         None => {
@@ -987,10 +1007,9 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
 
 /// The search space of the prompt lists: one parameter per agent, in name order.
 pub fn space_of(lists: &PromptLists) -> Result<SearchSpace, assay_optimize::Error> {
-    lists
-        .agents
-        .iter()
-        .try_fold(SearchSpace::new(), |s, a| s.with_param(&a.agent, a.prompts.len()))
+    lists.agents.iter().try_fold(SearchSpace::new(), |s, a| {
+        s.with_param(&a.agent, a.prompts.len())
+    })
 }
 
 async fn study(
@@ -1009,7 +1028,11 @@ async fn study(
         budget: Some(options.trials),
         ..SamplerSettings::default()
     };
-    let directions: Vec<Direction> = options.objectives.iter().map(Objective::direction).collect();
+    let directions: Vec<Direction> = options
+        .objectives
+        .iter()
+        .map(Objective::direction)
+        .collect();
     let mut study = Study::with_settings(space, directions, options.seed, settings)?;
     study.enqueue(vec![0; x.lists.agents.len()])?;
     log.line(&format!(
@@ -1020,7 +1043,8 @@ async fn study(
         options.seed,
         study.search_mode(),
         match study.search_mode() {
-            SearchMode::Exhaustive { .. } => "the whole space fits the trial budget: every combination is evaluated once",
+            SearchMode::Exhaustive { .. } =>
+                "the whole space fits the trial budget: every combination is evaluated once",
             _ => "categorical TPE, the baseline enqueued as trial 0",
         }
     ));
@@ -1070,7 +1094,10 @@ async fn study(
                 number: asked.number,
                 params,
                 outcome: TrialOutcome::Duplicate,
-                values: study.trial(asked.number).map(|t| t.values.clone()).unwrap_or_default(),
+                values: study
+                    .trial(asked.number)
+                    .map(|t| t.values.clone())
+                    .unwrap_or_default(),
                 duplicate_of: Some(earlier),
                 metrics: from.and_then(|r| r.metrics),
                 cases: Vec::new(),
@@ -1078,28 +1105,43 @@ async fn study(
                 origin: origin_name(asked.origin),
                 duration_s: 0.0,
             };
-            journal.append(&JournalEntry::Trial { trial: record.clone() })?;
+            journal.append(&JournalEntry::Trial {
+                trial: record.clone(),
+            })?;
             records.push(record);
-            runner.services.progress.advance(n_cases as u64, &runner.note(&format!("trial {}", asked.number)));
+            runner.services.progress.advance(
+                n_cases as u64,
+                &runner.note(&format!("trial {}", asked.number)),
+            );
             continue;
         }
         let prompts = x.lists.choose(&params);
         let what = format!("trial {}", asked.number);
         // Trial 0 is the baseline: step 1 already evaluated it on the same cases.
         let (cases, note) = if params.values().all(|&i| i == 0) {
-            log.line(&format!("{what}: the baseline prompts: step 1's results are used"));
-            runner.services.progress.advance(n_cases as u64, &runner.note(&what));
+            log.line(&format!(
+                "{what}: the baseline prompts: step 1's results are used"
+            ));
+            runner
+                .services
+                .progress
+                .advance(n_cases as u64, &runner.note(&what));
             (baseline.cases.clone(), None)
         } else if let (Some(fraction), Some(best)) = (options.racing, best_cases.as_ref()) {
             let k = ((fraction * n_cases as f64).ceil() as usize).clamp(1, n_cases);
-            let first = runner.cases(&prompts, &x.optimization.set.cases[..k], &what).await?;
+            let first = runner
+                .cases(&prompts, &x.optimization.set.cases[..k], &what)
+                .await?;
             if first_error(&first).is_none()
                 && k < n_cases
                 && let Some(why) = clearly_worse(&best[..k.min(best.len())], &first, options.seed)
             {
                 study.tell_pruned(asked.number)?;
                 log.line(&format!("{what}: pruned by racing {why}"));
-                runner.services.progress.advance((n_cases - k) as u64, &runner.note(&what));
+                runner
+                    .services
+                    .progress
+                    .advance((n_cases - k) as u64, &runner.note(&what));
                 let record = TrialRecord {
                     number: asked.number,
                     params,
@@ -1112,17 +1154,28 @@ async fn study(
                     origin: origin_name(asked.origin),
                     duration_s: started.elapsed().as_secs_f64(),
                 };
-                journal.append(&JournalEntry::Trial { trial: record.clone() })?;
+                journal.append(&JournalEntry::Trial {
+                    trial: record.clone(),
+                })?;
                 records.push(record);
                 continue;
             }
             let mut all = first;
             if first_error(&all).is_none() {
-                all.extend(runner.cases(&prompts, &x.optimization.set.cases[k..], &what).await?);
+                all.extend(
+                    runner
+                        .cases(&prompts, &x.optimization.set.cases[k..], &what)
+                        .await?,
+                );
             }
             (all, None)
         } else {
-            (runner.cases(&prompts, &x.optimization.set.cases, &what).await?, None::<String>)
+            (
+                runner
+                    .cases(&prompts, &x.optimization.set.cases, &what)
+                    .await?,
+                None::<String>,
+            )
         };
         if let Some(failed) = first_error(&cases) {
             study.tell_failed(asked.number)?;
@@ -1165,7 +1218,9 @@ async fn study(
             origin: origin_name(asked.origin),
             duration_s: started.elapsed().as_secs_f64(),
         };
-        journal.append(&JournalEntry::Trial { trial: record.clone() })?;
+        journal.append(&JournalEntry::Trial {
+            trial: record.clone(),
+        })?;
         records.push(record);
     }
     let summary = match study.best_by_priority() {
@@ -1174,7 +1229,11 @@ async fn study(
             records.len(),
             t.number,
             t.values,
-            study.pareto_front().iter().map(|t| t.number).collect::<Vec<_>>()
+            study
+                .pareto_front()
+                .iter()
+                .map(|t| t.number)
+                .collect::<Vec<_>>()
         ),
         None => format!("{} trials, none complete", records.len()),
     };
@@ -1183,7 +1242,12 @@ async fn study(
     Ok((study, records))
 }
 
-fn update_best(study: &Study, best: &mut Option<Vec<CaseResult>>, number: usize, cases: &[CaseResult]) {
+fn update_best(
+    study: &Study,
+    best: &mut Option<Vec<CaseResult>>,
+    number: usize,
+    cases: &[CaseResult],
+) {
     if study.best_by_priority().map(|t| t.number) == Some(number) {
         *best = Some(cases.to_vec());
     }
@@ -1204,8 +1268,22 @@ pub async fn evaluate(
         options: x.options,
         per_case: x.per_case(),
     };
-    let zeros: BTreeMap<String, usize> = x.lists.agents.iter().map(|a| (a.agent.clone(), 0)).collect();
-    let step = run_step(&runner, &layout, "evaluation", "evaluation", BTreeMap::new(), prompts, x.evaluation).await?;
+    let zeros: BTreeMap<String, usize> = x
+        .lists
+        .agents
+        .iter()
+        .map(|a| (a.agent.clone(), 0))
+        .collect();
+    let step = run_step(
+        &runner,
+        &layout,
+        "evaluation",
+        "evaluation",
+        BTreeMap::new(),
+        prompts,
+        x.evaluation,
+    )
+    .await?;
     let base = run_step(
         &runner,
         &layout,
@@ -1235,11 +1313,23 @@ mod tests {
 
     #[test]
     fn directions_parse_and_reject_typos() {
-        let d = parse_directions(&["maximize factually_correct_count".into(), "minimize average_composite_score".into()]).unwrap();
+        let d = parse_directions(&[
+            "maximize factually_correct_count".into(),
+            "minimize average_composite_score".into(),
+        ])
+        .unwrap();
         assert_eq!(d[0].direction(), Direction::Maximize);
         assert_eq!(d[1].to_string(), "minimize average_composite_score");
-        assert!(parse_directions(&["maximise x".into()]).unwrap_err().contains("unknown direction"));
-        assert!(parse_directions(&["maximize score".into()]).unwrap_err().contains("unknown metric"));
+        assert!(
+            parse_directions(&["maximise x".into()])
+                .unwrap_err()
+                .contains("unknown direction")
+        );
+        assert!(
+            parse_directions(&["maximize score".into()])
+                .unwrap_err()
+                .contains("unknown metric")
+        );
         assert!(parse_directions(&["maximize".into()]).is_err());
     }
 }

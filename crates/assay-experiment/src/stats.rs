@@ -274,7 +274,11 @@ mod tests {
         close(exact_binomial_two_sided(0, 6), 0.031_25, 1e-12);
         close(exact_binomial_two_sided(0, 5), 0.0625, 1e-12);
         close(exact_binomial_two_sided(3, 12), 0.145_996_093_75, 1e-12);
-        close(exact_binomial_two_sided(10, 24), 0.541_256_189_346_313_5, 1e-12);
+        close(
+            exact_binomial_two_sided(10, 24),
+            0.541_256_189_346_313_5,
+            1e-12,
+        );
         assert_eq!(exact_binomial_two_sided(0, 0), 1.0);
         assert_eq!(exact_binomial_two_sided(5, 10), 1.0);
         let t = mcnemar(9, 1);
@@ -343,7 +347,10 @@ mod tests {
         let c = compare("evaluation", &base, &opt, 42);
         assert_eq!(c.changes.len(), 10);
         assert_eq!(
-            (c.baseline.factually_correct_count, c.optimized.factually_correct_count),
+            (
+                c.baseline.factually_correct_count,
+                c.optimized.factually_correct_count
+            ),
             (2, 10)
         );
         assert_eq!(c.significance.mcnemar.optimized_only, 8);
@@ -352,6 +359,10 @@ mod tests {
         let same = compare("evaluation", &base, &base, 42);
         assert!(same.changes.is_empty());
         assert!(!same.significance.correct_gain_significant);
-        assert!(same.significance.verdict.contains("could detect a gain of 6"));
+        assert!(
+            same.significance
+                .verdict
+                .contains("could detect a gain of 6")
+        );
     }
 }

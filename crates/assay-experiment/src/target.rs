@@ -145,10 +145,7 @@ fn keep_tail(text: &str) -> String {
     if n <= KEPT_CHARS {
         text.to_owned()
     } else {
-        format!(
-            "…{}",
-            text.chars().skip(n - KEPT_CHARS).collect::<String>()
-        )
+        format!("…{}", text.chars().skip(n - KEPT_CHARS).collect::<String>())
     }
 }
 
@@ -430,7 +427,10 @@ fn check_hashes(
                 problems.insert(agent.clone(), "no hash in the reply".into());
             }
             Some(h) if !h.eq_ignore_ascii_case(&sha256_hex(prompt)) => {
-                problems.insert(agent.clone(), "its hash differs from the prompt sent".into());
+                problems.insert(
+                    agent.clone(),
+                    "its hash differs from the prompt sent".into(),
+                );
             }
             Some(_) => {}
         }
@@ -491,8 +491,7 @@ impl CommandTarget {
         if !output.status.success() {
             return Err(fail(format!("exited with {}", output.status), stderr));
         }
-        String::from_utf8(output.stdout)
-            .map_err(|_| fail("stdout is not UTF-8".into(), stderr))
+        String::from_utf8(output.stdout).map_err(|_| fail("stdout is not UTF-8".into(), stderr))
     }
 }
 
@@ -707,8 +706,14 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("expert: not in the chain"), "{e}");
         let e = target.dry_check(&names(&["planner"])).await.unwrap_err();
-        assert!(e.to_string().contains("finalizer: in the chain but has no prompt"));
-        assert!(model.0.lock().unwrap().is_empty(), "the dry check calls no model");
+        assert!(
+            e.to_string()
+                .contains("finalizer: in the chain but has no prompt")
+        );
+        assert!(
+            model.0.lock().unwrap().is_empty(),
+            "the dry check calls no model"
+        );
     }
 
     #[test]
@@ -732,7 +737,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_command_gets_json_on_stdin_and_answers_on_stdout() {
-        let t = script(r#"input=$(cat); case "$input" in *'"question":"Q?"'*) echo '{"final_answer":"yes"}';; *) echo '{"final_answer":"no"}';; esac"#);
+        let t = script(
+            r#"input=$(cat); case "$input" in *'"question":"Q?"'*) echo '{"final_answer":"yes"}';; *) echo '{"final_answer":"no"}';; esac"#,
+        );
         let prompts = BTreeMap::from([("a".to_owned(), "p".to_owned())]);
         assert_eq!(t.answer(&prompts, "Q?", &[]).await.unwrap(), "yes");
     }

@@ -80,7 +80,10 @@ fn metric_points(m: &Metrics, step: u64, out: &mut Vec<MetricPoint>) {
     for (key, value) in [
         ("factually_correct_count", m.factually_correct_count as f64),
         ("average_composite_score", m.average_composite_score),
-        ("factual_correctness_percentage", m.factual_correctness_percentage),
+        (
+            "factual_correctness_percentage",
+            m.factual_correctness_percentage,
+        ),
     ] {
         out.push(MetricPoint {
             key: key.into(),
@@ -144,7 +147,10 @@ fn step_params(step: &StepResult, p: &mut BTreeMap<String, String>) {
 }
 
 /// The three runs of a finished experiment.
-pub fn runs_of(report: &ExperimentReport, baseline_prompts: &BTreeMap<String, String>) -> Vec<TrackedRun> {
+pub fn runs_of(
+    report: &ExperimentReport,
+    baseline_prompts: &BTreeMap<String, String>,
+) -> Vec<TrackedRun> {
     let mut runs = Vec::new();
     // Baseline.
     let mut params = common(report);
@@ -165,8 +171,19 @@ pub fn runs_of(report: &ExperimentReport, baseline_prompts: &BTreeMap<String, St
     params.insert("trials".into(), report.trials_requested.to_string());
     params.insert("directions".into(), report.directions.join(", "));
     params.insert("search_mode".into(), report.search_mode.clone());
-    params.insert("optimization_version".into(), report.baseline.data.version.clone().unwrap_or_else(|| "-".into()));
-    params.insert("optimization_fingerprint".into(), report.baseline.data.fingerprint.clone());
+    params.insert(
+        "optimization_version".into(),
+        report
+            .baseline
+            .data
+            .version
+            .clone()
+            .unwrap_or_else(|| "-".into()),
+    );
+    params.insert(
+        "optimization_fingerprint".into(),
+        report.baseline.data.fingerprint.clone(),
+    );
     for (agent, n) in &report.agents {
         params.insert(format!("prompts_available.{agent}"), n.to_string());
     }
@@ -178,7 +195,10 @@ pub fn runs_of(report: &ExperimentReport, baseline_prompts: &BTreeMap<String, St
             metric_points(m, t.number as u64, &mut metrics);
         }
     }
-    if let Some(best) = report.best_trial.and_then(|n| report.trials.iter().find(|t| t.number == n)) {
+    if let Some(best) = report
+        .best_trial
+        .and_then(|n| report.trials.iter().find(|t| t.number == n))
+    {
         if let Some(m) = &best.metrics {
             for p in {
                 let mut v = Vec::new();
@@ -301,7 +321,12 @@ impl Mlflow {
         })
     }
 
-    async fn call(&self, endpoint: &str, body: Option<&Value>, query: &[(&str, &str)]) -> Result<Value, TrackingError> {
+    async fn call(
+        &self,
+        endpoint: &str,
+        body: Option<&Value>,
+        query: &[(&str, &str)],
+    ) -> Result<Value, TrackingError> {
         let url = format!("{}/{endpoint}", self.base);
         let request = match body {
             // MLflow answers 400 to a POST without this content type.
@@ -316,12 +341,18 @@ impl Mlflow {
             endpoint: endpoint.to_owned(),
             message,
         };
-        let response = request.send().await.map_err(|e| fail(format!("cannot reach it: {e}")))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| fail(format!("cannot reach it: {e}")))?;
         let status = response.status();
         let text = response.text().await.map_err(|e| fail(e.to_string()))?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if !status.is_success() {
-            return Err(fail(format!("HTTP {status}: {}", text.chars().take(500).collect::<String>())));
+            return Err(fail(format!(
+                "HTTP {status}: {}",
+                text.chars().take(500).collect::<String>()
+            )));
         }
         Ok(value)
     }
@@ -329,7 +360,11 @@ impl Mlflow {
     /// The id of experiment `name`, created when missing.
     pub async fn experiment_id(&self, name: &str) -> Result<String, TrackingError> {
         if let Ok(v) = self
-            .call("experiments/get-by-name", None, &[("experiment_name", name)])
+            .call(
+                "experiments/get-by-name",
+                None,
+                &[("experiment_name", name)],
+            )
             .await
             && let Some(id) = v["experiment"]["experiment_id"].as_str()
         {
@@ -348,7 +383,11 @@ impl Mlflow {
     }
 
     /// Logs the runs into experiment `experiment` and returns their run ids.
-    pub async fn log(&self, experiment: &str, runs: &[TrackedRun]) -> Result<Vec<String>, TrackingError> {
+    pub async fn log(
+        &self,
+        experiment: &str,
+        runs: &[TrackedRun],
+    ) -> Result<Vec<String>, TrackingError> {
         let id = self.experiment_id(experiment).await?;
         let now = chrono::Utc::now().timestamp_millis();
         let mut ids = Vec::new();
@@ -356,8 +395,10 @@ impl Mlflow {
             let v = self
                 .call(
                     "runs/create",
-                    Some(&json!({"experiment_id": id, "run_name": run.name, "start_time": now,
-                                 "tags": [{"key": "assay.tool", "value": "assay optimize"}]})),
+                    Some(
+                        &json!({"experiment_id": id, "run_name": run.name, "start_time": now,
+                                 "tags": [{"key": "assay.tool", "value": "assay optimize"}]}),
+                    ),
                     &[],
                 )
                 .await?;
@@ -385,16 +426,28 @@ impl Mlflow {
                 .collect();
             // log-batch takes at most 100 params, 100 tags and 1,000 metrics a call.
             for chunk in params.chunks(100) {
-                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "params": chunk})), &[])
-                    .await?;
+                self.call(
+                    "runs/log-batch",
+                    Some(&json!({"run_id": run_id, "params": chunk})),
+                    &[],
+                )
+                .await?;
             }
             for chunk in tags.chunks(100) {
-                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "tags": chunk})), &[])
-                    .await?;
+                self.call(
+                    "runs/log-batch",
+                    Some(&json!({"run_id": run_id, "tags": chunk})),
+                    &[],
+                )
+                .await?;
             }
             for chunk in metrics.chunks(1000) {
-                self.call("runs/log-batch", Some(&json!({"run_id": run_id, "metrics": chunk})), &[])
-                    .await?;
+                self.call(
+                    "runs/log-batch",
+                    Some(&json!({"run_id": run_id, "metrics": chunk})),
+                    &[],
+                )
+                .await?;
             }
             self.call(
                 "runs/update",
@@ -417,8 +470,10 @@ pub fn optuna_journal(report: &ExperimentReport) -> String {
         .iter()
         .map(|d| if d.starts_with("minimize") { 1 } else { 2 })
         .collect();
-    let mut lines = vec![json!({"op_code": 0, "worker_id": WORKER, "study_name": report.name,
-                                "directions": directions})];
+    let mut lines = vec![
+        json!({"op_code": 0, "worker_id": WORKER, "study_name": report.name,
+                                "directions": directions}),
+    ];
     for (key, value) in [
         ("objectives", json!(report.directions)),
         ("best_trial", json!(report.best_trial)),
@@ -464,8 +519,14 @@ pub fn optuna_journal(report: &ExperimentReport) -> String {
             user_attrs.insert("duplicate_of".into(), json!(d));
         }
         if let Some(m) = &t.metrics {
-            user_attrs.insert("factually_correct_count".into(), json!(m.factually_correct_count));
-            user_attrs.insert("average_composite_score".into(), json!(m.average_composite_score));
+            user_attrs.insert(
+                "factually_correct_count".into(),
+                json!(m.factually_correct_count),
+            );
+            user_attrs.insert(
+                "average_composite_score".into(),
+                json!(m.average_composite_score),
+            );
         }
         lines.push(json!({
             "op_code": 5, "worker_id": WORKER, "study_id": 0,

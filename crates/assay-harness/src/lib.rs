@@ -31,6 +31,7 @@ pub mod expectations;
 pub mod history;
 pub mod init;
 pub mod journal;
+pub mod lock;
 pub mod migrate;
 pub mod overrides;
 pub mod project;

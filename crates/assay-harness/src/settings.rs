@@ -582,7 +582,9 @@ impl ProjectSettings {
         match o.target.as_str() {
             "chain" => {}
             "command" if o.command.is_empty() => {
-                return Err("optimize.command: `target = \"command\"` needs the program to run".into());
+                return Err(
+                    "optimize.command: `target = \"command\"` needs the program to run".into(),
+                );
             }
             "http" if o.url.is_none() => {
                 return Err("optimize.url: `target = \"http\"` needs the URL".into());
@@ -601,7 +603,9 @@ impl ProjectSettings {
             return Err("optimize.threshold: must be between 0 and 1".into());
         }
         if o.max_concurrency == 0 || o.agent_max_tokens == 0 {
-            return Err("optimize.max_concurrency and optimize.agent_max_tokens: must be at least 1".into());
+            return Err(
+                "optimize.max_concurrency and optimize.agent_max_tokens: must be at least 1".into(),
+            );
         }
         if !(o.racing_fraction > 0.0 && o.racing_fraction < 1.0) {
             return Err("optimize.racing_fraction: must be between 0 and 1 (exclusive)".into());

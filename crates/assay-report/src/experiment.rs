@@ -5,14 +5,15 @@
 
 use std::fmt::Write as _;
 
-use assay_core::experiment::{
-    Comparison, ExperimentReport, Metrics, TrialOutcome, UsageTotals,
-};
+use assay_core::experiment::{Comparison, ExperimentReport, Metrics, TrialOutcome, UsageTotals};
 
 fn metrics(m: &Metrics) -> String {
     format!(
         "{}/{} correct ({:.0}%), composite {:.3}",
-        m.factually_correct_count, m.cases, m.factual_correctness_percentage, m.average_composite_score
+        m.factually_correct_count,
+        m.cases,
+        m.factual_correctness_percentage,
+        m.average_composite_score
     )
 }
 
@@ -40,7 +41,11 @@ fn outcomes(report: &ExperimentReport) -> (usize, usize, usize, usize) {
 pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Experiment {} ({})", report.name, report.target);
-    let _ = writeln!(s, "  step 1 baseline:     {}", metrics(&report.baseline.metrics));
+    let _ = writeln!(
+        s,
+        "  step 1 baseline:     {}",
+        metrics(&report.baseline.metrics)
+    );
     let (complete, dup, pruned, failed) = outcomes(report);
     let _ = writeln!(
         s,
@@ -96,7 +101,10 @@ fn comparison(s: &mut String, c: &Comparison) {
     let _ = writeln!(
         s,
         "- McNemar ({:?}): {} correct only with the baseline, {} only with the optimized prompts, p = {:.4}",
-        sig.mcnemar.method, sig.mcnemar.baseline_only, sig.mcnemar.optimized_only, sig.mcnemar.p_value
+        sig.mcnemar.method,
+        sig.mcnemar.baseline_only,
+        sig.mcnemar.optimized_only,
+        sig.mcnemar.p_value
     );
     if let Some(b) = sig.bootstrap {
         let _ = writeln!(
@@ -122,7 +130,10 @@ fn comparison(s: &mut String, c: &Comparison) {
         }
     }
     if let Some(m) = sig.min_detectable_composite {
-        let _ = writeln!(s, "- Smallest composite difference detectable with 80% power: {m:.3}");
+        let _ = writeln!(
+            s,
+            "- Smallest composite difference detectable with 80% power: {m:.3}"
+        );
     }
     if c.changes.is_empty() {
         let _ = writeln!(s, "\nNo case changed.\n");
@@ -203,7 +214,11 @@ pub fn markdown(report: &ExperimentReport) -> String {
                 s,
                 "| {}{} | {} | {} |",
                 t.number,
-                if Some(t.number) == report.best_trial { " (best)" } else { "" },
+                if Some(t.number) == report.best_trial {
+                    " (best)"
+                } else {
+                    ""
+                },
                 t.values
                     .iter()
                     .map(|v| format!("{v:.3}"))
@@ -228,8 +243,14 @@ pub fn markdown(report: &ExperimentReport) -> String {
         );
     }
     let _ = writeln!(s, "## Calls\n");
-    let _ = writeln!(s, "| role | calls | cache hits | requests | input tokens | output tokens | cost |\n|---|---|---|---|---|---|---|");
-    for (role, u) in [("target", &report.usage.target), ("grader", &report.usage.grader)] {
+    let _ = writeln!(
+        s,
+        "| role | calls | cache hits | requests | input tokens | output tokens | cost |\n|---|---|---|---|---|---|---|"
+    );
+    for (role, u) in [
+        ("target", &report.usage.target),
+        ("grader", &report.usage.grader),
+    ] {
         let _ = writeln!(
             s,
             "| {role} | {} | {} | {} | {} | {} | {} |",
@@ -238,7 +259,8 @@ pub fn markdown(report: &ExperimentReport) -> String {
             u.requests,
             u.input_tokens,
             u.output_tokens,
-            u.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))
+            u.cost_usd
+                .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))
         );
     }
     if let Some(e) = &report.estimate {
@@ -248,7 +270,8 @@ pub fn markdown(report: &ExperimentReport) -> String {
             e.target_runs,
             e.target.calls,
             e.grader.calls,
-            e.cost_usd().map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"))
+            e.cost_usd()
+                .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"))
         );
     }
     s

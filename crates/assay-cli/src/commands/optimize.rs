@@ -91,7 +91,11 @@ fn load_set(
 ) -> anyhow::Result<CaseData> {
     let set: CaseSet = match file {
         Some(f) => {
-            let f = if f.is_absolute() || f.exists() { f.to_owned() } else { dir.join(f) };
+            let f = if f.is_absolute() || f.exists() {
+                f.to_owned()
+            } else {
+                dir.join(f)
+            };
             let root = f.parent().map(Path::to_path_buf).unwrap_or_default();
             load_cases(&f, &root)?
         }
@@ -210,14 +214,26 @@ fn estimate(
                 + 50;
             e.target_runs += times;
             for (i, agent) in lists.agents.iter().enumerate().take(built.chain_len) {
-                let prompt = agent.prompts.iter().map(|p| chars(&p.text)).max().unwrap_or(0) / 4;
+                let prompt = agent
+                    .prompts
+                    .iter()
+                    .map(|p| chars(&p.text))
+                    .max()
+                    .unwrap_or(0)
+                    / 4;
                 let input = prompt + case_tokens + i as u64 * max_out;
                 e.target.calls += times;
                 e.target.input_tokens += input * times;
                 e.target.output_tokens += max_out * times;
-                let model = built.agent_models.get(&agent.agent).map_or(o.model.as_str(), String::as_str);
+                let model = built
+                    .agent_models
+                    .get(&agent.agent)
+                    .map_or(o.model.as_str(), String::as_str);
                 target_cost = match (target_cost, assay_providers::price(model)) {
-                    (Some(c), Some(p)) => Some(c + *times as f64 * (input as f64 * p.input + max_out as f64 * p.output) / 1e6),
+                    (Some(c), Some(p)) => Some(
+                        c + *times as f64 * (input as f64 * p.input + max_out as f64 * p.output)
+                            / 1e6,
+                    ),
                     _ => None,
                 };
             }
@@ -227,12 +243,18 @@ fn estimate(
             e.grader.input_tokens += input * times;
             e.grader.output_tokens += output * times;
             grader_cost = match (grader_cost, grader_price) {
-                (Some(c), Some(p)) => Some(c + *times as f64 * (input as f64 * p.input + output as f64 * p.output) / 1e6),
+                (Some(c), Some(p)) => Some(
+                    c + *times as f64 * (input as f64 * p.input + output as f64 * p.output) / 1e6,
+                ),
                 _ => None,
             };
         }
     }
-    e.target.cost_usd = if built.chain_len == 0 { Some(0.0) } else { target_cost };
+    e.target.cost_usd = if built.chain_len == 0 {
+        Some(0.0)
+    } else {
+        target_cost
+    };
     e.grader.cost_usd = grader_cost;
     e
 }
@@ -244,7 +266,10 @@ fn estimate_text(e: &Estimate) -> String {
             r.calls,
             r.input_tokens,
             r.output_tokens,
-            r.cost_usd.map_or_else(|| "cost unknown (model not priced)".to_owned(), |c| format!("≤ ${c:.4}"))
+            r.cost_usd.map_or_else(
+                || "cost unknown (model not priced)".to_owned(),
+                |c| format!("≤ ${c:.4}")
+            )
         )
     };
     format!(
@@ -267,7 +292,8 @@ fn check_budget(budget: Option<f64>, e: &Estimate) -> anyhow::Result<()> {
         }
         if e.cost_usd().is_none() || e.target.cost_usd.is_none() || e.grader.cost_usd.is_none() {
             return Err(HarnessError::Usage(
-                "--budget: the cost cannot be enforced: a model of the run has no known price".into(),
+                "--budget: the cost cannot be enforced: a model of the run has no known price"
+                    .into(),
             )
             .into());
         }
@@ -282,7 +308,8 @@ fn run_error(e: RunError) -> anyhow::Error {
 pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
     let dir = &args.dir;
     let settings = ProjectSettings::load(dir)?;
-    let objectives = parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?;
+    let objectives =
+        parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?;
     let lists = load_prompt_lists(dir)?;
     let optimization = load_set(
         dir,
@@ -316,8 +343,9 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
     check_budget(args.budget, &est)?;
     let rt = runtime()?;
     let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
-    rt.block_on(built.target.dry_check(&agents))
-        .context("dry check: every agent's prompt must reach the target before anything is spent")?;
+    rt.block_on(built.target.dry_check(&agents)).context(
+        "dry check: every agent's prompt must reach the target before anything is spent",
+    )?;
     tracing::info!(target = %built.target.describe(), agents = agents.len(), "dry check passed: every agent's prompt reaches the target");
     let usage = || Usage {
         target: totals(&built.target_calls.usage()),
@@ -339,7 +367,9 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         resume: args.resume,
         budget: args.budget,
         racing: args.racing.then_some(settings.optimize.racing_fraction),
-        max_concurrency: args.max_concurrency.unwrap_or(settings.optimize.max_concurrency),
+        max_concurrency: args
+            .max_concurrency
+            .unwrap_or(settings.optimize.max_concurrency),
         objectives,
         startup_trials: settings.optimize.startup_trials,
         threshold: settings.optimize.threshold,
@@ -356,16 +386,31 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
     bar.0.finish_and_clear();
     let layout = Layout::new(dir, name);
     let md_path = layout.dir.join(run::REPORT_MD);
-    assay_harness::results::write_replace(&md_path, assay_report::experiment::markdown(&report).as_bytes())
-        .with_context(|| format!("writing {}", md_path.display()))?;
+    assay_harness::results::write_replace(
+        &md_path,
+        assay_report::experiment::markdown(&report).as_bytes(),
+    )
+    .with_context(|| format!("writing {}", md_path.display()))?;
     let journal_path = layout.dir.join(tracking::OPTUNA_JOURNAL);
-    assay_harness::results::write_replace(&journal_path, tracking::optuna_journal(&report).as_bytes())
-        .with_context(|| format!("writing {}", journal_path.display()))?;
-    track(&rt, args.mlflow_uri.as_deref(), &layout, &report, &lists.baseline())?;
+    assay_harness::results::write_replace(
+        &journal_path,
+        tracking::optuna_journal(&report).as_bytes(),
+    )
+    .with_context(|| format!("writing {}", journal_path.display()))?;
+    track(
+        &rt,
+        args.mlflow_uri.as_deref(),
+        &layout,
+        &report,
+        &lists.baseline(),
+    )?;
     if args.json {
         out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     } else {
-        out(&assay_report::experiment::console(&report, Some(&md_path.display().to_string())));
+        out(&assay_report::experiment::console(
+            &report,
+            Some(&md_path.display().to_string()),
+        ));
     }
     Ok(Exit::Success)
 }
@@ -423,8 +468,9 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
     check_budget(args.budget, &est)?;
     let rt = runtime()?;
     let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
-    rt.block_on(built.target.dry_check(&agents))
-        .context("dry check: every agent's prompt must reach the target before anything is spent")?;
+    rt.block_on(built.target.dry_check(&agents)).context(
+        "dry check: every agent's prompt must reach the target before anything is spent",
+    )?;
     let usage = || Usage {
         target: totals(&built.target_calls.usage()),
         grader: totals(&built.grader_calls.usage()),
@@ -439,7 +485,10 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
         estimate: Some(est),
     };
     let name = args.experiment_name.clone().unwrap_or_else(|| {
-        format!("evaluate_{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("evaluate_{secs}")
     });
     let options = Options {
         name,
@@ -448,7 +497,9 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
         resume: false,
         budget: args.budget,
         racing: None,
-        max_concurrency: args.max_concurrency.unwrap_or(settings.optimize.max_concurrency),
+        max_concurrency: args
+            .max_concurrency
+            .unwrap_or(settings.optimize.max_concurrency),
         objectives: parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?,
         startup_trials: settings.optimize.startup_trials,
         threshold: settings.optimize.threshold,
@@ -461,7 +512,9 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
         options: &options,
         services: &services,
     };
-    let (step, base, cmp) = rt.block_on(run::evaluate(&experiment, &prompts)).map_err(run_error)?;
+    let (step, base, cmp) = rt
+        .block_on(run::evaluate(&experiment, &prompts))
+        .map_err(run_error)?;
     bar.0.finish_and_clear();
     if args.json {
         let v = serde_json::json!({"evaluation": step, "evaluation_baseline": base, "comparison": cmp, "usage": usage()});

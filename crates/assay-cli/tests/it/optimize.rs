@@ -49,16 +49,33 @@ fn project(provider: &Provider, extra: &str) -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     let s = Scratch::copy_of(dir.path());
     for a in AGENTS {
-        s.write(&format!("prompts/{a}_system_prompt.txt"), &format!("You are the {a}. Be brief.\n"));
-        s.write(&format!("prompt_variations/{a}/v1.txt"), &format!("You are the {a}. Be thorough.\n"));
-        s.write(&format!("prompt_variations/{a}/v2.txt"), &format!("[[GOOD]] You are the {a}. Check every fact.\n"));
+        s.write(
+            &format!("prompts/{a}_system_prompt.txt"),
+            &format!("You are the {a}. Be brief.\n"),
+        );
+        s.write(
+            &format!("prompt_variations/{a}/v1.txt"),
+            &format!("You are the {a}. Be thorough.\n"),
+        );
+        s.write(
+            &format!("prompt_variations/{a}/v2.txt"),
+            &format!("[[GOOD]] You are the {a}. Check every fact.\n"),
+        );
     }
     let line = |q: &str, key: &str, d: u32| {
-        format!("{{\"question\": \"{q} [key:{key}] [d:{d}]\", \"files\": [], \"answer\": \"{key}\"}}\n")
+        format!(
+            "{{\"question\": \"{q} [key:{key}] [d:{d}]\", \"files\": [], \"answer\": \"{key}\"}}\n"
+        )
     };
     s.write(
         "cases/opt.jsonl",
-        &[line("Capital of France?", "Paris", 3), line("Largest planet?", "Jupiter", 1), line("Author of Hamlet?", "Shakespeare", 2), line("Chemical symbol of gold?", "Au", 3)].concat(),
+        &[
+            line("Capital of France?", "Paris", 3),
+            line("Largest planet?", "Jupiter", 1),
+            line("Author of Hamlet?", "Shakespeare", 2),
+            line("Chemical symbol of gold?", "Au", 3),
+        ]
+        .concat(),
     );
     s.write(
         "context/notes.txt",
@@ -109,43 +126,91 @@ fn the_optimizer_finds_the_known_best_combination_in_all_three_steps() {
     assert_eq!(run.code, 0, "{run:?}");
     let report = run.json();
     // Exhaustive: the whole space (27) fits the budget.
-    assert!(report["search_mode"].as_str().unwrap().contains("exhaustive"), "{}", report["search_mode"]);
+    assert!(
+        report["search_mode"]
+            .as_str()
+            .unwrap()
+            .contains("exhaustive"),
+        "{}",
+        report["search_mode"]
+    );
     assert_eq!(report["trials"].as_array().unwrap().len(), 27);
-    assert_eq!(report["trials"][0]["params"], serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0}));
-    assert_eq!(report["best_params"], serde_json::json!({"expert": 2, "finalizer": 2, "planner": 2}));
+    assert_eq!(
+        report["trials"][0]["params"],
+        serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0})
+    );
+    assert_eq!(
+        report["best_params"],
+        serde_json::json!({"expert": 2, "finalizer": 2, "planner": 2})
+    );
     assert_eq!(report["baseline"]["metrics"]["factually_correct_count"], 0);
     let best = report["best_trial"].as_u64().unwrap() as usize;
-    assert_eq!(report["trials"][best]["metrics"]["factually_correct_count"], 4);
+    assert_eq!(
+        report["trials"][best]["metrics"]["factually_correct_count"],
+        4
+    );
     // Step 3: the best prompts answer every held-out case; the baseline none.
-    assert_eq!(report["evaluation"]["metrics"]["factually_correct_count"], 3);
-    assert_eq!(report["evaluation_baseline"]["metrics"]["factually_correct_count"], 0);
+    assert_eq!(
+        report["evaluation"]["metrics"]["factually_correct_count"],
+        3
+    );
+    assert_eq!(
+        report["evaluation_baseline"]["metrics"]["factually_correct_count"],
+        0
+    );
     assert_eq!(report["comparisons"].as_array().unwrap().len(), 2);
-    assert!(report["comparisons"][1]["significance"]["verdict"].as_str().unwrap().contains("3 cases are too few"));
+    assert!(
+        report["comparisons"][1]["significance"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("3 cases are too few")
+    );
     for a in AGENTS {
-        let text = s.read(&format!("experiments/exp1/optimized_prompts/{a}_system_prompt.txt"));
+        let text = s.read(&format!(
+            "experiments/exp1/optimized_prompts/{a}_system_prompt.txt"
+        ));
         assert!(text.contains("[[GOOD]]"), "{a}: {text}");
-        let base = s.read(&format!("experiments/exp1/baseline_prompts/{a}_system_prompt.txt"));
+        let base = s.read(&format!(
+            "experiments/exp1/baseline_prompts/{a}_system_prompt.txt"
+        ));
         assert!(base.contains("Be brief"));
     }
-    for log in ["baseline_run.log", "optimization_run.log", "evaluation_run.log"] {
-        assert!(s.path(&format!("experiments/exp1/logs/{log}")).exists(), "{log}");
+    for log in [
+        "baseline_run.log",
+        "optimization_run.log",
+        "evaluation_run.log",
+    ] {
+        assert!(
+            s.path(&format!("experiments/exp1/logs/{log}")).exists(),
+            "{log}"
+        );
     }
     assert!(s.path("experiments/exp1/logs/error_logs").is_dir());
     let md = s.read("experiments/exp1/report.md");
     assert!(md.contains("## Baseline vs optimized") && md.contains("### Pareto front"));
     // Local tracking: the three runs.
     for r in ["exp1_baseline", "exp1_optimize", "exp1_eval"] {
-        let v: Value = serde_json::from_str(&s.read(&format!("experiments/exp1/tracking/{r}.json"))).unwrap();
+        let v: Value =
+            serde_json::from_str(&s.read(&format!("experiments/exp1/tracking/{r}.json"))).unwrap();
         assert_eq!(v["name"], r);
     }
     // Trial 0 reused step 1; the chain's calls: baseline 4 cases × 3 agents, 26 trials, eval 2 × 3
     // cases, all answered from the server at most once per distinct request.
     let agent_calls = p.stats.agent.load(Ordering::SeqCst);
     let naive = (27 + 1) * 4 * 3 + 2 * 3 * 3;
-    assert!(agent_calls < naive as u64, "{agent_calls} agent calls, naive {naive}");
+    assert!(
+        agent_calls < naive as u64,
+        "{agent_calls} agent calls, naive {naive}"
+    );
     // The Optuna journal: one create-study line and one create-trial per trial.
     let journal = s.read("experiments/exp1/optuna_journal.log");
-    assert_eq!(journal.lines().filter(|l| l.contains("\"op_code\":5")).count(), 27);
+    assert_eq!(
+        journal
+            .lines()
+            .filter(|l| l.contains("\"op_code\":5"))
+            .count(),
+        27
+    );
 }
 
 #[test]
@@ -190,7 +255,9 @@ fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
     let journal = s.path("experiments/res/journal.jsonl");
     let start = Instant::now();
     loop {
-        let lines = std::fs::read_to_string(&journal).map(|t| t.matches("\"kind\":\"trial\"").count()).unwrap_or(0);
+        let lines = std::fs::read_to_string(&journal)
+            .map(|t| t.matches("\"kind\":\"trial\"").count())
+            .unwrap_or(0);
         if lines >= 4 || start.elapsed() > Duration::from_secs(120) {
             break;
         }
@@ -199,7 +266,10 @@ fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
     first.kill().unwrap();
     first.wait().unwrap();
     let again = run_in(&s, &args("res", "14"));
-    assert_eq!(again.code, 2, "without --resume an existing experiment is refused: {again:?}");
+    assert_eq!(
+        again.code, 2,
+        "without --resume an existing experiment is refused: {again:?}"
+    );
     assert!(again.stderr.contains("--resume"), "{again:?}");
     let mut resume = args("res", "14");
     resume.push("--resume");
@@ -222,13 +292,22 @@ fn bad_optimize_input_is_exit_2_and_writes_nothing() {
         let run = run_in(&s, &args("bad", trials));
         assert_eq!(run.code, 2, "{run:?}");
     }
-    s.write("cases/broken.jsonl", "{\"question\": \"q\", \"files\": []}\n");
+    s.write(
+        "cases/broken.jsonl",
+        "{\"question\": \"q\", \"files\": []}\n",
+    );
     let mut a = args("bad", "3");
     a[6] = "cases/broken.jsonl";
     let run = run_in(&s, &a);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("broken.jsonl") && run.stderr.contains("line 1"), "{run:?}");
-    s.write("assay.toml", "[optimize]\ndirections = [\"maximize vibes\"]\n");
+    assert!(
+        run.stderr.contains("broken.jsonl") && run.stderr.contains("line 1"),
+        "{run:?}"
+    );
+    s.write(
+        "assay.toml",
+        "[optimize]\ndirections = [\"maximize vibes\"]\n",
+    );
     let run = run_in(&s, &args("bad", "3"));
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("unknown metric `vibes`"), "{run:?}");
@@ -245,12 +324,17 @@ fn a_command_target_whose_prompts_do_not_arrive_fails_the_dry_check_before_any_c
     let run = run_in(&s, &args("cmd", "2"));
     assert_ne!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("do not reach the target"), "{run:?}");
-    assert_eq!(p.stats.agent.load(Ordering::SeqCst) + p.stats.grader.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        p.stats.agent.load(Ordering::SeqCst) + p.stats.grader.load(Ordering::SeqCst),
+        0
+    );
 }
 
 fn venv_python() -> std::path::PathBuf {
-    let venv = std::env::var("ASSAY_TEST_PYTHON_VENV")
-        .map_or_else(|_| crate::support::repo_path("target/test-venv"), std::path::PathBuf::from);
+    let venv = std::env::var("ASSAY_TEST_PYTHON_VENV").map_or_else(
+        |_| crate::support::repo_path("target/test-venv"),
+        std::path::PathBuf::from,
+    );
     let python = venv.join("bin/python");
     assert!(
         std::process::Command::new(&python)
@@ -277,12 +361,27 @@ impl Drop for Mlflow {
 }
 
 fn mlflow(python: &std::path::Path) -> Mlflow {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(python.parent().unwrap().join("mlflow"))
-        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--workers", "1"])
+        .args([
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--workers",
+            "1",
+        ])
         .arg("--backend-store-uri")
-        .arg(format!("sqlite:///{}", dir.path().join("mlflow.db").display()))
+        .arg(format!(
+            "sqlite:///{}",
+            dir.path().join("mlflow.db").display()
+        ))
         .arg("--default-artifact-root")
         .arg(dir.path().join("artifacts"))
         .env("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
@@ -293,11 +392,18 @@ fn mlflow(python: &std::path::Path) -> Mlflow {
     let url = format!("http://127.0.0.1:{port}");
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(90), "mlflow did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "mlflow did not start"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
     std::thread::sleep(Duration::from_secs(2));
-    Mlflow { child, url, _dir: dir }
+    Mlflow {
+        child,
+        url,
+        _dir: dir,
+    }
 }
 
 const READ_BACK: &str = r#"
@@ -340,7 +446,11 @@ fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
         .arg(&journal)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for r in ["mlexp_baseline", "mlexp_optimize", "mlexp_eval"] {
         assert!(v[r]["factually_correct_count"].is_number(), "{r}: {v}");
@@ -348,5 +458,8 @@ fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
     }
     assert_eq!(v["mlexp_baseline"]["factually_correct_count"], 0.0);
     assert_eq!(v["_optuna"]["trials"], 6);
-    assert_eq!(v["_optuna"]["first_params"], serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0}));
+    assert_eq!(
+        v["_optuna"]["first_params"],
+        serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0})
+    );
 }
