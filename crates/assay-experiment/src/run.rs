@@ -43,7 +43,7 @@ use assay_core::experiment::{
     CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
     Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage,
 };
-use assay_optimize::{Direction, Origin, SamplerSettings, SearchMode, SearchSpace, Study};
+use assay_optimize::{Direction, Origin, SamplerSettings, SearchSpace, Study};
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
@@ -1036,17 +1036,12 @@ async fn study(
     let mut study = Study::with_settings(space, directions, options.seed, settings)?;
     study.enqueue(vec![0; x.lists.agents.len()])?;
     log.line(&format!(
-        "study: {} agents, {} combinations, {} trials, seed {}, {} ({})",
+        "study: {} agents, {} combinations, {} trials, seed {}, the baseline enqueued as trial 0; {}",
         x.lists.agents.len(),
         x.lists.combinations(),
         options.trials,
         options.seed,
-        study.search_mode(),
-        match study.search_mode() {
-            SearchMode::Exhaustive { .. } =>
-                "the whole space fits the trial budget: every combination is evaluated once",
-            _ => "categorical TPE, the baseline enqueued as trial 0",
-        }
+        study.search_mode()
     ));
     let to_run = (0..options.trials)
         .filter(|n| !replay.trials.contains_key(n))

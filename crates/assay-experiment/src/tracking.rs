@@ -15,8 +15,8 @@
 //! under `experiments/<name>/tracking/`.
 //!
 //! [`optuna_journal`] exports the study in Optuna's `JournalFileStorage` format (one JSON
-//! operation a line: create study, study user attributes, one create-trial with its params,
-//! values and state per trial), which `optuna-dashboard` and
+//! operation a line, Optuna 4/5's operation codes: 0 create study, 2 a study user attribute,
+//! 4 a create-trial carrying its params, distributions, values and state), which `optuna-dashboard` and
 //! `optuna.storages.JournalStorage(JournalFileBackend(path))` open.
 
 use std::collections::BTreeMap;
@@ -335,7 +335,15 @@ impl Mlflow {
                 .post(&url)
                 .header("Content-Type", "application/json")
                 .body(b.to_string()),
-            None => self.client.get(&url).query(query),
+            None => {
+                let url = reqwest::Url::parse_with_params(&url, query).map_err(|e| {
+                    TrackingError::Mlflow {
+                        endpoint: endpoint.to_owned(),
+                        message: e.to_string(),
+                    }
+                })?;
+                self.client.get(url)
+            }
         };
         let fail = |message: String| TrackingError::Mlflow {
             endpoint: endpoint.to_owned(),
@@ -529,7 +537,7 @@ pub fn optuna_journal(report: &ExperimentReport) -> String {
             );
         }
         lines.push(json!({
-            "op_code": 5, "worker_id": WORKER, "study_id": 0,
+            "op_code": 4, "worker_id": WORKER, "study_id": 0,
             "datetime_start": start, "datetime_complete": start,
             "state": state, "value": value, "values": values,
             "distributions": distributions, "params": params,
@@ -542,4 +550,137 @@ pub fn optuna_journal(report: &ExperimentReport) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use assay_core::experiment::{
+        CaseResult, DataRef, EXPERIMENT_SCHEMA_VERSION, StepResult, TrialRecord, Usage,
+    };
+
+    use super::*;
+
+    fn case(line: usize, correct: bool) -> CaseResult {
+        CaseResult {
+            line,
+            question: "q".into(),
+            expected: "a".into(),
+            output: Some("a".into()),
+            factually_correct: correct,
+            composite_score: if correct { 1.0 } else { 0.2 },
+            rubric_pass: correct,
+            rubric: None,
+            error: None,
+        }
+    }
+
+    fn step(name: &str, correct: bool) -> StepResult {
+        let cases = vec![case(1, correct), case(2, false)];
+        StepResult {
+            step: name.into(),
+            data: DataRef {
+                kind: "optimization".into(),
+                version: Some("v1.0.0".into()),
+                path: "test_data/optimization/v1.0.0/test_cases.jsonl".into(),
+                fingerprint: "f".into(),
+                cases: 2,
+            },
+            params: BTreeMap::from([("planner".into(), 0)]),
+            prompt_sha256: BTreeMap::from([("planner".into(), "h".into())]),
+            metrics: Metrics::of(&cases),
+            cases,
+            duration_s: 0.0,
+        }
+    }
+
+    fn trial(number: usize, index: usize, outcome: TrialOutcome, values: Vec<f64>) -> TrialRecord {
+        TrialRecord {
+            number,
+            params: BTreeMap::from([("planner".into(), index)]),
+            outcome,
+            values,
+            duplicate_of: None,
+            metrics: Some(Metrics::of(&[case(1, index == 1)])),
+            cases: Vec::new(),
+            note: None,
+            origin: "tpe".into(),
+            duration_s: 0.0,
+        }
+    }
+
+    fn report() -> ExperimentReport {
+        ExperimentReport {
+            schema_version: EXPERIMENT_SCHEMA_VERSION,
+            name: "exp".into(),
+            started: "2026-11-25T09:00:00Z".into(),
+            finished: "2026-11-25T09:10:00Z".into(),
+            seed: 42,
+            target: "chain".into(),
+            grader: "test/grader".into(),
+            threshold: 0.8,
+            directions: vec![
+                "maximize factually_correct_count".into(),
+                "maximize average_composite_score".into(),
+            ],
+            agents: BTreeMap::from([("planner".into(), 3)]),
+            trials_requested: 3,
+            search_mode: "TPE".into(),
+            baseline: step("baseline", false),
+            trials: vec![
+                trial(0, 0, TrialOutcome::Complete, vec![0.0, 0.2]),
+                trial(1, 1, TrialOutcome::Complete, vec![1.0, 0.6]),
+                trial(2, 2, TrialOutcome::Pruned, Vec::new()),
+            ],
+            pareto_front: vec![1],
+            best_trial: Some(1),
+            best_params: BTreeMap::from([("planner".into(), 1)]),
+            best_prompts: BTreeMap::from([("planner".into(), "Plan well.".into())]),
+            evaluation: Some(step("evaluation", true)),
+            evaluation_baseline: Some(step("evaluation_baseline", false)),
+            comparisons: Vec::new(),
+            usage: Usage::default(),
+            estimate: None,
+        }
+    }
+
+    #[test]
+    fn three_runs_with_per_trial_metrics_as_steps() {
+        let baseline = BTreeMap::from([("planner".to_owned(), "Plan.".to_owned())]);
+        let runs = runs_of(&report(), &baseline);
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["exp_baseline", "exp_optimize", "exp_eval"]);
+        assert_eq!(runs[0].params["data_version"], "v1.0.0");
+        assert_eq!(runs[0].tags["prompt.planner"], "Plan.");
+        let steps: Vec<u64> = runs[1]
+            .metrics
+            .iter()
+            .filter(|m| m.key == "factually_correct_count")
+            .map(|m| m.step)
+            .collect();
+        assert_eq!(steps, [0, 1], "the pruned trial has no values");
+        assert!(runs[1].tags["pareto_front"].contains("\"trial\":1"));
+        assert!(
+            runs[2]
+                .metrics
+                .iter()
+                .any(|m| m.key == "baseline_factually_correct_count")
+        );
+    }
+
+    #[test]
+    fn the_optuna_journal_has_one_create_trial_per_trial() {
+        let text = optuna_journal(&report());
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["op_code"], 0);
+        assert_eq!(lines[0]["directions"], json!([2, 2]));
+        let trials: Vec<&Value> = lines.iter().filter(|l| l["op_code"] == 4).collect();
+        assert_eq!(trials.len(), 3);
+        assert_eq!(trials[1]["values"], json!([1.0, 0.6]));
+        assert_eq!(trials[1]["params"]["planner"], json!(1.0));
+        assert_eq!(trials[2]["state"], 2);
+        assert_eq!(trials[0]["datetime_start"], "2026-11-25T09:00:00.000000");
+    }
 }

@@ -207,7 +207,7 @@ fn the_optimizer_finds_the_known_best_combination_in_all_three_steps() {
     assert_eq!(
         journal
             .lines()
-            .filter(|l| l.contains("\"op_code\":5"))
+            .filter(|l| l.contains("\"op_code\":4"))
             .count(),
         27
     );
