@@ -43,7 +43,7 @@ use assay_core::experiment::{
     CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
     Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage,
 };
-use assay_optimize::{Direction, Origin, SamplerSettings, SearchSpace, Study};
+use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
@@ -766,6 +766,27 @@ fn named(lists: &PromptLists, params: &[usize]) -> BTreeMap<String, usize> {
         .collect()
 }
 
+/// A trial record with nothing but its number, parameters, outcome, origin and duration.
+fn blank(
+    asked: &Asked,
+    params: BTreeMap<String, usize>,
+    outcome: TrialOutcome,
+    started: Instant,
+) -> TrialRecord {
+    TrialRecord {
+        number: asked.number,
+        params,
+        outcome,
+        values: Vec::new(),
+        duplicate_of: None,
+        metrics: None,
+        cases: Vec::new(),
+        note: None,
+        origin: origin_name(asked.origin),
+        duration_s: started.elapsed().as_secs_f64(),
+    }
+}
+
 fn origin_name(o: Origin) -> String {
     format!("{o:?}").to_lowercase()
 }
@@ -1086,19 +1107,13 @@ async fn study(
                 asked.number
             ));
             let record = TrialRecord {
-                number: asked.number,
-                params,
-                outcome: TrialOutcome::Duplicate,
                 values: study
                     .trial(asked.number)
                     .map(|t| t.values.clone())
                     .unwrap_or_default(),
                 duplicate_of: Some(earlier),
                 metrics: from.and_then(|r| r.metrics),
-                cases: Vec::new(),
-                note: None,
-                origin: origin_name(asked.origin),
-                duration_s: 0.0,
+                ..blank(&asked, params, TrialOutcome::Duplicate, started)
             };
             journal.append(&JournalEntry::Trial {
                 trial: record.clone(),
@@ -1138,16 +1153,10 @@ async fn study(
                     .progress
                     .advance((n_cases - k) as u64, &runner.note(&what));
                 let record = TrialRecord {
-                    number: asked.number,
-                    params,
-                    outcome: TrialOutcome::Pruned,
-                    values: Vec::new(),
-                    duplicate_of: None,
                     metrics: Some(Metrics::of(&first)),
                     cases: first,
                     note: Some(why),
-                    origin: origin_name(asked.origin),
-                    duration_s: started.elapsed().as_secs_f64(),
+                    ..blank(&asked, params, TrialOutcome::Pruned, started)
                 };
                 journal.append(&JournalEntry::Trial {
                     trial: record.clone(),
@@ -1175,16 +1184,9 @@ async fn study(
         if let Some(failed) = first_error(&cases) {
             study.tell_failed(asked.number)?;
             let record = TrialRecord {
-                number: asked.number,
-                params: params.clone(),
-                outcome: TrialOutcome::Failed,
-                values: Vec::new(),
-                duplicate_of: None,
-                metrics: None,
                 cases: cases.clone(),
                 note: failed.error.clone(),
-                origin: origin_name(asked.origin),
-                duration_s: started.elapsed().as_secs_f64(),
+                ..blank(&asked, params.clone(), TrialOutcome::Failed, started)
             };
             journal.append(&JournalEntry::Trial { trial: record })?;
             log.line(&format!("{what}: failed; the study halts (seed step 2h)"));
@@ -1202,16 +1204,11 @@ async fn study(
             metrics_line(&metrics)
         ));
         let record = TrialRecord {
-            number: asked.number,
-            params,
-            outcome: TrialOutcome::Complete,
             values,
-            duplicate_of: None,
             metrics: Some(metrics),
             cases,
             note,
-            origin: origin_name(asked.origin),
-            duration_s: started.elapsed().as_secs_f64(),
+            ..blank(&asked, params, TrialOutcome::Complete, started)
         };
         journal.append(&JournalEntry::Trial {
             trial: record.clone(),

@@ -438,6 +438,49 @@ fn check_hashes(
     unreached(target, problems)
 }
 
+/// A target reached with the JSON exchange of the module docs: one request body in, one reply
+/// body out. Every `Wire` is a [`Target`] (answers and the dry check are built on `exchange`).
+#[async_trait]
+pub trait Wire: fmt::Debug + Send + Sync {
+    /// The target in words.
+    fn name(&self) -> String;
+    /// Declared stateless.
+    fn is_stateless(&self) -> bool;
+    /// Sends one request and returns the reply's body.
+    async fn exchange(&self, body: &Value) -> Result<String, TargetError>;
+}
+
+#[async_trait]
+impl<W: Wire> Target for W {
+    fn describe(&self) -> String {
+        self.name()
+    }
+
+    fn stateless(&self) -> bool {
+        self.is_stateless()
+    }
+
+    async fn answer(
+        &self,
+        prompts: &BTreeMap<String, String>,
+        question: &str,
+        files: &[TargetFile],
+    ) -> Result<String, TargetError> {
+        let out = self
+            .exchange(&request_body(prompts, question, files))
+            .await?;
+        parse_answer(&self.name(), &out)
+    }
+
+    async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError> {
+        let markers = dry_run_prompts(agents);
+        let mut body = request_body(&markers, "", &[]);
+        body["dry_run"] = Value::Bool(true);
+        let out = self.exchange(&body).await?;
+        check_hashes(self.name(), &out, &markers)
+    }
+}
+
 /// A program run once per case (see the module docs).
 #[derive(Debug, Clone)]
 pub struct CommandTarget {
@@ -451,7 +494,16 @@ pub struct CommandTarget {
     pub stateless: bool,
 }
 
-impl CommandTarget {
+#[async_trait]
+impl Wire for CommandTarget {
+    fn name(&self) -> String {
+        format!("command `{}`", self.command.join(" "))
+    }
+
+    fn is_stateless(&self) -> bool {
+        self.stateless
+    }
+
     async fn exchange(&self, body: &Value) -> Result<String, TargetError> {
         let line = self.command.join(" ");
         let fail = |problem: String, stderr: String| TargetError::Command {
@@ -495,37 +547,6 @@ impl CommandTarget {
     }
 }
 
-#[async_trait]
-impl Target for CommandTarget {
-    fn describe(&self) -> String {
-        format!("command `{}`", self.command.join(" "))
-    }
-
-    fn stateless(&self) -> bool {
-        self.stateless
-    }
-
-    async fn answer(
-        &self,
-        prompts: &BTreeMap<String, String>,
-        question: &str,
-        files: &[TargetFile],
-    ) -> Result<String, TargetError> {
-        let out = self
-            .exchange(&request_body(prompts, question, files))
-            .await?;
-        parse_answer(&self.describe(), &out)
-    }
-
-    async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError> {
-        let markers = dry_run_prompts(agents);
-        let mut body = request_body(&markers, "", &[]);
-        body["dry_run"] = Value::Bool(true);
-        let out = self.exchange(&body).await?;
-        check_hashes(self.describe(), &out, &markers)
-    }
-}
-
 /// An HTTP endpoint (see the module docs).
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
@@ -552,6 +573,17 @@ impl HttpTarget {
             client,
             stateless,
         })
+    }
+}
+
+#[async_trait]
+impl Wire for HttpTarget {
+    fn name(&self) -> String {
+        format!("HTTP endpoint {}", self.url)
+    }
+
+    fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     async fn exchange(&self, body: &Value) -> Result<String, TargetError> {
@@ -581,37 +613,6 @@ impl HttpTarget {
             return Err(fail(format!("HTTP {status}: {}", keep_tail(text.trim()))));
         }
         Ok(text)
-    }
-}
-
-#[async_trait]
-impl Target for HttpTarget {
-    fn describe(&self) -> String {
-        format!("HTTP endpoint {}", self.url)
-    }
-
-    fn stateless(&self) -> bool {
-        self.stateless
-    }
-
-    async fn answer(
-        &self,
-        prompts: &BTreeMap<String, String>,
-        question: &str,
-        files: &[TargetFile],
-    ) -> Result<String, TargetError> {
-        let out = self
-            .exchange(&request_body(prompts, question, files))
-            .await?;
-        parse_answer(&self.describe(), &out)
-    }
-
-    async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError> {
-        let markers = dry_run_prompts(agents);
-        let mut body = request_body(&markers, "", &[]);
-        body["dry_run"] = Value::Bool(true);
-        let out = self.exchange(&body).await?;
-        check_hashes(self.describe(), &out, &markers)
     }
 }
 

@@ -276,3 +276,164 @@ pub fn markdown(report: &ExperimentReport) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use assay_core::experiment::{
+        Bootstrap, CaseChange, CaseResult, DataRef, EXPERIMENT_SCHEMA_VERSION, McNemar,
+        McNemarMethod, Significance, StepResult, TrialRecord, Usage,
+    };
+
+    use super::*;
+
+    fn case(line: usize, correct: bool) -> CaseResult {
+        CaseResult {
+            line,
+            question: format!("Question {line}?"),
+            expected: "a".into(),
+            output: Some("a".into()),
+            factually_correct: correct,
+            composite_score: if correct { 1.0 } else { 0.2 },
+            rubric_pass: correct,
+            rubric: None,
+            error: None,
+        }
+    }
+
+    fn step(kind: &str, correct: usize) -> StepResult {
+        let cases: Vec<CaseResult> = (1..=3).map(|l| case(l, l <= correct)).collect();
+        StepResult {
+            step: kind.into(),
+            data: DataRef {
+                kind: kind.into(),
+                version: Some("v1.0.0".into()),
+                path: format!("test_data/{kind}/v1.0.0/test_cases.jsonl"),
+                fingerprint: "f".into(),
+                cases: 3,
+            },
+            params: BTreeMap::new(),
+            prompt_sha256: BTreeMap::new(),
+            metrics: Metrics::of(&cases),
+            cases,
+            duration_s: 1.0,
+        }
+    }
+
+    fn fixture() -> ExperimentReport {
+        let trial =
+            |number: usize, i: usize, outcome: TrialOutcome, values: Vec<f64>| TrialRecord {
+                number,
+                params: BTreeMap::from([("finalizer".into(), i), ("planner".into(), i)]),
+                outcome,
+                values,
+                duplicate_of: (outcome == TrialOutcome::Duplicate).then_some(1),
+                metrics: None,
+                cases: Vec::new(),
+                note: None,
+                origin: "tpe".into(),
+                duration_s: 1.0,
+            };
+        let sig = Significance {
+            pairs: 3,
+            mcnemar: McNemar {
+                baseline_only: 0,
+                optimized_only: 2,
+                p_value: 0.5,
+                method: McNemarMethod::Exact,
+            },
+            bootstrap: Some(Bootstrap {
+                mean_difference: 0.533,
+                ci_low: 0.0,
+                ci_high: 0.8,
+                p_value: 0.25,
+                resamples: 10_000,
+                seed: 42,
+            }),
+            alpha: 0.05,
+            min_detectable_correct: None,
+            min_detectable_correct_pct: None,
+            min_detectable_composite: Some(0.9),
+            correct_gain_significant: false,
+            composite_gain_significant: false,
+            verdict: "No significant gain (+2 −0 correct, McNemar p = 0.500); 3 cases are too few for any correctness gain to be significant.".into(),
+        };
+        ExperimentReport {
+            schema_version: EXPERIMENT_SCHEMA_VERSION,
+            name: "exp_001".into(),
+            started: "2026-11-25T09:00:00Z".into(),
+            finished: "2026-11-25T09:10:00Z".into(),
+            seed: 42,
+            target: "built-in chain (planner → finalizer)".into(),
+            grader: "anthropic/claude-sonnet-4-6".into(),
+            threshold: 0.8,
+            directions: vec![
+                "maximize factually_correct_count".into(),
+                "maximize average_composite_score".into(),
+            ],
+            agents: BTreeMap::from([("finalizer".into(), 3), ("planner".into(), 3)]),
+            trials_requested: 3,
+            search_mode: "TPE over 9 points after 10 random start-up trials".into(),
+            baseline: step("optimization", 1),
+            trials: vec![
+                trial(0, 0, TrialOutcome::Complete, vec![1.0, 0.467]),
+                trial(1, 2, TrialOutcome::Complete, vec![3.0, 1.0]),
+                trial(2, 2, TrialOutcome::Duplicate, vec![3.0, 1.0]),
+            ],
+            pareto_front: vec![1],
+            best_trial: Some(1),
+            best_params: BTreeMap::from([("finalizer".into(), 2), ("planner".into(), 2)]),
+            best_prompts: BTreeMap::from([
+                ("finalizer".into(), "Answer in one line.".into()),
+                ("planner".into(), "Plan the steps.".into()),
+            ]),
+            evaluation: Some(step("evaluation", 3)),
+            evaluation_baseline: Some(step("evaluation", 1)),
+            comparisons: vec![Comparison {
+                set: "evaluation".into(),
+                baseline: Metrics::of(&[case(1, true), case(2, false), case(3, false)]),
+                optimized: Metrics::of(&[case(1, true), case(2, true), case(3, true)]),
+                changes: vec![CaseChange {
+                    line: 2,
+                    question: "Question 2?".into(),
+                    baseline_correct: false,
+                    optimized_correct: true,
+                    baseline_score: 0.2,
+                    optimized_score: 1.0,
+                }],
+                significance: sig,
+            }],
+            usage: Usage {
+                target: UsageTotals {
+                    calls: 40,
+                    cache_hits: 12,
+                    requests: 28,
+                    input_tokens: 5600,
+                    output_tokens: 560,
+                    cost_usd: Some(0.0123),
+                },
+                grader: UsageTotals {
+                    calls: 12,
+                    cache_hits: 0,
+                    requests: 12,
+                    input_tokens: 2400,
+                    output_tokens: 240,
+                    cost_usd: None,
+                },
+                target_runs: 12,
+            },
+            estimate: None,
+        }
+    }
+
+    #[test]
+    fn console_summary() {
+        insta::assert_snapshot!(console(&fixture(), Some("experiments/exp_001/report.md")));
+    }
+
+    #[test]
+    fn markdown_report() {
+        insta::assert_snapshot!(markdown(&fixture()));
+    }
+}

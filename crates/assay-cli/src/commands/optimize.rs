@@ -188,6 +188,31 @@ fn build(
     })
 }
 
+impl Built {
+    /// Calls, tokens and cost so far, by role.
+    fn usage(&self) -> Usage {
+        Usage {
+            target: totals(&self.target_calls.usage()),
+            grader: totals(&self.grader_calls.usage()),
+            target_runs: 0,
+        }
+    }
+}
+
+/// INT-011: every agent's prompt must reach the target before anything is spent.
+fn dry_check(
+    rt: &tokio::runtime::Runtime,
+    built: &Built,
+    lists: &PromptLists,
+) -> anyhow::Result<()> {
+    let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
+    rt.block_on(built.target.dry_check(&agents)).context(
+        "dry check: every agent's prompt must reach the target before anything is spent",
+    )?;
+    tracing::info!(target = %built.target.describe(), agents = agents.len(), "dry check passed: every agent's prompt reaches the target");
+    Ok(())
+}
+
 fn chars(text: &str) -> u64 {
     text.chars().count() as u64
 }
@@ -342,16 +367,8 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
     say(&estimate_text(&est));
     check_budget(args.budget, &est)?;
     let rt = runtime()?;
-    let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
-    rt.block_on(built.target.dry_check(&agents)).context(
-        "dry check: every agent's prompt must reach the target before anything is spent",
-    )?;
-    tracing::info!(target = %built.target.describe(), agents = agents.len(), "dry check passed: every agent's prompt reaches the target");
-    let usage = || Usage {
-        target: totals(&built.target_calls.usage()),
-        grader: totals(&built.grader_calls.usage()),
-        target_runs: 0,
-    };
+    dry_check(&rt, &built, &lists)?;
+    let usage = || built.usage();
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
     let services = Services {
         target: built.target.clone(),
@@ -369,7 +386,7 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         racing: args.racing.then_some(settings.optimize.racing_fraction),
         max_concurrency: args
             .max_concurrency
-            .unwrap_or(settings.optimize.max_concurrency),
+            .map_or(settings.optimize.max_concurrency, |n| n as usize),
         objectives,
         startup_trials: settings.optimize.startup_trials,
         threshold: settings.optimize.threshold,
@@ -467,15 +484,8 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
     say(&estimate_text(&est));
     check_budget(args.budget, &est)?;
     let rt = runtime()?;
-    let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
-    rt.block_on(built.target.dry_check(&agents)).context(
-        "dry check: every agent's prompt must reach the target before anything is spent",
-    )?;
-    let usage = || Usage {
-        target: totals(&built.target_calls.usage()),
-        grader: totals(&built.grader_calls.usage()),
-        target_runs: 0,
-    };
+    dry_check(&rt, &built, &lists)?;
+    let usage = || built.usage();
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
     let services = Services {
         target: built.target.clone(),
@@ -499,7 +509,7 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
         racing: None,
         max_concurrency: args
             .max_concurrency
-            .unwrap_or(settings.optimize.max_concurrency),
+            .map_or(settings.optimize.max_concurrency, |n| n as usize),
         objectives: parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?,
         startup_trials: settings.optimize.startup_trials,
         threshold: settings.optimize.threshold,

@@ -19,24 +19,8 @@ struct Provider {
 
 fn provider(latency: Duration) -> Provider {
     let stats = Arc::new(PromptStats::default());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let app = prompt_router(latency, stats.clone());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    Provider {
-        url: format!("http://{}", rx.recv().unwrap()),
-        stats,
-    }
+    let url = crate::support::serve(prompt_router(latency, stats.clone()));
+    Provider { url, stats }
 }
 
 const AGENTS: [&str; 3] = ["planner", "expert", "finalizer"];
@@ -78,14 +62,14 @@ fn project(provider: &Provider, extra: &str) -> Scratch {
         .concat(),
     );
     s.write(
-        "context/notes.txt",
+        "cases/context/notes.txt",
         "Mount Kilimanjaro is the tallest mountain in Africa.\n",
     );
     s.write(
         "cases/eval.jsonl",
         &[line("Tallest mountain in Africa?", "Kilimanjaro", 3), line("Boiling point of water in C?", "100", 2), line("Red planet?", "Mars", 1)].concat().replace(
             "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": []",
-            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": [\"../context/notes.txt\"]",
+            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": [\"context/notes.txt\"]",
         ),
     );
     s.write(
