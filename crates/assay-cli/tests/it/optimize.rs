@@ -285,7 +285,7 @@ fn bad_optimize_input_is_exit_2_and_writes_nothing() {
     let run = run_in(&s, &a);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
-        run.stderr.contains("broken.jsonl") && run.stderr.contains("line 1"),
+        run.stderr.contains("broken.jsonl:1") && run.stderr.contains("`answer`"),
         "{run:?}"
     );
     s.write(
