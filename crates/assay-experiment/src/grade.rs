@@ -222,7 +222,7 @@ mod tests {
 
     #[async_trait]
     impl ChatModel for Scripted {
-        fn model(&self) -> &str {
+        fn model(&self) -> &'static str {
             "test/grader"
         }
         async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

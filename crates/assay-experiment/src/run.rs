@@ -899,13 +899,11 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         .collect();
 
     // Step 1.
-    let baseline = match replay.baseline.clone() {
-        Some(step) => {
-            StepLog::open(&layout, "baseline")?
-                .line("baseline: read back from the journal (--resume)");
-            step
-        }
-        None => {
+    let baseline = if let Some(step) = replay.baseline.clone() {
+        StepLog::open(&layout, "baseline")?.line("baseline: read back from the journal (--resume)");
+        step
+    } else {
+        {
             let step = run_step(
                 &runner,
                 &layout,
@@ -926,26 +924,28 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
     let best = study.best_by_priority().map(|t| t.number);
     let best_params = best
         .and_then(|n| study.trial(n))
-        .map(|t| named(x.lists, &t.params))
-        .unwrap_or_else(|| zeros.clone());
+        .map_or_else(|| zeros.clone(), |t| named(x.lists, &t.params));
     let best_prompts = x.lists.choose(&best_params);
     write_prompt_dir(&layout.optimized_prompts(), &best_prompts)?;
     let best_cases: Vec<CaseResult> = best
         .and_then(|n| trials.iter().find(|t| t.number == n))
-        .map(|t| match t.duplicate_of {
-            Some(d) => trials
-                .iter()
-                .find(|o| o.number == d)
-                .map(|o| o.cases.clone())
-                .unwrap_or_default(),
-            None => t.cases.clone(),
-        })
-        .unwrap_or_else(|| baseline.cases.clone());
+        .map_or_else(
+            || baseline.cases.clone(),
+            |t| match t.duplicate_of {
+                Some(d) => trials
+                    .iter()
+                    .find(|o| o.number == d)
+                    .map(|o| o.cases.clone())
+                    .unwrap_or_default(),
+                None => t.cases.clone(),
+            },
+        );
 
     // Step 3.
-    let evaluation = match replay.evaluation {
-        Some(s) => s,
-        None => {
+    let evaluation = if let Some(s) = replay.evaluation {
+        s
+    } else {
+        {
             let s = run_step(
                 &runner,
                 &layout,
@@ -960,9 +960,10 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
             s
         }
     };
-    let evaluation_baseline = match replay.evaluation_baseline {
-        Some(s) => s,
-        None => {
+    let evaluation_baseline = if let Some(s) = replay.evaluation_baseline {
+        s
+    } else {
+        {
             let s = run_step(
                 &runner,
                 &layout,

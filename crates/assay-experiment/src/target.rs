@@ -629,7 +629,7 @@ mod tests {
 
     #[async_trait]
     impl ChatModel for Echo {
-        fn model(&self) -> &str {
+        fn model(&self) -> &'static str {
             "test/echo"
         }
         async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

@@ -195,22 +195,17 @@ pub fn runs_of(
             metric_points(m, t.number as u64, &mut metrics);
         }
     }
-    if let Some(best) = report
+    if let Some(m) = report
         .best_trial
         .and_then(|n| report.trials.iter().find(|t| t.number == n))
+        .and_then(|best| best.metrics.as_ref())
     {
-        if let Some(m) = &best.metrics {
-            for p in {
-                let mut v = Vec::new();
-                metric_points(m, 0, &mut v);
-                v
-            } {
-                metrics.push(MetricPoint {
-                    key: format!("best_{}", p.key),
-                    ..p
-                });
-            }
-        }
+        let mut best = Vec::new();
+        metric_points(m, 0, &mut best);
+        metrics.extend(best.into_iter().map(|p| MetricPoint {
+            key: format!("best_{}", p.key),
+            ..p
+        }));
     }
     usage_points("target", &report.usage.target, &mut metrics);
     usage_points("grader", &report.usage.grader, &mut metrics);
@@ -328,22 +323,20 @@ impl Mlflow {
         query: &[(&str, &str)],
     ) -> Result<Value, TrackingError> {
         let url = format!("{}/{endpoint}", self.base);
-        let request = match body {
+        let request = if let Some(b) = body {
             // MLflow answers 400 to a POST without this content type.
-            Some(b) => self
-                .client
+            self.client
                 .post(&url)
                 .header("Content-Type", "application/json")
-                .body(b.to_string()),
-            None => {
-                let url = reqwest::Url::parse_with_params(&url, query).map_err(|e| {
-                    TrackingError::Mlflow {
-                        endpoint: endpoint.to_owned(),
-                        message: e.to_string(),
-                    }
-                })?;
-                self.client.get(url)
-            }
+                .body(b.to_string())
+        } else {
+            let url = reqwest::Url::parse_with_params(&url, query).map_err(|e| {
+                TrackingError::Mlflow {
+                    endpoint: endpoint.to_owned(),
+                    message: e.to_string(),
+                }
+            })?;
+            self.client.get(url)
         };
         let fail = |message: String| TrackingError::Mlflow {
             endpoint: endpoint.to_owned(),
@@ -491,9 +484,10 @@ pub fn optuna_journal(report: &ExperimentReport) -> String {
                           "user_attr": {key: value}}));
     }
     let time = |s: &str| {
-        chrono::DateTime::parse_from_rfc3339(s)
-            .map(|t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string())
-            .unwrap_or_else(|_| "1970-01-01T00:00:00.000000".into())
+        chrono::DateTime::parse_from_rfc3339(s).map_or_else(
+            |_| "1970-01-01T00:00:00.000000".into(),
+            |t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+        )
     };
     let start = time(&report.started);
     for t in &report.trials {

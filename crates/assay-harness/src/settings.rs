@@ -580,7 +580,6 @@ impl ProjectSettings {
         }
         let o = &config.optimize;
         match o.target.as_str() {
-            "chain" => {}
             "command" if o.command.is_empty() => {
                 return Err(
                     "optimize.command: `target = \"command\"` needs the program to run".into(),
@@ -589,7 +588,7 @@ impl ProjectSettings {
             "http" if o.url.is_none() => {
                 return Err("optimize.url: `target = \"http\"` needs the URL".into());
             }
-            "command" | "http" => {}
+            "chain" | "command" | "http" => {}
             other => {
                 return Err(format!(
                     "optimize.target: unknown target `{other}` (expected chain, command or http)"

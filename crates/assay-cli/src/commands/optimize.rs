@@ -440,16 +440,13 @@ fn track(
     baseline: &BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
     let runs = tracking::runs_of(report, baseline);
-    match mlflow {
-        Some(uri) => {
-            let client = tracking::Mlflow::new(uri)?;
-            let ids = rt.block_on(client.log(&report.name, &runs))?;
-            tracing::info!(uri, runs = ids.len(), "logged to MLflow");
-        }
-        None => {
-            let written = tracking::write_local(&layout.tracking(), &runs)?;
-            tracing::info!(runs = written.len(), dir = %layout.tracking().display(), "tracked locally");
-        }
+    if let Some(uri) = mlflow {
+        let client = tracking::Mlflow::new(uri)?;
+        let ids = rt.block_on(client.log(&report.name, &runs))?;
+        tracing::info!(uri, runs = ids.len(), "logged to MLflow");
+    } else {
+        let written = tracking::write_local(&layout.tracking(), &runs)?;
+        tracing::info!(runs = written.len(), dir = %layout.tracking().display(), "tracked locally");
     }
     Ok(())
 }

@@ -232,16 +232,14 @@ fn trials_of(v: &Value) -> Vec<(Value, Value)> {
 
 #[test]
 fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
-    let p = provider(Duration::from_millis(15));
-    let s = project(&p, "");
-    let a = args("res", "14");
-    let mut first = s.spawn(&a, &ENV);
-    let journal = s.path("experiments/res/journal.jsonl");
+    let server = provider(Duration::from_millis(15));
+    let scratch = project(&server, "");
+    let mut first = scratch.spawn(&args("res", "14"), &ENV);
+    let journal = scratch.path("experiments/res/journal.jsonl");
     let start = Instant::now();
     loop {
         let lines = std::fs::read_to_string(&journal)
-            .map(|t| t.matches("\"kind\":\"trial\"").count())
-            .unwrap_or(0);
+            .map_or(0, |t| t.matches("\"kind\":\"trial\"").count());
         if lines >= 4 || start.elapsed() > Duration::from_secs(120) {
             break;
         }
@@ -249,7 +247,7 @@ fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
     }
     first.kill().unwrap();
     first.wait().unwrap();
-    let again = run_in(&s, &args("res", "14"));
+    let again = run_in(&scratch, &args("res", "14"));
     assert_eq!(
         again.code, 2,
         "without --resume an existing experiment is refused: {again:?}"
@@ -257,15 +255,18 @@ fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
     assert!(again.stderr.contains("--resume"), "{again:?}");
     let mut resume = args("res", "14");
     resume.push("--resume");
-    let resumed = run_in(&s, &resume);
+    let resumed = run_in(&scratch, &resume);
     assert_eq!(resumed.code, 0, "{resumed:?}");
-    let fresh_project = project(&p, "");
+    let fresh_project = project(&server, "");
     let fresh = run_in(&fresh_project, &args("res", "14"));
     assert_eq!(fresh.code, 0, "{fresh:?}");
-    let (r, f) = (resumed.json(), fresh.json());
-    assert_eq!(trials_of(&r), trials_of(&f));
-    assert_eq!(r["best_params"], f["best_params"]);
-    assert_eq!(r["evaluation"]["metrics"], f["evaluation"]["metrics"]);
+    let (resumed, fresh) = (resumed.json(), fresh.json());
+    assert_eq!(trials_of(&resumed), trials_of(&fresh));
+    assert_eq!(resumed["best_params"], fresh["best_params"]);
+    assert_eq!(
+        resumed["evaluation"]["metrics"],
+        fresh["evaluation"]["metrics"]
+    );
 }
 
 #[test]
