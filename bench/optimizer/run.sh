@@ -17,3 +17,6 @@ target/release/examples/sampler_bench > "$OUT/assay.jsonl"
 echo "optuna $("$VENV/bin/python" -c 'import optuna; print(optuna.__version__)'): optuna_bench.py (several minutes) ..." >&2
 OVERHEAD_REPS="${OVERHEAD_REPS:-3}" "$VENV/bin/python" bench/optimizer/optuna_bench.py > "$OUT/optuna.json"
 "$VENV/bin/python" bench/optimizer/report.py "$OUT/assay.jsonl" "$OUT/optuna.json" | tee "$OUT/optimizer.md"
+# Model calls of `assay optimize` on examples/gaia-mini with 100 trials against the local server,
+# next to the naive count (trials × cases × agents): bench/out/optimizer/calls.{json,md}.
+bash bench/optimizer/calls.sh

@@ -80,6 +80,17 @@ pub enum Command {
     /// passed, 1 the suite's gate failed, 2 bad input, 3 provider or MCP errors kept scenario
     /// runs from a verdict. `assay simulate compare REPORT…` puts several reports side by side.
     Simulate(SimulateArgs),
+    /// Optimize the agents' system prompts (seed 001): baseline on the optimization cases,
+    /// a multi-objective TPE study over prompts/ and prompt_variations/, the best prompts on
+    /// the held-out evaluation cases, and a paired comparison.
+    ///
+    /// Writes experiments/NAME/ (baseline_prompts/, optimized_prompts/, logs/, journal,
+    /// report.md/json, tracking/, optuna_journal.log; see docs/optimize.md). Exit codes: 0
+    /// finished, 2 bad input, 3 an infrastructure error or the budget halted the run.
+    Optimize(OptimizeArgs),
+    /// Evaluate a prompt folder on the evaluation cases next to the production prompts
+    /// (step 3 of `assay optimize` alone).
+    Evaluate(EvaluateArgs),
     /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON;
     /// edit the knowledge base (/admin/kb/, 003 §4); read saved runs (/runs).
     ///
@@ -626,4 +637,113 @@ pub struct CompareArgs {
     /// Write the Markdown here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// `assay optimize`
+#[derive(Debug, Args)]
+pub struct OptimizeArgs {
+    /// The project directory (prompts/, prompt_variations/, test_data/).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The experiment's name: its folder under experiments/.
+    #[arg(long, value_name = "NAME")]
+    pub experiment_name: String,
+
+    /// Trials of the study (the baseline is trial 0); at least 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000), allow_negative_numbers = true)]
+    pub optimization_trials: u64,
+
+    /// A test-case file instead of test_data/optimization/VERSION (files relative to it).
+    #[arg(long, value_name = "FILE")]
+    pub optimization_test_cases: Option<PathBuf>,
+
+    /// A test-case file instead of test_data/evaluation/VERSION.
+    #[arg(long, value_name = "FILE")]
+    pub evaluation_test_cases: Option<PathBuf>,
+
+    /// The optimization test-data version (default: latest_optimization in versions.json).
+    #[arg(long, value_name = "V")]
+    pub optimization_version: Option<String>,
+
+    /// The evaluation test-data version (default: latest_evaluation in versions.json).
+    #[arg(long, value_name = "V")]
+    pub evaluation_version: Option<String>,
+
+    /// Log the three runs to this MLflow tracking server (else experiments/NAME/tracking/).
+    #[arg(long, value_name = "URI")]
+    pub mlflow_uri: Option<String>,
+
+    /// The sampler's seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Continue an interrupted experiment from its journal.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// A hard cap on the spend in USD, checked before each case is dispatched.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// Score new combinations on a subset first; drop those clearly worse than the best.
+    #[arg(long)]
+    pub racing: bool,
+
+    /// Cases of one trial at once, for stateless targets only (default [optimize]
+    /// max_concurrency, 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_concurrency: Option<u64>,
+
+    /// Call cache mode: read-write, off or replay (default [providers] cache).
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Print the experiment report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay evaluate`
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The prompt folder to evaluate (<agent>_system_prompt.txt files).
+    #[arg(long, value_name = "DIR")]
+    pub prompts: PathBuf,
+
+    /// A name for the logs' folder under experiments/ (default evaluate_<time>).
+    #[arg(long, value_name = "NAME")]
+    pub experiment_name: Option<String>,
+
+    /// A test-case file instead of test_data/evaluation/VERSION.
+    #[arg(long, value_name = "FILE")]
+    pub evaluation_test_cases: Option<PathBuf>,
+
+    /// The evaluation test-data version (default: latest_evaluation).
+    #[arg(long, value_name = "V")]
+    pub evaluation_version: Option<String>,
+
+    /// The bootstrap's seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// A hard cap on the spend in USD.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// Cases at once, for stateless targets only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_concurrency: Option<u64>,
+
+    /// Call cache mode: read-write, off or replay.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }

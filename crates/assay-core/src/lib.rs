@@ -7,6 +7,7 @@
 //! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
+//! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -20,6 +21,7 @@
 pub mod bank;
 pub mod condition;
 pub mod entity;
+pub mod experiment;
 pub mod ir;
 pub mod rundiff;
 pub mod runlog;

@@ -32,6 +32,7 @@ pub mod history;
 pub mod init;
 pub mod journal;
 pub mod kbedit;
+pub mod lock;
 pub mod migrate;
 pub mod overrides;
 pub mod project;

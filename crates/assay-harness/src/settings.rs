@@ -191,6 +191,71 @@ impl Default for SimulateConfig {
     }
 }
 
+/// `[optimize]`: the prompt optimizer (`assay optimize`, `assay evaluate`, seed 001).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizeConfig {
+    /// The system under test: `chain` (the built-in multi-agent chain, default), `command`
+    /// or `http`.
+    pub target: String,
+    /// `target = "command"`: the program and its arguments, run in the project directory.
+    pub command: Vec<String>,
+    /// `target = "http"`: the URL requests are POSTed to.
+    pub url: Option<String>,
+    /// Seconds one command or HTTP execution may take (default 300).
+    pub timeout_seconds: f64,
+    /// The command or endpoint keeps no state between executions, so `--max-concurrency`
+    /// may run several cases of a trial at once (default false; the chain is stateless).
+    pub stateless: bool,
+    /// The chain's agent order (default: the seed's seven when those are the agents).
+    pub chain: Option<Vec<String>>,
+    /// `vendor/model` of the chain's agents (default `anthropic/claude-haiku-4-5`).
+    pub model: String,
+    /// A different `vendor/model` for some agents.
+    pub agent_models: BTreeMap<String, String>,
+    /// Tokens each chain agent may answer with (default 1024).
+    pub agent_max_tokens: u32,
+    /// `vendor/model` of the llm-rubric grader (default `anthropic/claude-sonnet-4-6`).
+    pub grader_model: String,
+    /// The composite score at which a case passes the rubric (default 0.8, as the seed).
+    pub threshold: f64,
+    /// Random start-up trials before TPE (default 10, Optuna's).
+    pub startup_trials: usize,
+    /// The objectives, each `maximize <metric>` or `minimize <metric>` (default the seed's
+    /// pair: `maximize factually_correct_count`, `maximize average_composite_score`).
+    pub directions: Vec<String>,
+    /// Cases of one trial run at once for stateless targets (default 1, the seed's rule).
+    pub max_concurrency: usize,
+    /// `--racing`: the share of the optimization cases a combination is first scored on
+    /// (default 0.5).
+    pub racing_fraction: f64,
+}
+
+impl Default for OptimizeConfig {
+    fn default() -> Self {
+        OptimizeConfig {
+            target: "chain".into(),
+            command: Vec::new(),
+            url: None,
+            timeout_seconds: 300.0,
+            stateless: false,
+            chain: None,
+            model: "anthropic/claude-haiku-4-5".into(),
+            agent_models: BTreeMap::new(),
+            agent_max_tokens: 1024,
+            grader_model: "anthropic/claude-sonnet-4-6".into(),
+            threshold: 0.8,
+            startup_trials: 10,
+            directions: vec![
+                "maximize factually_correct_count".into(),
+                "maximize average_composite_score".into(),
+            ],
+            max_concurrency: 1,
+            racing_fraction: 0.5,
+        }
+    }
+}
+
 /// `[report]`: report options.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -321,6 +386,8 @@ pub struct ProjectConfig {
     pub calibration: CalibrationConfig,
     /// `[simulate]`
     pub simulate: SimulateConfig,
+    /// `[optimize]`
+    pub optimize: OptimizeConfig,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -357,6 +424,8 @@ pub struct ProjectSettings {
     pub calibration: CalibrationConfig,
     /// Conversation-simulator defaults.
     pub simulate: SimulateConfig,
+    /// Prompt-optimizer settings.
+    pub optimize: OptimizeConfig,
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -516,6 +585,40 @@ impl ProjectSettings {
         if config.simulate.runs_in_flight == Some(0) {
             return Err("simulate.runs_in_flight: must be at least 1".into());
         }
+        let o = &config.optimize;
+        match o.target.as_str() {
+            "command" if o.command.is_empty() => {
+                return Err(
+                    "optimize.command: `target = \"command\"` needs the program to run".into(),
+                );
+            }
+            "http" if o.url.is_none() => {
+                return Err("optimize.url: `target = \"http\"` needs the URL".into());
+            }
+            "chain" | "command" | "http" => {}
+            other => {
+                return Err(format!(
+                    "optimize.target: unknown target `{other}` (expected chain, command or http)"
+                ));
+            }
+        }
+        if !(o.timeout_seconds.is_finite() && o.timeout_seconds > 0.0) {
+            return Err("optimize.timeout_seconds: must be more than 0".into());
+        }
+        if !(0.0..=1.0).contains(&o.threshold) {
+            return Err("optimize.threshold: must be between 0 and 1".into());
+        }
+        if o.max_concurrency == 0 || o.agent_max_tokens == 0 {
+            return Err(
+                "optimize.max_concurrency and optimize.agent_max_tokens: must be at least 1".into(),
+            );
+        }
+        if !(o.racing_fraction > 0.0 && o.racing_fraction < 1.0) {
+            return Err("optimize.racing_fraction: must be between 0 and 1 (exclusive)".into());
+        }
+        if o.directions.is_empty() {
+            return Err("optimize.directions: name at least one objective".into());
+        }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());
         }
@@ -534,6 +637,7 @@ impl ProjectSettings {
             providers: config.providers,
             calibration: config.calibration,
             simulate: config.simulate,
+            optimize: config.optimize,
         })
     }
 }

@@ -15,6 +15,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod console;
+pub mod experiment;
 pub mod junit;
 pub mod markdown;
 pub mod simulation;

@@ -6,6 +6,7 @@ mod embed;
 mod expectations;
 mod init;
 mod kb;
+mod optimize;
 mod retrieve;
 mod run;
 mod serve;
@@ -29,6 +30,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Init(args) => init::run(&args.dir),
         Command::Serve(args) => serve::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Optimize(args) => optimize::optimize(&args),
+        Command::Evaluate(args) => optimize::evaluate(&args),
         Command::Retrieve(args) => retrieve::run(&args),
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),
@@ -62,6 +65,11 @@ pub fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+}
+
+/// The command line as typed, for the project lock's holder description.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 /// Logs the project's loading warnings on stderr.

@@ -8,6 +8,9 @@ mod fake_openai;
 mod ir;
 mod kb;
 mod migrate;
+mod optimize;
+#[path = "../../examples/prompt_provider.rs"]
+mod prompt_provider;
 mod providers;
 mod quality;
 mod retrieve;

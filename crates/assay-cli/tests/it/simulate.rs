@@ -49,25 +49,8 @@ pub struct Provider {
 
 pub fn provider(behaviour: Behaviour) -> Provider {
     let stats = Arc::new(Stats::default());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let app = router(behaviour, stats.clone());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
-    Provider {
-        url: format!("http://{addr}"),
-        stats,
-    }
+    let url = crate::support::serve(router(behaviour, stats.clone()));
+    Provider { url, stats }
 }
 
 /// A copy of examples/scout-quest whose assay.toml points at `provider`.

@@ -1,0 +1,163 @@
+//! A local OpenAI-compatible chat server for the prompt optimizer's tests and benchmark: its
+//! answers depend on the system prompts injected into the built-in chain, so a known best
+//! combination exists.
+//!
+//! * An agent call (no `response_format`) answers `note:GOOD` when its system prompt holds the
+//!   marker `[[GOOD]]`, else `note:meh`; the chain's last agent (its user turn asks for a
+//!   `FINAL ANSWER:` line) counts the `note:GOOD` lines of the earlier agents plus its own
+//!   marker and, when that count reaches the case's difficulty (`[d:N]` in the question,
+//!   default: every agent), answers `FINAL ANSWER: <the key>` (`[key:…]` in the question),
+//!   else `FINAL ANSWER: not sure`.
+//! * A grader call (`response_format` json_schema `rubric_grade`) reads the expected and the
+//!   actual answer from its prompt: overall 1.0 when the actual contains the expected, else
+//!   0.2 + 0.1 × the number of `GOOD` notes the answer mentions (none here: 0.2).
+//!
+//! `GET /stats` returns the number of chat calls. Run alone (the benchmark):
+//! `cargo run --example prompt_provider -- [--port N] [--latency-ms N]` prints its base URL.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+/// Counters.
+#[derive(Debug, Default)]
+pub struct PromptStats {
+    /// Agent calls.
+    pub agent: AtomicU64,
+    /// Grader calls.
+    pub grader: AtomicU64,
+}
+
+struct Shared {
+    latency: Duration,
+    stats: Arc<PromptStats>,
+}
+
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let at = text.find(start)? + start.len();
+    let rest = &text[at..];
+    Some(rest[..rest.find(end).unwrap_or(rest.len())].trim())
+}
+
+fn agent_answer(system: &str, user: &str) -> String {
+    let good = system.contains("[[GOOD]]");
+    if !user.contains("FINAL ANSWER: <the answer>") {
+        return format!("note:{}", if good { "GOOD" } else { "meh" });
+    }
+    let count = user.matches("note:GOOD").count() + usize::from(good);
+    let agents = user.matches("note:").count() + 1;
+    let question = between(user, "# Question\n", "\n").unwrap_or_default();
+    let difficulty = between(question, "[d:", "]")
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(agents);
+    match between(question, "[key:", "]") {
+        Some(key) if count >= difficulty => format!("Thinking done.\nFINAL ANSWER: {key}"),
+        _ => "FINAL ANSWER: not sure".into(),
+    }
+}
+
+fn grade(user: &str) -> String {
+    let expected = between(user, "Expected answer: ", "\n")
+        .unwrap_or_default()
+        .to_lowercase();
+    let actual = between(user, "Actual answer: ", "\n")
+        .unwrap_or_default()
+        .to_lowercase();
+    let right = !actual.is_empty() && actual.contains(&expected);
+    let overall = if right { 1.0 } else { 0.2 };
+    json!({"factuality": overall, "completeness": overall, "relevance": 1.0, "overall": overall,
+           "factually_correct": right, "reasoning": if right { "matches" } else { "differs" }})
+    .to_string()
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Json<Value> {
+    if !shared.latency.is_zero() {
+        tokio::time::sleep(shared.latency).await;
+    }
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let of = |role: &str| {
+        messages
+            .iter()
+            .filter(|m| m["role"] == role)
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (system, user) = (of("system"), of("user"));
+    let content = if body["response_format"].is_object() {
+        shared.stats.grader.fetch_add(1, Ordering::SeqCst);
+        grade(&user)
+    } else {
+        shared.stats.agent.fetch_add(1, Ordering::SeqCst);
+        agent_answer(&system, &user)
+    };
+    Json(json!({
+        "id": "chatcmpl-prompt", "object": "chat.completion", "created": 1_763_700_000,
+        "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220}
+    }))
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    let s = &shared.stats;
+    Json(
+        json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst)}),
+    )
+}
+
+/// The server's routes.
+pub fn prompt_router(latency: Duration, stats_: Arc<PromptStats>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/stats", get(stats))
+        .with_state(Arc::new(Shared {
+            latency,
+            stats: stats_,
+        }))
+}
+
+#[allow(dead_code)]
+fn main() {
+    let mut port = 0u16;
+    let mut latency = Duration::ZERO;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().unwrap_or_default();
+        match arg.as_str() {
+            "--port" => port = value.parse().expect("--port takes a number"),
+            "--latency-ms" => {
+                latency =
+                    Duration::from_millis(value.parse().expect("--latency-ms takes a number"));
+            }
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+            .await
+            .expect("a free port");
+        let addr = listener.local_addr().expect("an address");
+        #[allow(clippy::print_stdout)]
+        {
+            println!("http://{addr}");
+        }
+        axum::serve(
+            listener,
+            prompt_router(latency, Arc::new(PromptStats::default())),
+        )
+        .await
+        .expect("the server runs");
+    });
+}

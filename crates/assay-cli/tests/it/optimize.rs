@@ -1,0 +1,450 @@
+//! `assay optimize` end to end: the real binary against a local OpenAI-compatible server whose
+//! answers depend on the injected prompts (`examples/prompt_provider.rs`): a case is answered
+//! right only when enough agents' system prompts carry the `[[GOOD]]` marker, so the best
+//! combination is known (every agent's variant 2) and the test checks the optimizer finds it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::prompt_provider::{PromptStats, prompt_router};
+use crate::support::Scratch;
+
+struct Provider {
+    url: String,
+    stats: Arc<PromptStats>,
+}
+
+fn provider(latency: Duration) -> Provider {
+    let stats = Arc::new(PromptStats::default());
+    let url = crate::support::serve(prompt_router(latency, stats.clone()));
+    Provider { url, stats }
+}
+
+const AGENTS: [&str; 3] = ["planner", "expert", "finalizer"];
+const ENV: [(&str, &str); 1] = [("OPENAI_API_KEY", "test-key")];
+
+/// Three agents with three prompts each (27 combinations): index 1 is a plain variant, index 2
+/// carries the marker. Optimization cases need 3, 1, 2 and 3 marked agents; evaluation cases
+/// likewise.
+fn project(provider: &Provider, extra: &str) -> Scratch {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scratch::copy_of(dir.path());
+    for a in AGENTS {
+        s.write(
+            &format!("prompts/{a}_system_prompt.txt"),
+            &format!("You are the {a}. Be brief.\n"),
+        );
+        s.write(
+            &format!("prompt_variations/{a}/v1.txt"),
+            &format!("You are the {a}. Be thorough.\n"),
+        );
+        s.write(
+            &format!("prompt_variations/{a}/v2.txt"),
+            &format!("[[GOOD]] You are the {a}. Check every fact.\n"),
+        );
+    }
+    let line = |q: &str, key: &str, d: u32| {
+        format!(
+            "{{\"question\": \"{q} [key:{key}] [d:{d}]\", \"files\": [], \"answer\": \"{key}\"}}\n"
+        )
+    };
+    s.write(
+        "cases/opt.jsonl",
+        &[
+            line("Capital of France?", "Paris", 3),
+            line("Largest planet?", "Jupiter", 1),
+            line("Author of Hamlet?", "Shakespeare", 2),
+            line("Chemical symbol of gold?", "Au", 3),
+        ]
+        .concat(),
+    );
+    s.write(
+        "cases/context/notes.txt",
+        "Mount Kilimanjaro is the tallest mountain in Africa.\n",
+    );
+    s.write(
+        "cases/eval.jsonl",
+        &[line("Tallest mountain in Africa?", "Kilimanjaro", 3), line("Boiling point of water in C?", "100", 2), line("Red planet?", "Mars", 1)].concat().replace(
+            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": []",
+            "\"Tallest mountain in Africa? [key:Kilimanjaro] [d:3]\", \"files\": [\"context/notes.txt\"]",
+        ),
+    );
+    s.write(
+        "assay.toml",
+        &format!(
+            "[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 1\n\n[optimize]\nmodel = \"openai/fake-agent\"\ngrader_model = \"openai/fake-grader\"\nchain = [\"planner\", \"expert\", \"finalizer\"]\n{extra}",
+            provider.url
+        ),
+    );
+    s
+}
+
+fn args<'a>(name: &'a str, trials: &'a str) -> Vec<&'a str> {
+    vec![
+        "optimize",
+        "--experiment-name",
+        name,
+        "--optimization-trials",
+        trials,
+        "--optimization-test-cases",
+        "cases/opt.jsonl",
+        "--evaluation-test-cases",
+        "cases/eval.jsonl",
+        "--json",
+    ]
+}
+
+fn run_in(s: &Scratch, a: &[&str]) -> crate::support::Run {
+    // Relative case paths resolve against the project directory.
+    s.assay_env(a, &ENV)
+}
+
+#[test]
+fn the_optimizer_finds_the_known_best_combination_in_all_three_steps() {
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    let run = run_in(&s, &args("exp1", "27"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = run.json();
+    // Exhaustive: the whole space (27) fits the budget.
+    assert!(
+        report["search_mode"]
+            .as_str()
+            .unwrap()
+            .contains("exhaustive"),
+        "{}",
+        report["search_mode"]
+    );
+    assert_eq!(report["trials"].as_array().unwrap().len(), 27);
+    assert_eq!(
+        report["trials"][0]["params"],
+        serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0})
+    );
+    assert_eq!(
+        report["best_params"],
+        serde_json::json!({"expert": 2, "finalizer": 2, "planner": 2})
+    );
+    assert_eq!(report["baseline"]["metrics"]["factually_correct_count"], 0);
+    let best = report["best_trial"].as_u64().unwrap() as usize;
+    assert_eq!(
+        report["trials"][best]["metrics"]["factually_correct_count"],
+        4
+    );
+    // Step 3: the best prompts answer every held-out case; the baseline none.
+    assert_eq!(
+        report["evaluation"]["metrics"]["factually_correct_count"],
+        3
+    );
+    assert_eq!(
+        report["evaluation_baseline"]["metrics"]["factually_correct_count"],
+        0
+    );
+    assert_eq!(report["comparisons"].as_array().unwrap().len(), 2);
+    assert!(
+        report["comparisons"][1]["significance"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("3 cases are too few")
+    );
+    for a in AGENTS {
+        let text = s.read(&format!(
+            "experiments/exp1/optimized_prompts/{a}_system_prompt.txt"
+        ));
+        assert!(text.contains("[[GOOD]]"), "{a}: {text}");
+        let base = s.read(&format!(
+            "experiments/exp1/baseline_prompts/{a}_system_prompt.txt"
+        ));
+        assert!(base.contains("Be brief"));
+    }
+    for log in [
+        "baseline_run.log",
+        "optimization_run.log",
+        "evaluation_run.log",
+    ] {
+        assert!(
+            s.path(&format!("experiments/exp1/logs/{log}")).exists(),
+            "{log}"
+        );
+    }
+    assert!(s.path("experiments/exp1/logs/error_logs").is_dir());
+    let md = s.read("experiments/exp1/report.md");
+    assert!(md.contains("## Baseline vs optimized") && md.contains("### Pareto front"));
+    // Local tracking: the three runs.
+    for r in ["exp1_baseline", "exp1_optimize", "exp1_eval"] {
+        let v: Value =
+            serde_json::from_str(&s.read(&format!("experiments/exp1/tracking/{r}.json"))).unwrap();
+        assert_eq!(v["name"], r);
+    }
+    // Trial 0 reused step 1; the chain's calls: baseline 4 cases × 3 agents, 26 trials, eval 2 × 3
+    // cases, all answered from the server at most once per distinct request.
+    let agent_calls = p.stats.agent.load(Ordering::SeqCst);
+    let naive = (27 + 1) * 4 * 3 + 2 * 3 * 3;
+    assert!(
+        agent_calls < naive as u64,
+        "{agent_calls} agent calls, naive {naive}"
+    );
+    // The Optuna journal: one create-study line and one create-trial per trial.
+    let journal = s.read("experiments/exp1/optuna_journal.log");
+    assert_eq!(
+        journal
+            .lines()
+            .filter(|l| l.contains("\"op_code\":4"))
+            .count(),
+        27
+    );
+}
+
+#[test]
+fn a_second_optimize_is_refused_while_the_first_runs_and_a_killed_run_leaves_no_stale_lock() {
+    let p = provider(Duration::from_millis(40));
+    let s = project(&p, "");
+    let a = args("slow", "27");
+    let mut first = s.spawn(&a, &ENV);
+    let journal = s.path("experiments/slow/journal.jsonl");
+    let start = Instant::now();
+    while !journal.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = run_in(&s, &args("other", "3"));
+    assert_eq!(second.code, 2, "{second:?}");
+    let pid = first.id().to_string();
+    assert!(second.stderr.contains(&pid), "{second:?}");
+    assert!(second.stderr.contains("optimize"), "{second:?}");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    // The killed holder's lock.json is still there: the OS lock, not the file, decides.
+    assert!(s.path(".assay/lock.json").exists());
+    let third = run_in(&s, &args("third", "2"));
+    assert_eq!(third.code, 0, "{third:?}");
+}
+
+fn trials_of(v: &Value) -> Vec<(Value, Value)> {
+    v["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["params"].clone(), t["values"].clone()))
+        .collect()
+}
+
+#[test]
+fn resume_after_kill_finishes_with_the_same_result_as_an_uninterrupted_run() {
+    let server = provider(Duration::from_millis(15));
+    let scratch = project(&server, "");
+    let mut first = scratch.spawn(&args("res", "14"), &ENV);
+    let journal = scratch.path("experiments/res/journal.jsonl");
+    let start = Instant::now();
+    loop {
+        let lines = std::fs::read_to_string(&journal)
+            .map_or(0, |t| t.matches("\"kind\":\"trial\"").count());
+        if lines >= 4 || start.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let again = run_in(&scratch, &args("res", "14"));
+    assert_eq!(
+        again.code, 2,
+        "without --resume an existing experiment is refused: {again:?}"
+    );
+    assert!(again.stderr.contains("--resume"), "{again:?}");
+    let mut resume = args("res", "14");
+    resume.push("--resume");
+    let resumed = run_in(&scratch, &resume);
+    assert_eq!(resumed.code, 0, "{resumed:?}");
+    let fresh_project = project(&server, "");
+    let fresh = run_in(&fresh_project, &args("res", "14"));
+    assert_eq!(fresh.code, 0, "{fresh:?}");
+    let (resumed, fresh) = (resumed.json(), fresh.json());
+    assert_eq!(trials_of(&resumed), trials_of(&fresh));
+    assert_eq!(resumed["best_params"], fresh["best_params"]);
+    assert_eq!(
+        resumed["evaluation"]["metrics"],
+        fresh["evaluation"]["metrics"]
+    );
+}
+
+#[test]
+fn bad_optimize_input_is_exit_2_and_writes_nothing() {
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    for trials in ["0", "-1"] {
+        let run = run_in(&s, &args("bad", trials));
+        assert_eq!(run.code, 2, "{run:?}");
+    }
+    s.write(
+        "cases/broken.jsonl",
+        "{\"question\": \"q\", \"files\": []}\n",
+    );
+    let mut a = args("bad", "3");
+    a[6] = "cases/broken.jsonl";
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("broken.jsonl:1") && run.stderr.contains("`answer`"),
+        "{run:?}"
+    );
+    s.write(
+        "assay.toml",
+        "[optimize]\ndirections = [\"maximize vibes\"]\n",
+    );
+    let run = run_in(&s, &args("bad", "3"));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("unknown metric `vibes`"), "{run:?}");
+    assert!(!s.path("experiments").exists());
+}
+
+#[test]
+fn a_command_target_whose_prompts_do_not_arrive_fails_the_dry_check_before_any_call() {
+    let p = provider(Duration::ZERO);
+    let s = project(
+        &p,
+        "target = \"command\"\ncommand = [\"python3\", \"-c\", \"import json,sys; json.load(sys.stdin); print(json.dumps({'prompt_sha256': {}}))\"]\n",
+    );
+    let run = run_in(&s, &args("cmd", "2"));
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("do not reach the target"), "{run:?}");
+    assert_eq!(
+        p.stats.agent.load(Ordering::SeqCst) + p.stats.grader.load(Ordering::SeqCst),
+        0
+    );
+}
+
+fn venv_python() -> std::path::PathBuf {
+    let venv = std::env::var("ASSAY_TEST_PYTHON_VENV").map_or_else(
+        |_| crate::support::repo_path("target/test-venv"),
+        std::path::PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    assert!(
+        std::process::Command::new(&python)
+            .args(["-c", "import mlflow, optuna"])
+            .status()
+            .is_ok_and(|s| s.success()),
+        "{} lacks mlflow or optuna: run scripts/ci-setup",
+        python.display()
+    );
+    python
+}
+
+struct Mlflow {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Mlflow {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mlflow(python: &std::path::Path) -> Mlflow {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(python.parent().unwrap().join("mlflow"))
+        .args([
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--workers",
+            "1",
+        ])
+        .arg("--backend-store-uri")
+        .arg(format!(
+            "sqlite:///{}",
+            dir.path().join("mlflow.db").display()
+        ))
+        .arg("--default-artifact-root")
+        .arg(dir.path().join("artifacts"))
+        .env("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mlflow server starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "mlflow did not start"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    Mlflow {
+        child,
+        url,
+        _dir: dir,
+    }
+}
+
+const READ_BACK: &str = r#"
+import json, sys, urllib.request
+base = sys.argv[1] + "/api/2.0/mlflow"
+def post(ep, body):
+    r = urllib.request.Request(f"{base}/{ep}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(r))
+exp = json.load(urllib.request.urlopen(f"{base}/experiments/get-by-name?experiment_name=" + sys.argv[2]))
+eid = exp["experiment"]["experiment_id"]
+runs = post("runs/search", {"experiment_ids": [eid], "max_results": 10})["runs"]
+out = {}
+for r in runs:
+    name = r["info"]["run_name"]
+    out[name] = {m["key"]: m["value"] for m in r["data"].get("metrics", [])}
+    out[name]["_params"] = len(r["data"].get("params", []))
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+storage = JournalStorage(JournalFileBackend(sys.argv[3]))
+study = optuna.load_study(study_name=sys.argv[2], storage=storage)
+out["_optuna"] = {"trials": len(study.trials), "complete": len([t for t in study.trials if t.state.name == "COMPLETE"]),
+                  "first_params": study.trials[0].params, "best": [t.number for t in study.best_trials]}
+print(json.dumps(out))
+"#;
+
+#[test]
+fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
+    let python = venv_python();
+    let server = mlflow(&python);
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    let mut a = args("mlexp", "6");
+    a.extend(["--mlflow-uri", &server.url]);
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 0, "{run:?}");
+    let journal = s.path("experiments/mlexp/optuna_journal.log");
+    let out = std::process::Command::new(&python)
+        .args(["-c", READ_BACK, &server.url, "mlexp"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in ["mlexp_baseline", "mlexp_optimize", "mlexp_eval"] {
+        assert!(v[r]["factually_correct_count"].is_number(), "{r}: {v}");
+        assert!(v[r]["_params"].as_u64().unwrap() > 5, "{r}: {v}");
+    }
+    assert_eq!(v["mlexp_baseline"]["factually_correct_count"], 0.0);
+    assert_eq!(v["_optuna"]["trials"], 6);
+    assert_eq!(
+        v["_optuna"]["first_params"],
+        serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0})
+    );
+}

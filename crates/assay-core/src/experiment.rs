@@ -1,0 +1,485 @@
+//! The record of a prompt-optimization experiment (`assay optimize`, seed 001): per-case
+//! results of a step (the target's final answer, the llm-rubric grade and the factual
+//! correctness check), the seed's derived metrics, the study's trials, the Pareto front, the
+//! baseline-vs-optimized comparisons with their significance, and what the calls consumed.
+//! Reports render an [`ExperimentReport`] and never compute anything themselves. Like the
+//! RunLog it is versioned ([`EXPERIMENT_SCHEMA_VERSION`]) and changes are additive; timestamps
+//! are RFC 3339 strings.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The version of the [`ExperimentReport`] and [`TrialRecord`] JSON shapes; changes are
+/// additive.
+pub const EXPERIMENT_SCHEMA_VERSION: u32 = 1;
+
+/// The seed's llm-rubric threshold: a composite score at or above it passes.
+pub const DEFAULT_RUBRIC_THRESHOLD: f64 = 0.8;
+
+/// The llm-rubric grader's verdict on one answer (all scores in 0–1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricGrade {
+    /// Is the answer accurate compared with the expected answer?
+    pub factuality: f64,
+    /// Does it fully address the question?
+    pub completeness: f64,
+    /// Is it relevant to the question?
+    pub relevance: f64,
+    /// The overall score: the case's composite score.
+    pub overall: f64,
+    /// The grader's own call on factual correctness.
+    pub factually_correct: bool,
+    /// Why, in the grader's words.
+    #[serde(default)]
+    pub reasoning: String,
+}
+
+/// One test case run through the target and graded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// The case's line in its `test_cases.jsonl` (1-based).
+    pub line: usize,
+    /// The question.
+    pub question: String,
+    /// The expected answer.
+    pub expected: String,
+    /// The target's final answer (`None` when the target failed).
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The seed's factual-correctness check (containment either way, or equality).
+    pub factually_correct: bool,
+    /// The llm-rubric overall score (0 when the case errored; errors are not averaged).
+    pub composite_score: f64,
+    /// `composite_score >= threshold`.
+    pub rubric_pass: bool,
+    /// The grader's full verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rubric: Option<RubricGrade>,
+    /// An infrastructure error (target or grader failed after retries): not a score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The seed's derived metrics over one set of case results.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Cases graded (errors excluded).
+    pub cases: usize,
+    /// Cases that errored.
+    pub errors: usize,
+    /// `FactuallyCorrectCount`: the number of factually correct answers.
+    pub factually_correct_count: usize,
+    /// `AverageCompositeScore`: the mean llm-rubric overall score.
+    pub average_composite_score: f64,
+    /// `FactualCorrectnessPercentage`: `FactuallyCorrectCount / cases × 100`.
+    pub factual_correctness_percentage: f64,
+    /// Cases whose composite score reached the threshold.
+    pub rubric_passes: usize,
+}
+
+impl Metrics {
+    /// The metrics of these results; errored cases count only in `errors`.
+    pub fn of(results: &[CaseResult]) -> Metrics {
+        let graded: Vec<&CaseResult> = results.iter().filter(|r| r.error.is_none()).collect();
+        let cases = graded.len();
+        let correct = graded.iter().filter(|r| r.factually_correct).count();
+        let mean = if cases == 0 {
+            0.0
+        } else {
+            graded.iter().map(|r| r.composite_score).sum::<f64>() / cases as f64
+        };
+        Metrics {
+            cases,
+            errors: results.len() - cases,
+            factually_correct_count: correct,
+            average_composite_score: mean,
+            factual_correctness_percentage: if cases == 0 {
+                0.0
+            } else {
+                correct as f64 / cases as f64 * 100.0
+            },
+            rubric_passes: graded.iter().filter(|r| r.rubric_pass).count(),
+        }
+    }
+
+    /// The value of a named objective (`factually_correct_count`, `average_composite_score`,
+    /// `factual_correctness_percentage`), as the study sees it.
+    pub fn objective(&self, name: &str) -> Option<f64> {
+        match name {
+            "factually_correct_count" => Some(self.factually_correct_count as f64),
+            "average_composite_score" => Some(self.average_composite_score),
+            "factual_correctness_percentage" => Some(self.factual_correctness_percentage),
+            _ => None,
+        }
+    }
+}
+
+/// The objective names [`Metrics::objective`] knows.
+pub const OBJECTIVES: [&str; 3] = [
+    "factually_correct_count",
+    "average_composite_score",
+    "factual_correctness_percentage",
+];
+
+/// Which test data a step ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DataRef {
+    /// `optimization` or `evaluation`.
+    pub kind: String,
+    /// The test-data version (`None` for a file given with `--*-test-cases`).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The `test_cases.jsonl` path, relative to the project when inside it.
+    pub path: String,
+    /// sha256 of the cases file and its context files.
+    pub fingerprint: String,
+    /// Number of cases.
+    pub cases: usize,
+}
+
+/// Calls, cache hits, tokens and cost, for one role or in all.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct UsageTotals {
+    /// Calls through the wrapper (cache hits included).
+    pub calls: u64,
+    /// Calls answered from the call cache.
+    pub cache_hits: u64,
+    /// HTTP requests sent (retries included).
+    pub requests: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cost in USD where the models' prices are known.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+impl std::ops::AddAssign for UsageTotals {
+    fn add_assign(&mut self, o: UsageTotals) {
+        self.calls += o.calls;
+        self.cache_hits += o.cache_hits;
+        self.requests += o.requests;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cost_usd = match (self.cost_usd, o.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// Usage by role: the target's calls (the built-in chain's agents) and the grader's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// The system under test (zero for command and HTTP targets: their calls are theirs).
+    pub target: UsageTotals,
+    /// The llm-rubric grader.
+    pub grader: UsageTotals,
+    /// Target executions (one per case answered, cached answers included).
+    pub target_runs: u64,
+}
+
+/// One step's run: a set of prompts on a set of cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// `baseline`, `evaluation` or `evaluation_baseline`.
+    pub step: String,
+    /// The test data.
+    pub data: DataRef,
+    /// The prompt index per agent (0 = baseline) where the prompts came from the lists.
+    #[serde(default)]
+    pub params: BTreeMap<String, usize>,
+    /// sha256 of each agent's prompt.
+    pub prompt_sha256: BTreeMap<String, String>,
+    /// Every case, in file order.
+    pub cases: Vec<CaseResult>,
+    /// The derived metrics.
+    pub metrics: Metrics,
+    /// Seconds the step took.
+    pub duration_s: f64,
+}
+
+/// How a trial ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialOutcome {
+    /// Evaluated on every case.
+    Complete,
+    /// The same prompts as an earlier trial: its values reused, nothing evaluated.
+    Duplicate,
+    /// Dropped by racing after a subset (clearly worse than the best so far).
+    Pruned,
+    /// An infrastructure error halted the study here.
+    Failed,
+}
+
+/// One trial of the study, as journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRecord {
+    /// The trial number (0 = the enqueued baseline).
+    pub number: usize,
+    /// The prompt index per agent.
+    pub params: BTreeMap<String, usize>,
+    /// How it ended.
+    pub outcome: TrialOutcome,
+    /// The objective values, in `directions` order (empty unless complete or duplicate).
+    #[serde(default)]
+    pub values: Vec<f64>,
+    /// The earlier trial whose values a duplicate reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<usize>,
+    /// The metrics (complete and duplicate trials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
+    /// Per-case results (complete trials; pruned ones: the subset scored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<CaseResult>,
+    /// Why it failed or was pruned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// How the sampler chose it (`enqueued`, `startup`, `tpe`, `exhaustive`, …).
+    #[serde(default)]
+    pub origin: String,
+    /// Seconds it took.
+    #[serde(default)]
+    pub duration_s: f64,
+}
+
+/// McNemar's test on paired factually-correct outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct McNemar {
+    /// Correct with the baseline only.
+    pub baseline_only: usize,
+    /// Correct with the optimized prompts only.
+    pub optimized_only: usize,
+    /// Two-sided p-value.
+    pub p_value: f64,
+    /// `exact` (binomial) or `chi2` (with continuity correction).
+    pub method: McNemarMethod,
+}
+
+/// How [`McNemar::p_value`] was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McNemarMethod {
+    /// Exact binomial test on the discordant pairs.
+    Exact,
+    /// Chi-square with one degree of freedom and continuity correction.
+    Chi2,
+}
+
+/// The paired bootstrap on composite scores.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bootstrap {
+    /// Mean of optimized − baseline.
+    pub mean_difference: f64,
+    /// 95% percentile interval, low end.
+    pub ci_low: f64,
+    /// 95% percentile interval, high end.
+    pub ci_high: f64,
+    /// Two-sided bootstrap p-value.
+    pub p_value: f64,
+    /// Resamples drawn.
+    pub resamples: usize,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// Whether a difference is significant, and what the set could have detected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Significance {
+    /// Paired cases (both sides graded).
+    pub pairs: usize,
+    /// The test on factual correctness.
+    pub mcnemar: McNemar,
+    /// The test on composite scores (`None` with fewer than two pairs).
+    #[serde(default)]
+    pub bootstrap: Option<Bootstrap>,
+    /// The significance level (0.05).
+    pub alpha: f64,
+    /// The fewest extra correct answers (with no new wrong ones) McNemar could call
+    /// significant on this set (`None` when even all pairs would not do).
+    pub min_detectable_correct: Option<usize>,
+    /// The same as percentage points of the set.
+    pub min_detectable_correct_pct: Option<f64>,
+    /// The smallest composite-score difference detectable with 80% power (normal
+    /// approximation from the observed spread).
+    pub min_detectable_composite: Option<f64>,
+    /// A gain in factual correctness that McNemar calls significant.
+    pub correct_gain_significant: bool,
+    /// A composite-score gain whose bootstrap interval excludes zero.
+    pub composite_gain_significant: bool,
+    /// One sentence for people.
+    pub verdict: String,
+}
+
+/// How one case changed between baseline and optimized prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseChange {
+    /// The case's line.
+    pub line: usize,
+    /// The question.
+    pub question: String,
+    /// Factually correct with the baseline.
+    pub baseline_correct: bool,
+    /// Factually correct with the optimized prompts.
+    pub optimized_correct: bool,
+    /// Composite score with the baseline.
+    pub baseline_score: f64,
+    /// Composite score with the optimized prompts.
+    pub optimized_score: f64,
+}
+
+/// Baseline vs optimized on one set of cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// `optimization` or `evaluation`.
+    pub set: String,
+    /// The baseline's metrics.
+    pub baseline: Metrics,
+    /// The optimized prompts' metrics.
+    pub optimized: Metrics,
+    /// Cases whose correctness or score changed.
+    pub changes: Vec<CaseChange>,
+    /// The paired tests.
+    pub significance: Significance,
+}
+
+/// The whole experiment, as `experiments/<name>/report.json` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentReport {
+    /// [`EXPERIMENT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The experiment's name.
+    pub name: String,
+    /// When it started.
+    pub started: String,
+    /// When it finished.
+    pub finished: String,
+    /// The sampler's seed.
+    pub seed: u64,
+    /// The target, in words.
+    pub target: String,
+    /// The grader's `vendor/model`.
+    pub grader: String,
+    /// The rubric threshold.
+    pub threshold: f64,
+    /// The objectives and their directions, e.g. `["maximize factually_correct_count", …]`.
+    pub directions: Vec<String>,
+    /// Agents and their prompt counts (baseline + variants).
+    pub agents: BTreeMap<String, usize>,
+    /// Trials asked for.
+    pub trials_requested: usize,
+    /// How the study searched (`TPE`, `exhaustive`…), in words.
+    pub search_mode: String,
+    /// Step 1: the baseline on the optimization cases.
+    pub baseline: StepResult,
+    /// Step 2: every trial.
+    pub trials: Vec<TrialRecord>,
+    /// Trial numbers on the Pareto front.
+    pub pareto_front: Vec<usize>,
+    /// The best trial (highest factual-correct count, then composite score).
+    pub best_trial: Option<usize>,
+    /// Its prompt indices.
+    pub best_params: BTreeMap<String, usize>,
+    /// Its prompts.
+    pub best_prompts: BTreeMap<String, String>,
+    /// Step 3: the best prompts on the evaluation cases.
+    pub evaluation: Option<StepResult>,
+    /// The baseline on the evaluation cases (for the comparison).
+    pub evaluation_baseline: Option<StepResult>,
+    /// Baseline vs optimized on the optimization and the evaluation sets.
+    pub comparisons: Vec<Comparison>,
+    /// What the calls consumed.
+    pub usage: Usage,
+    /// The estimate printed before any call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
+}
+
+/// What a run is expected to consume, per role, before anything is called.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct RoleEstimate {
+    /// Model calls at most (no cache hits assumed).
+    pub calls: u64,
+    /// Input tokens (estimated from prompt and case lengths, 4 characters a token).
+    pub input_tokens: u64,
+    /// Output tokens (the configured limit per call, an upper bound).
+    pub output_tokens: u64,
+    /// Cost in USD where the model's price is known.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// The estimate of a whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Target executions (cases × runs).
+    pub target_runs: u64,
+    /// The target's calls (built-in chain only).
+    pub target: RoleEstimate,
+    /// The grader's calls.
+    pub grader: RoleEstimate,
+}
+
+impl Estimate {
+    /// The total known cost.
+    pub fn cost_usd(&self) -> Option<f64> {
+        match (self.target.cost_usd, self.grader.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(correct: bool, score: f64, error: bool) -> CaseResult {
+        CaseResult {
+            line: 1,
+            question: "q".into(),
+            expected: "a".into(),
+            output: Some("a".into()),
+            factually_correct: correct,
+            composite_score: score,
+            rubric_pass: score >= DEFAULT_RUBRIC_THRESHOLD,
+            rubric: None,
+            error: error.then(|| "timeout".into()),
+        }
+    }
+
+    #[test]
+    fn metrics_follow_the_seed_and_leave_errors_out() {
+        let m = Metrics::of(&[
+            case(true, 1.0, false),
+            case(false, 0.5, false),
+            case(true, 0.9, false),
+            case(false, 0.0, true),
+        ]);
+        assert_eq!((m.cases, m.errors, m.factually_correct_count), (3, 1, 2));
+        assert!((m.average_composite_score - 0.8).abs() < 1e-12);
+        assert!((m.factual_correctness_percentage - 200.0 / 3.0).abs() < 1e-9);
+        assert_eq!(m.rubric_passes, 2);
+        assert_eq!(m.objective("factually_correct_count"), Some(2.0));
+        assert_eq!(m.objective("nope"), None);
+        assert_eq!(Metrics::of(&[]).average_composite_score, 0.0);
+    }
+
+    #[test]
+    fn usage_adds_costs_when_either_side_knows_one() {
+        let mut a = UsageTotals {
+            calls: 1,
+            ..UsageTotals::default()
+        };
+        a += UsageTotals {
+            calls: 2,
+            cost_usd: Some(0.5),
+            ..UsageTotals::default()
+        };
+        assert_eq!((a.calls, a.cost_usd), (3, Some(0.5)));
+    }
+}

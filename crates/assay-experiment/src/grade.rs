@@ -1,0 +1,286 @@
+//! Grading a final answer against the expected one, the seed's two assertions:
+//!
+//! * **llm-rubric**: a grader model scores factuality, completeness and relevance and an
+//!   overall score, each in 0–1, and says whether the answer is factually correct, in
+//!   structured output validated against [`rubric_schema`] (temperature 0, through
+//!   [`assay_providers::ask_structured`] and so through the caller's call wrapper: retries,
+//!   limits, cache, accounting). The overall score is the case's composite score; it passes at
+//!   the threshold (0.8, as the seed). A reply that still does not validate after the
+//!   corrective turns, or a provider error after the wrapper's retries, is a
+//!   [`GradeError`]: an infrastructure error, never a score.
+//! * **factual correctness** ([`factually_correct`]): the seed's JavaScript check —
+//!   case-insensitive containment either way, or equality — after normalising both sides:
+//!   Unicode lower case, surrounding whitespace trimmed, inner runs of whitespace collapsed to
+//!   one space. An answer that is empty after normalising is never correct (the seed's
+//!   `expected.includes("")` would have made it so), nor is any answer to an empty
+//!   expectation.
+
+use assay_core::experiment::{CaseResult, RubricGrade};
+use assay_providers::{
+    ChatModel, ChatRequest, DEFAULT_STRUCTURED_RETRIES, ProviderError, SchemaCheck, ask_structured,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Tokens the grader may answer with.
+pub const GRADER_MAX_TOKENS: u32 = 1024;
+
+/// The grader failed: an infrastructure error, recorded as such.
+#[derive(Debug, thiserror::Error)]
+#[error("grader {model}: {source}")]
+pub struct GradeError {
+    /// The grader's `vendor/model`.
+    pub model: String,
+    /// What went wrong.
+    #[source]
+    pub source: ProviderError,
+}
+
+/// Lower case, trimmed, whitespace runs collapsed.
+pub fn normalise(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The seed's factual-correctness check (see the module docs).
+pub fn factually_correct(output: &str, expected: &str) -> bool {
+    let (actual, expected) = (normalise(output), normalise(expected));
+    if actual.is_empty() || expected.is_empty() {
+        return false;
+    }
+    actual == expected || actual.contains(&expected) || expected.contains(&actual)
+}
+
+/// The JSON schema of the grader's reply.
+pub fn rubric_schema() -> Value {
+    let unit = json!({"type": "number", "minimum": 0, "maximum": 1});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["factuality", "completeness", "relevance", "overall", "factually_correct", "reasoning"],
+        "properties": {
+            "factuality": unit,
+            "completeness": unit,
+            "relevance": unit,
+            "overall": unit,
+            "factually_correct": {"type": "boolean"},
+            "reasoning": {"type": "string"}
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct Reply {
+    factuality: f64,
+    completeness: f64,
+    relevance: f64,
+    overall: f64,
+    factually_correct: bool,
+    reasoning: String,
+}
+
+const SYSTEM: &str = "You grade answers to questions against the expected answer. Be strict \
+about facts and lenient about wording. Answer with the JSON object the schema describes and \
+nothing else.";
+
+/// The grader's prompt (the seed's rubric, in our words).
+pub fn rubric_prompt(question: &str, expected: &str, output: &str) -> String {
+    format!(
+        "Evaluate the final answer on these criteria:\n\
+         1. Factuality: is the information accurate compared with the expected answer?\n\
+         2. Completeness: does the answer fully address the question?\n\
+         3. Relevance: is the answer relevant to the question?\n\n\
+         Question: {question}\n\
+         Expected answer: {expected}\n\
+         Actual answer: {output}\n\n\
+         Grade each criterion from 0.0 to 1.0, give an overall score from 0.0 to 1.0, and say \
+         whether the answer is factually correct (true/false), with a one-sentence reasoning."
+    )
+}
+
+/// The llm-rubric grader: a wrapped chat model and the pass threshold.
+#[derive(Debug, Clone)]
+pub struct Grader<'a> {
+    /// The grader model (already wrapped by the caller's `ProviderCalls`).
+    pub model: &'a dyn ChatModel,
+    /// The composite score at or above which a case passes.
+    pub threshold: f64,
+}
+
+impl Grader<'_> {
+    /// Grades one answer with the rubric.
+    pub async fn rubric(
+        &self,
+        question: &str,
+        expected: &str,
+        output: &str,
+    ) -> Result<RubricGrade, GradeError> {
+        let schema = SchemaCheck::new("rubric_grade", rubric_schema()).map_err(|e| GradeError {
+            model: self.model.model().to_owned(),
+            source: e,
+        })?;
+        let request = ChatRequest::new(
+            Some(SYSTEM.to_owned()),
+            rubric_prompt(question, expected, output),
+            GRADER_MAX_TOKENS,
+        );
+        let answer = ask_structured::<Reply>(
+            self.model,
+            request,
+            &schema,
+            DEFAULT_STRUCTURED_RETRIES,
+            &|_| Ok(()),
+        )
+        .await
+        .map_err(|e| GradeError {
+            model: self.model.model().to_owned(),
+            source: e,
+        })?;
+        let r = answer.value;
+        Ok(RubricGrade {
+            factuality: r.factuality,
+            completeness: r.completeness,
+            relevance: r.relevance,
+            overall: r.overall,
+            factually_correct: r.factually_correct,
+            reasoning: r.reasoning,
+        })
+    }
+
+    /// Grades one answer with both assertions into a [`CaseResult`].
+    pub async fn grade(
+        &self,
+        line: usize,
+        question: &str,
+        expected: &str,
+        output: &str,
+    ) -> Result<CaseResult, GradeError> {
+        let rubric = self.rubric(question, expected, output).await?;
+        Ok(CaseResult {
+            line,
+            question: question.to_owned(),
+            expected: expected.to_owned(),
+            output: Some(output.to_owned()),
+            factually_correct: factually_correct(output, expected),
+            composite_score: rubric.overall,
+            rubric_pass: rubric.overall >= self.threshold,
+            rubric: Some(rubric),
+            error: None,
+        })
+    }
+}
+
+/// A case the target or the grader could not finish: recorded with its error, not scored.
+pub fn errored(
+    line: usize,
+    question: &str,
+    expected: &str,
+    output: Option<String>,
+    error: String,
+) -> CaseResult {
+    CaseResult {
+        line,
+        question: question.to_owned(),
+        expected: expected.to_owned(),
+        output,
+        factually_correct: false,
+        composite_score: 0.0,
+        rubric_pass: false,
+        rubric: None,
+        error: Some(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use assay_providers::{ChatResponse, Usage};
+    use async_trait::async_trait;
+
+    use super::*;
+
+    #[test]
+    fn factual_check_is_the_seeds_with_normalised_whitespace_and_no_empty_match() {
+        assert!(factually_correct("Mount Kilimanjaro", "mount kilimanjaro"));
+        assert!(factually_correct(
+            "The tallest is  Mount\nKilimanjaro.",
+            "Mount Kilimanjaro"
+        ));
+        assert!(factually_correct("Paris", "Paris, France"));
+        assert!(!factually_correct("", "Paris"));
+        assert!(!factually_correct("   \n", "Paris"));
+        assert!(!factually_correct("Paris", ""));
+        assert!(!factually_correct("Lyon", "Paris"));
+        assert!(factually_correct("ÉCOLE", "école"));
+    }
+
+    #[derive(Debug)]
+    struct Scripted(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl ChatModel for Scripted {
+        fn model(&self) -> &'static str {
+            "test/grader"
+        }
+        async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+            assert!(request.output_schema.is_some());
+            assert!(
+                request.messages[0]
+                    .content
+                    .contains("Expected answer: Paris")
+            );
+            let text = self.0.lock().unwrap().remove(0);
+            Ok(ChatResponse {
+                text,
+                usage: Usage::default(),
+                ..ChatResponse::default()
+            })
+        }
+    }
+
+    fn reply(overall: f64) -> String {
+        json!({"factuality": 1.0, "completeness": 0.9, "relevance": 1.0, "overall": overall,
+               "factually_correct": true, "reasoning": "right"})
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn rubric_grades_validate_and_pass_at_the_threshold() {
+        let model = Scripted(Mutex::new(vec![reply(0.8)]));
+        let grader = Grader {
+            model: &model,
+            threshold: 0.8,
+        };
+        let r = grader
+            .grade(3, "Capital of France?", "Paris", "It is Paris.")
+            .await
+            .unwrap();
+        assert!(r.factually_correct && r.rubric_pass);
+        assert_eq!((r.line, r.composite_score), (3, 0.8));
+    }
+
+    #[tokio::test]
+    async fn an_invalid_reply_is_retried_then_an_error_never_a_score() {
+        let bad = json!({"overall": 3.0}).to_string();
+        let model = Scripted(Mutex::new(vec![bad.clone(), reply(0.5)]));
+        let grader = Grader {
+            model: &model,
+            threshold: 0.8,
+        };
+        let r = grader.grade(1, "q", "Paris", "Lyon").await.unwrap();
+        assert!(!r.rubric_pass && !r.factually_correct);
+        let always_bad = Scripted(Mutex::new(vec![
+            bad;
+            1 + DEFAULT_STRUCTURED_RETRIES as usize
+        ]));
+        let grader = Grader {
+            model: &always_bad,
+            threshold: 0.8,
+        };
+        let e = grader.grade(1, "q", "Paris", "Lyon").await.unwrap_err();
+        assert!(e.to_string().starts_with("grader test/grader:"), "{e}");
+    }
+}

@@ -1,0 +1,47 @@
+//! Prompt-optimization experiments (issue 11, seed 001): the files and adapters around the
+//! pure sampler in `assay-optimize`.
+//!
+//! * [`cases`]: the seed's JSONL test cases and their context files, validated before any
+//!   model call ([`cases::load_cases`]).
+//! * [`prompts`]: each agent's prompt list, the production prompt at index 0 and the variants
+//!   after it ([`prompts::load_prompt_lists`]), and prompt folders in the production layout.
+//! * [`promote`]: promotion and rollback of production prompts (diff, backup, atomic writes,
+//!   history), after human review.
+//! * [`target`]: the system under test into which a trial's prompts are injected (the built-in
+//!   multi-agent chain, a command, an HTTP endpoint) and the dry check that every agent's
+//!   prompt reaches it.
+//! * [`grade`]: llm-rubric through [`assay_providers::ask_structured`] and the seed's
+//!   factual-correctness check.
+//! * [`run`]: the three steps (baseline, the study, evaluation), the journal and `--resume`,
+//!   the budget and racing.
+//! * [`stats`]: McNemar, the paired bootstrap and the minimum detectable effect.
+//! * [`tracking`]: MLflow runs over REST, the local tracking store, the Optuna journal export.
+//! * [`testdata`]: `test_data/versions.json` and the versioned case sets: resolution (CLI >
+//!   latest), creation (validated, copied, never overwritten), the latest pointers.
+//!
+//! Every error names the file and, where there is one, the line and field
+//! ([`error::ExperimentError`]).
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! let dir = tempfile::tempdir().unwrap();
+//! let prompts = BTreeMap::from([("planner".to_owned(), "Plan the steps.".to_owned())]);
+//! assay_experiment::prompts::write_prompt_dir(&dir.path().join("prompts"), &prompts).unwrap();
+//! let lists = assay_experiment::prompts::load_prompt_lists(dir.path()).unwrap();
+//! assert_eq!(lists.baseline(), prompts);
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod cases;
+pub mod error;
+pub mod grade;
+pub mod promote;
+pub mod prompts;
+pub mod run;
+pub mod stats;
+pub mod target;
+pub mod testdata;
+pub mod tracking;
+
+pub use error::ExperimentError;

@@ -1,0 +1,1328 @@
+//! The experiment's three steps (seed 001 "Three-Step Test Harness Workflow"):
+//!
+//! 1. **Baseline**: the production prompts (index 0 of every list, copied to
+//!    `experiments/<name>/baseline_prompts/`) on the optimization cases.
+//! 2. **Optimization**: the study over the prompt lists — categorical TPE from
+//!    `assay-optimize`, seeded, the configured directions (the seed's pair by default), the
+//!    baseline enqueued as trial 0 (its values are step 1's: nothing is run twice), the
+//!    configured number of random start-up trials, exhaustive enumeration when the whole space
+//!    fits the trial budget (the log says so), duplicates not re-evaluated (the log says so).
+//!    One trial at a time; one case at a time unless the target is stateless and
+//!    `--max-concurrency` allows more. A trial with an infrastructure error (after the call
+//!    wrapper's retries) halts the study with its context in `logs/error_logs/`. The best
+//!    trial (highest factual-correct count, then composite score) is written to
+//!    `optimized_prompts/`.
+//! 3. **Evaluation**: the best prompts, and the baseline for the comparison, on the held-out
+//!    evaluation cases.
+//!
+//! Then baseline vs optimized on both sets with paired tests ([`crate::stats`]).
+//!
+//! **Journal.** `experiments/<name>/journal.jsonl` is append-only (each line flushed and
+//! synced): a header tying it to its inputs (cases' fingerprints, every prompt's hash, seed,
+//! directions, trials, target, grader, threshold), then each finished step and each trial. With
+//! `resume` the header must match; finished steps are read back and the study is replayed —
+//! every `ask` is answered from the journal while it has the trial, so the sampler asks exactly
+//! what an uninterrupted run would — and continues from the first trial it lacks.
+//!
+//! **Budget.** Before each case is dispatched the spend so far plus one case's estimate must
+//! stay within `budget`, else the run stops with [`RunError::Budget`].
+//!
+//! **Racing** (`racing`): a new combination is first scored on the first
+//! `⌈fraction × n⌉` cases; it is dropped (pruned) when, on those cases, it is clearly worse
+//! than the best trial so far — McNemar p < 0.05 on correctness or a bootstrap interval of the
+//! composite difference entirely below zero. A pruned combination asked again is scored in
+//! full; its first cases then come from the call cache.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use assay_core::experiment::{
+    CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
+    Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage,
+};
+use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
+use assay_providers::ChatModel;
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cases::{CaseSet, LoadedCase};
+use crate::grade::{self, Grader};
+use crate::prompts::{PromptLists, write_prompt_dir};
+use crate::stats;
+use crate::target::{Target, TargetFile, sha256_hex};
+
+/// The journal's file name inside the experiment folder.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// The JSON report's file name inside the experiment folder.
+pub const REPORT_JSON: &str = "report.json";
+/// The Markdown report's file name inside the experiment folder.
+pub const REPORT_MD: &str = "report.md";
+
+/// Why a run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad input or usage (exit 2): a journal that does not match, bad directions.
+    #[error("{0}")]
+    Usage(String),
+    /// A file could not be written or read.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// An infrastructure error halted the run (exit 3); the context is in the error log.
+    #[error("{step}: {message} (details: {})", log.display())]
+    Halted {
+        /// The step.
+        step: String,
+        /// What failed.
+        message: String,
+        /// The error log.
+        log: PathBuf,
+    },
+    /// The budget would be exceeded by the next dispatch (exit 3).
+    #[error(
+        "budget: ${spent:.4} spent, the next case would take about ${next:.4} more, over the --budget ${budget:.4}; the journal keeps what finished (--resume with a larger budget continues)"
+    )]
+    Budget {
+        /// Spent so far.
+        spent: f64,
+        /// The next case's estimate.
+        next: f64,
+        /// The cap.
+        budget: f64,
+    },
+    /// The sampler refused (a bug or a bad journal).
+    #[error("study: {0}")]
+    Study(#[from] assay_optimize::Error),
+    /// Promptfiles or cases.
+    #[error(transparent)]
+    Experiment(#[from] crate::ExperimentError),
+}
+
+impl RunError {
+    /// Exit code 3 (infrastructure) rather than 2 (bad input).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(
+            self,
+            RunError::Halted { .. } | RunError::Budget { .. } | RunError::Io { .. }
+        ) || matches!(self, RunError::Experiment(e) if e.is_infrastructure())
+    }
+
+    fn io(path: &Path, e: &impl std::fmt::Display) -> RunError {
+        RunError::Io {
+            path: path.to_owned(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// One objective: a direction and a metric of [`Metrics::objective`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Objective {
+    /// Maximize or minimize.
+    pub maximize: bool,
+    /// The metric's name.
+    pub metric: String,
+}
+
+impl Objective {
+    /// The sampler's direction.
+    pub fn direction(&self) -> Direction {
+        if self.maximize {
+            Direction::Maximize
+        } else {
+            Direction::Minimize
+        }
+    }
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = if self.maximize {
+            "maximize"
+        } else {
+            "minimize"
+        };
+        write!(f, "{d} {}", self.metric)
+    }
+}
+
+/// Parses `[optimize] directions` (`maximize factually_correct_count`, …).
+pub fn parse_directions(items: &[String]) -> Result<Vec<Objective>, String> {
+    items
+        .iter()
+        .map(|item| {
+            let mut words = item.split_whitespace();
+            let (Some(d), Some(metric), None) = (words.next(), words.next(), words.next()) else {
+                return Err(format!(
+                    "optimize.directions: `{item}` must be `maximize <metric>` or `minimize <metric>`"
+                ));
+            };
+            let maximize = match d {
+                "maximize" => true,
+                "minimize" => false,
+                other => {
+                    return Err(format!(
+                        "optimize.directions: unknown direction `{other}` (expected maximize or minimize)"
+                    ));
+                }
+            };
+            if !OBJECTIVES.contains(&metric) {
+                return Err(format!(
+                    "optimize.directions: unknown metric `{metric}` (expected one of {})",
+                    OBJECTIVES.join(", ")
+                ));
+            }
+            Ok(Objective {
+                maximize,
+                metric: metric.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Receives progress for the console (a bar, or nothing).
+pub trait Progress: Send + Sync {
+    /// A step begins with `units` case executions to do.
+    fn start(&self, step: &str, units: u64);
+    /// `n` more done; `note` says where (trial, calls, cost so far).
+    fn advance(&self, n: u64, note: &str);
+    /// The step ended.
+    fn finish(&self, step: &str, summary: &str);
+}
+
+/// No progress shown.
+#[derive(Debug, Default)]
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn start(&self, _: &str, _: u64) {}
+    fn advance(&self, _: u64, _: &str) {}
+    fn finish(&self, _: &str, _: &str) {}
+}
+
+/// A set of cases with where it came from.
+#[derive(Debug, Clone)]
+pub struct CaseData {
+    /// The cases.
+    pub set: CaseSet,
+    /// The record of where they came from.
+    pub data: DataRef,
+}
+
+impl CaseData {
+    /// Wraps a loaded set; `kind` is `optimization` or `evaluation`; `project` shortens the
+    /// path.
+    pub fn new(kind: &str, set: CaseSet, project: &Path) -> CaseData {
+        let path = set
+            .path
+            .strip_prefix(project)
+            .unwrap_or(&set.path)
+            .display()
+            .to_string();
+        let data = DataRef {
+            kind: kind.to_owned(),
+            version: set.version.clone(),
+            path,
+            fingerprint: set.fingerprint.clone(),
+            cases: set.len(),
+        };
+        CaseData { set, data }
+    }
+}
+
+/// The experiment's options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The experiment's name (`experiments/<name>/`).
+    pub name: String,
+    /// Trials of the study (the baseline trial included), at least 1.
+    pub trials: usize,
+    /// The sampler's and the bootstrap's seed.
+    pub seed: u64,
+    /// Continue from the journal.
+    pub resume: bool,
+    /// A hard cap on the spend in USD.
+    pub budget: Option<f64>,
+    /// Racing: the share of cases a new combination is first scored on.
+    pub racing: Option<f64>,
+    /// Cases of a trial at once (only for stateless targets).
+    pub max_concurrency: usize,
+    /// The objectives.
+    pub objectives: Vec<Objective>,
+    /// Random start-up trials.
+    pub startup_trials: usize,
+    /// The rubric threshold.
+    pub threshold: f64,
+}
+
+/// What the run calls: the target, the grader and how to read what the calls consumed.
+pub struct Services<'a> {
+    /// The system under test.
+    pub target: Arc<dyn Target>,
+    /// The grader (wrapped).
+    pub grader: Arc<dyn ChatModel>,
+    /// Usage so far by role.
+    pub usage: &'a (dyn Fn() -> Usage + Sync),
+    /// Progress for the console.
+    pub progress: &'a dyn Progress,
+    /// The estimate of the whole run (for the budget's per-case figure).
+    pub estimate: Option<Estimate>,
+}
+
+/// The experiment folder's layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// `experiments/<name>/`.
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout of experiment `name` in `project`.
+    pub fn new(project: &Path, name: &str) -> Layout {
+        Layout {
+            dir: project.join("experiments").join(name),
+        }
+    }
+    /// `baseline_prompts/`.
+    pub fn baseline_prompts(&self) -> PathBuf {
+        self.dir.join("baseline_prompts")
+    }
+    /// `optimized_prompts/`.
+    pub fn optimized_prompts(&self) -> PathBuf {
+        self.dir.join("optimized_prompts")
+    }
+    /// `logs/`.
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+    /// `logs/error_logs/`.
+    pub fn error_logs(&self) -> PathBuf {
+        self.dir.join("logs").join("error_logs")
+    }
+    /// The journal.
+    pub fn journal(&self) -> PathBuf {
+        self.dir.join(JOURNAL_FILE)
+    }
+    /// `tracking/` (the local tracking store).
+    pub fn tracking(&self) -> PathBuf {
+        self.dir.join("tracking")
+    }
+}
+
+/// A step's log file (`logs/<step>_run.log`): timestamped lines, also sent to tracing.
+struct StepLog {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl StepLog {
+    fn open(layout: &Layout, step: &str) -> Result<StepLog, RunError> {
+        let path = layout.logs().join(format!("{step}_run.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| RunError::io(&path, &e))?;
+        Ok(StepLog { file, path })
+    }
+
+    fn line(&mut self, message: &str) {
+        tracing::info!(log = %self.path.display(), "{message}");
+        let _ = writeln!(
+            self.file,
+            "{} {message}",
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        );
+    }
+}
+
+fn error_log(layout: &Layout, step: &str, context: &str) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let path = layout.error_logs().join(format!("{step}_{stamp}.log"));
+    if let Err(e) = assay_harness::results::write_replace(&path, context.as_bytes()) {
+        tracing::error!(path = %path.display(), "cannot write the error log: {e}");
+    }
+    tracing::error!("{step}: {}", context.lines().next().unwrap_or_default());
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// The journal
+
+/// The journal's first line: what the experiment ran on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalHeader {
+    /// [`EXPERIMENT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The experiment.
+    pub name: String,
+    /// The seed.
+    pub seed: u64,
+    /// Trials asked for.
+    pub trials: usize,
+    /// The objectives.
+    pub directions: Vec<String>,
+    /// Random start-up trials.
+    pub startup_trials: usize,
+    /// The rubric threshold.
+    pub threshold: f64,
+    /// Racing fraction, if racing.
+    pub racing: Option<f64>,
+    /// The target in words.
+    pub target: String,
+    /// The grader's `vendor/model`.
+    pub grader: String,
+    /// The optimization cases' fingerprint.
+    pub optimization: String,
+    /// The evaluation cases' fingerprint.
+    pub evaluation: String,
+    /// sha256 of every prompt, per agent, in list order.
+    pub prompts: BTreeMap<String, Vec<String>>,
+}
+
+/// A journal line after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JournalEntry {
+    /// Step 1 finished.
+    Baseline {
+        /// Its result.
+        step: StepResult,
+    },
+    /// A trial finished (or failed, or was pruned or a duplicate).
+    Trial {
+        /// Its record.
+        trial: TrialRecord,
+    },
+    /// Step 3 finished for the best prompts.
+    Evaluation {
+        /// Its result.
+        step: StepResult,
+    },
+    /// Step 3's baseline comparison run finished.
+    EvaluationBaseline {
+        /// Its result.
+        step: StepResult,
+    },
+}
+
+struct Journal {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Journal {
+    fn append(&mut self, entry: &JournalEntry) -> Result<(), RunError> {
+        let mut line = serde_json::to_vec(entry).map_err(|e| RunError::io(&self.path, &e))?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| RunError::io(&self.path, &e))
+    }
+}
+
+/// What a journal held.
+#[derive(Debug, Default)]
+struct Replay {
+    baseline: Option<StepResult>,
+    trials: BTreeMap<usize, TrialRecord>,
+    evaluation: Option<StepResult>,
+    evaluation_baseline: Option<StepResult>,
+}
+
+/// Reads a journal: its header and entries (a torn last line, from a killed run, is dropped).
+pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), RunError> {
+    let text = std::fs::read_to_string(path).map_err(|e| RunError::io(path, &e))?;
+    let mut lines = text.lines();
+    let header: JournalHeader = lines
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| {
+            RunError::Usage(format!("{}: line 1: not a journal header", path.display()))
+        })?;
+    let rest: Vec<&str> = lines.collect();
+    let mut entries = Vec::new();
+    for (i, line) in rest.iter().enumerate() {
+        match serde_json::from_str::<JournalEntry>(line) {
+            Ok(e) => entries.push(e),
+            Err(_) if i + 1 == rest.len() => {
+                tracing::warn!(journal = %path.display(), "dropping a torn last line");
+            }
+            Err(e) => {
+                return Err(RunError::Usage(format!(
+                    "{}: line {}: {e}",
+                    path.display(),
+                    i + 2
+                )));
+            }
+        }
+    }
+    Ok((header, entries))
+}
+
+fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str> {
+    let mut d = Vec::new();
+    let checks: [(&str, bool); 12] = [
+        ("schema_version", a.schema_version == b.schema_version),
+        ("seed", a.seed == b.seed),
+        ("trials", a.trials == b.trials),
+        ("directions", a.directions == b.directions),
+        ("startup_trials", a.startup_trials == b.startup_trials),
+        ("threshold", a.threshold == b.threshold),
+        ("racing", a.racing == b.racing),
+        ("target", a.target == b.target),
+        ("grader", a.grader == b.grader),
+        ("optimization cases", a.optimization == b.optimization),
+        ("evaluation cases", a.evaluation == b.evaluation),
+        ("prompts", a.prompts == b.prompts),
+    ];
+    for (name, same) in checks {
+        if !same {
+            d.push(name);
+        }
+    }
+    d
+}
+
+fn open_journal(
+    layout: &Layout,
+    header: &JournalHeader,
+    resume: bool,
+) -> Result<(Journal, Replay), RunError> {
+    let path = layout.journal();
+    let mut replay = Replay::default();
+    if path.exists() {
+        if !resume {
+            return Err(RunError::Usage(format!(
+                "experiment `{}` already exists ({}): pass --resume to continue it, or choose another --experiment-name",
+                header.name,
+                path.display()
+            )));
+        }
+        let (old, entries) = read_journal(&path)?;
+        let diffs = header_differences(&old, header);
+        if !diffs.is_empty() {
+            return Err(RunError::Usage(format!(
+                "{}: cannot resume: the {} differ from the journal's; start a new experiment",
+                path.display(),
+                diffs.join(", ")
+            )));
+        }
+        for e in entries {
+            match e {
+                JournalEntry::Baseline { step } => replay.baseline = Some(step),
+                JournalEntry::Trial { trial } => {
+                    if trial.outcome != TrialOutcome::Failed {
+                        replay.trials.insert(trial.number, trial);
+                    }
+                }
+                JournalEntry::Evaluation { step } => replay.evaluation = Some(step),
+                JournalEntry::EvaluationBaseline { step } => {
+                    replay.evaluation_baseline = Some(step);
+                }
+            }
+        }
+        // Rewrite without a torn tail so appends start on a fresh line.
+        let text = std::fs::read_to_string(&path).map_err(|e| RunError::io(&path, &e))?;
+        if !text.ends_with('\n') {
+            let keep = text.rfind('\n').map_or(0, |i| i + 1);
+            assay_harness::results::write_replace(&path, &text.as_bytes()[..keep])
+                .map_err(|e| RunError::io(&path, &e))?;
+        }
+    } else {
+        let mut line = serde_json::to_vec(header).map_err(|e| RunError::io(&path, &e))?;
+        line.push(b'\n');
+        assay_harness::results::write_new(&path, &line).map_err(|e| RunError::io(&path, &e))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(|e| RunError::io(&path, &e))?;
+    Ok((Journal { file, path }, replay))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running cases
+
+fn files_of(case: &LoadedCase) -> Vec<TargetFile> {
+    case.context
+        .iter()
+        .map(|f| TargetFile {
+            path: f.path.clone(),
+            text: f.text.clone(),
+        })
+        .collect()
+}
+
+fn prompt_hashes(prompts: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    prompts
+        .iter()
+        .map(|(a, p)| (a.clone(), sha256_hex(p)))
+        .collect()
+}
+
+fn spent(usage: &Usage) -> f64 {
+    usage.target.cost_usd.unwrap_or(0.0) + usage.grader.cost_usd.unwrap_or(0.0)
+}
+
+struct Runner<'a> {
+    services: &'a Services<'a>,
+    options: &'a Options,
+    per_case: f64,
+}
+
+impl Runner<'_> {
+    fn check_budget(&self) -> Result<(), RunError> {
+        if let Some(budget) = self.options.budget {
+            let spent = spent(&(self.services.usage)());
+            if spent + self.per_case > budget {
+                return Err(RunError::Budget {
+                    spent,
+                    next: self.per_case,
+                    budget,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn one(&self, prompts: &BTreeMap<String, String>, case: &LoadedCase) -> CaseResult {
+        let c = &case.case;
+        let output = match self
+            .services
+            .target
+            .answer(prompts, &c.question, &files_of(case))
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                return grade::errored(
+                    c.line,
+                    &c.question,
+                    &c.answer,
+                    None,
+                    format!("target: {e}"),
+                );
+            }
+        };
+        let grader = Grader {
+            model: self.services.grader.as_ref(),
+            threshold: self.options.threshold,
+        };
+        match grader.grade(c.line, &c.question, &c.answer, &output).await {
+            Ok(r) => r,
+            Err(e) => grade::errored(c.line, &c.question, &c.answer, Some(output), e.to_string()),
+        }
+    }
+
+    fn note(&self, what: &str) -> String {
+        let u = (self.services.usage)();
+        let calls = u.target.calls + u.grader.calls;
+        match (u.target.cost_usd, u.grader.cost_usd) {
+            (None, None) => format!("{what} · {calls} calls"),
+            _ => format!("{what} · {calls} calls · ${:.4}", spent(&u)),
+        }
+    }
+
+    /// Runs `cases` with `prompts`, in order, at most `max_concurrency` at once for stateless
+    /// targets; stops dispatching at the first infrastructure error.
+    async fn cases(
+        &self,
+        prompts: &BTreeMap<String, String>,
+        cases: &[LoadedCase],
+        what: &str,
+    ) -> Result<Vec<CaseResult>, RunError> {
+        let width = if self.services.target.stateless() {
+            self.options.max_concurrency.max(1)
+        } else {
+            1
+        };
+        let mut results: Vec<CaseResult> = Vec::with_capacity(cases.len());
+        for chunk in cases.chunks(width) {
+            self.check_budget()?;
+            let done: Vec<CaseResult> = futures_util::stream::iter(chunk)
+                .map(|case| self.one(prompts, case))
+                .buffered(width)
+                .collect()
+                .await;
+            self.services
+                .progress
+                .advance(done.len() as u64, &self.note(what));
+            let failed = done.iter().any(|r| r.error.is_some());
+            results.extend(done);
+            if failed {
+                break;
+            }
+        }
+        Ok(results)
+    }
+}
+
+fn first_error(results: &[CaseResult]) -> Option<&CaseResult> {
+    results.iter().find(|r| r.error.is_some())
+}
+
+fn halt(
+    layout: &Layout,
+    step: &str,
+    what: &str,
+    prompts: &BTreeMap<String, String>,
+    failed: &CaseResult,
+) -> RunError {
+    let context = format!(
+        "{what}: case on line {} failed: {}\n\nquestion: {}\nexpected: {}\noutput: {}\nprompt sha256: {}\n",
+        failed.line,
+        failed.error.as_deref().unwrap_or_default(),
+        failed.question,
+        failed.expected,
+        failed.output.as_deref().unwrap_or("(none)"),
+        serde_json::to_string(&prompt_hashes(prompts)).unwrap_or_default(),
+    );
+    let log = error_log(layout, step, &context);
+    RunError::Halted {
+        step: step.to_owned(),
+        message: format!(
+            "{what}: case on line {}: {}",
+            failed.line,
+            failed.error.as_deref().unwrap_or_default()
+        ),
+        log,
+    }
+}
+
+async fn run_step(
+    runner: &Runner<'_>,
+    layout: &Layout,
+    step: &str,
+    log_name: &str,
+    params: BTreeMap<String, usize>,
+    prompts: &BTreeMap<String, String>,
+    data: &CaseData,
+) -> Result<StepResult, RunError> {
+    let mut log = StepLog::open(layout, log_name)?;
+    log.line(&format!(
+        "{step}: {} cases from {} (version {}), prompts {}",
+        data.set.len(),
+        data.data.path,
+        data.data.version.as_deref().unwrap_or("-"),
+        serde_json::to_string(&prompt_hashes(prompts)).unwrap_or_default()
+    ));
+    let started = Instant::now();
+    runner.services.progress.start(step, data.set.len() as u64);
+    let cases = runner.cases(prompts, &data.set.cases, step).await?;
+    if let Some(failed) = first_error(&cases) {
+        runner.services.progress.finish(step, "halted");
+        log.line(&format!("{step}: halted at line {}", failed.line));
+        return Err(halt(layout, log_name, step, prompts, failed));
+    }
+    let metrics = Metrics::of(&cases);
+    let summary = metrics_line(&metrics);
+    log.line(&format!("{step}: {summary}"));
+    runner.services.progress.finish(step, &summary);
+    Ok(StepResult {
+        step: step.to_owned(),
+        data: data.data.clone(),
+        params,
+        prompt_sha256: prompt_hashes(prompts),
+        cases,
+        metrics,
+        duration_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// `7/10 factually correct (70%), composite 0.812`.
+pub fn metrics_line(m: &Metrics) -> String {
+    format!(
+        "{}/{} factually correct ({:.0}%), composite {:.3}",
+        m.factually_correct_count,
+        m.cases,
+        m.factual_correctness_percentage,
+        m.average_composite_score
+    )
+}
+
+fn values_of(metrics: &Metrics, objectives: &[Objective]) -> Vec<f64> {
+    objectives
+        .iter()
+        .map(|o| metrics.objective(&o.metric).unwrap_or(0.0))
+        .collect()
+}
+
+fn named(lists: &PromptLists, params: &[usize]) -> BTreeMap<String, usize> {
+    lists
+        .agents
+        .iter()
+        .zip(params)
+        .map(|(a, &i)| (a.agent.clone(), i))
+        .collect()
+}
+
+/// A trial record with nothing but its number, parameters, outcome, origin and duration.
+fn blank(
+    asked: &Asked,
+    params: BTreeMap<String, usize>,
+    outcome: TrialOutcome,
+    started: Instant,
+) -> TrialRecord {
+    TrialRecord {
+        number: asked.number,
+        params,
+        outcome,
+        values: Vec::new(),
+        duplicate_of: None,
+        metrics: None,
+        cases: Vec::new(),
+        note: None,
+        origin: origin_name(asked.origin),
+        duration_s: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn origin_name(o: Origin) -> String {
+    format!("{o:?}").to_lowercase()
+}
+
+/// Whether `candidate` (on a subset) is clearly worse than `best` on the same cases.
+fn clearly_worse(best: &[CaseResult], candidate: &[CaseResult], seed: u64) -> Option<String> {
+    let s = stats::significance(best, candidate, seed);
+    let m = s.mcnemar;
+    if m.baseline_only > m.optimized_only && m.p_value < stats::ALPHA {
+        return Some(format!(
+            "on {} cases: {} fewer correct than the best (McNemar p = {:.3})",
+            s.pairs,
+            m.baseline_only - m.optimized_only,
+            m.p_value
+        ));
+    }
+    if let Some(b) = s.bootstrap
+        && b.ci_high < 0.0
+    {
+        return Some(format!(
+            "on {} cases: composite {:+.3} vs the best (95% interval {:+.3}..{:+.3})",
+            s.pairs, b.mean_difference, b.ci_low, b.ci_high
+        ));
+    }
+    None
+}
+
+/// Everything `optimize` needs.
+pub struct Experiment<'a> {
+    /// The project directory.
+    pub project: &'a Path,
+    /// The prompt lists.
+    pub lists: &'a PromptLists,
+    /// Optimization cases.
+    pub optimization: &'a CaseData,
+    /// Evaluation cases.
+    pub evaluation: &'a CaseData,
+    /// Options.
+    pub options: &'a Options,
+    /// Target, grader, usage, progress.
+    pub services: &'a Services<'a>,
+}
+
+impl Experiment<'_> {
+    fn header(&self) -> JournalHeader {
+        let o = self.options;
+        JournalHeader {
+            schema_version: EXPERIMENT_SCHEMA_VERSION,
+            name: o.name.clone(),
+            seed: o.seed,
+            trials: o.trials,
+            directions: o.objectives.iter().map(ToString::to_string).collect(),
+            startup_trials: o.startup_trials,
+            threshold: o.threshold,
+            racing: o.racing,
+            target: self.services.target.describe(),
+            grader: self.services.grader.model().to_owned(),
+            optimization: self.optimization.set.fingerprint.clone(),
+            evaluation: self.evaluation.set.fingerprint.clone(),
+            prompts: self
+                .lists
+                .agents
+                .iter()
+                .map(|a| {
+                    (
+                        a.agent.clone(),
+                        a.prompts.iter().map(|p| sha256_hex(&p.text)).collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn per_case(&self) -> f64 {
+        let Some(e) = self.services.estimate else {
+            return 0.0;
+        };
+        e.cost_usd().unwrap_or(0.0) / e.target_runs.max(1) as f64
+    }
+}
+
+/// Runs the three steps (or continues them from the journal) and returns the report, also
+/// written to `experiments/<name>/report.json` (the Markdown is the caller's: it renders).
+pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> {
+    let options = x.options;
+    let layout = Layout::new(x.project, &options.name);
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    if options.trials == 0 {
+        return Err(RunError::Usage(
+            "--optimization-trials: must be at least 1".into(),
+        ));
+    }
+    for dir in [layout.logs(), layout.error_logs()] {
+        std::fs::create_dir_all(&dir).map_err(|e| RunError::io(&dir, &e))?;
+    }
+    let header = x.header();
+    let (mut journal, replay) = open_journal(&layout, &header, options.resume)?;
+    let baseline_prompts = x.lists.baseline();
+    write_prompt_dir(&layout.baseline_prompts(), &baseline_prompts)?;
+    let runner = Runner {
+        services: x.services,
+        options,
+        per_case: x.per_case(),
+    };
+    let zeros: BTreeMap<String, usize> = x
+        .lists
+        .agents
+        .iter()
+        .map(|a| (a.agent.clone(), 0))
+        .collect();
+
+    // Step 1.
+    let baseline = if let Some(step) = replay.baseline.clone() {
+        StepLog::open(&layout, "baseline")?.line("baseline: read back from the journal (--resume)");
+        step
+    } else {
+        {
+            let step = run_step(
+                &runner,
+                &layout,
+                "baseline",
+                "baseline",
+                zeros.clone(),
+                &baseline_prompts,
+                x.optimization,
+            )
+            .await?;
+            journal.append(&JournalEntry::Baseline { step: step.clone() })?;
+            step
+        }
+    };
+
+    // Step 2.
+    let (study, trials) = study(x, &runner, &layout, &mut journal, &replay, &baseline).await?;
+    let best = study.best_by_priority().map(|t| t.number);
+    let best_params = best
+        .and_then(|n| study.trial(n))
+        .map_or_else(|| zeros.clone(), |t| named(x.lists, &t.params));
+    let best_prompts = x.lists.choose(&best_params);
+    write_prompt_dir(&layout.optimized_prompts(), &best_prompts)?;
+    let best_cases: Vec<CaseResult> = best
+        .and_then(|n| trials.iter().find(|t| t.number == n))
+        .map_or_else(
+            || baseline.cases.clone(),
+            |t| match t.duplicate_of {
+                Some(d) => trials
+                    .iter()
+                    .find(|o| o.number == d)
+                    .map(|o| o.cases.clone())
+                    .unwrap_or_default(),
+                None => t.cases.clone(),
+            },
+        );
+
+    // Step 3.
+    let evaluation = if let Some(s) = replay.evaluation {
+        s
+    } else {
+        {
+            let s = run_step(
+                &runner,
+                &layout,
+                "evaluation",
+                "evaluation",
+                best_params.clone(),
+                &best_prompts,
+                x.evaluation,
+            )
+            .await?;
+            journal.append(&JournalEntry::Evaluation { step: s.clone() })?;
+            s
+        }
+    };
+    let evaluation_baseline = if let Some(s) = replay.evaluation_baseline {
+        s
+    } else {
+        {
+            let s = run_step(
+                &runner,
+                &layout,
+                "evaluation_baseline",
+                "evaluation",
+                zeros.clone(),
+                &baseline_prompts,
+                x.evaluation,
+            )
+            .await?;
+            journal.append(&JournalEntry::EvaluationBaseline { step: s.clone() })?;
+            s
+        }
+    };
+    let comparisons: Vec<Comparison> = vec![
+        stats::compare("optimization", &baseline.cases, &best_cases, options.seed),
+        stats::compare(
+            "evaluation",
+            &evaluation_baseline.cases,
+            &evaluation.cases,
+            options.seed,
+        ),
+    ];
+    let mut log = StepLog::open(&layout, "evaluation")?;
+    for c in &comparisons {
+        log.line(&format!("{}: {}", c.set, c.significance.verdict));
+    }
+    let report = ExperimentReport {
+        schema_version: EXPERIMENT_SCHEMA_VERSION,
+        name: options.name.clone(),
+        started,
+        finished: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        seed: options.seed,
+        target: x.services.target.describe(),
+        grader: x.services.grader.model().to_owned(),
+        threshold: options.threshold,
+        directions: header.directions.clone(),
+        agents: x
+            .lists
+            .agents
+            .iter()
+            .map(|a| (a.agent.clone(), a.prompts.len()))
+            .collect(),
+        trials_requested: options.trials,
+        search_mode: study.search_mode().to_string(),
+        baseline,
+        pareto_front: study.pareto_front().iter().map(|t| t.number).collect(),
+        best_trial: best,
+        best_params,
+        best_prompts,
+        trials,
+        evaluation: Some(evaluation),
+        evaluation_baseline: Some(evaluation_baseline),
+        comparisons,
+        usage: (x.services.usage)(),
+        estimate: x.services.estimate,
+    };
+    let json = serde_json::to_vec_pretty(&report).map_err(|e| RunError::io(&layout.dir, &e))?;
+    let path = layout.dir.join(REPORT_JSON);
+    assay_harness::results::write_replace(&path, &json).map_err(|e| RunError::io(&path, &e))?;
+    Ok(report)
+}
+
+/// The search space of the prompt lists: one parameter per agent, in name order.
+pub fn space_of(lists: &PromptLists) -> Result<SearchSpace, assay_optimize::Error> {
+    lists.agents.iter().try_fold(SearchSpace::new(), |s, a| {
+        s.with_param(&a.agent, a.prompts.len())
+    })
+}
+
+async fn study(
+    x: &Experiment<'_>,
+    runner: &Runner<'_>,
+    layout: &Layout,
+    journal: &mut Journal,
+    replay: &Replay,
+    baseline: &StepResult,
+) -> Result<(Study, Vec<TrialRecord>), RunError> {
+    let options = x.options;
+    let mut log = StepLog::open(layout, "optimization")?;
+    let space = space_of(x.lists)?;
+    let settings = SamplerSettings {
+        n_startup_trials: options.startup_trials,
+        budget: Some(options.trials),
+        ..SamplerSettings::default()
+    };
+    let directions: Vec<Direction> = options
+        .objectives
+        .iter()
+        .map(Objective::direction)
+        .collect();
+    let mut study = Study::with_settings(space, directions, options.seed, settings)?;
+    study.enqueue(vec![0; x.lists.agents.len()])?;
+    log.line(&format!(
+        "study: {} agents, {} combinations, {} trials, seed {}, the baseline enqueued as trial 0; {}",
+        x.lists.agents.len(),
+        x.lists.combinations(),
+        options.trials,
+        options.seed,
+        study.search_mode()
+    ));
+    let to_run = (0..options.trials)
+        .filter(|n| !replay.trials.contains_key(n))
+        .count();
+    runner
+        .services
+        .progress
+        .start("optimization", (to_run * x.optimization.set.len()) as u64);
+    let mut records: Vec<TrialRecord> = Vec::with_capacity(options.trials);
+    let mut best_cases: Option<Vec<CaseResult>> = None;
+    let n_cases = x.optimization.set.len();
+    for _ in 0..options.trials {
+        let asked = study.ask()?;
+        let params = named(x.lists, &asked.params);
+        let started = Instant::now();
+        if let Some(done) = replay.trials.get(&asked.number) {
+            if done.params != params {
+                return Err(RunError::Usage(format!(
+                    "{}: trial {} has other parameters than the sampler asks for now; start a new experiment",
+                    layout.journal().display(),
+                    asked.number
+                )));
+            }
+            match done.outcome {
+                TrialOutcome::Duplicate => {
+                    study.tell_duplicate(asked.number)?;
+                }
+                TrialOutcome::Pruned => study.tell_pruned(asked.number)?,
+                _ => study.tell(asked.number, &done.values)?,
+            }
+            if done.outcome == TrialOutcome::Complete {
+                update_best(&study, &mut best_cases, asked.number, &done.cases);
+            }
+            records.push(done.clone());
+            continue;
+        }
+        if let Some(earlier) = asked.duplicate_of {
+            study.tell_duplicate(asked.number)?;
+            let from = records.iter().find(|r| r.number == earlier);
+            log.line(&format!(
+                "trial {}: the same prompts as trial {earlier}: its values are reused, nothing is evaluated again",
+                asked.number
+            ));
+            let record = TrialRecord {
+                values: study
+                    .trial(asked.number)
+                    .map(|t| t.values.clone())
+                    .unwrap_or_default(),
+                duplicate_of: Some(earlier),
+                metrics: from.and_then(|r| r.metrics),
+                ..blank(&asked, params, TrialOutcome::Duplicate, started)
+            };
+            journal.append(&JournalEntry::Trial {
+                trial: record.clone(),
+            })?;
+            records.push(record);
+            runner.services.progress.advance(
+                n_cases as u64,
+                &runner.note(&format!("trial {}", asked.number)),
+            );
+            continue;
+        }
+        let prompts = x.lists.choose(&params);
+        let what = format!("trial {}", asked.number);
+        // Trial 0 is the baseline: step 1 already evaluated it on the same cases.
+        let (cases, note) = if params.values().all(|&i| i == 0) {
+            log.line(&format!(
+                "{what}: the baseline prompts: step 1's results are used"
+            ));
+            runner
+                .services
+                .progress
+                .advance(n_cases as u64, &runner.note(&what));
+            (baseline.cases.clone(), None)
+        } else if let (Some(fraction), Some(best)) = (options.racing, best_cases.as_ref()) {
+            let k = ((fraction * n_cases as f64).ceil() as usize).clamp(1, n_cases);
+            let first = runner
+                .cases(&prompts, &x.optimization.set.cases[..k], &what)
+                .await?;
+            if first_error(&first).is_none()
+                && k < n_cases
+                && let Some(why) = clearly_worse(&best[..k.min(best.len())], &first, options.seed)
+            {
+                study.tell_pruned(asked.number)?;
+                log.line(&format!("{what}: pruned by racing {why}"));
+                runner
+                    .services
+                    .progress
+                    .advance((n_cases - k) as u64, &runner.note(&what));
+                let record = TrialRecord {
+                    metrics: Some(Metrics::of(&first)),
+                    cases: first,
+                    note: Some(why),
+                    ..blank(&asked, params, TrialOutcome::Pruned, started)
+                };
+                journal.append(&JournalEntry::Trial {
+                    trial: record.clone(),
+                })?;
+                records.push(record);
+                continue;
+            }
+            let mut all = first;
+            if first_error(&all).is_none() {
+                all.extend(
+                    runner
+                        .cases(&prompts, &x.optimization.set.cases[k..], &what)
+                        .await?,
+                );
+            }
+            (all, None)
+        } else {
+            (
+                runner
+                    .cases(&prompts, &x.optimization.set.cases, &what)
+                    .await?,
+                None::<String>,
+            )
+        };
+        if let Some(failed) = first_error(&cases) {
+            study.tell_failed(asked.number)?;
+            let record = TrialRecord {
+                cases: cases.clone(),
+                note: failed.error.clone(),
+                ..blank(&asked, params.clone(), TrialOutcome::Failed, started)
+            };
+            journal.append(&JournalEntry::Trial { trial: record })?;
+            log.line(&format!("{what}: failed; the study halts (seed step 2h)"));
+            runner.services.progress.finish("optimization", "halted");
+            return Err(halt(layout, "optimization", &what, &prompts, failed));
+        }
+        let metrics = Metrics::of(&cases);
+        let values = values_of(&metrics, &options.objectives);
+        study.tell(asked.number, &values)?;
+        update_best(&study, &mut best_cases, asked.number, &cases);
+        log.line(&format!(
+            "{what} ({}): {} {}",
+            origin_name(asked.origin),
+            serde_json::to_string(&params).unwrap_or_default(),
+            metrics_line(&metrics)
+        ));
+        let record = TrialRecord {
+            values,
+            metrics: Some(metrics),
+            cases,
+            note,
+            ..blank(&asked, params, TrialOutcome::Complete, started)
+        };
+        journal.append(&JournalEntry::Trial {
+            trial: record.clone(),
+        })?;
+        records.push(record);
+    }
+    let summary = match study.best_by_priority() {
+        Some(t) => format!(
+            "{} trials, best trial {} {:?}, Pareto front {:?}",
+            records.len(),
+            t.number,
+            t.values,
+            study
+                .pareto_front()
+                .iter()
+                .map(|t| t.number)
+                .collect::<Vec<_>>()
+        ),
+        None => format!("{} trials, none complete", records.len()),
+    };
+    log.line(&format!("study: {summary}"));
+    runner.services.progress.finish("optimization", &summary);
+    Ok((study, records))
+}
+
+fn update_best(
+    study: &Study,
+    best: &mut Option<Vec<CaseResult>>,
+    number: usize,
+    cases: &[CaseResult],
+) {
+    if study.best_by_priority().map(|t| t.number) == Some(number) {
+        *best = Some(cases.to_vec());
+    }
+}
+
+/// `assay evaluate`: step 3 alone — `prompts` (agent → text) on the evaluation cases, and the
+/// production prompts on the same cases for the comparison.
+pub async fn evaluate(
+    x: &Experiment<'_>,
+    prompts: &BTreeMap<String, String>,
+) -> Result<(StepResult, StepResult, Comparison), RunError> {
+    let layout = Layout::new(x.project, &x.options.name);
+    for dir in [layout.logs(), layout.error_logs()] {
+        std::fs::create_dir_all(&dir).map_err(|e| RunError::io(&dir, &e))?;
+    }
+    let runner = Runner {
+        services: x.services,
+        options: x.options,
+        per_case: x.per_case(),
+    };
+    let zeros: BTreeMap<String, usize> = x
+        .lists
+        .agents
+        .iter()
+        .map(|a| (a.agent.clone(), 0))
+        .collect();
+    let step = run_step(
+        &runner,
+        &layout,
+        "evaluation",
+        "evaluation",
+        BTreeMap::new(),
+        prompts,
+        x.evaluation,
+    )
+    .await?;
+    let base = run_step(
+        &runner,
+        &layout,
+        "evaluation_baseline",
+        "evaluation",
+        zeros,
+        &x.lists.baseline(),
+        x.evaluation,
+    )
+    .await?;
+    let cmp = stats::compare("evaluation", &base.cases, &step.cases, x.options.seed);
+    Ok((step, base, cmp))
+}
+
+/// The usage of a journal's steps is not kept; this reads the report of a finished
+/// experiment, if any.
+pub fn read_report(experiment_dir: &Path) -> Option<ExperimentReport> {
+    let text = std::fs::read_to_string(experiment_dir.join(REPORT_JSON)).ok()?;
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_parse_and_reject_typos() {
+        let d = parse_directions(&[
+            "maximize factually_correct_count".into(),
+            "minimize average_composite_score".into(),
+        ])
+        .unwrap();
+        assert_eq!(d[0].direction(), Direction::Maximize);
+        assert_eq!(d[1].to_string(), "minimize average_composite_score");
+        assert!(
+            parse_directions(&["maximise x".into()])
+                .unwrap_err()
+                .contains("unknown direction")
+        );
+        assert!(
+            parse_directions(&["maximize score".into()])
+                .unwrap_err()
+                .contains("unknown metric")
+        );
+        assert!(parse_directions(&["maximize".into()]).is_err());
+    }
+}

@@ -1,0 +1,439 @@
+//! Renderers of a prompt-optimization experiment ([`ExperimentReport`]): the console summary
+//! (counts, not one line per trial) and the Markdown report (baseline vs optimized on both
+//! sets with the cases that changed and the significance, the Pareto front, the best trial's
+//! prompts, calls, tokens, cost and cache hits). Pure: the report in, text out.
+
+use std::fmt::Write as _;
+
+use assay_core::experiment::{Comparison, ExperimentReport, Metrics, TrialOutcome, UsageTotals};
+
+fn metrics(m: &Metrics) -> String {
+    format!(
+        "{}/{} correct ({:.0}%), composite {:.3}",
+        m.factually_correct_count,
+        m.cases,
+        m.factual_correctness_percentage,
+        m.average_composite_score
+    )
+}
+
+fn usage(u: &UsageTotals) -> String {
+    let cost = u
+        .cost_usd
+        .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+    format!(
+        "{} calls ({} from cache), {} requests, {} in / {} out tokens, {cost}",
+        u.calls, u.cache_hits, u.requests, u.input_tokens, u.output_tokens
+    )
+}
+
+fn outcomes(report: &ExperimentReport) -> (usize, usize, usize, usize) {
+    let count = |o: TrialOutcome| report.trials.iter().filter(|t| t.outcome == o).count();
+    (
+        count(TrialOutcome::Complete),
+        count(TrialOutcome::Duplicate),
+        count(TrialOutcome::Pruned),
+        count(TrialOutcome::Failed),
+    )
+}
+
+/// The console summary; `report_path` is where the Markdown report was written.
+pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Experiment {} ({})", report.name, report.target);
+    let _ = writeln!(
+        s,
+        "  step 1 baseline:     {}",
+        metrics(&report.baseline.metrics)
+    );
+    let (complete, dup, pruned, failed) = outcomes(report);
+    let _ = writeln!(
+        s,
+        "  step 2 optimization: {} trials ({complete} evaluated, {dup} duplicates reused, {pruned} pruned, {failed} failed), {}",
+        report.trials.len(),
+        report.search_mode
+    );
+    if let Some(best) = report.best_trial {
+        let _ = writeln!(
+            s,
+            "                       best trial {best}, Pareto front {:?}",
+            report.pareto_front
+        );
+    }
+    if let Some(e) = &report.evaluation {
+        let _ = writeln!(s, "  step 3 evaluation:   {}", metrics(&e.metrics));
+    }
+    for c in &report.comparisons {
+        let _ = writeln!(
+            s,
+            "  {:<12} baseline {} → optimized {}\n               {}",
+            c.set,
+            metrics(&c.baseline),
+            metrics(&c.optimized),
+            c.significance.verdict
+        );
+    }
+    let _ = writeln!(s, "  target: {}", usage(&report.usage.target));
+    let _ = writeln!(s, "  grader: {}", usage(&report.usage.grader));
+    if let Some(p) = report_path {
+        let _ = writeln!(s, "Report: {p}");
+    }
+    s
+}
+
+fn comparison(s: &mut String, c: &Comparison) {
+    let sig = &c.significance;
+    let _ = writeln!(s, "### {} set\n", c.set);
+    let _ = writeln!(s, "| | baseline | optimized |\n|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| FactuallyCorrectCount | {} | {} |\n| FactualCorrectnessPercentage | {:.1}% | {:.1}% |\n| AverageCompositeScore | {:.3} | {:.3} |\n| errors | {} | {} |\n",
+        c.baseline.factually_correct_count,
+        c.optimized.factually_correct_count,
+        c.baseline.factual_correctness_percentage,
+        c.optimized.factual_correctness_percentage,
+        c.baseline.average_composite_score,
+        c.optimized.average_composite_score,
+        c.baseline.errors,
+        c.optimized.errors
+    );
+    let _ = writeln!(s, "**{}**\n", sig.verdict);
+    let _ = writeln!(
+        s,
+        "- McNemar ({:?}): {} correct only with the baseline, {} only with the optimized prompts, p = {:.4}",
+        sig.mcnemar.method,
+        sig.mcnemar.baseline_only,
+        sig.mcnemar.optimized_only,
+        sig.mcnemar.p_value
+    );
+    if let Some(b) = sig.bootstrap {
+        let _ = writeln!(
+            s,
+            "- Paired bootstrap on the composite score ({} resamples, seed {}): mean difference {:+.3}, 95% interval [{:+.3}, {:+.3}], p = {:.4}",
+            b.resamples, b.seed, b.mean_difference, b.ci_low, b.ci_high, b.p_value
+        );
+    }
+    match (sig.min_detectable_correct, sig.min_detectable_correct_pct) {
+        (Some(k), Some(p)) => {
+            let _ = writeln!(
+                s,
+                "- Smallest detectable correctness gain on {} pairs: {k} answers ({p:.0} points) at α = {}",
+                sig.pairs, sig.alpha
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                s,
+                "- {} pairs are too few for any correctness gain to be significant at α = {}",
+                sig.pairs, sig.alpha
+            );
+        }
+    }
+    if let Some(m) = sig.min_detectable_composite {
+        let _ = writeln!(
+            s,
+            "- Smallest composite difference detectable with 80% power: {m:.3}"
+        );
+    }
+    if c.changes.is_empty() {
+        let _ = writeln!(s, "\nNo case changed.\n");
+    } else {
+        let _ = writeln!(
+            s,
+            "\n| line | question | correct (baseline → optimized) | composite |\n|---|---|---|---|"
+        );
+        let mark = |b: bool| if b { "yes" } else { "no" };
+        for ch in &c.changes {
+            let q: String = ch.question.chars().take(70).collect();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} → {} | {:.2} → {:.2} |",
+                ch.line,
+                q.replace('|', "\\|"),
+                mark(ch.baseline_correct),
+                mark(ch.optimized_correct),
+                ch.baseline_score,
+                ch.optimized_score
+            );
+        }
+        s.push('\n');
+    }
+}
+
+/// The Markdown report.
+pub fn markdown(report: &ExperimentReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Prompt optimization: {}\n", report.name);
+    let _ = writeln!(
+        s,
+        "- Started {}, finished {}\n- Target: {}\n- Grader: {} (llm-rubric threshold {})\n- Objectives: {}\n- Trials: {} requested, {}; seed {}\n- Agents: {}",
+        report.started,
+        report.finished,
+        report.target,
+        report.grader,
+        report.threshold,
+        report.directions.join(", "),
+        report.trials_requested,
+        report.search_mode,
+        report.seed,
+        report
+            .agents
+            .iter()
+            .map(|(a, n)| format!("{a} ({n} prompts)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let data = |d: &assay_core::experiment::DataRef| {
+        format!(
+            "{} ({} cases, version {})",
+            d.path,
+            d.cases,
+            d.version.as_deref().unwrap_or("-")
+        )
+    };
+    let _ = writeln!(s, "- Optimization cases: {}", data(&report.baseline.data));
+    if let Some(e) = &report.evaluation {
+        let _ = writeln!(s, "- Evaluation cases: {}", data(&e.data));
+    }
+    let _ = writeln!(s, "\n## Baseline vs optimized\n");
+    for c in &report.comparisons {
+        comparison(&mut s, c);
+    }
+    let _ = writeln!(s, "## Study\n");
+    let (complete, dup, pruned, failed) = outcomes(report);
+    let _ = writeln!(
+        s,
+        "{} trials: {complete} evaluated, {dup} duplicates (values reused, not re-evaluated), {pruned} pruned by racing, {failed} failed.\n",
+        report.trials.len()
+    );
+    let _ = writeln!(s, "### Pareto front\n");
+    let _ = writeln!(s, "| trial | values | prompt indices |\n|---|---|---|");
+    for n in &report.pareto_front {
+        if let Some(t) = report.trials.iter().find(|t| t.number == *n) {
+            let _ = writeln!(
+                s,
+                "| {}{} | {} | {} |",
+                t.number,
+                if Some(t.number) == report.best_trial {
+                    " (best)"
+                } else {
+                    ""
+                },
+                t.values
+                    .iter()
+                    .map(|v| format!("{v:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.params
+                    .iter()
+                    .map(|(a, i)| format!("{a}={i}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+    let _ = writeln!(s, "\n### Best trial's prompts\n");
+    for (agent, text) in &report.best_prompts {
+        let index = report.best_params.get(agent).copied().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "#### {agent} (index {index}{})\n\n```text\n{}\n```\n",
+            if index == 0 { ", baseline" } else { "" },
+            text.trim_end()
+        );
+    }
+    let _ = writeln!(s, "## Calls\n");
+    let _ = writeln!(
+        s,
+        "| role | calls | cache hits | requests | input tokens | output tokens | cost |\n|---|---|---|---|---|---|---|"
+    );
+    for (role, u) in [
+        ("target", &report.usage.target),
+        ("grader", &report.usage.grader),
+    ] {
+        let _ = writeln!(
+            s,
+            "| {role} | {} | {} | {} | {} | {} | {} |",
+            u.calls,
+            u.cache_hits,
+            u.requests,
+            u.input_tokens,
+            u.output_tokens,
+            u.cost_usd
+                .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))
+        );
+    }
+    if let Some(e) = &report.estimate {
+        let _ = writeln!(
+            s,
+            "\nEstimated before the run: {} target runs, {} target calls, {} grader calls, {}.",
+            e.target_runs,
+            e.target.calls,
+            e.grader.calls,
+            e.cost_usd()
+                .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"))
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use assay_core::experiment::{
+        Bootstrap, CaseChange, CaseResult, DataRef, EXPERIMENT_SCHEMA_VERSION, McNemar,
+        McNemarMethod, Significance, StepResult, TrialRecord, Usage,
+    };
+
+    use super::*;
+
+    fn case(line: usize, correct: bool) -> CaseResult {
+        CaseResult {
+            line,
+            question: format!("Question {line}?"),
+            expected: "a".into(),
+            output: Some("a".into()),
+            factually_correct: correct,
+            composite_score: if correct { 1.0 } else { 0.2 },
+            rubric_pass: correct,
+            rubric: None,
+            error: None,
+        }
+    }
+
+    fn step(kind: &str, correct: usize) -> StepResult {
+        let cases: Vec<CaseResult> = (1..=3).map(|l| case(l, l <= correct)).collect();
+        StepResult {
+            step: kind.into(),
+            data: DataRef {
+                kind: kind.into(),
+                version: Some("v1.0.0".into()),
+                path: format!("test_data/{kind}/v1.0.0/test_cases.jsonl"),
+                fingerprint: "f".into(),
+                cases: 3,
+            },
+            params: BTreeMap::new(),
+            prompt_sha256: BTreeMap::new(),
+            metrics: Metrics::of(&cases),
+            cases,
+            duration_s: 1.0,
+        }
+    }
+
+    fn fixture() -> ExperimentReport {
+        let trial =
+            |number: usize, i: usize, outcome: TrialOutcome, values: Vec<f64>| TrialRecord {
+                number,
+                params: BTreeMap::from([("finalizer".into(), i), ("planner".into(), i)]),
+                outcome,
+                values,
+                duplicate_of: (outcome == TrialOutcome::Duplicate).then_some(1),
+                metrics: None,
+                cases: Vec::new(),
+                note: None,
+                origin: "tpe".into(),
+                duration_s: 1.0,
+            };
+        let sig = Significance {
+            pairs: 3,
+            mcnemar: McNemar {
+                baseline_only: 0,
+                optimized_only: 2,
+                p_value: 0.5,
+                method: McNemarMethod::Exact,
+            },
+            bootstrap: Some(Bootstrap {
+                mean_difference: 0.533,
+                ci_low: 0.0,
+                ci_high: 0.8,
+                p_value: 0.25,
+                resamples: 10_000,
+                seed: 42,
+            }),
+            alpha: 0.05,
+            min_detectable_correct: None,
+            min_detectable_correct_pct: None,
+            min_detectable_composite: Some(0.9),
+            correct_gain_significant: false,
+            composite_gain_significant: false,
+            verdict: "No significant gain (+2 −0 correct, McNemar p = 0.500); 3 cases are too few for any correctness gain to be significant.".into(),
+        };
+        ExperimentReport {
+            schema_version: EXPERIMENT_SCHEMA_VERSION,
+            name: "exp_001".into(),
+            started: "2026-11-25T09:00:00Z".into(),
+            finished: "2026-11-25T09:10:00Z".into(),
+            seed: 42,
+            target: "built-in chain (planner → finalizer)".into(),
+            grader: "anthropic/claude-sonnet-4-6".into(),
+            threshold: 0.8,
+            directions: vec![
+                "maximize factually_correct_count".into(),
+                "maximize average_composite_score".into(),
+            ],
+            agents: BTreeMap::from([("finalizer".into(), 3), ("planner".into(), 3)]),
+            trials_requested: 3,
+            search_mode: "TPE over 9 points after 10 random start-up trials".into(),
+            baseline: step("optimization", 1),
+            trials: vec![
+                trial(0, 0, TrialOutcome::Complete, vec![1.0, 0.467]),
+                trial(1, 2, TrialOutcome::Complete, vec![3.0, 1.0]),
+                trial(2, 2, TrialOutcome::Duplicate, vec![3.0, 1.0]),
+            ],
+            pareto_front: vec![1],
+            best_trial: Some(1),
+            best_params: BTreeMap::from([("finalizer".into(), 2), ("planner".into(), 2)]),
+            best_prompts: BTreeMap::from([
+                ("finalizer".into(), "Answer in one line.".into()),
+                ("planner".into(), "Plan the steps.".into()),
+            ]),
+            evaluation: Some(step("evaluation", 3)),
+            evaluation_baseline: Some(step("evaluation", 1)),
+            comparisons: vec![Comparison {
+                set: "evaluation".into(),
+                baseline: Metrics::of(&[case(1, true), case(2, false), case(3, false)]),
+                optimized: Metrics::of(&[case(1, true), case(2, true), case(3, true)]),
+                changes: vec![CaseChange {
+                    line: 2,
+                    question: "Question 2?".into(),
+                    baseline_correct: false,
+                    optimized_correct: true,
+                    baseline_score: 0.2,
+                    optimized_score: 1.0,
+                }],
+                significance: sig,
+            }],
+            usage: Usage {
+                target: UsageTotals {
+                    calls: 40,
+                    cache_hits: 12,
+                    requests: 28,
+                    input_tokens: 5600,
+                    output_tokens: 560,
+                    cost_usd: Some(0.0123),
+                },
+                grader: UsageTotals {
+                    calls: 12,
+                    cache_hits: 0,
+                    requests: 12,
+                    input_tokens: 2400,
+                    output_tokens: 240,
+                    cost_usd: None,
+                },
+                target_runs: 12,
+            },
+            estimate: None,
+        }
+    }
+
+    #[test]
+    fn console_summary() {
+        insta::assert_snapshot!(console(&fixture(), Some("experiments/exp_001/report.md")));
+    }
+
+    #[test]
+    fn markdown_report() {
+        insta::assert_snapshot!(markdown(&fixture()));
+    }
+}
