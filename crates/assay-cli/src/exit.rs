@@ -38,6 +38,10 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
             .is_some_and(HarnessError::is_infrastructure)
             || e.downcast_ref::<assay_kb::KbError>()
                 .is_some_and(assay_kb::KbError::is_infrastructure)
+            || e.downcast_ref::<assay_experiment::ExperimentError>()
+                .is_some_and(assay_experiment::ExperimentError::is_infrastructure)
+            || e.downcast_ref::<assay_harness::lock::LockError>()
+                .is_some_and(assay_harness::lock::LockError::is_infrastructure)
     });
     ExitCode::from(if infrastructure { 3 } else { 2 })
 }

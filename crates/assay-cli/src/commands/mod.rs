@@ -2,10 +2,12 @@
 
 mod banks;
 mod calibrate;
+mod data;
 mod embed;
 mod expectations;
 mod init;
 mod kb;
+mod prompts;
 mod retrieve;
 mod run;
 mod serve;
@@ -33,6 +35,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),
         Command::State { project, command } => state::run(&project, &command),
+        Command::Data { project, command } => data::run(&project, &command),
+        Command::Prompts { project, command } => prompts::run(&project, &command),
     }
 }
 
@@ -62,6 +66,11 @@ pub fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+}
+
+/// The command line as typed, for the project lock's holder description.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 /// Logs the project's loading warnings on stderr.

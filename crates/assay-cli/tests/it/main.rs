@@ -2,12 +2,14 @@
 
 mod bad_input;
 mod calibrate;
+mod data;
 mod eval_set;
 mod expectations;
 mod fake_openai;
 mod ir;
 mod kb;
 mod migrate;
+mod prompts;
 mod providers;
 mod quality;
 mod retrieve;
