@@ -99,6 +99,124 @@ pub enum Command {
     /// localhost (the default). One run or calibration at a time; a second gets 409.
     /// GET /openapi.json describes every route.
     Serve(ServeArgs),
+    /// Versioned test data of the prompt optimizer: test_data/versions.json and
+    /// test_data/<optimization|evaluation>/<version>/ (see docs/optimize.md).
+    ///
+    /// Versions are never overwritten; `assay optimize` uses the latest of each kind unless
+    /// --optimization-version / --evaluation-version say otherwise.
+    Data {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+    /// Promote an experiment's optimized prompts to production (prompts/), or roll back.
+    ///
+    /// Shows a unified diff of what would change in prompts/ and changes nothing without
+    /// --yes. With --yes, the production prompts are backed up first (.assay/prompt-backups/),
+    /// then replaced atomically, under the project lock.
+    Prompts {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: PromptsCommand,
+    },
+}
+
+/// The two sets of optimizer test data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DataKind {
+    /// The cases the search optimises on.
+    Optimization,
+    /// The held-out cases of the final evaluation.
+    Evaluation,
+}
+
+/// `assay data …`
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Create a test-data version from a folder holding test_cases.jsonl and the context files
+    /// it names (relative to the folder). Every case and file is validated first; only
+    /// test_cases.jsonl and the named files are copied; an existing version is never
+    /// overwritten. The first version of a kind becomes its latest.
+    #[command(disable_version_flag = true)]
+    CreateVersion(CreateVersionArgs),
+    /// Set the version `assay optimize` uses when none is named.
+    SetLatest(SetLatestArgs),
+    /// List the versions of both kinds, the latest marked with `*`.
+    ListVersions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `assay data create-version`
+#[derive(Debug, Args)]
+pub struct CreateVersionArgs {
+    /// Which set.
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub kind: DataKind,
+    /// The new version's name (letters, digits, `.`, `_`, `-`; e.g. v1.1.0).
+    #[arg(long, value_name = "V")]
+    pub version: String,
+    /// What is in it or what changed.
+    #[arg(long, value_name = "TEXT")]
+    pub description: String,
+    /// The folder with test_cases.jsonl and its context files.
+    #[arg(long, value_name = "DIR")]
+    pub source_dir: PathBuf,
+}
+
+/// `assay data set-latest`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true)))]
+pub struct SetLatestArgs {
+    /// The optimization version to use by default.
+    #[arg(long, value_name = "V", group = "which")]
+    pub optimization_version: Option<String>,
+    /// The evaluation version to use by default.
+    #[arg(long, value_name = "V", group = "which")]
+    pub evaluation_version: Option<String>,
+}
+
+/// `assay prompts …`
+#[derive(Debug, Subcommand)]
+pub enum PromptsCommand {
+    /// Load and validate the prompt lists the optimizer searches: each agent's production
+    /// prompt (index 0) and its variants from prompt_variations/<agent>/ (1..N).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install an experiment's optimized_prompts/ into prompts/ (after human review).
+    ///
+    /// Prints the evidence the experiment recorded and a unified diff; writes only with --yes.
+    Promote {
+        /// The experiment (a folder under experiments/).
+        #[arg(value_name = "EXPERIMENT")]
+        experiment: String,
+        /// Apply the change (without it, only show it).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Restore production prompts from an experiment's baseline_prompts/.
+    ///
+    /// `EXPERIMENT`: the prompts that were in production when that experiment started.
+    /// `baseline`: the baseline_prompts/ of the experiment promoted most recently (from
+    /// .assay/prompt-history.jsonl), i.e. undo the last promotion. To go back to an earlier
+    /// experiment's optimized prompts, promote that experiment again.
+    Rollback {
+        /// An experiment, or `baseline`.
+        #[arg(value_name = "EXPERIMENT|baseline")]
+        target: String,
+        /// Apply the change (without it, only show it).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// `assay serve`

@@ -150,7 +150,8 @@ impl ProjectLock {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let holder = read_holder(&holder_path);
-                tracing::warn!(
+                // Info, not warn: the refusal itself reaches the user as the error.
+                tracing::info!(
                     lock = %path.display(),
                     operation,
                     holder_pid = holder.as_ref().map(|h| h.pid),

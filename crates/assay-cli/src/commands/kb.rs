@@ -794,7 +794,8 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-fn plural(n: usize, singular: &str) -> String {
+/// `1 entity`, `2 entities`.
+pub(super) fn plural(n: usize, singular: &str) -> String {
     format!("{n} {}", noun(n, singular))
 }
 

@@ -2,11 +2,13 @@
 
 mod banks;
 mod calibrate;
+mod data;
 mod embed;
 mod expectations;
 mod init;
 mod kb;
 mod optimize;
+mod prompts;
 mod retrieve;
 mod run;
 mod serve;
@@ -36,6 +38,8 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),
         Command::State { project, command } => state::run(&project, &command),
+        Command::Data { project, command } => data::run(&project, &command),
+        Command::Prompts { project, command } => prompts::run(&project, &command),
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod calibrate;
+mod data;
 mod eval_set;
 mod expectations;
 mod fake_openai;
@@ -11,6 +12,7 @@ mod migrate;
 mod optimize;
 #[path = "../../examples/prompt_provider.rs"]
 mod prompt_provider;
+mod prompts;
 mod providers;
 mod quality;
 mod retrieve;

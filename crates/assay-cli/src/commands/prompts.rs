@@ -1,0 +1,147 @@
+//! `assay prompts promote|rollback`: change production prompts after human review
+//! (seed 001 DEPLOY-003..008).
+//!
+//! Both take the project lock, show the experiment's evidence (promote) and a unified diff of
+//! what would change in `prompts/`, and write only with `--yes`: the production prompts are
+//! backed up first, then replaced atomically.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use assay_experiment::promote::{self, Action};
+use assay_experiment::prompts::load_prompt_lists;
+use assay_harness::lock::ProjectLock;
+
+use super::{command_line, out};
+use crate::args::PromptsCommand;
+use crate::exit::Exit;
+
+pub fn run(project: &Path, command: &PromptsCommand) -> anyhow::Result<Exit> {
+    let (action, target, yes) = match command {
+        PromptsCommand::List { json } => return list(project, *json),
+        PromptsCommand::Promote { experiment, yes } => (Action::Promote, experiment, *yes),
+        PromptsCommand::Rollback { target, yes } => (Action::Rollback, target, *yes),
+    };
+    let operation = format!("prompts {}", action.as_str());
+    let _lock = ProjectLock::acquire(project, &operation, &command_line())?;
+    let experiment = if action == Action::Rollback && target == "baseline" {
+        let e = promote::last_promoted(project)?;
+        tracing::info!("`baseline`: the baseline prompts of {e}, the experiment promoted last");
+        e
+    } else {
+        target.clone()
+    };
+    let plan = promote::plan(project, &experiment, action)?;
+    let rel = |p: &Path| p.strip_prefix(project).unwrap_or(p).display().to_string();
+
+    let mut text = format!(
+        "{} {}: {} of {} prompts change (from {})",
+        action.as_str(),
+        experiment,
+        plan.changes.len(),
+        plan.changes.len() + plan.unchanged.len(),
+        rel(&plan.source),
+    );
+    if !plan.untouched.is_empty() {
+        let _ = write!(
+            text,
+            "; not in the source, left as they are: {}",
+            plan.untouched.join(", ")
+        );
+    }
+    text.push('\n');
+    if action == Action::Promote {
+        let dir = promote::experiment_dir(project, &experiment)?;
+        match promote::promotion_summary(&dir) {
+            Some(summary) => {
+                text.push('\n');
+                text.push_str(summary.trim_end());
+                text.push('\n');
+            }
+            None => text.push_str(
+                "no held-out comparison recorded for this experiment: review its report before promoting\n",
+            ),
+        }
+    }
+    if plan.is_empty() {
+        text.push_str("nothing to change: prompts/ already holds these prompts\n");
+        out(&text);
+        return Ok(Exit::Success);
+    }
+    text.push('\n');
+    text.push_str(&plan.unified_diff());
+    text.push('\n');
+    if !yes {
+        text.push_str("nothing changed; run again with --yes to apply\n");
+        out(&text);
+        return Ok(Exit::Success);
+    }
+    let applied = promote::apply(project, &plan)?;
+    if let Some(backup) = &applied.backup {
+        let _ = writeln!(text, "backed up the production prompts to {}/", rel(backup));
+    }
+    let _ = writeln!(
+        text,
+        "wrote {} prompts to prompts/ (logged in {})",
+        applied.written.len(),
+        promote::HISTORY_FILE
+    );
+    out(&text);
+    Ok(Exit::Success)
+}
+
+/// `assay prompts list`: the prompt lists per agent, validated.
+fn list(project: &Path, json: bool) -> anyhow::Result<Exit> {
+    let lists = load_prompt_lists(project)?;
+    let rel = |p: &Path| p.strip_prefix(project).unwrap_or(p).display().to_string();
+    if json {
+        let agents: Vec<serde_json::Value> = lists
+            .agents
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "agent": a.agent,
+                    "prompts": a.prompts.iter().map(|p| serde_json::json!({
+                        "index": p.index,
+                        "file": rel(&p.file),
+                        "chars": p.text.chars().count(),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "agents": agents,
+            "combinations": lists.combinations().to_string(),
+        });
+        out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
+        return Ok(Exit::Success);
+    }
+    let mut text = format!(
+        "{} agents, {} prompt combinations\n",
+        lists.agents.len(),
+        lists.combinations()
+    );
+    let width = lists
+        .agents
+        .iter()
+        .map(|a| a.agent.len())
+        .max()
+        .unwrap_or(0);
+    for a in &lists.agents {
+        let variants = a.prompts.len() - 1;
+        let _ = writeln!(
+            text,
+            "  {:width$}  {} prompts: {}{}",
+            a.agent,
+            a.prompts.len(),
+            rel(&a.prompts[0].file),
+            if variants == 0 {
+                String::new()
+            } else {
+                format!(" + {variants} variants in prompt_variations/{}/", a.agent)
+            }
+        );
+    }
+    out(&text);
+    Ok(Exit::Success)
+}
