@@ -50,6 +50,8 @@ pub use store::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, Staleness,
     StoredEntity, ViewEmbedding, view_text_hash,
 };
+#[cfg(feature = "postgres")]
+pub use store::{PgStore, is_postgres_url};
 pub use user_state::StateStore;
 
 /// Errors of a knowledge base.
