@@ -1,10 +1,15 @@
 //! `assay kb …`: the knowledge-base store (`.assay/kb.db`), kept in step with the project's
 //! `kb/` files.
 //!
-//! The files are the source of truth. Every command loads (validates) the project and imports
-//! the files first, which changes nothing when they have not changed. `create`, `update` and
-//! `deactivate` write through: they change the file that holds the entity (atomically, leaving
-//! every other entity as it was), then the store, so the next import finds nothing to do.
+//! With the embedded store the files are the source of truth. Every command loads (validates)
+//! the project and imports the files first, which changes nothing when they have not changed.
+//! `create`, `update` and `deactivate` write through: they change the file that holds the entity
+//! (atomically, leaving every other entity as it was), then the store, so the next import finds
+//! nothing to do.
+//!
+//! With a database store (`store = "postgres://…"`) the database is the source of truth: only
+//! `assay kb import` reads the `kb/` files, `export` writes them, and `create`, `update` and
+//! `deactivate` change the database alone.
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +20,7 @@ use assay_harness::project::Project;
 use assay_harness::results::{write_new, write_replace};
 use assay_kb::datafile::{self, DataError, Format};
 use assay_kb::store::{
-    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, StoredEntity,
-    changed_fields,
+    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, StoredEntity, changed_fields,
 };
 use assay_kb::{EntityFilter, KbError, KnowledgeBase, check_entity};
 use serde_json::{Map, Value, json};
@@ -34,7 +38,7 @@ const SHORT_ID: usize = 8;
 /// A loaded project and its store, imported.
 struct Kb {
     project: Project,
-    store: SqliteStore,
+    store: engine::OpenStore,
 }
 
 pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
@@ -45,7 +49,12 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
     let project = Project::load(dir)?;
     log_warnings(&project.warnings);
     let store = engine::open_store(&project.settings)?;
-    let report = engine::import_kb(&store, &project)?;
+    // A database store is the source of truth: the files are imported only when asked.
+    let report = if store.files_are_source() || matches!(command, KbCommand::Import) {
+        engine::import_kb(&*store, &project)?
+    } else {
+        ImportReport::default()
+    };
     let kb = Kb { project, store };
     match command {
         KbCommand::Import => out(&render_import(&report)),
@@ -276,6 +285,14 @@ impl Kb {
             DataError::new(file, format!("entity `{}`: {problem}", entity.entity_id))
         })?;
         let id = entity.entity_id.as_str();
+        if !self.store.files_are_source() {
+            let stored = self.store.create(&entity, &Edit::now(by))?;
+            out(&format!(
+                "created `{id}`: version {} by {by}\n  in {}\n",
+                stored.version, self.store.location
+            ));
+            return Ok(());
+        }
         if let Some(source) = self.project.kb.sources.get(id) {
             return Err(HarnessError::Usage(format!(
                 "entity `{id}` already exists (in {}); change it with `assay kb update`",
@@ -324,6 +341,9 @@ impl Kb {
         change: Change,
     ) -> Result<(), HarnessError> {
         let stored = self.stored(entity_id)?;
+        if !self.store.files_are_source() {
+            return self.update_database(&stored, update, by, change);
+        }
         let Some(source) = self.project.kb.sources.get(entity_id) else {
             if change == Change::Deactivate && !stored.entity.is_active {
                 out(&format!(
@@ -382,6 +402,45 @@ impl Kb {
         Ok(())
     }
 
+    /// [`Kb::update`] on a database store: the database alone changes.
+    fn update_database(
+        &self,
+        stored: &StoredEntity,
+        update: &EntityUpdate,
+        by: &str,
+        change: Change,
+    ) -> Result<(), HarnessError> {
+        let entity_id = stored.entity.entity_id.as_str();
+        let changed = changed_fields(&stored.entity, &update.apply(&stored.entity));
+        if changed.is_empty() {
+            let why = match change {
+                Change::Deactivate => "is already inactive",
+                Change::Update => "is already as asked",
+            };
+            out(&format!(
+                "no change: `{entity_id}` {why} (version {}); no version was written\n",
+                stored.version
+            ));
+            return Ok(());
+        }
+        let edit = Edit::now(by);
+        let new = match change {
+            Change::Update => self.store.update(entity_id, update, &edit)?,
+            Change::Deactivate => self.store.deactivate(entity_id, &edit)?,
+        };
+        let verb = match change {
+            Change::Update => "updated",
+            Change::Deactivate => "deactivated",
+        };
+        out(&format!(
+            "{verb} `{entity_id}`: version {} by {by} (changed: {})\n  in {}\n",
+            new.version,
+            changed.join(", "),
+            self.store.location
+        ));
+        Ok(())
+    }
+
     fn history(&self, entity_id: &str, as_json: bool) -> Result<(), HarnessError> {
         let versions = self.store.history(entity_id)?;
         if as_json {
@@ -432,7 +491,7 @@ impl Kb {
         let embedder = engine::build_embedder(&choice)?;
         let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
         let report = rt.block_on(engine::refresh_embeddings(
-            &self.store,
+            &*self.store,
             embedder.as_ref(),
             all,
             entity_id,
@@ -448,7 +507,7 @@ impl Kb {
         }
         if engine::multi_view(&self.project.settings) && entity_id.is_none() {
             let views = rt.block_on(engine::refresh_view_embeddings(
-                &self.store,
+                &*self.store,
                 embedder.as_ref(),
                 all,
             ))?;

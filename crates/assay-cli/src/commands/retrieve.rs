@@ -30,7 +30,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
     let project = Project::load(&args.project)?;
     log_warnings(&project.warnings);
     let store = engine::open_store(&project.settings)?;
-    engine::import_kb(&store, &project)?;
+    engine::sync_kb(&store, &project)?;
     let state = match (&args.state, &args.user) {
         (Some(text), _) => parse_state(text)?,
         (None, Some(user)) => store.get_user_state(user, std::time::SystemTime::now().into())?,
@@ -51,8 +51,8 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
     let embedder = engine::build_embedder(&choice)?;
     let rt = runtime()?;
     let (pipeline, _) = rt.block_on(engine::prepare_pipeline(
-        &store,
-        &store,
+        &*store,
+        &*store,
         &project,
         embedder.as_ref(),
         engine::retrieval_config(&project.settings, &choice),

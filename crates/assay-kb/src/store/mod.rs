@@ -515,6 +515,12 @@ pub trait KbStore: KnowledgeBase {
     fn stats(&self, embedding_model: &str) -> Result<KbStats, KbError>;
 }
 
+/// A whole store, entities and user state: what a project opens, whichever the backend
+/// ([`SqliteStore`], or `PgStore` with the `postgres` feature).
+pub trait KbBackend: KbStore + crate::StateStore + std::fmt::Debug {}
+
+impl<T: KbStore + crate::StateStore + std::fmt::Debug> KbBackend for T {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

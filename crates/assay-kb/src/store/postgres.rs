@@ -87,7 +87,7 @@ const MIGRATIONS: &[(i32, &str, &str)] =
     &[(1, "initial", include_str!("pg_migrations/0001_initial.sql"))];
 
 /// The schema version this build writes.
-pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// The advisory lock that serialises migrations (per database).
 const MIGRATION_LOCK: i64 = 0x6173_7361_795f_6d67; // "assay_mg"
@@ -180,7 +180,7 @@ pub fn connection_config(
     }
     if let Some(password) = env("PGPASSWORD").filter(|p| !p.is_empty()) {
         config.password(password);
-    } else if let Some(password) = pgpass_lookup(&config, env)? {
+    } else if let Some(password) = pgpass_lookup(&config, env) {
         config.password(password);
     }
     Ok(config)
@@ -230,20 +230,12 @@ fn describe(config: &Config) -> String {
 
 /// The password for `config` from the pgpass file (`PGPASSFILE`, else `~/.pgpass`), as libpq
 /// finds it: the first line whose host, port, database and user match (`*` matches anything).
-fn pgpass_lookup(
-    config: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<String>, KbError> {
+fn pgpass_lookup(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let path = match env("PGPASSFILE") {
         Some(path) => PathBuf::from(path),
-        None => match env("HOME") {
-            Some(home) => Path::new(&home).join(".pgpass"),
-            None => return Ok(None),
-        },
+        None => Path::new(&env("HOME")?).join(".pgpass"),
     };
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(None);
-    };
+    let text = std::fs::read_to_string(&path).ok()?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -254,7 +246,7 @@ fn pgpass_lookup(
                 path = %path.display(),
                 "the password file is readable by others and is ignored (chmod 600 it)"
             );
-            return Ok(None);
+            return None;
         }
     }
     let host = match config.get_hosts().first() {
@@ -269,7 +261,7 @@ fn pgpass_lookup(
         .to_string();
     let user = config.get_user().unwrap_or_default().to_owned();
     let db = config.get_dbname().unwrap_or(&user).to_owned();
-    Ok(pgpass_find(&text, [&host, &port, &db, &user]))
+    pgpass_find(&text, [&host, &port, &db, &user])
 }
 
 /// The password of the first pgpass line matching `want` (host, port, database, user).
@@ -300,13 +292,17 @@ fn pgpass_fields(line: &str) -> Vec<String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => {
-                if let Some(next) = chars.next() {
-                    fields.last_mut().map(|f| f.push(next));
+                if let Some(next) = chars.next()
+                    && let Some(f) = fields.last_mut()
+                {
+                    f.push(next);
                 }
             }
             ':' if fields.len() < 5 => fields.push(String::new()),
             _ => {
-                fields.last_mut().map(|f| f.push(c));
+                if let Some(f) = fields.last_mut() {
+                    f.push(c);
+                }
             }
         }
     }
@@ -315,26 +311,23 @@ fn pgpass_fields(line: &str) -> Vec<String> {
 
 /// A driver error as a store error: the server's message when it sent one.
 fn pg_err(e: &tokio_postgres::Error) -> KbError {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut message = format!("{}: {}", db.severity(), db.message());
-            if let Some(detail) = db.detail() {
-                message.push_str(&format!(" ({detail})"));
-            }
-            KbError::Store(message)
+    if let Some(db) = e.as_db_error() {
+        let mut message = format!("{}: {}", db.severity(), db.message());
+        if let Some(detail) = db.detail() {
+            message.push_str(&format!(" ({detail})"));
         }
-        None => {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(cause) = source {
-                let text = cause.to_string();
-                if !message.contains(&text) {
-                    message.push_str(&format!(": {text}"));
-                }
-                source = cause.source();
+        KbError::Store(message)
+    } else {
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(&format!(": {text}"));
             }
-            KbError::Store(message)
+            source = cause.source();
         }
+        KbError::Store(message)
     }
 }
 
@@ -1422,7 +1415,7 @@ mod tests {
     #[test]
     fn migrations_are_numbered_from_one() {
         for (i, (version, _, _)) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(*version, i as i32 + 1);
+            assert_eq!(usize::try_from(*version).unwrap(), i + 1);
         }
     }
 }
