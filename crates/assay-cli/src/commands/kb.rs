@@ -48,6 +48,9 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
     };
     let project = Project::load(dir)?;
     log_warnings(&project.warnings);
+    if let KbCommand::Compare(args) = command {
+        return super::kb_compare::run(&project, args);
+    }
     let store = engine::open_store(&project.settings)?;
     // A database store is the source of truth: the files are imported only when asked.
     let report = if store.files_are_source() || matches!(command, KbCommand::Import) {
@@ -109,6 +112,7 @@ impl Kb {
                 ..
             } => self.tune(embedder.as_deref(), *folds, *write, *json),
             KbCommand::Export { format, output } => self.export(format, output.as_deref()),
+            KbCommand::Compare(_) => Ok(()),
         }
     }
 

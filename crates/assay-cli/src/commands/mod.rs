@@ -6,6 +6,7 @@ mod embed;
 mod expectations;
 mod init;
 mod kb;
+mod kb_compare;
 mod retrieve;
 mod run;
 mod serve;

@@ -7,6 +7,7 @@ mod expectations;
 mod fake_openai;
 mod ir;
 mod kb;
+mod kb_store;
 mod migrate;
 mod providers;
 mod quality;

@@ -27,7 +27,7 @@ use crate::{EntityFilter, KbError, KnowledgeBase};
 #[cfg(feature = "postgres")]
 pub use postgres::{
     HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, PG_SCHEMA_VERSION, PgStore, connection_config,
-    is_postgres_url,
+    hnsw_index_sql, is_postgres_url,
 };
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;

@@ -463,17 +463,9 @@ impl PgStore {
         {
             return Ok(());
         }
-        tx.batch_execute(&format!(
-            "CREATE INDEX IF NOT EXISTS idx_kb_embedding_hnsw_{dim} ON kb_content_entities \
-             USING hnsw ((embedding::vector({dim})) vector_cosine_ops) \
-             WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) \
-             WHERE embedding_dim = {dim} AND is_current; \
-             CREATE INDEX IF NOT EXISTS idx_kb_view_embedding_hnsw_{dim} ON kb_view_embeddings \
-             USING hnsw ((embedding::vector({dim})) vector_cosine_ops) \
-             WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dim = {dim};"
-        ))
-        .await
-        .pg()?;
+        tx.batch_execute(&hnsw_index_sql(dim, HNSW_M, HNSW_EF_CONSTRUCTION))
+            .await
+            .pg()?;
         self.indexed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -565,6 +557,22 @@ impl PgStore {
             Ok(record.to_state(user_id, now))
         })
     }
+}
+
+/// The statements that create the HNSW indexes (`vector_cosine_ops`) for embeddings of `dim`
+/// dimensions, on current entities (`idx_kb_embedding_hnsw_<dim>`, the index
+/// [`PgStore::nearest`] uses) and on views, with build parameters `m` and `ef_construction`,
+/// unless they exist.
+pub fn hnsw_index_sql(dim: u32, m: u32, ef_construction: u32) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS idx_kb_embedding_hnsw_{dim} ON kb_content_entities \
+         USING hnsw ((embedding::vector({dim})) vector_cosine_ops) \
+         WITH (m = {m}, ef_construction = {ef_construction}) \
+         WHERE embedding_dim = {dim} AND is_current; \
+         CREATE INDEX IF NOT EXISTS idx_kb_view_embedding_hnsw_{dim} ON kb_view_embeddings \
+         USING hnsw ((embedding::vector({dim})) vector_cosine_ops) \
+         WITH (m = {m}, ef_construction = {ef_construction}) WHERE dim = {dim};"
+    )
 }
 
 /// The highest applied migration (0 for a new database).
