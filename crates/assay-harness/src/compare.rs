@@ -324,20 +324,29 @@ mod tests {
 
     #[test]
     fn selections_compare_by_entities_then_order() {
-        let same = MessageComparison::new("m".into(), "x".into(), ids(&["a", "b"]), ids(&["a", "b"]));
+        let same =
+            MessageComparison::new("m".into(), "x".into(), ids(&["a", "b"]), ids(&["a", "b"]));
         assert_eq!(
             (same.outcome, same.first_difference),
             (Outcome::Identical, None)
         );
-        let order = MessageComparison::new("m".into(), "x".into(), ids(&["a", "b"]), ids(&["b", "a"]));
+        let order =
+            MessageComparison::new("m".into(), "x".into(), ids(&["a", "b"]), ids(&["b", "a"]));
         assert_eq!(
             (order.outcome, order.first_difference),
             (Outcome::Order, Some(1))
         );
-        let other =
-            MessageComparison::new("m".into(), "x".into(), ids(&["a", "b", "c"]), ids(&["a", "d"]));
+        let other = MessageComparison::new(
+            "m".into(),
+            "x".into(),
+            ids(&["a", "b", "c"]),
+            ids(&["a", "d"]),
+        );
         assert_eq!(other.outcome, Outcome::Entities);
-        assert_eq!((other.only_a, other.only_b), (ids(&["b", "c"]), ids(&["d"])));
+        assert_eq!(
+            (other.only_a, other.only_b),
+            (ids(&["b", "c"]), ids(&["d"]))
+        );
         assert_eq!(other.first_difference, Some(2));
         let shorter = MessageComparison::new("m".into(), "x".into(), ids(&["a"]), ids(&["a", "b"]));
         assert_eq!(
@@ -369,7 +378,10 @@ mod tests {
         assert!(err.contains("unknown field `colour`"), "{err}");
         std::fs::write(&jsonl, "{\"message\": \" \"}\n").unwrap();
         let err = read_messages(&jsonl).unwrap_err().to_string();
-        assert!(err.contains(":1") && err.contains("the message is empty"), "{err}");
+        assert!(
+            err.contains(":1") && err.contains("the message is empty"),
+            "{err}"
+        );
         std::fs::write(&plain, "\n \n").unwrap();
         let err = read_messages(&plain).unwrap_err().to_string();
         assert!(err.contains("no messages"), "{err}");

@@ -126,7 +126,10 @@ pub fn open_store_with(
 ) -> Result<OpenStore, HarnessError> {
     match store_setting(settings, env) {
         (Some(spec), source) => open_store_at(&spec, &settings.root).map_err(|e| match e {
-            HarnessError::Usage(message) => HarnessError::Usage(format!("{source}: {message}")),
+            HarnessError::Usage(message)
+            | HarnessError::Kb(assay_kb::KbError::Invalid(message)) => {
+                HarnessError::Usage(format!("{source}: {message}"))
+            }
             other => other,
         }),
         (None, _) => {
@@ -1078,6 +1081,66 @@ mod tests {
     use assay_core::entity::Entity;
     use assay_kb::store::{Edit, EntityUpdate};
     use assay_providers::HashedNgramEmbedder;
+
+    fn settings_with_store(root: &Path, store: Option<&str>) -> ProjectSettings {
+        let config = crate::settings::ProjectConfig {
+            store: store.map(str::to_owned),
+            ..crate::settings::ProjectConfig::default()
+        };
+        ProjectSettings::resolve(root, config).unwrap()
+    }
+
+    #[test]
+    fn the_environment_chooses_the_store_over_assay_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings_with_store(dir.path(), Some("sqlite:from-toml.db"));
+        let env = |name: &str| (name == ASSAY_STORE).then(|| "sqlite:from-env.db".to_owned());
+        assert_eq!(
+            store_setting(&settings, &env),
+            (Some("sqlite:from-env.db".to_owned()), ASSAY_STORE)
+        );
+        assert_eq!(
+            store_setting(&settings, &|_| None),
+            (Some("sqlite:from-toml.db".to_owned()), "assay.toml")
+        );
+        let store = open_store_with(&settings, &env).unwrap();
+        assert_eq!(
+            store.location,
+            StoreLocation::Sqlite(dir.path().join("from-env.db"))
+        );
+        assert!(store.files_are_source());
+        let default = open_store_with(&settings_with_store(dir.path(), None), &|_| None).unwrap();
+        assert_eq!(
+            default.location,
+            StoreLocation::Sqlite(store_path(&settings))
+        );
+    }
+
+    #[test]
+    fn bad_store_settings_are_usage_errors_naming_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings_with_store(dir.path(), Some("mysql://h/db"));
+        let err = open_store_with(&settings, &|_| None).unwrap_err();
+        assert!(!err.is_infrastructure());
+        let text = err.to_string();
+        assert!(
+            text.starts_with("assay.toml: store `mysql`: unknown kind of store"),
+            "{text}"
+        );
+        let env = |name: &str| {
+            (name == ASSAY_STORE).then(|| "postgres://ann:hunter2@localhost/kb".to_owned())
+        };
+        let text = open_store_with(&settings, &env).unwrap_err().to_string();
+        if cfg!(feature = "postgres") {
+            assert!(text.starts_with("ASSAY_STORE: the store URL"), "{text}");
+            assert!(
+                text.contains("contains a password") && !text.contains("hunter2"),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains("without PostgreSQL support"), "{text}");
+        }
+    }
 
     fn entity(id: &str, keywords: &str) -> Entity {
         serde_json::from_value(serde_json::json!({

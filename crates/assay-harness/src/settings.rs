@@ -554,6 +554,14 @@ mod tests {
     }
 
     #[test]
+    fn the_store_is_a_top_level_key() {
+        let settings = load("store = \"postgres://assay@db/kb\"\n[gate]\nmin_score = 1\n").unwrap();
+        assert_eq!(settings.store.as_deref(), Some("postgres://assay@db/kb"));
+        let err = load("store = \" \"\n").unwrap_err().to_string();
+        assert!(err.contains("store: must not be empty"), "{err}");
+    }
+
+    #[test]
     fn defaults_match_the_spec() {
         let dir = tempfile::tempdir().unwrap();
         let s = ProjectSettings::load(dir.path()).unwrap();

@@ -110,7 +110,7 @@ impl Default for Record {
     }
 }
 
-pub(crate) fn check_rating(rating: i64) -> Result<u8, KbError> {
+fn check_rating(rating: i64) -> Result<u8, KbError> {
     u8::try_from(rating)
         .ok()
         .filter(|r| (1..=5).contains(r))
@@ -397,14 +397,24 @@ impl StateStore for SqliteStore {
         skills: &[String],
         now: DateTime<Utc>,
     ) -> Result<UserState, KbError> {
-        if let Some(rating) = rating {
-            check_rating(rating.into())?;
-        }
-        self.modify_user(user_id, now, |record| {
-            record.record(rating, topics, skills, now);
-            Ok(())
-        })
+        self.modify_user(user_id, now, interaction(rating, topics, skills, now)?)
     }
+}
+
+/// The change [`StateStore::record_interaction`] makes to a record, once its rating is checked.
+pub(crate) fn interaction<'a>(
+    rating: Option<u8>,
+    topics: &'a [String],
+    skills: &'a [String],
+    now: DateTime<Utc>,
+) -> Result<impl FnOnce(&mut Record) -> Result<(), KbError> + Send + 'a, KbError> {
+    if let Some(rating) = rating {
+        check_rating(rating.into())?;
+    }
+    Ok(move |record: &mut Record| {
+        record.record(rating, topics, skills, now);
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -146,11 +146,7 @@ fn generate(rows: usize, dim: usize, centroids: &[Vec<f32>], seed: u64) -> Vec<f
     for _ in 0..rows {
         let centroid = &centroids[(rng.next() % centroids.len() as u64) as usize];
         let start = data.len();
-        data.extend(
-            centroid
-                .iter()
-                .map(|c| c + (sigma * rng.normal()) as f32),
-        );
+        data.extend(centroid.iter().map(|c| c + (sigma * rng.normal()) as f32));
         normalise(&mut data[start..]);
     }
     data
@@ -191,7 +187,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let centroids = centroids(args.clusters, dim, args.seed);
     let data = generate(n, dim, &centroids, args.seed);
-    let queries = generate(args.queries, dim, &centroids, args.seed.wrapping_add(1_000_003));
+    let queries = generate(
+        args.queries,
+        dim,
+        &centroids,
+        args.seed.wrapping_add(1_000_003),
+    );
     eprintln!(
         "generated {n} x {dim} and {} queries in {:.1}s",
         args.queries,
@@ -245,8 +246,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let exact_s = t.elapsed().as_secs_f64();
     let exact_qps = args.queries as f64 / exact_s;
-    emit(&json!({"phase": "exact", "rows": n, "dim": dim, "queries": args.queries,
-                 "k": k, "qps": exact_qps}));
+    emit(
+        &json!({"phase": "exact", "rows": n, "dim": dim, "queries": args.queries,
+                 "k": k, "qps": exact_qps}),
+    );
     drop(exact_index);
 
     // PostgreSQL: a database of its own.
@@ -350,9 +353,11 @@ fn bench_postgres(
             &[],
         ))?
         .get(0);
-    emit(&json!({"phase": "build", "rows": n, "dim": dim, "m": args.m,
+    emit(
+        &json!({"phase": "build", "rows": n, "dim": dim, "m": args.m,
                  "ef_construction": args.ef_construction, "workers": args.workers,
-                 "copy_s": copy_s, "build_s": build_s, "index_bytes": size}));
+                 "copy_s": copy_s, "build_s": build_s, "index_bytes": size}),
+    );
 
     // Check the plan uses the index.
     let probe = pgvector::Vector::from(queries[..dim].to_vec());
@@ -370,7 +375,11 @@ fn bench_postgres(
         .map(|r| r.get::<_, String>(0))
         .collect();
     if !plan.iter().any(|l| l.contains("idx_kb_embedding_hnsw")) {
-        return Err(format!("the query does not use the HNSW index:\n{}", plan.join("\n")).into());
+        return Err(format!(
+            "the query does not use the HNSW index:\n{}",
+            plan.join("\n")
+        )
+        .into());
     }
 
     for &ef in &args.ef_search {

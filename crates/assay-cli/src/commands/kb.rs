@@ -373,28 +373,18 @@ impl Kb {
         })?;
         let changed = changed_fields(&old, &new);
         if changed.is_empty() {
-            let why = match change {
-                Change::Deactivate => "is already inactive",
-                Change::Update => "is already as asked",
-            };
             out(&format!(
-                "no change: `{entity_id}` {why} (version {}); no version was written\n",
+                "no change: `{entity_id}` {} (version {}); no version was written\n",
+                change.unchanged(),
                 stored.version
             ));
             return Ok(());
         }
         let note = rewrite_source(source, entity_id, &old, &new)?;
-        let edit = Edit::now(by);
-        let stored = match change {
-            Change::Update => self.store.update(entity_id, update, &edit)?,
-            Change::Deactivate => self.store.deactivate(entity_id, &edit)?,
-        };
-        let verb = match change {
-            Change::Update => "updated",
-            Change::Deactivate => "deactivated",
-        };
+        let stored = change.write(&*self.store, entity_id, update, &Edit::now(by))?;
         let mut text = format!(
-            "{verb} `{entity_id}`: version {} by {by} (changed: {})\n  wrote {}\n",
+            "{} `{entity_id}`: version {} by {by} (changed: {})\n  wrote {}\n",
+            change.verb(),
             stored.version,
             changed.join(", "),
             source.display()
@@ -417,27 +407,17 @@ impl Kb {
         let entity_id = stored.entity.entity_id.as_str();
         let changed = changed_fields(&stored.entity, &update.apply(&stored.entity));
         if changed.is_empty() {
-            let why = match change {
-                Change::Deactivate => "is already inactive",
-                Change::Update => "is already as asked",
-            };
             out(&format!(
-                "no change: `{entity_id}` {why} (version {}); no version was written\n",
+                "no change: `{entity_id}` {} (version {}); no version was written\n",
+                change.unchanged(),
                 stored.version
             ));
             return Ok(());
         }
-        let edit = Edit::now(by);
-        let new = match change {
-            Change::Update => self.store.update(entity_id, update, &edit)?,
-            Change::Deactivate => self.store.deactivate(entity_id, &edit)?,
-        };
-        let verb = match change {
-            Change::Update => "updated",
-            Change::Deactivate => "deactivated",
-        };
+        let new = change.write(&*self.store, entity_id, update, &Edit::now(by))?;
         out(&format!(
-            "{verb} `{entity_id}`: version {} by {by} (changed: {})\n  in {}\n",
+            "{} `{entity_id}`: version {} by {by} (changed: {})\n  in {}\n",
+            change.verb(),
             new.version,
             changed.join(", "),
             self.store.location
@@ -633,6 +613,37 @@ impl Kb {
 enum Change {
     Update,
     Deactivate,
+}
+
+impl Change {
+    /// Why a change that changes nothing writes no version.
+    fn unchanged(self) -> &'static str {
+        match self {
+            Change::Deactivate => "is already inactive",
+            Change::Update => "is already as asked",
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Update => "updated",
+            Change::Deactivate => "deactivated",
+        }
+    }
+
+    /// Writes the new version to the store.
+    fn write(
+        self,
+        store: &dyn KbStore,
+        entity_id: &str,
+        update: &EntityUpdate,
+        edit: &Edit,
+    ) -> Result<StoredEntity, KbError> {
+        match self {
+            Change::Update => store.update(entity_id, update, edit),
+            Change::Deactivate => store.deactivate(entity_id, edit),
+        }
+    }
 }
 
 fn report_changes(r: &ImportReport) -> usize {

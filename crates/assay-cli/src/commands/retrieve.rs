@@ -6,8 +6,6 @@ use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::project::Project;
-use assay_kb::StateStore;
-use assay_kb::store::KbStore;
 use assay_providers::InputKind;
 use assay_retrieval::pipeline::{DropReason, Retrieval};
 use serde_json::json;

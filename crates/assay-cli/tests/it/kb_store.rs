@@ -56,7 +56,13 @@ fn two_copies_of_a_store_compare_identical_and_an_edit_shows() {
 
     let same = kb(
         &p,
-        &["compare", "--store", ".assay/kb.db", "--store", "sqlite:other.db"],
+        &[
+            "compare",
+            "--store",
+            ".assay/kb.db",
+            "--store",
+            "sqlite:other.db",
+        ],
         &[],
     );
     code(&same, 0);
@@ -66,7 +72,10 @@ fn two_copies_of_a_store_compare_identical_and_an_edit_shows() {
             .contains(&format!("compared {cases} messages retrieved")),
         "{same:?}"
     );
-    assert!(same.stdout.contains(&format!("identical: {cases}\n")), "{same:?}");
+    assert!(
+        same.stdout.contains(&format!("identical: {cases}\n")),
+        "{same:?}"
+    );
 
     // Deactivate an entity the bank retrieves in the copy only (ASSAY_STORE picks the copy).
     let update = kb(
@@ -86,7 +95,14 @@ fn two_copies_of_a_store_compare_identical_and_an_edit_shows() {
 
     let json = kb(
         &p,
-        &["compare", "--store", ".assay/kb.db", "--store", "other.db", "--json"],
+        &[
+            "compare",
+            "--store",
+            ".assay/kb.db",
+            "--store",
+            "other.db",
+            "--json",
+        ],
         &[],
     );
     code(&json, 1);
@@ -94,8 +110,11 @@ fn two_copies_of_a_store_compare_identical_and_an_edit_shows() {
     assert_eq!(doc["total"], cases);
     let messages = doc["messages"].as_array().unwrap();
     assert_eq!(messages.len(), cases);
-    assert!(messages.iter().any(|m| m["outcome"] == "entities"
-        && m["only_a"] == serde_json::json!(["gray_rock"])));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["outcome"] == "entities" && m["only_a"] == serde_json::json!(["gray_rock"]))
+    );
 }
 
 #[test]
@@ -104,16 +123,30 @@ fn bad_compare_input_is_refused_with_exit_2() {
     let one = kb(&p, &["compare", "--store", ".assay/kb.db"], &[]);
     code(&one, 2);
     assert!(one.stderr.contains("give exactly two stores"), "{one:?}");
-    p.write("messages.jsonl", "{\"message\": \"hi\"}\n{\"mesage\": \"x\"}\n");
+    p.write(
+        "messages.jsonl",
+        "{\"message\": \"hi\"}\n{\"mesage\": \"x\"}\n",
+    );
+    let file = p.path("messages.jsonl");
     let bad = kb(
         &p,
         &[
-            "compare", "--store", "a.db", "--store", "b.db", "--messages", "messages.jsonl",
+            "compare",
+            "--store",
+            "a.db",
+            "--store",
+            "b.db",
+            "--messages",
+            file.to_str().unwrap(),
         ],
         &[],
     );
     code(&bad, 2);
     assert!(bad.stderr.contains("messages.jsonl:2"), "{bad:?}");
+    assert!(
+        !p.path("a.db").exists() && !p.path("b.db").exists(),
+        "nothing written"
+    );
     let kind = kb(
         &p,
         &["compare", "--store", "mysql://h/db", "--store", "b.db"],
@@ -132,11 +165,21 @@ fn a_password_in_the_store_url_is_refused_and_not_printed() {
         &[("ASSAY_STORE", "postgres://ann:hunter2@127.0.0.1:1/kb")],
     );
     code(&run, 2);
-    assert!(run.stderr.contains("ASSAY_STORE: ") || run.stderr.contains("contains a password"), "{run:?}");
+    assert!(
+        run.stderr.contains("ASSAY_STORE: ") || run.stderr.contains("contains a password"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("PGPASSWORD"), "{run:?}");
-    assert!(!run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"), "{run:?}");
+    assert!(
+        !run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"),
+        "{run:?}"
+    );
 
-    p.edit("assay.toml", "", "store = \"postgres://ann:hunter2@127.0.0.1:1/kb\"\n");
+    p.edit(
+        "assay.toml",
+        "",
+        "store = \"postgres://ann:hunter2@127.0.0.1:1/kb\"\n",
+    );
     let run = kb(&p, &["list"], &[]);
     code(&run, 2);
     assert!(run.stderr.contains("contains a password"), "{run:?}");
@@ -168,7 +211,10 @@ mod postgres {
             .build()
             .unwrap();
         let name = format!("assay_cli_{}", std::process::id())
-            + &format!("_{}", COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            + &format!(
+                "_{}",
+                COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            );
         rt.block_on(async {
             let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
                 .await
@@ -180,7 +226,11 @@ mod postgres {
                 });
             tokio::spawn(connection);
             client
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"))
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+                .await
+                .unwrap();
+            client
+                .batch_execute(&format!("CREATE DATABASE {name}"))
                 .await
                 .unwrap();
         });
@@ -201,24 +251,51 @@ mod postgres {
         assert!(imported.stdout.contains("created"), "{imported:?}");
 
         let cases = super::example_semantic_cases();
-        let same = kb(&p, &["compare", "--store", ".assay/kb.db", "--store", &url], &[]);
+        let same = kb(
+            &p,
+            &["compare", "--store", ".assay/kb.db", "--store", &url],
+            &[],
+        );
         code(&same, 0);
-        assert!(same.stdout.contains(&format!("identical: {cases}\n")), "{same:?}");
-        assert!(!same.stdout.contains("@"), "no user or password in the summary: {same:?}");
+        assert!(
+            same.stdout.contains(&format!("identical: {cases}\n")),
+            "{same:?}"
+        );
+        let (server, database) = url
+            .strip_prefix("postgres://")
+            .and_then(|rest| rest.rsplit_once('/'))
+            .unwrap();
+        assert!(
+            same.stdout
+                .contains(&format!("  B: postgres://{server}/{database}\n")),
+            "{same:?}"
+        );
 
         // A database store is the source of truth: commands do not re-import kb/ over it, and
         // edits change the database alone.
         let files_before = p.read("kb/knowledge.yaml");
         code(&kb(&p, &["deactivate", "gray_rock"], &pg), 0);
-        assert_eq!(p.read("kb/knowledge.yaml"), files_before, "kb/ files untouched");
+        assert_eq!(
+            p.read("kb/knowledge.yaml"),
+            files_before,
+            "kb/ files untouched"
+        );
         let listed = kb(&p, &["show", "gray_rock", "--json"], &pg);
         code(&listed, 0);
-        assert_eq!(listed.json()["is_active"], false, "not re-imported from kb/");
+        assert_eq!(
+            listed.json()["is_active"],
+            false,
+            "not re-imported from kb/"
+        );
         let history = kb(&p, &["history", "gray_rock", "--json"], &pg);
         code(&history, 0);
         assert_eq!(history.json().as_array().unwrap().len(), 2);
 
-        let differ = kb(&p, &["compare", "--store", ".assay/kb.db", "--store", &url], &[]);
+        let differ = kb(
+            &p,
+            &["compare", "--store", ".assay/kb.db", "--store", &url],
+            &[],
+        );
         code(&differ, 1);
         assert!(differ.stdout.contains("only in A: gray_rock"), "{differ:?}");
         assert!(
@@ -228,7 +305,11 @@ mod postgres {
 
         // `assay kb import` brings the files back in, as a new version.
         code(&kb(&p, &["import"], &pg), 0);
-        let again = kb(&p, &["compare", "--store", ".assay/kb.db", "--store", &url], &[]);
+        let again = kb(
+            &p,
+            &["compare", "--store", ".assay/kb.db", "--store", &url],
+            &[],
+        );
         code(&again, 0);
     }
 
@@ -241,6 +322,10 @@ mod postgres {
             &[("ASSAY_STORE", "postgres://nobody@127.0.0.1:1/kb")],
         );
         code(&run, 3);
-        assert!(run.stderr.contains("cannot connect to postgres://nobody@127.0.0.1:1/kb"), "{run:?}");
+        assert!(
+            run.stderr
+                .contains("cannot connect to postgres://nobody@127.0.0.1:1/kb"),
+            "{run:?}"
+        );
     }
 }

@@ -79,7 +79,7 @@ use super::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, Staleness, StoredEntity,
     ViewEmbedding, changed_fields,
 };
-use crate::user_state::{Record, check_rating};
+use crate::user_state::{Record, interaction};
 use crate::{EntityFilter, KbError, KnowledgeBase, StateStore};
 
 /// The migrations, in order: `(version, name, SQL)`. Append; never edit one once released.
@@ -1316,13 +1316,7 @@ impl StateStore for PgStore {
         skills: &[String],
         now: DateTime<Utc>,
     ) -> Result<UserState, KbError> {
-        if let Some(rating) = rating {
-            check_rating(rating.into())?;
-        }
-        self.modify_user(user_id, now, |record| {
-            record.record(rating, topics, skills, now);
-            Ok(())
-        })
+        self.modify_user(user_id, now, interaction(rating, topics, skills, now)?)
     }
 }
 
