@@ -373,11 +373,7 @@ impl Kb {
         })?;
         let changed = changed_fields(&old, &new);
         if changed.is_empty() {
-            out(&format!(
-                "no change: `{entity_id}` {} (version {}); no version was written\n",
-                change.unchanged(),
-                stored.version
-            ));
+            out(&change.unchanged(entity_id, stored.version));
             return Ok(());
         }
         let note = rewrite_source(source, entity_id, &old, &new)?;
@@ -407,11 +403,7 @@ impl Kb {
         let entity_id = stored.entity.entity_id.as_str();
         let changed = changed_fields(&stored.entity, &update.apply(&stored.entity));
         if changed.is_empty() {
-            out(&format!(
-                "no change: `{entity_id}` {} (version {}); no version was written\n",
-                change.unchanged(),
-                stored.version
-            ));
+            out(&change.unchanged(entity_id, stored.version));
             return Ok(());
         }
         let new = change.write(&*self.store, entity_id, update, &Edit::now(by))?;
@@ -616,12 +608,13 @@ enum Change {
 }
 
 impl Change {
-    /// Why a change that changes nothing writes no version.
-    fn unchanged(self) -> &'static str {
-        match self {
+    /// What is said when a change changes nothing (and writes no version).
+    fn unchanged(self, entity_id: &str, version: u32) -> String {
+        let why = match self {
             Change::Deactivate => "is already inactive",
             Change::Update => "is already as asked",
-        }
+        };
+        format!("no change: `{entity_id}` {why} (version {version}); no version was written\n")
     }
 
     fn verb(self) -> &'static str {
