@@ -222,7 +222,7 @@ impl Comparison {
             .iter()
             .filter(|m| matches!(m.outcome, Outcome::Order | Outcome::Entities))
             .collect();
-        differing.sort_by(|x, y| y.severity().cmp(&x.severity()));
+        differing.sort_by_key(|m| std::cmp::Reverse(m.severity()));
         differing
     }
 }
@@ -272,32 +272,29 @@ pub async fn compare(
     }
     let mut compared = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
-        match (selections[0].remove(&i), selections[1].remove(&i)) {
-            (Some(sa), Some(sb)) => {
-                compared.push(MessageComparison::new(
-                    m.id.clone(),
-                    m.message.clone(),
-                    sa,
-                    sb,
-                ));
-            }
-            _ => {
-                let error = match queries.get(&m.message) {
-                    Some(Err(e)) => e.clone(),
-                    _ => "the message was not embedded".to_owned(),
-                };
-                compared.push(MessageComparison {
-                    id: m.id.clone(),
-                    message: m.message.clone(),
-                    outcome: Outcome::Error,
-                    a: Vec::new(),
-                    b: Vec::new(),
-                    only_a: Vec::new(),
-                    only_b: Vec::new(),
-                    first_difference: None,
-                    error: Some(error),
-                });
-            }
+        if let (Some(sa), Some(sb)) = (selections[0].remove(&i), selections[1].remove(&i)) {
+            compared.push(MessageComparison::new(
+                m.id.clone(),
+                m.message.clone(),
+                sa,
+                sb,
+            ));
+        } else {
+            let error = match queries.get(&m.message) {
+                Some(Err(e)) => e.clone(),
+                _ => "the message was not embedded".to_owned(),
+            };
+            compared.push(MessageComparison {
+                id: m.id.clone(),
+                message: m.message.clone(),
+                outcome: Outcome::Error,
+                a: Vec::new(),
+                b: Vec::new(),
+                only_a: Vec::new(),
+                only_b: Vec::new(),
+                first_difference: None,
+                error: Some(error),
+            });
         }
     }
     let count = |o: Outcome| compared.iter().filter(|m| m.outcome == o).count();

@@ -124,22 +124,19 @@ pub fn open_store_with(
     settings: &ProjectSettings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<OpenStore, HarnessError> {
-    match store_setting(settings, env) {
-        (Some(spec), source) => open_store_at(&spec, &settings.root).map_err(|e| match e {
-            HarnessError::Usage(message)
-            | HarnessError::Kb(assay_kb::KbError::Invalid(message)) => {
-                HarnessError::Usage(format!("{source}: {message}"))
-            }
-            other => other,
-        }),
-        (None, _) => {
-            let path = store_path(settings);
-            Ok(OpenStore {
-                store: Box::new(SqliteStore::open(&path)?),
-                location: StoreLocation::Sqlite(path),
-            })
+    let (Some(spec), source) = store_setting(settings, env) else {
+        let path = store_path(settings);
+        return Ok(OpenStore {
+            store: Box::new(SqliteStore::open(&path)?),
+            location: StoreLocation::Sqlite(path),
+        });
+    };
+    open_store_at(&spec, &settings.root).map_err(|e| match e {
+        HarnessError::Usage(message) | HarnessError::Kb(assay_kb::KbError::Invalid(message)) => {
+            HarnessError::Usage(format!("{source}: {message}"))
         }
-    }
+        other => other,
+    })
 }
 
 /// Opens the store `spec` names: a `postgres://` URL, or an SQLite file (`sqlite:PATH` or a

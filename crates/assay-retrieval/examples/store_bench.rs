@@ -134,7 +134,9 @@ impl Rng {
 fn normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
     }
 }
 
@@ -369,7 +371,7 @@ fn bench_postgres(
                  AND embedding_model = $2 \
                  ORDER BY embedding::vector({dim}) <=> $1 LIMIT $3"
             ),
-            &[&probe, &MODEL, &(k as i64)],
+            &[&probe, &MODEL, &i64::try_from(k)?],
         ))?
         .iter()
         .map(|r| r.get::<_, String>(0))

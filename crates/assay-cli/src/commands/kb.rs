@@ -77,7 +77,8 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
 impl Kb {
     fn dispatch(&self, command: &KbCommand) -> Result<(), HarnessError> {
         match command {
-            KbCommand::Import => Ok(()),
+            // Done before dispatch: the import in `run`, the comparison in `kb_compare`.
+            KbCommand::Import | KbCommand::Compare(_) => Ok(()),
             KbCommand::List(args) => self.list(args),
             KbCommand::Show { entity_id, json } => self.show(entity_id, *json),
             KbCommand::Create { file, by } => self.create(file, by),
@@ -112,7 +113,6 @@ impl Kb {
                 ..
             } => self.tune(embedder.as_deref(), *folds, *write, *json),
             KbCommand::Export { format, output } => self.export(format, output.as_deref()),
-            KbCommand::Compare(_) => Ok(()),
         }
     }
 

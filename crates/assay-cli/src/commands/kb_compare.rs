@@ -17,19 +17,17 @@ pub fn run(project: &Project, args: &KbCompareArgs) -> anyhow::Result<Exit> {
         ))
         .into());
     };
-    let messages = match &args.messages {
-        Some(path) => compare::read_messages(path)?,
-        None => {
-            let messages = compare::bank_messages(project);
-            if messages.is_empty() {
-                return Err(HarnessError::Usage(
-                    "the project has no semantic cases to compare with; give --messages FILE"
-                        .into(),
-                )
-                .into());
-            }
-            messages
+    let messages = if let Some(path) = &args.messages {
+        compare::read_messages(path)?
+    } else {
+        let messages = compare::bank_messages(project);
+        if messages.is_empty() {
+            return Err(HarnessError::Usage(
+                "the project has no semantic cases to compare with; give --messages FILE".into(),
+            )
+            .into());
         }
+        messages
     };
     let root = &project.settings.root;
     let store_a = engine::open_store_at(a, root)?;
