@@ -88,15 +88,15 @@ fn main() -> anyhow::Result<()> {
     let project = Project::load(std::path::Path::new(project_dir))?;
     let settings = &project.settings;
     let store = engine::open_store(settings)?;
-    engine::import_kb(&store, &project)?;
+    engine::sync_kb(&store, &project)?;
     let env = |k: &str| std::env::var(k).ok();
     let choice = engine::choose_embedder(settings, flag, &env)?;
     let embedder = engine::build_embedder(&choice)?;
     let config = engine::retrieval_config(settings, &choice);
     let rt = tokio::runtime::Builder::new_current_thread().build()?;
     let (pipeline, _) = rt.block_on(engine::prepare_pipeline(
-        &store,
-        &store,
+        &*store,
+        &*store,
         &project,
         embedder.as_ref(),
         config.clone(),

@@ -468,6 +468,31 @@ pub enum KbCommand {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Dual-read check: retrieve the same messages from two stores and report where the
+    /// selected entities or their order differ (exit 1 when they differ).
+    Compare(KbCompareArgs),
+}
+
+/// `assay kb compare`
+#[derive(Debug, Args)]
+pub struct KbCompareArgs {
+    /// A store, twice (A then B): `postgres://user@host:port/db` (password from PGPASSWORD or
+    /// a pgpass file), or an SQLite file (`sqlite:PATH` or a path, relative to the project).
+    #[arg(long = "store", value_name = "STORE", required = true, num_args = 1)]
+    pub stores: Vec<String>,
+    /// Messages to retrieve: one per line, or JSON lines (`.jsonl`: `{"message": …,
+    /// "audience"?, "user_state"?, "id"?}`). Default: the semantic bank's prompts.
+    #[arg(long, value_name = "FILE")]
+    pub messages: Option<PathBuf>,
+    /// Embedder (`vendor/model`; default: the project's).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+    /// How many differing messages the summary shows.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub worst: usize,
+    /// Print every message's comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `assay kb list`

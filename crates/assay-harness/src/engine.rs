@@ -1,8 +1,9 @@
-//! The system under test, assembled: the project's knowledge base imported into the SQLite
-//! store (`.assay/kb.db`), an embedder, fresh embeddings, and the retrieval pipeline.
+//! The system under test, assembled: the project's knowledge-base store (the embedded SQLite
+//! `.assay/kb.db` refreshed from the `kb/` files, or a PostgreSQL database), an embedder, fresh
+//! embeddings, and the retrieval pipeline.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use assay_core::UserState;
 use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::entity::LoadMode;
 use assay_core::runlog::Candidate;
-use assay_kb::store::{Edit, ImportReport, KbStore, SqliteStore};
+use assay_kb::store::{Edit, ImportReport, KbBackend, KbStore, SqliteStore};
 use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
 use assay_kb::{ViewEmbedding, view_text_hash};
 use assay_providers::{
@@ -45,14 +46,158 @@ pub const LOCAL_SCORE_THRESHOLD: f32 = 0.25;
 /// The similarity threshold of remote embedders (003 §3, calibrated for Voyage).
 pub const REMOTE_SCORE_THRESHOLD: f32 = 0.65;
 
-/// The store's path: `<project>/.assay/kb.db`.
+/// The environment variable that overrides `store` in `assay.toml`.
+pub const ASSAY_STORE: &str = "ASSAY_STORE";
+
+/// The embedded store's path: `<project>/.assay/kb.db`.
 pub fn store_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("kb.db")
 }
 
-/// Opens (creating if needed) the project's store.
-pub fn open_store(settings: &ProjectSettings) -> Result<SqliteStore, HarnessError> {
-    Ok(SqliteStore::open(store_path(settings))?)
+/// Where a store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// An SQLite file; the project's `kb/` files are the source of truth and are imported
+    /// into it before use.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`postgres://user@host:port/db`, never with a password): the
+    /// source of truth; `kb/` files are imported only by `assay kb import`.
+    Postgres(String),
+}
+
+impl std::fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => write!(f, "{}", path.display()),
+            StoreLocation::Postgres(target) => f.write_str(target),
+        }
+    }
+}
+
+/// An open store of either backend, and where it lives. Derefs to the store.
+#[derive(Debug)]
+pub struct OpenStore {
+    store: Box<dyn KbBackend>,
+    /// Where it lives.
+    pub location: StoreLocation,
+}
+
+impl std::ops::Deref for OpenStore {
+    type Target = dyn KbBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.store
+    }
+}
+
+impl OpenStore {
+    /// Whether the project's `kb/` files are the source of truth (the embedded store), so
+    /// that they are imported before each use; with a database they are not.
+    pub fn files_are_source(&self) -> bool {
+        matches!(self.location, StoreLocation::Sqlite(_))
+    }
+}
+
+/// The store a project is configured with, and where the choice came from: `ASSAY_STORE`,
+/// else `store` in `assay.toml`, else the embedded `.assay/kb.db` (`None`).
+pub fn store_setting(
+    settings: &ProjectSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Option<String>, &'static str) {
+    match env(ASSAY_STORE).filter(|s| !s.trim().is_empty()) {
+        Some(store) => (Some(store), ASSAY_STORE),
+        None => match &settings.store {
+            Some(store) => (Some(store.clone()), "assay.toml"),
+            None => (None, "default"),
+        },
+    }
+}
+
+/// Opens (creating if needed) the project's store, as configured ([`store_setting`], reading
+/// the environment).
+pub fn open_store(settings: &ProjectSettings) -> Result<OpenStore, HarnessError> {
+    open_store_with(settings, &|name| std::env::var(name).ok())
+}
+
+/// [`open_store`] with `env` in place of the environment.
+pub fn open_store_with(
+    settings: &ProjectSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<OpenStore, HarnessError> {
+    let (Some(spec), source) = store_setting(settings, env) else {
+        let path = store_path(settings);
+        return Ok(OpenStore {
+            store: Box::new(SqliteStore::open(&path)?),
+            location: StoreLocation::Sqlite(path),
+        });
+    };
+    open_store_at(&spec, &settings.root).map_err(|e| match e {
+        HarnessError::Usage(message) | HarnessError::Kb(assay_kb::KbError::Invalid(message)) => {
+            HarnessError::Usage(format!("{source}: {message}"))
+        }
+        other => other,
+    })
+}
+
+/// Opens the store `spec` names: a `postgres://` URL, or an SQLite file (`sqlite:PATH` or a
+/// path; relative paths are relative to `root`).
+pub fn open_store_at(spec: &str, root: &Path) -> Result<OpenStore, HarnessError> {
+    let spec = spec.trim();
+    let lower = spec.to_ascii_lowercase();
+    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        return open_postgres(spec);
+    }
+    if lower.contains("://") {
+        return Err(HarnessError::Usage(format!(
+            "store `{}`: unknown kind of store (expected postgres://user@host:port/db,              sqlite:PATH or a path to an SQLite file)",
+            spec.split("://").next().unwrap_or_default()
+        )));
+    }
+    let path = root.join(spec.strip_prefix("sqlite:").unwrap_or(spec));
+    Ok(OpenStore {
+        store: Box::new(SqliteStore::open(&path)?),
+        location: StoreLocation::Sqlite(path),
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<OpenStore, HarnessError> {
+    let store = assay_kb::PgStore::connect(url)?;
+    let location = StoreLocation::Postgres(store.target().to_owned());
+    Ok(OpenStore {
+        store: Box::new(store),
+        location,
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str) -> Result<OpenStore, HarnessError> {
+    Err(HarnessError::Usage(
+        "this assay was built without PostgreSQL support (cargo feature `postgres`)".into(),
+    ))
+}
+
+/// Brings the store up to date with the project's `kb/` files where they are the source of
+/// truth (the embedded store): an import ([`import_kb`]). A database store is the source of
+/// truth itself and is left as it is (`assay kb import` imports files into it); `None` then.
+pub fn sync_kb(store: &OpenStore, project: &Project) -> Result<Option<ImportReport>, HarnessError> {
+    if !store.files_are_source() {
+        tracing::info!(
+            "the knowledge base is the database {}; the kb/ files are not imported (use `assay kb import`)",
+            store.location
+        );
+        return Ok(None);
+    }
+    let imported = import_kb(&**store, project)?;
+    tracing::info!(
+        created = imported.created.len(),
+        updated = imported.updated.len(),
+        deactivated = imported.deactivated.len(),
+        unchanged = imported.unchanged.len(),
+        "imported kb/ into {}",
+        store.location
+    );
+    Ok(Some(imported))
 }
 
 /// Imports the project's `kb/` files into the store: new entities are created, changed ones get
@@ -960,6 +1105,66 @@ mod tests {
     use assay_core::entity::Entity;
     use assay_kb::store::{Edit, EntityUpdate};
     use assay_providers::HashedNgramEmbedder;
+
+    fn settings_with_store(root: &Path, store: Option<&str>) -> ProjectSettings {
+        let config = crate::settings::ProjectConfig {
+            store: store.map(str::to_owned),
+            ..crate::settings::ProjectConfig::default()
+        };
+        ProjectSettings::resolve(root, config).unwrap()
+    }
+
+    #[test]
+    fn the_environment_chooses_the_store_over_assay_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings_with_store(dir.path(), Some("sqlite:from-toml.db"));
+        let env = |name: &str| (name == ASSAY_STORE).then(|| "sqlite:from-env.db".to_owned());
+        assert_eq!(
+            store_setting(&settings, &env),
+            (Some("sqlite:from-env.db".to_owned()), ASSAY_STORE)
+        );
+        assert_eq!(
+            store_setting(&settings, &|_| None),
+            (Some("sqlite:from-toml.db".to_owned()), "assay.toml")
+        );
+        let store = open_store_with(&settings, &env).unwrap();
+        assert_eq!(
+            store.location,
+            StoreLocation::Sqlite(dir.path().join("from-env.db"))
+        );
+        assert!(store.files_are_source());
+        let default = open_store_with(&settings_with_store(dir.path(), None), &|_| None).unwrap();
+        assert_eq!(
+            default.location,
+            StoreLocation::Sqlite(store_path(&settings))
+        );
+    }
+
+    #[test]
+    fn bad_store_settings_are_usage_errors_naming_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings_with_store(dir.path(), Some("mysql://h/db"));
+        let err = open_store_with(&settings, &|_| None).unwrap_err();
+        assert!(!err.is_infrastructure());
+        let text = err.to_string();
+        assert!(
+            text.starts_with("assay.toml: store `mysql`: unknown kind of store"),
+            "{text}"
+        );
+        let env = |name: &str| {
+            (name == ASSAY_STORE).then(|| "postgres://ann:hunter2@localhost/kb".to_owned())
+        };
+        let text = open_store_with(&settings, &env).unwrap_err().to_string();
+        if cfg!(feature = "postgres") {
+            assert!(text.starts_with("ASSAY_STORE: the store URL"), "{text}");
+            assert!(
+                text.contains("contains a password") && !text.contains("hunter2"),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains("without PostgreSQL support"), "{text}");
+        }
+    }
 
     fn entity(id: &str, keywords: &str) -> Entity {
         serde_json::from_value(serde_json::json!({

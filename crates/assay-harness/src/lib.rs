@@ -26,6 +26,7 @@
 
 pub mod banks;
 pub mod calibrate;
+pub mod compare;
 pub mod engine;
 pub mod expectations;
 pub mod history;

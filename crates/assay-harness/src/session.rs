@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
 use assay_kb::KnowledgeBase;
-use assay_kb::store::SqliteStore;
+use assay_kb::store::KbBackend;
 use assay_providers::{AccountingSnapshot, RerankerSpec};
 use assay_retrieval::pipeline::Pipeline;
 
@@ -95,18 +95,11 @@ pub async fn execute(
         ));
     }
     let settings = &project.settings;
-    // The knowledge base the banks read is the store, refreshed from the kb/ files.
-    let store = engine::open_store(settings)?;
-    let imported = engine::import_kb(&store, project)?;
-    tracing::info!(
-        created = imported.created.len(),
-        updated = imported.updated.len(),
-        deactivated = imported.deactivated.len(),
-        unchanged = imported.unchanged.len(),
-        "imported kb/ into {}",
-        engine::store_path(settings).display()
-    );
-    let kb = engine::snapshot(&store)?;
+    // The knowledge base the banks read is the store: refreshed from the kb/ files when they
+    // are the source of truth (the embedded store), read as it is when it is a database.
+    let store = engine::open_store_with(settings, env)?;
+    engine::sync_kb(&store, project)?;
+    let kb = engine::snapshot(&*store)?;
     let wants_semantic = wants_semantic(project, request);
     // The call cache is for remote providers: a run with an in-process embedder and no reranker
     // does not open it.
@@ -124,7 +117,7 @@ pub async fn execute(
         let prompts = selected_prompts(project, request);
         let parts = semantic_parts(
             project,
-            &store,
+            &*store,
             &kb,
             setup.embedder.as_deref(),
             &calls,
@@ -227,7 +220,7 @@ struct SemanticParts {
 /// the pipeline and embeds `prompts`.
 async fn semantic_parts(
     project: &Project,
-    store: &SqliteStore,
+    store: &dyn KbBackend,
     kb: &dyn KnowledgeBase,
     embedder_flag: Option<&str>,
     calls: &ProviderCalls,
@@ -332,8 +325,8 @@ pub async fn top_candidates(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, Vec<String>>, HarnessError> {
     let settings = &project.settings;
-    let store = engine::open_store(settings)?;
-    engine::import_kb(&store, project)?;
+    let store = engine::open_store_with(settings, env)?;
+    engine::sync_kb(&store, project)?;
     let prompts: Vec<String> = project
         .banks
         .semantic
@@ -345,7 +338,16 @@ pub async fn top_candidates(
         queries,
         candidates,
         ..
-    } = semantic_parts(project, &store, &store, embedder_flag, calls, env, &prompts).await?;
+    } = semantic_parts(
+        project,
+        &*store,
+        &*store,
+        embedder_flag,
+        calls,
+        env,
+        &prompts,
+    )
+    .await?;
     let mut out = HashMap::new();
     for located in &project.banks.semantic {
         let case = &located.case;

@@ -366,6 +366,10 @@ impl Default for RetrievalSettingsConfig {
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProjectConfig {
+    /// `store`: where the knowledge base is kept: a `postgres://user@host:port/db` URL (no
+    /// password: PGPASSWORD or a pgpass file), or an SQLite file (`sqlite:PATH` or a path,
+    /// relative to the project). Default: the embedded `.assay/kb.db`. `ASSAY_STORE` overrides.
+    pub store: Option<String>,
     /// `[paths]`
     pub paths: PathsConfig,
     /// `[weights]`
@@ -398,6 +402,8 @@ pub const CACHE_MODES: [&str; 3] = ["read-write", "off", "replay"];
 pub struct ProjectSettings {
     /// The project directory.
     pub root: PathBuf,
+    /// `store`, as written (resolved by [`crate::engine::open_store`]).
+    pub store: Option<String>,
     /// `kb/`, resolved.
     pub kb_dir: PathBuf,
     /// `test_banks/`, resolved.
@@ -622,8 +628,14 @@ impl ProjectSettings {
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());
         }
+        if config.store.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(
+                "store: must not be empty (leave it out for the embedded .assay/kb.db)".into(),
+            );
+        }
         Ok(ProjectSettings {
             root: root.to_owned(),
+            store: config.store,
             kb_dir: root.join(&config.paths.kb),
             banks_dir: root.join(&config.paths.test_banks),
             results_dir: root.join(&config.paths.results),
@@ -650,6 +662,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(SETTINGS_FILE), text).unwrap();
         ProjectSettings::load(dir.path())
+    }
+
+    #[test]
+    fn the_store_is_a_top_level_key() {
+        let settings = load("store = \"postgres://assay@db/kb\"\n[gate]\nmin_score = 1\n").unwrap();
+        assert_eq!(settings.store.as_deref(), Some("postgres://assay@db/kb"));
+        let err = load("store = \" \"\n").unwrap_err().to_string();
+        assert!(err.contains("store: must not be empty"), "{err}");
     }
 
     #[test]

@@ -325,9 +325,9 @@ pub async fn tune(
             project.banks.semantic.len()
         )));
     }
-    let store = engine::open_store(settings)?;
-    engine::import_kb(&store, project)?;
-    let kb = engine::snapshot(&store)?;
+    let store = engine::open_store_with(settings, env)?;
+    engine::sync_kb(&store, project)?;
+    let kb = engine::snapshot(&*store)?;
     let choice = engine::choose_embedder(settings, embedder_flag, env)?;
     let embedder = engine::build_embedder(&choice)?;
     let config = engine::retrieval_config(settings, &choice);
@@ -339,7 +339,7 @@ pub async fn tune(
         lexical_weight: if hybrid { config.lexical_weight } else { 0.0 },
     };
     let (pipeline, _) =
-        engine::prepare_pipeline(&store, &kb, project, embedder.as_ref(), config).await?;
+        engine::prepare_pipeline(&*store, &kb, project, embedder.as_ref(), config).await?;
     let prompts: Vec<String> = project
         .banks
         .semantic

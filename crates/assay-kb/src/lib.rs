@@ -47,9 +47,11 @@ use assay_core::entity::{Entity, EntityType, LoadMode};
 
 pub use files::{LoadedKb, load_dir};
 pub use store::{
-    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, Staleness,
-    StoredEntity, ViewEmbedding, view_text_hash,
+    Edit, EntityUpdate, EntityVersion, ImportReport, KbBackend, KbStats, KbStore, SqliteStore,
+    Staleness, StoredEntity, ViewEmbedding, view_text_hash,
 };
+#[cfg(feature = "postgres")]
+pub use store::{PgStore, is_postgres_url};
 pub use user_state::StateStore;
 
 /// Errors of a knowledge base.

@@ -78,19 +78,19 @@ pub trait StateStore: Send + Sync {
     ) -> Result<UserState, KbError>;
 }
 
-/// One row of `user_state`.
+/// One row of `user_state` (each backend loads and saves it its own way).
 #[derive(Debug, Clone, PartialEq)]
-struct Record {
-    user_type: String,
-    conversation_count: u32,
-    session_type: Option<String>,
-    interaction_rating: Option<u8>,
-    just_logged: bool,
-    skills_practiced: Vec<String>,
-    last_topics: Vec<String>,
-    first_seen: Option<DateTime<Utc>>,
-    last_seen: Option<DateTime<Utc>>,
-    state_data: Map<String, Value>,
+pub(crate) struct Record {
+    pub(crate) user_type: String,
+    pub(crate) conversation_count: u32,
+    pub(crate) session_type: Option<String>,
+    pub(crate) interaction_rating: Option<u8>,
+    pub(crate) just_logged: bool,
+    pub(crate) skills_practiced: Vec<String>,
+    pub(crate) last_topics: Vec<String>,
+    pub(crate) first_seen: Option<DateTime<Utc>>,
+    pub(crate) last_seen: Option<DateTime<Utc>>,
+    pub(crate) state_data: Map<String, Value>,
 }
 
 impl Default for Record {
@@ -183,7 +183,7 @@ impl Record {
     }
 
     /// The state conditions read, as of `now`.
-    fn to_state(&self, user_id: &str, now: DateTime<Utc>) -> UserState {
+    pub(crate) fn to_state(&self, user_id: &str, now: DateTime<Utc>) -> UserState {
         let mut state = UserState::new();
         let mut set = |key: &str, value: Value| {
             state.insert(key.to_owned(), value);
@@ -224,7 +224,7 @@ impl Record {
     }
 
     /// Applies the updates of [`StateStore::update_user_state`].
-    fn apply(
+    pub(crate) fn apply(
         &mut self,
         user_id: &str,
         updates: &Map<String, Value>,
@@ -329,7 +329,7 @@ impl Record {
     }
 
     /// Applies [`StateStore::record_interaction`].
-    fn record(
+    pub(crate) fn record(
         &mut self,
         rating: Option<u8>,
         topics: &[String],
@@ -397,14 +397,24 @@ impl StateStore for SqliteStore {
         skills: &[String],
         now: DateTime<Utc>,
     ) -> Result<UserState, KbError> {
-        if let Some(rating) = rating {
-            check_rating(rating.into())?;
-        }
-        self.modify_user(user_id, now, |record| {
-            record.record(rating, topics, skills, now);
-            Ok(())
-        })
+        self.modify_user(user_id, now, interaction(rating, topics, skills, now)?)
     }
+}
+
+/// The change [`StateStore::record_interaction`] makes to a record, once its rating is checked.
+pub(crate) fn interaction<'a>(
+    rating: Option<u8>,
+    topics: &'a [String],
+    skills: &'a [String],
+    now: DateTime<Utc>,
+) -> Result<impl FnOnce(&mut Record) -> Result<(), KbError> + Send + 'a, KbError> {
+    if let Some(rating) = rating {
+        check_rating(rating.into())?;
+    }
+    Ok(move |record: &mut Record| {
+        record.record(rating, topics, skills, now);
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use assay_harness::kbedit::{
 use assay_harness::project::Project;
 use assay_harness::retrieve::{self, Ask};
 use assay_kb::EntityFilter;
-use assay_kb::store::{Edit, EntityUpdate, KbStats, KbStore, SqliteStore, StoredEntity};
+use assay_kb::store::{Edit, EntityUpdate, KbStats, StoredEntity};
 
 use crate::auth::authorize;
 use crate::error::ApiError;
@@ -50,7 +50,7 @@ pub const DEFAULT_EDITOR: &str = "api";
 /// A project loaded for one request, with its store imported.
 struct Kb {
     project: Project,
-    store: SqliteStore,
+    store: engine::OpenStore,
     env: EnvLookup,
 }
 
@@ -58,7 +58,12 @@ impl Kb {
     /// The editor: the embedded store's `kb/` files are its source of truth, so edits write
     /// through to them. (A store that is its own source of truth takes `None` for the files.)
     fn editor(&self) -> KbEditor<'_> {
-        KbEditor::new(&self.store, Some(KbFiles::of(&self.project)))
+        // With a database store the database is the source of truth: no file is written.
+        let files = self
+            .store
+            .files_are_source()
+            .then(|| KbFiles::of(&self.project));
+        KbEditor::new(&*self.store, files)
     }
 
     fn source_file(&self, entity_id: &str) -> Option<PathBuf> {
@@ -99,7 +104,7 @@ where
             tracing::warn!("{w}");
         }
         let store = engine::open_store(&project.settings)?;
-        engine::import_kb(&store, &project)?;
+        engine::sync_kb(&store, &project)?;
         work(&Kb {
             project,
             store,
@@ -319,7 +324,7 @@ pub async fn list_entities(
     let page = number(&params, "page", 1, usize::MAX / MAX_PAGE_SIZE)?;
     let page_size = number(&params, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     with_kb(&state, move |kb| {
-        let listed = list_page(&kb.store, &filter, page, page_size)?;
+        let listed = list_page(&*kb.store, &filter, page, page_size)?;
         let pages = listed.pages();
         Ok(Json(EntityPageView {
             items: listed.items.into_iter().map(|s| kb.view(s)).collect(),
@@ -530,7 +535,7 @@ pub async fn retrieval_test(
             top_k,
         };
         let traced =
-            Kb::runtime()?.block_on(retrieve::retrieve(&kb.project, &kb.store, &choice, &ask))?;
+            Kb::runtime()?.block_on(retrieve::retrieve(&kb.project, &*kb.store, &choice, &ask))?;
         Ok(Json(RetrievalTestView::new(query, audience, traced)))
     })
     .await

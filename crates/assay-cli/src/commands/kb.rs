@@ -1,10 +1,15 @@
 //! `assay kb …`: the knowledge-base store (`.assay/kb.db`), kept in step with the project's
 //! `kb/` files.
 //!
-//! The files are the source of truth. Every command loads (validates) the project and imports
-//! the files first, which changes nothing when they have not changed. `create`, `update` and
-//! `deactivate` write through: they change the file that holds the entity (atomically, leaving
-//! every other entity as it was), then the store, so the next import finds nothing to do.
+//! With the embedded store the files are the source of truth. Every command loads (validates)
+//! the project and imports the files first, which changes nothing when they have not changed.
+//! `create`, `update` and `deactivate` write through: they change the file that holds the entity
+//! (atomically, leaving every other entity as it was), then the store, so the next import finds
+//! nothing to do.
+//!
+//! With a database store (`store = "postgres://…"`) the database is the source of truth: only
+//! `assay kb import` reads the `kb/` files, `export` writes them, and `create`, `update` and
+//! `deactivate` change the database alone.
 
 use std::path::{Path, PathBuf};
 
@@ -18,10 +23,8 @@ use assay_harness::kbedit::{
 use assay_harness::project::Project;
 use assay_harness::results::write_replace;
 use assay_kb::datafile::{self, DataError, Format};
-use assay_kb::store::{
-    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, StoredEntity,
-};
-use assay_kb::{EntityFilter, KbError, KnowledgeBase};
+use assay_kb::store::{Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, StoredEntity};
+use assay_kb::{EntityFilter, KbError};
 use serde_json::{Map, Value, json};
 
 use super::{env, log_warnings, out, runtime};
@@ -34,7 +37,7 @@ const SHORT_ID: usize = 8;
 /// A loaded project and its store, imported.
 struct Kb {
     project: Project,
-    store: SqliteStore,
+    store: engine::OpenStore,
 }
 
 pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
@@ -44,8 +47,16 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
     };
     let project = Project::load(dir)?;
     log_warnings(&project.warnings);
+    if let KbCommand::Compare(args) = command {
+        return super::kb_compare::run(&project, args);
+    }
     let store = engine::open_store(&project.settings)?;
-    let report = engine::import_kb(&store, &project)?;
+    // A database store is the source of truth: the files are imported only when asked.
+    let report = if store.files_are_source() || matches!(command, KbCommand::Import) {
+        engine::import_kb(&*store, &project)?
+    } else {
+        ImportReport::default()
+    };
     let kb = Kb { project, store };
     match command {
         KbCommand::Import => out(&render_import(&report)),
@@ -65,7 +76,8 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
 impl Kb {
     fn dispatch(&self, command: &KbCommand) -> Result<(), HarnessError> {
         match command {
-            KbCommand::Import => Ok(()),
+            // Done before dispatch: the import in `run`, the comparison in `kb_compare`.
+            KbCommand::Import | KbCommand::Compare(_) => Ok(()),
             KbCommand::List(args) => self.list(args),
             KbCommand::Show { entity_id, json } => self.show(entity_id, *json),
             KbCommand::Create { file, by } => self.create(file, by),
@@ -265,7 +277,12 @@ impl Kb {
     }
 
     fn editor(&self) -> KbEditor<'_> {
-        KbEditor::new(&self.store, Some(KbFiles::of(&self.project)))
+        // With a database store the database is the source of truth: no file is written.
+        let files = self
+            .store
+            .files_are_source()
+            .then(|| KbFiles::of(&self.project));
+        KbEditor::new(&*self.store, files)
     }
 
     fn create(&self, file: &Path, by: &str) -> Result<(), HarnessError> {
@@ -283,11 +300,11 @@ impl Kb {
         let written = match &outcome {
             EditOutcome::Written {
                 file: Some(path), ..
-            } => path.display().to_string(),
-            _ => String::new(),
+            } => format!("wrote {}", path.display()),
+            _ => format!("in {}", self.store.location),
         };
         out(&format!(
-            "created `{}`: version {} by {by}\n  wrote {written}\n",
+            "created `{}`: version {} by {by}\n  {written}\n",
             entity.entity_id,
             outcome.version(),
         ));
@@ -337,8 +354,9 @@ impl Kb {
                     stored.version,
                     changed.join(", "),
                 );
-                if let Some(file) = file {
-                    text.push_str(&format!("  wrote {}\n", file.display()));
+                match file {
+                    Some(file) => text.push_str(&format!("  wrote {}\n", file.display())),
+                    None => text.push_str(&format!("  in {}\n", self.store.location)),
                 }
                 if let Some(note) = note {
                     text.push_str(&format!("note: {note}\n"));

@@ -7,6 +7,7 @@ mod embed;
 mod expectations;
 mod init;
 mod kb;
+mod kb_compare;
 mod optimize;
 mod prompts;
 mod retrieve;

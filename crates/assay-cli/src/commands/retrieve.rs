@@ -7,8 +7,6 @@ use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::project::Project;
 use assay_harness::retrieve::{self, Ask};
-use assay_kb::StateStore;
-use assay_kb::store::KbStore;
 use assay_retrieval::pipeline::{DropReason, Retrieval};
 use serde_json::json;
 
@@ -30,7 +28,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
     let project = Project::load(&args.project)?;
     log_warnings(&project.warnings);
     let store = engine::open_store(&project.settings)?;
-    engine::import_kb(&store, &project)?;
+    engine::sync_kb(&store, &project)?;
     let state = match (&args.state, &args.user) {
         (Some(text), _) => parse_state(text)?,
         (None, Some(user)) => store.get_user_state(user, std::time::SystemTime::now().into())?,
@@ -54,7 +52,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         state,
         top_k: None,
     };
-    let traced = runtime()?.block_on(retrieve::retrieve(&project, &store, &choice, &ask))?;
+    let traced = runtime()?.block_on(retrieve::retrieve(&project, &*store, &choice, &ask))?;
     let retrieval = traced.retrieval;
     let ids: Vec<String> = retrieval
         .entities

@@ -7,7 +7,6 @@ use assay_core::UserState;
 use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::settings::{ProjectSettings, SETTINGS_FILE};
-use assay_kb::StateStore;
 use serde_json::{Map, Value};
 
 use super::kb::assignment;

@@ -8,6 +8,7 @@ mod expectations;
 mod fake_openai;
 mod ir;
 mod kb;
+mod kb_store;
 mod migrate;
 mod optimize;
 #[path = "../../examples/prompt_provider.rs"]

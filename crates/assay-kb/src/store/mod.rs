@@ -2,12 +2,16 @@
 //!
 //! [`KbStore`] extends [`KnowledgeBase`] (which reads the current version of every entity) with
 //! writes. Every write that changes an entity adds a new version and supersedes the old one;
-//! nothing is deleted. [`SqliteStore`] is the SQLite backend.
+//! nothing is deleted. [`SqliteStore`] is the SQLite backend; `PgStore` (cargo feature
+//! `postgres`) the PostgreSQL + pgvector one, with the same behaviour.
 //!
 //! Embeddings are kept on the current version together with the model that made them and a
 //! hash of the text they embed ([`Entity::embedding_text`]); an embedding is fresh only while
 //! both still match (see [`Staleness`]).
 
+#[cfg(feature = "postgres")]
+mod postgres;
+mod rows;
 mod schema;
 mod sqlite;
 
@@ -20,6 +24,11 @@ use serde_json::{Map, Value};
 
 use crate::{EntityFilter, KbError, KnowledgeBase};
 
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, PG_SCHEMA_VERSION, PgStore, connection_config,
+    hnsw_index_sql, is_postgres_url,
+};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 pub(crate) use sqlite::{json_column, parse_time, time_text, to_json, write_transaction};
@@ -505,6 +514,12 @@ pub trait KbStore: KnowledgeBase {
     /// Statistics, with embedding coverage for `embedding_model`.
     fn stats(&self, embedding_model: &str) -> Result<KbStats, KbError>;
 }
+
+/// A whole store, entities and user state: what a project opens, whichever the backend
+/// ([`SqliteStore`], or `PgStore` with the `postgres` feature).
+pub trait KbBackend: KbStore + crate::StateStore + std::fmt::Debug {}
+
+impl<T: KbStore + crate::StateStore + std::fmt::Debug> KbBackend for T {}
 
 #[cfg(test)]
 mod tests {

@@ -1,24 +1,24 @@
 //! [`SqliteStore`]: the knowledge base (and the user state) in one SQLite database.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use assay_core::entity::{EditableBy, Entity, EntityType, LoadMode, Priority};
+use assay_core::entity::{Entity, EntityType, LoadMode, Priority};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{
     Connection, Row, RowIndex, Rows, ToSql, Transaction, TransactionBehavior, named_params,
 };
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
+use super::rows::{self, EDITABLE_BY, LOAD_MODES, VersionRow, by_name, check, editable_by_name};
 use super::schema;
 use super::{
-    Edit, EmbeddingCoverage, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore,
-    Staleness, StoredEntity, ViewEmbedding, changed_fields,
+    Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, Staleness, StoredEntity,
+    ViewEmbedding, changed_fields,
 };
-use crate::{EntityFilter, KbError, KnowledgeBase, check_entity};
+use crate::{EntityFilter, KbError, KnowledgeBase};
 
 /// A [`KbStore`] (and [`crate::StateStore`]) in one SQLite database, `.assay/kb.db` by
 /// convention.
@@ -125,35 +125,6 @@ pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-fn check(entity: &Entity) -> Result<(), KbError> {
-    check_entity(entity)
-        .map(|_| ())
-        .map_err(|problem| KbError::InvalidEntity {
-            entity_id: entity.entity_id.clone(),
-            problem,
-        })
-}
-
-/// The SHA-256 (hex) of the text an entity's embedding is made from.
-fn text_hash(entity: &Entity) -> String {
-    format!("{:x}", Sha256::digest(entity.embedding_text().as_bytes()))
-}
-
-const LOAD_MODES: [LoadMode; 3] = [LoadMode::Always, LoadMode::State, LoadMode::Situation];
-const EDITABLE_BY: [EditableBy; 3] = [EditableBy::Admin, EditableBy::Trainer, EditableBy::Hidden];
-
-fn editable_by_name(editable_by: EditableBy) -> &'static str {
-    match editable_by {
-        EditableBy::Admin => "ADMIN",
-        EditableBy::Trainer => "TRAINER",
-        EditableBy::Hidden => "HIDDEN",
-    }
-}
-
-fn by_name<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, text: &str) -> Option<T> {
-    all.iter().copied().find(|v| name(*v) == text)
-}
-
 /// The columns every entity query reads, in the order of the schema.
 macro_rules! columns {
     () => {
@@ -232,23 +203,13 @@ const INSERT: &str = "INSERT INTO kb_content_entities (id, entity_id, entity_typ
      :changed_fields \
      FROM (SELECT 1) LEFT JOIN kb_content_entities p ON p.id = :previous_id";
 
-/// One stored row: a version of an entity.
-struct VersionRow {
-    id: String,
-    entity: Entity,
-    version: u32,
-    previous_version_id: Option<String>,
-    is_current: bool,
-    retrieval_count: u64,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    created_by: String,
-    embedding_model: Option<String>,
-    embedding_text_hash: Option<String>,
-    changed_fields: Vec<String>,
+/// Reading rows of SQLite.
+trait ReadRow: Sized {
+    fn read(row: &Row<'_>) -> Result<Self, KbError>;
+    fn read_all(rows: Rows<'_>) -> Result<Vec<Self>, KbError>;
 }
 
-impl VersionRow {
+impl ReadRow for VersionRow {
     fn read(row: &Row<'_>) -> Result<VersionRow, KbError> {
         let id: String = row.get(col::ID)?;
         let bad =
@@ -316,46 +277,6 @@ impl VersionRow {
             out.push(VersionRow::read(row)?);
         }
         Ok(out)
-    }
-
-    /// Whether this row's embedding can be used with `model`.
-    fn staleness(&self, model: &str) -> Staleness {
-        match (&self.embedding_model, &self.embedding_text_hash) {
-            (None, _) => Staleness::Missing,
-            (Some(other), _) if other != model => Staleness::OtherModel {
-                model: other.clone(),
-            },
-            (Some(_), Some(hash)) if *hash == text_hash(&self.entity) => Staleness::Fresh,
-            (Some(_), _) => Staleness::TextChanged,
-        }
-    }
-
-    fn into_stored(self) -> StoredEntity {
-        StoredEntity {
-            id: self.id,
-            entity: self.entity,
-            version: self.version,
-            previous_version_id: self.previous_version_id,
-            retrieval_count: self.retrieval_count,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            created_by: self.created_by,
-            embedding_model: self.embedding_model,
-        }
-    }
-
-    fn into_version(self) -> EntityVersion {
-        EntityVersion {
-            id: self.id,
-            version: self.version,
-            previous_version_id: self.previous_version_id,
-            is_current: self.is_current,
-            entity: self.entity,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            created_by: self.created_by,
-            changed_fields: self.changed_fields,
-        }
     }
 }
 
@@ -564,111 +485,35 @@ impl KbStore for SqliteStore {
             " FROM kb_content_entities WHERE entity_id = ?1 ORDER BY version"
         ))?;
         let rows = VersionRow::read_all(stmt.query([entity_id])?)?;
-        let Some(last) = rows.last() else {
-            return Err(KbError::NotFound(entity_id.to_owned()));
-        };
-        // Superseded rows are stored inactive (003 §1): rebuild each version's own flag from the
-        // current one backwards, through the versions that changed it.
-        let mut active = last.entity.is_active;
-        let mut versions: Vec<EntityVersion> =
-            rows.into_iter().map(VersionRow::into_version).collect();
-        for version in versions.iter_mut().rev() {
-            version.entity.is_active = active;
-            if version.changed_fields.iter().any(|f| f == "is_active") {
-                active = !active;
-            }
-        }
-        Ok(versions)
+        rows::history(entity_id, rows)
     }
 
     fn import(&self, entities: &[Entity], edit: &Edit) -> Result<ImportReport, KbError> {
-        let mut ids = HashSet::with_capacity(entities.len());
-        for entity in entities {
-            check(entity)?;
-            if !ids.insert(entity.entity_id.as_str()) {
-                return Err(KbError::Duplicate(entity.entity_id.clone()));
-            }
-        }
+        let ids = rows::check_import(entities)?;
         let mut conn = self.lock();
         let tx = write_transaction(&mut conn)?;
         let stored: BTreeMap<String, VersionRow> = current_rows(&tx, &EntityFilter::default())?
             .into_iter()
             .map(|r| (r.entity.entity_id.clone(), r))
             .collect();
-        let mut report = ImportReport::default();
-        for entity in entities {
-            let id = entity.entity_id.clone();
-            match stored.get(&id) {
-                None => {
-                    write_version(&tx, entity, None, &[], edit)?;
-                    report.created.push(id);
-                }
-                Some(row) => {
-                    let changed = changed_fields(&row.entity, entity);
-                    if changed.is_empty() {
-                        report.unchanged.push(id);
-                    } else {
-                        write_version(&tx, entity, Some(row), &changed, edit)?;
-                        report.updated.push(id);
-                    }
-                }
-            }
-        }
-        for (id, row) in &stored {
-            if row.entity.is_active && !ids.contains(id.as_str()) {
-                let inactive = Entity {
-                    is_active: false,
-                    ..row.entity.clone()
-                };
-                write_version(&tx, &inactive, Some(row), &["is_active"], edit)?;
-                report.deactivated.push(id.clone());
-            }
+        let (report, writes) = rows::plan_import(&stored, entities, &ids);
+        for write in &writes {
+            write_version(&tx, &write.entity, write.previous, &write.changed, edit)?;
         }
         tx.commit()?;
-        for list in [
-            &mut report.created,
-            &mut report.updated,
-            &mut report.unchanged,
-        ] {
-            list.sort();
-        }
-        tracing::debug!(
-            created = report.created.len(),
-            updated = report.updated.len(),
-            unchanged = report.unchanged.len(),
-            deactivated = report.deactivated.len(),
-            "imported entities"
-        );
+        rows::log_import(&report);
         Ok(report)
     }
 
     fn export(&self) -> Result<Vec<Entity>, KbError> {
-        let mut entities: Vec<Entity> = current_rows(&self.lock(), &EntityFilter::default())?
-            .into_iter()
-            .map(|r| r.entity)
-            .collect();
-        entities.sort_by(|a, b| {
-            a.entity_type
-                .cmp(&b.entity_type)
-                .then_with(|| a.entity_id.cmp(&b.entity_id))
-        });
-        Ok(entities)
+        Ok(rows::export(current_rows(
+            &self.lock(),
+            &EntityFilter::default(),
+        )?))
     }
 
     fn set_embedding(&self, entity_id: &str, model: &str, vector: &[f32]) -> Result<(), KbError> {
-        let invalid = |what: &str| Err(KbError::Invalid(format!("entity `{entity_id}`: {what}")));
-        if model.trim().is_empty() {
-            return invalid("the embedding model is empty");
-        }
-        if vector.is_empty() {
-            return invalid("the embedding is empty");
-        }
-        if vector.iter().any(|x| !x.is_finite()) {
-            return invalid("the embedding has a value that is not finite");
-        }
-        let Ok(dim) = u32::try_from(vector.len()) else {
-            return invalid("the embedding is too long");
-        };
+        let dim = rows::check_embedding(entity_id, model, vector)?;
         let mut conn = self.lock();
         let tx = write_transaction(&mut conn)?;
         let row = must_current(&tx, entity_id)?;
@@ -676,7 +521,13 @@ impl KbStore for SqliteStore {
             "UPDATE kb_content_entities \
              SET embedding = ?1, embedding_model = ?2, embedding_dim = ?3, embedding_text_hash = ?4 \
              WHERE id = ?5",
-            (encode_vector(vector), model, dim, text_hash(&row.entity), &row.id),
+            (
+                encode_vector(vector),
+                model,
+                dim,
+                rows::text_hash(&row.entity),
+                &row.id,
+            ),
         )?;
         tx.commit()?;
         Ok(())
@@ -712,26 +563,7 @@ impl KbStore for SqliteStore {
         rows: &[ViewEmbedding],
         remove: &[(String, String)],
     ) -> Result<(), KbError> {
-        if model.trim().is_empty() {
-            return Err(KbError::Invalid("the embedding model is empty".into()));
-        }
-        for r in rows {
-            let invalid = |what: &str| {
-                Err(KbError::Invalid(format!(
-                    "entity `{}` view `{}`: {what}",
-                    r.entity_id, r.view
-                )))
-            };
-            if r.vector.is_empty() {
-                return invalid("the embedding is empty");
-            }
-            if r.vector.iter().any(|x| !x.is_finite()) {
-                return invalid("the embedding has a value that is not finite");
-            }
-            if u32::try_from(r.vector.len()).is_err() {
-                return invalid("the embedding is too long");
-            }
-        }
+        rows::check_view_embeddings(model, rows)?;
         let mut conn = self.lock();
         let tx = write_transaction(&mut conn)?;
         {
@@ -830,41 +662,11 @@ impl KbStore for SqliteStore {
             conn.query_row("SELECT count(*) FROM kb_content_entities", [], |row| {
                 row.get(0)
             })?;
-        let mut stats = KbStats {
-            entities: rows.len(),
-            versions: usize::try_from(versions).unwrap_or_default(),
-            embeddings: EmbeddingCoverage {
-                model: embedding_model.to_owned(),
-                ..EmbeddingCoverage::default()
-            },
-            ..KbStats::default()
-        };
-        for row in &rows {
-            stats.total_retrievals += row.retrieval_count;
-            if !row.entity.is_active {
-                stats.inactive += 1;
-                continue;
-            }
-            stats.active += 1;
-            *stats.by_type.entry(row.entity.entity_type).or_default() += 1;
-            *stats.by_load_mode.entry(row.entity.load_mode).or_default() += 1;
-            match row.staleness(embedding_model) {
-                Staleness::Fresh => stats.embeddings.fresh += 1,
-                Staleness::Missing => stats.embeddings.missing += 1,
-                Staleness::OtherModel { .. } | Staleness::TextChanged => {
-                    stats.embeddings.stale += 1;
-                }
-            }
-        }
-        let mut top: Vec<(String, u64)> = rows
-            .iter()
-            .filter(|r| r.retrieval_count > 0)
-            .map(|r| (r.entity.entity_id.clone(), r.retrieval_count))
-            .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        top.truncate(KbStats::TOP_RETRIEVED);
-        stats.top_retrieved = top;
-        Ok(stats)
+        Ok(rows::stats(
+            &rows,
+            usize::try_from(versions).unwrap_or_default(),
+            embedding_model,
+        ))
     }
 }
 

@@ -1,18 +1,20 @@
 //! Embeddings: stored on the current version, fresh only for the same model and text.
 
 use assay_core::entity::{LoadMode, Priority};
-use assay_kb::{EntityFilter, EntityUpdate, KbStore, SqliteStore, Staleness};
+use assay_kb::{EntityFilter, EntityUpdate, KbStore, Staleness};
+
+use crate::backend::Backend;
 use serde_json::json;
 
 use crate::{edit, entity};
 
-fn status(store: &SqliteStore, model: &str) -> Vec<(String, Staleness)> {
+fn status(store: &impl KbStore, model: &str) -> Vec<(String, Staleness)> {
     store
         .embedding_status(&EntityFilter::default(), model)
         .unwrap()
 }
 
-fn status_of(store: &SqliteStore, id: &str, model: &str) -> Staleness {
+fn status_of(store: &impl KbStore, id: &str, model: &str) -> Staleness {
     status(store, model)
         .into_iter()
         .find(|(e, _)| e == id)
@@ -20,9 +22,9 @@ fn status_of(store: &SqliteStore, id: &str, model: &str) -> Staleness {
         .1
 }
 
-#[test]
-fn staleness_follows_model_and_text() {
-    let store = SqliteStore::in_memory().unwrap();
+fn staleness_follows_model_and_text<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     store
         .create(&entity("a", json!({"priority": 60})), &edit("admin", 1))
         .unwrap();
@@ -30,7 +32,7 @@ fn staleness_follows_model_and_text() {
         .create(&entity("b", json!({})), &edit("admin", 1))
         .unwrap();
     assert_eq!(
-        status(&store, "m"),
+        status(store, "m"),
         [
             ("a".to_owned(), Staleness::Missing),
             ("b".to_owned(), Staleness::Missing)
@@ -38,9 +40,9 @@ fn staleness_follows_model_and_text() {
     );
 
     store.set_embedding("a", "m", &[0.25, -1.5, 3.0]).unwrap();
-    assert_eq!(status_of(&store, "a", "m"), Staleness::Fresh);
+    assert_eq!(status_of(store, "a", "m"), Staleness::Fresh);
     assert_eq!(
-        status_of(&store, "a", "m2"),
+        status_of(store, "a", "m2"),
         Staleness::OtherModel { model: "m".into() }
     );
     assert_eq!(
@@ -56,14 +58,14 @@ fn staleness_follows_model_and_text() {
         ..EntityUpdate::default()
     };
     store.update("a", &update, &edit("admin", 2)).unwrap();
-    assert_eq!(status_of(&store, "a", "m"), Staleness::Fresh);
+    assert_eq!(status_of(store, "a", "m"), Staleness::Fresh);
 
     let update = EntityUpdate {
         keywords: Some(Some("new keywords".into())),
         ..EntityUpdate::default()
     };
     store.update("a", &update, &edit("admin", 3)).unwrap();
-    assert_eq!(status_of(&store, "a", "m"), Staleness::TextChanged);
+    assert_eq!(status_of(store, "a", "m"), Staleness::TextChanged);
     assert!(
         store
             .current_embeddings(&EntityFilter::default(), "m")
@@ -72,7 +74,7 @@ fn staleness_follows_model_and_text() {
     );
 
     store.set_embedding("a", "m", &[1.0, 2.0]).unwrap();
-    assert!(status_of(&store, "a", "m").is_fresh());
+    assert!(status_of(store, "a", "m").is_fresh());
     assert_eq!(
         store
             .current_embeddings(&EntityFilter::default(), "m")
@@ -81,9 +83,9 @@ fn staleness_follows_model_and_text() {
     );
 }
 
-#[test]
-fn current_embeddings_are_fresh_filtered_and_ordered() {
-    let store = SqliteStore::in_memory().unwrap();
+fn current_embeddings_are_fresh_filtered_and_ordered<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let entities = [
         entity("low", json!({"priority": 10})),
         entity("high", json!({"priority": 90})),
@@ -112,10 +114,10 @@ fn current_embeddings_are_fresh_filtered_and_ordered() {
     assert_eq!(all.len(), 4);
 }
 
-#[test]
-fn view_embeddings_are_kept_per_model_and_replaced_or_removed() {
+fn view_embeddings_are_kept_per_model_and_replaced_or_removed<B: Backend>() {
     use assay_kb::{ViewEmbedding, view_text_hash};
-    let store = assay_kb::SqliteStore::in_memory().unwrap();
+    let backend = B::new();
+    let store = backend.store();
     let row = |entity: &str, view: &str, text: &str, x: f32| ViewEmbedding {
         entity_id: entity.into(),
         view: view.into(),
@@ -152,3 +154,9 @@ fn view_embeddings_are_kept_per_model_and_replaced_or_removed() {
             .is_err()
     );
 }
+
+crate::backend::backend_tests!(
+    staleness_follows_model_and_text,
+    current_embeddings_are_fresh_filtered_and_ordered,
+    view_embeddings_are_kept_per_model_and_replaced_or_removed,
+);

@@ -1,11 +1,13 @@
 //! Import: the `kb/` files are the source of truth.
 
-use assay_kb::{KbError, KbStore, KnowledgeBase, SqliteStore};
+use assay_kb::{KbError, KbStore, KnowledgeBase};
+
+use crate::backend::Backend;
 use serde_json::json;
 
 use crate::{edit, entity, example_kb};
 
-fn versions(store: &SqliteStore) -> Vec<(String, u32)> {
+fn versions(store: &impl KbStore) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = store
         .export()
         .unwrap()
@@ -21,9 +23,9 @@ fn versions(store: &SqliteStore) -> Vec<(String, u32)> {
     out
 }
 
-#[test]
-fn importing_the_same_files_twice_changes_nothing() {
-    let (_dir, _path, store) = crate::file_store();
+fn importing_the_same_files_twice_changes_nothing<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let entities = example_kb();
     assert!(
         entities.len() >= 40,
@@ -34,7 +36,7 @@ fn importing_the_same_files_twice_changes_nothing() {
     let first = store.import(&entities, &edit("import", 1)).unwrap();
     assert_eq!(first.created.len(), entities.len());
     assert!(first.updated.is_empty() && first.unchanged.is_empty() && first.deactivated.is_empty());
-    let before = versions(&store);
+    let before = versions(store);
 
     let second = store.import(&entities, &edit("import", 2)).unwrap();
     assert!(
@@ -42,14 +44,14 @@ fn importing_the_same_files_twice_changes_nothing() {
         "{second:?}"
     );
     assert_eq!(second.unchanged.len(), entities.len());
-    assert_eq!(versions(&store), before);
+    assert_eq!(versions(store), before);
     assert!(before.iter().all(|(_, version)| *version == 1));
     assert_eq!(store.stats("m").unwrap().versions, entities.len());
 }
 
-#[test]
-fn a_changed_file_versions_only_what_changed() {
-    let store = SqliteStore::in_memory().unwrap();
+fn a_changed_file_versions_only_what_changed<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let files = vec![
         entity("a", json!({})),
         entity("b", json!({"examples": "Parent: hi"})),
@@ -68,7 +70,7 @@ fn a_changed_file_versions_only_what_changed() {
     assert_eq!(report.unchanged, ["a", "d"]);
     assert_eq!(report.deactivated, ["c"]);
     assert_eq!(
-        versions(&store),
+        versions(store),
         [("a", 1), ("b", 2), ("c", 2), ("d", 1), ("e", 1)].map(|(id, v)| (id.to_owned(), v))
     );
     assert_eq!(store.history("b").unwrap()[1].changed_fields, ["examples"]);
@@ -90,9 +92,9 @@ fn a_changed_file_versions_only_what_changed() {
     assert!(store.get("c").unwrap().unwrap().is_active);
 }
 
-#[test]
-fn an_import_with_duplicate_ids_is_refused_whole() {
-    let store = SqliteStore::in_memory().unwrap();
+fn an_import_with_duplicate_ids_is_refused_whole<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let files = [
         entity("a", json!({})),
         entity("b", json!({})),
@@ -103,9 +105,9 @@ fn an_import_with_duplicate_ids_is_refused_whole() {
     assert!(store.export().unwrap().is_empty());
 }
 
-#[test]
-fn an_import_compares_every_content_and_configuration_field() {
-    let store = SqliteStore::in_memory().unwrap();
+fn an_import_compares_every_content_and_configuration_field<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let base = entity(
         "a",
         json!({"state_conditions": {"n": {"eq": 1}}, "load_mode": "STATE"}),
@@ -146,3 +148,10 @@ fn an_import_compares_every_content_and_configuration_field() {
     }
     assert_eq!(store.history("a").unwrap().len(), 1 + 2 * variants.len());
 }
+
+crate::backend::backend_tests!(
+    importing_the_same_files_twice_changes_nothing,
+    a_changed_file_versions_only_what_changed,
+    an_import_with_duplicate_ids_is_refused_whole,
+    an_import_compares_every_content_and_configuration_field,
+);

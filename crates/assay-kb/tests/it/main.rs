@@ -1,5 +1,7 @@
-//! Integration tests of assay-kb: the versioned SQLite store and user state.
+//! Integration tests of assay-kb: the versioned store and user state, on every backend (see
+//! [`backend`]).
 
+mod backend;
 mod embeddings;
 mod import;
 mod store;

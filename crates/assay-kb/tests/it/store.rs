@@ -3,33 +3,19 @@
 use assay_core::entity::{EntityType, LoadMode, Priority};
 use assay_kb::{
     EntityFilter, EntityUpdate, InvalidEntity, KbError, KbStore, KnowledgeBase, MemoryKb,
-    SqliteStore,
 };
-use rusqlite::Connection;
 use serde_json::json;
 
-use crate::{edit, entity, file_store};
+use crate::backend::Backend;
+use crate::{edit, entity};
 
 fn ids(entities: &[assay_core::entity::Entity]) -> Vec<&str> {
     entities.iter().map(|e| e.entity_id.as_str()).collect()
 }
 
-/// (version, is_current, is_active) of every row of an entity, as stored.
-fn rows(conn: &Connection, entity_id: &str) -> Vec<(u32, bool, bool)> {
-    conn.prepare(
-        "SELECT version, is_current, is_active FROM kb_content_entities \
-         WHERE entity_id = ?1 ORDER BY version",
-    )
-    .unwrap()
-    .query_map([entity_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-    .unwrap()
-    .collect::<Result<_, _>>()
-    .unwrap()
-}
-
-#[test]
-fn create_get_and_list() {
-    let store = SqliteStore::in_memory().unwrap();
+fn create_get_and_list<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let a = entity("a", json!({"load_mode": "ALWAYS", "priority": 50}));
     let b = entity(
         "b",
@@ -95,9 +81,9 @@ fn create_get_and_list() {
     assert_eq!(ids(&store.list(&inactive).unwrap()), ["c"]);
 }
 
-#[test]
-fn create_rejects_taken_ids_and_invalid_entities() {
-    let store = SqliteStore::in_memory().unwrap();
+fn create_rejects_taken_ids_and_invalid_entities<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     store
         .create(&entity("a", json!({})), &edit("admin", 1))
         .unwrap();
@@ -135,9 +121,9 @@ fn create_rejects_taken_ids_and_invalid_entities() {
     assert!(!store.contains("h").unwrap());
 }
 
-#[test]
-fn update_keeps_the_old_version() {
-    let (_dir, path, store) = file_store();
+fn update_keeps_the_old_version<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let v1 = store
         .create(&entity("a", json!({"priority": 50})), &edit("alice", 1))
         .unwrap();
@@ -162,8 +148,7 @@ fn update_keeps_the_old_version() {
     );
     assert_eq!(store.get("a").unwrap().unwrap(), v2.entity);
 
-    let conn = Connection::open(&path).unwrap();
-    assert_eq!(rows(&conn, "a"), [(1, false, false), (2, true, true)]);
+    assert_eq!(backend.rows("a"), [(1, false, false), (2, true, true)]);
 
     let history = store.history("a").unwrap();
     assert_eq!(history.len(), 2);
@@ -198,9 +183,9 @@ fn update_keeps_the_old_version() {
     assert_eq!(new.changed_fields, ["title", "priority"]);
 }
 
-#[test]
-fn an_update_that_changes_nothing_adds_no_version() {
-    let store = SqliteStore::in_memory().unwrap();
+fn an_update_that_changes_nothing_adds_no_version<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let v1 = store
         .create(&entity("a", json!({"priority": 50})), &edit("admin", 1))
         .unwrap();
@@ -226,9 +211,9 @@ fn an_update_that_changes_nothing_adds_no_version() {
     assert!(matches!(store.history("zzz"), Err(KbError::NotFound(_))));
 }
 
-#[test]
-fn deactivate_is_a_soft_delete_with_a_version() {
-    let (_dir, path, store) = file_store();
+fn deactivate_is_a_soft_delete_with_a_version<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     store
         .create(&entity("a", json!({})), &edit("admin", 1))
         .unwrap();
@@ -271,31 +256,19 @@ fn deactivate_is_a_soft_delete_with_a_version() {
             (3, true, vec!["is_active".to_owned()])
         ]
     );
-    let conn = Connection::open(&path).unwrap();
     assert_eq!(
-        rows(&conn, "a"),
+        backend.rows("a"),
         [(1, false, false), (2, false, false), (3, true, true)]
     );
 }
 
-/// Makes every insert of a row for `entity_id` fail, as a crash between the two steps of a
-/// version (supersede the old row, insert the new one) would.
-fn crash_on_insert(conn: &Connection, entity_id: &str) {
-    conn.execute_batch(&format!(
-        "CREATE TRIGGER crash BEFORE INSERT ON kb_content_entities \
-         WHEN NEW.entity_id = '{entity_id}' BEGIN SELECT RAISE(ABORT, 'simulated crash'); END;"
-    ))
-    .unwrap();
-}
-
-#[test]
-fn a_failure_inside_an_update_leaves_the_store_consistent() {
-    let (_dir, path, store) = file_store();
+fn a_failure_inside_an_update_leaves_the_store_consistent<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let v1 = store
         .create(&entity("a", json!({})), &edit("admin", 1))
         .unwrap();
-    let conn = Connection::open(&path).unwrap();
-    crash_on_insert(&conn, "a");
+    backend.crash_on_insert("a");
 
     let update = EntityUpdate {
         title: Some("A2".into()),
@@ -313,13 +286,13 @@ fn a_failure_inside_an_update_leaves_the_store_consistent() {
     assert!(err.contains("simulated crash"), "{err}");
 
     assert_eq!(
-        rows(&conn, "a"),
+        backend.rows("a"),
         [(1, true, true)],
         "the old row is current and active; no orphan row"
     );
     assert_eq!(store.get_stored("a").unwrap().unwrap(), v1);
 
-    conn.execute_batch("DROP TRIGGER crash").unwrap();
+    backend.heal();
     assert_eq!(
         store
             .update("a", &update, &edit("admin", 3))
@@ -329,17 +302,16 @@ fn a_failure_inside_an_update_leaves_the_store_consistent() {
     );
 }
 
-#[test]
-fn a_failure_inside_an_import_writes_nothing() {
-    let (_dir, path, store) = file_store();
+fn a_failure_inside_an_import_writes_nothing<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     store
         .import(
             &[entity("a", json!({})), entity("gone", json!({}))],
             &edit("import", 1),
         )
         .unwrap();
-    let conn = Connection::open(&path).unwrap();
-    crash_on_insert(&conn, "c");
+    backend.crash_on_insert("c");
 
     let files = [
         entity("a", json!({"title": "A2"})),
@@ -352,17 +324,14 @@ fn a_failure_inside_an_import_writes_nothing() {
         .to_string();
     assert!(err.contains("simulated crash"), "{err}");
 
-    let total: i64 = conn
-        .query_row("SELECT count(*) FROM kb_content_entities", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(total, 2);
-    assert_eq!(rows(&conn, "a"), [(1, true, true)]);
-    assert_eq!(rows(&conn, "gone"), [(1, true, true)]);
+    assert_eq!(backend.total_rows(), 2);
+    assert_eq!(backend.rows("a"), [(1, true, true)]);
+    assert_eq!(backend.rows("gone"), [(1, true, true)]);
 }
 
-#[test]
-fn retrievals_are_counted_without_versions() {
-    let store = SqliteStore::in_memory().unwrap();
+fn retrievals_are_counted_without_versions<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     for id in ["a", "b"] {
         store
             .create(&entity(id, json!({})), &edit("admin", 1))
@@ -386,9 +355,9 @@ fn retrievals_are_counted_without_versions() {
     );
 }
 
-#[test]
-fn stats_count_types_modes_embeddings_and_retrievals() {
-    let store = SqliteStore::in_memory().unwrap();
+fn stats_count_types_modes_embeddings_and_retrievals<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let entities = [
         entity("k1", json!({})),
         entity("k2", json!({"load_mode": "ALWAYS"})),
@@ -450,9 +419,9 @@ fn stats_count_types_modes_embeddings_and_retrievals() {
     );
 }
 
-#[test]
-fn export_round_trips_into_files() {
-    let store = SqliteStore::in_memory().unwrap();
+fn export_round_trips_into_files<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let entities = crate::example_kb();
     store.import(&entities, &edit("import", 1)).unwrap();
     store
@@ -479,9 +448,9 @@ fn export_round_trips_into_files() {
     assert_eq!(report.unchanged.len(), entities.len(), "{report:?}");
 }
 
-#[test]
-fn the_traits_are_object_safe_and_shareable() {
-    let store = std::sync::Arc::new(SqliteStore::in_memory().unwrap());
+fn the_traits_are_object_safe_and_shareable<B: Backend>() {
+    let backend = B::new();
+    let store = std::sync::Arc::new(backend.reopen());
     let kb: std::sync::Arc<dyn KbStore> = store.clone();
     let state: std::sync::Arc<dyn assay_kb::StateStore> = store;
     let worker = std::thread::spawn(move || kb.create(&entity("a", json!({})), &edit("admin", 1)));
@@ -491,3 +460,64 @@ fn the_traits_are_object_safe_and_shareable() {
         0
     );
 }
+
+fn the_store_can_be_called_from_async_code<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let created =
+        current.block_on(async { store.create(&entity("a", json!({})), &edit("admin", 1)) });
+    assert_eq!(created.unwrap().version, 1);
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = std::sync::Arc::new(backend.reopen());
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let store = store.clone();
+            multi.spawn(async move {
+                store.update(
+                    "a",
+                    &EntityUpdate {
+                        title: Some(format!("A{i}")),
+                        ..EntityUpdate::default()
+                    },
+                    &edit("admin", 2),
+                )
+            })
+        })
+        .collect();
+    let versions: Vec<u32> = multi.block_on(async {
+        let mut versions = Vec::new();
+        for task in tasks {
+            versions.push(task.await.unwrap().unwrap().version);
+        }
+        versions
+    });
+    assert_eq!(versions.iter().max(), Some(&5), "{versions:?}");
+    assert_eq!(
+        backend.rows("a").len(),
+        5,
+        "four serialised updates, four new versions"
+    );
+}
+
+crate::backend::backend_tests!(
+    the_store_can_be_called_from_async_code,
+    create_get_and_list,
+    create_rejects_taken_ids_and_invalid_entities,
+    update_keeps_the_old_version,
+    an_update_that_changes_nothing_adds_no_version,
+    deactivate_is_a_soft_delete_with_a_version,
+    a_failure_inside_an_update_leaves_the_store_consistent,
+    a_failure_inside_an_import_writes_nothing,
+    retrievals_are_counted_without_versions,
+    stats_count_types_modes_embeddings_and_retrievals,
+    export_round_trips_into_files,
+    the_traits_are_object_safe_and_shareable,
+);

@@ -2,7 +2,9 @@
 
 use assay_core::UserState;
 use assay_core::condition::Conditions;
-use assay_kb::{KbError, SqliteStore, StateStore};
+use assay_kb::{KbError, StateStore};
+
+use crate::backend::Backend;
 use chrono::Duration;
 use serde_json::{Map, Value, json};
 
@@ -15,9 +17,9 @@ fn map(value: Value) -> Map<String, Value> {
     map
 }
 
-#[test]
-fn a_new_user_gets_the_defaults() {
-    let store = SqliteStore::in_memory().unwrap();
+fn a_new_user_gets_the_defaults<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let state = store.get_user_state("new", at(1, 9)).unwrap();
     assert_eq!(state["user_type"], "PARENT");
     assert_eq!(state["conversation_count"], 0);
@@ -26,9 +28,9 @@ fn a_new_user_gets_the_defaults() {
     assert!(!state.contains_key("last_rating"));
 }
 
-#[test]
-fn unknown_fields_go_to_state_data_and_come_back() {
-    let (_dir, path, store) = crate::file_store();
+fn unknown_fields_go_to_state_data_and_come_back<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let updates = map(json!({
         "user_type": "CLINICIAN", "session_type": "debrief", "has_pending_debrief": true,
         "children": [{"age": 7}], "mood": "tired",
@@ -36,24 +38,16 @@ fn unknown_fields_go_to_state_data_and_come_back() {
     let state = store.update_user_state("u1", &updates, at(1, 9)).unwrap();
     assert_eq!(state["user_type"], "CLINICIAN");
     assert_eq!(state["has_pending_debrief"], true);
-    drop(store);
 
-    let store = SqliteStore::open(&path).unwrap();
+    let store = backend.reopen();
     let state = store.get_user_state("u1", at(2, 9)).unwrap();
     assert_eq!(state["session_type"], "debrief");
     assert_eq!(state["children"], json!([{"age": 7}]));
     assert_eq!(state["mood"], "tired");
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let (user_type, data): (String, String) = conn
-        .query_row(
-            "SELECT user_type, state_data FROM user_state WHERE user_id = 'u1'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (user_type, data) = backend.user_row("u1");
     assert_eq!(user_type, "CLINICIAN");
     assert_eq!(
-        serde_json::from_str::<Value>(&data).unwrap(),
+        data,
         json!({"has_pending_debrief": true, "children": [{"age": 7}], "mood": "tired"})
     );
 
@@ -64,9 +58,9 @@ fn unknown_fields_go_to_state_data_and_come_back() {
     assert_eq!(state["children"], json!([{"age": 7}]));
 }
 
-#[test]
-fn record_interaction_counts_rates_and_dates() {
-    let store = SqliteStore::in_memory().unwrap();
+fn record_interaction_counts_rates_and_dates<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let topics = ["exchanges".to_owned(), "school".to_owned()];
     let state = store
         .record_interaction("u1", Some(4), &topics, &["biff".into()], at(1, 9))
@@ -106,9 +100,9 @@ fn record_interaction_counts_rates_and_dates() {
     assert_eq!(later["days_since_last"], 9, "whole days: 9 days 23 hours");
 }
 
-#[test]
-fn a_rating_out_of_range_is_an_error_and_writes_nothing() {
-    let store = SqliteStore::in_memory().unwrap();
+fn a_rating_out_of_range_is_an_error_and_writes_nothing<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     for rating in [0, 6] {
         let err = store
             .record_interaction("u1", Some(rating), &[], &[], at(1, 9))
@@ -161,9 +155,9 @@ fn triggered(state: &UserState) -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
-fn states_from_the_store_trigger_the_seed_handlers() {
-    let store = SqliteStore::in_memory().unwrap();
+fn states_from_the_store_trigger_the_seed_handlers<B: Backend>() {
+    let backend = B::new();
+    let store = backend.store();
     let now = at(20, 9);
     let ago = |days: i64| now - Duration::days(days);
 
@@ -225,3 +219,11 @@ fn states_from_the_store_trigger_the_seed_handlers() {
         ]
     );
 }
+
+crate::backend::backend_tests!(
+    a_new_user_gets_the_defaults,
+    unknown_fields_go_to_state_data_and_come_back,
+    record_interaction_counts_rates_and_dates,
+    a_rating_out_of_range_is_an_error_and_writes_nothing,
+    states_from_the_store_trigger_the_seed_handlers,
+);

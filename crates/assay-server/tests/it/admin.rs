@@ -359,7 +359,7 @@ async fn create_update_and_history_write_through_to_the_files() {
     // The files and the store agree: a fresh import changes nothing.
     let project = assay_harness::project::Project::load(&server.root).unwrap();
     let store = assay_harness::engine::open_store(&project.settings).unwrap();
-    let report = assay_harness::engine::import_kb(&store, &project).unwrap();
+    let report = assay_harness::engine::import_kb(&*store, &project).unwrap();
     assert!(
         report.created.is_empty() && report.updated.is_empty() && report.deactivated.is_empty(),
         "{report:?}"

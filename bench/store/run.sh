@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Vector search in the knowledge-base stores: PostgreSQL + pgvector HNSW (through the store's own
+# query) against the exact scan assay runs over the embeddings it reads from SQLite, on
+# generated clustered vectors. recall@15 of HNSW against the exact answer, queries/s of both,
+# index build time. See bench/README.md ("store").
+#
+# Usage: bash bench/store/run.sh
+#
+# Environment:
+#   SIZES        row counts, space-separated (default "100000 300000")
+#   DIM          dimensions (default 384)
+#   QUERIES      queries per measurement (default 200)
+#   M, EFC       HNSW build parameters m and ef_construction (default 16 and 64)
+#   EF_SEARCH    hnsw.ef_search values, comma-separated (default 40,64,100,200)
+#   WORKERS      parallel maintenance workers for the index build (default 1)
+#   PG_URL       a PostgreSQL server with pgvector; default: the test server that
+#                scripts/test-pg-up starts (target/test-pg/url), started if needed
+#
+# Writes bench/out/store_results.jsonl (appended) and prints each JSON line as it comes.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+OUT=bench/out
+mkdir -p "$OUT"
+SIZES="${SIZES:-100000 300000}"
+DIM="${DIM:-384}"
+QUERIES="${QUERIES:-200}"
+M="${M:-16}"
+EFC="${EFC:-64}"
+EF_SEARCH="${EF_SEARCH:-40,64,100,200}"
+WORKERS="${WORKERS:-1}"
+
+if [[ -z "${PG_URL:-}" ]]; then
+    scripts/test-pg-up
+    PG_URL="$(cat target/test-pg/url)"
+fi
+
+echo "== building the bench (release)" >&2
+cargo build --release -p assay-retrieval --features postgres --example store_bench >&2
+BIN=target/release/examples/store_bench
+
+for n in $SIZES; do
+    echo "== $n x $DIM (m=$M, ef_construction=$EFC)" >&2
+    "$BIN" --url "$PG_URL" --n "$n" --dim "$DIM" --queries "$QUERIES" --m "$M" \
+        --ef-construction "$EFC" --ef-search "$EF_SEARCH" --workers "$WORKERS" \
+        | tee -a "$OUT/store_results.jsonl"
+done

@@ -1,0 +1,407 @@
+//! Benchmark of the knowledge-base stores' vector search: PostgreSQL's HNSW index (through
+//! [`PgStore::nearest`], the store's own query) against the exact scan assay does over the
+//! embeddings it reads from the SQLite store ([`FlatIndex`]).
+//!
+//! ```text
+//! cargo run --release -p assay-retrieval --features postgres --example store_bench -- --url postgres://USER@HOST:PORT/DB \
+//!     [--n 100000] [--dim 384] [--queries 200] [--k 15] [--m 16] [--ef-construction 64] \
+//!     [--ef-search 40,100,200] [--clusters 1000] [--seed 1] [--workers 1] [--skip-sqlite]
+//! ```
+//!
+//! The data is generated, deterministically (SplitMix64 from `--seed`): `--clusters` random
+//! unit centroids, each row a centroid plus Gaussian noise (noise norm ~0.6, so a row's nearest
+//! neighbours are mostly, not all, in its own cluster and ANN recall is meaningful), normalised;
+//! the queries come from the same distribution with another seed.
+//!
+//! 1. SQLite: the rows go into a new SQLite store (`kb_view_embeddings`, one transaction, as
+//!    `assay kb embed` writes them), are read back into a [`FlatIndex`] as a run reads them, and
+//!    every query is answered by the exact scan, single-threaded: the exact top-k and its
+//!    queries/s.
+//! 2. PostgreSQL: a new database on the server `--url` names (dropped afterwards); the store's
+//!    migrations; the rows copied (binary COPY) into `kb_content_entities` as current entities
+//!    with a fresh embedding; the HNSW index built with the store's own statement
+//!    ([`hnsw_index_sql`]) and `--m`/`--ef-construction` (timed; `maintenance_work_mem` 4 GB,
+//!    `--workers` parallel maintenance workers); then, for each `--ef-search`, every query
+//!    through [`PgStore::nearest`], one after another: recall@k against the exact top-k, and
+//!    queries/s.
+//!
+//! Prints one JSON object per line: `{"phase":"sqlite",…}`, `{"phase":"build",…}`, and one
+//! `{"phase":"hnsw","ef_search":…,"recall":…,"qps":…,"speedup":…}` per `--ef-search`.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use assay_kb::{KbStore, PgStore, SqliteStore, ViewEmbedding, store::hnsw_index_sql};
+use assay_retrieval::vector::{FlatIndex, VectorIndex};
+use serde_json::json;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+
+const MODEL: &str = "bench/clustered";
+
+struct Args {
+    url: String,
+    n: usize,
+    dim: usize,
+    queries: usize,
+    k: usize,
+    m: u32,
+    ef_construction: u32,
+    ef_search: Vec<u32>,
+    clusters: usize,
+    seed: u64,
+    workers: u32,
+    skip_sqlite: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        url: String::new(),
+        n: 100_000,
+        dim: 384,
+        queries: 200,
+        k: 15,
+        m: 16,
+        ef_construction: 64,
+        ef_search: vec![40, 100, 200],
+        clusters: 1000,
+        seed: 1,
+        workers: 1,
+        skip_sqlite: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--skip-sqlite" {
+            args.skip_sqlite = true;
+            continue;
+        }
+        let value = it.next().ok_or(format!("{flag}: needs a value"))?;
+        let number = |v: &str| v.parse::<u64>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--url" => args.url = value,
+            "--n" => args.n = number(&value)? as usize,
+            "--dim" => args.dim = number(&value)? as usize,
+            "--queries" => args.queries = number(&value)? as usize,
+            "--k" => args.k = number(&value)? as usize,
+            "--m" => args.m = number(&value)? as u32,
+            "--ef-construction" => args.ef_construction = number(&value)? as u32,
+            "--ef-search" => {
+                args.ef_search = value
+                    .split(',')
+                    .map(|v| number(v).map(|n| n as u32))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--clusters" => args.clusters = number(&value)? as usize,
+            "--seed" => args.seed = number(&value)?,
+            "--workers" => args.workers = number(&value)? as u32,
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    if args.url.is_empty() {
+        return Err("--url: the PostgreSQL server (with pgvector) is required".into());
+    }
+    if args.n == 0 || args.dim == 0 || args.queries == 0 || args.k == 0 || args.clusters == 0 {
+        return Err("--n, --dim, --queries, --k and --clusters must be at least 1".into());
+    }
+    Ok(args)
+}
+
+/// SplitMix64: small, fast, and the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
+    }
+}
+
+/// `rows` clustered unit vectors of `dim` dimensions, row after row.
+fn generate(rows: usize, dim: usize, centroids: &[Vec<f32>], seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let sigma = 0.6 / (dim as f64).sqrt();
+    let mut data = Vec::with_capacity(rows * dim);
+    for _ in 0..rows {
+        let centroid = &centroids[(rng.next() % centroids.len() as u64) as usize];
+        let start = data.len();
+        data.extend(centroid.iter().map(|c| c + (sigma * rng.normal()) as f32));
+        normalise(&mut data[start..]);
+    }
+    data
+}
+
+fn centroids(count: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = Rng(seed ^ 0xC3A5_C85C_97CB_3127);
+    (0..count)
+        .map(|_| {
+            let mut c: Vec<f32> = (0..dim).map(|_| rng.normal() as f32).collect();
+            normalise(&mut c);
+            c
+        })
+        .collect()
+}
+
+fn id(row: usize) -> String {
+    format!("e{row:07}")
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("store_bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn emit(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse_args()?;
+    let (n, dim, k) = (args.n, args.dim, args.k);
+    let started = Instant::now();
+    let centroids = centroids(args.clusters, dim, args.seed);
+    let data = generate(n, dim, &centroids, args.seed);
+    let queries = generate(
+        args.queries,
+        dim,
+        &centroids,
+        args.seed.wrapping_add(1_000_003),
+    );
+    eprintln!(
+        "generated {n} x {dim} and {} queries in {:.1}s",
+        args.queries,
+        started.elapsed().as_secs_f64()
+    );
+
+    // The exact answer, and the exact scan's speed over what SQLite stores.
+    let ids: Vec<String> = (0..n).map(id).collect();
+    let exact_index = if args.skip_sqlite {
+        FlatIndex::from_vec(dim, data.clone(), ids.clone())?
+    } else {
+        let dir = tempfile::tempdir()?;
+        let store = SqliteStore::open(dir.path().join("kb.db"))?;
+        let t = Instant::now();
+        let rows: Vec<ViewEmbedding> = (0..n)
+            .map(|row| ViewEmbedding {
+                entity_id: ids[row].clone(),
+                view: "title".into(),
+                text_hash: String::new(),
+                vector: data[row * dim..(row + 1) * dim].to_vec(),
+            })
+            .collect();
+        store.set_view_embeddings(MODEL, &rows, &[])?;
+        drop(rows);
+        let load_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let stored = store.view_embeddings(MODEL)?;
+        let mut flat = Vec::with_capacity(n * dim);
+        let mut stored_ids = Vec::with_capacity(n);
+        for v in stored {
+            flat.extend_from_slice(&v.vector);
+            stored_ids.push(v.entity_id);
+        }
+        let read_s = t.elapsed().as_secs_f64();
+        if stored_ids != ids {
+            return Err("the SQLite store returned the rows in another order".into());
+        }
+        let index = FlatIndex::from_vec(dim, flat, stored_ids)?;
+        emit(&json!({"phase": "sqlite_load", "rows": n, "write_s": load_s, "read_s": read_s}));
+        index
+    };
+    let t = Instant::now();
+    let exact: Vec<Vec<String>> = (0..args.queries)
+        .map(|q| {
+            exact_index
+                .search(&queries[q * dim..(q + 1) * dim], k, None)
+                .into_iter()
+                .map(|h| ids[h.row].clone())
+                .collect()
+        })
+        .collect();
+    let exact_s = t.elapsed().as_secs_f64();
+    let exact_qps = args.queries as f64 / exact_s;
+    emit(
+        &json!({"phase": "exact", "rows": n, "dim": dim, "queries": args.queries,
+                 "k": k, "qps": exact_qps}),
+    );
+    drop(exact_index);
+
+    // PostgreSQL: a database of its own.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let admin = connect(&rt, &args.url)?;
+    let database = format!("assay_store_bench_{}", std::process::id());
+    rt.block_on(admin.batch_execute(&format!("CREATE DATABASE {database}")))?;
+    let (base, _) = args
+        .url
+        .rsplit_once('/')
+        .ok_or("--url: expected postgres://USER@HOST:PORT/DB")?;
+    let url = format!("{base}/{database}");
+    let result = bench_postgres(&rt, &url, &args, &data, &queries, &exact, exact_qps);
+    let _ = rt.block_on(admin.batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)")));
+    result
+}
+
+fn connect(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = rt.block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))?;
+    rt.spawn(connection);
+    Ok(client)
+}
+
+fn bench_postgres(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    args: &Args,
+    data: &[f32],
+    queries: &[f32],
+    exact: &[Vec<String>],
+    exact_qps: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (n, dim, k) = (args.n, args.dim, args.k);
+    let store = PgStore::connect(url)?;
+    let client = connect(rt, url)?;
+    let vector_type: Type = rt
+        .block_on(client.prepare("SELECT embedding FROM kb_content_entities"))?
+        .columns()[0]
+        .type_()
+        .clone();
+    let t = Instant::now();
+    rt.block_on(async {
+        let sink = client
+            .copy_in(
+                "COPY kb_content_entities (entity_id, entity_type, title, created_by, \
+                 embedding, embedding_model, embedding_dim, embedding_text_hash) \
+                 FROM STDIN (FORMAT binary)",
+            )
+            .await?;
+        let writer = BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                vector_type,
+                Type::TEXT,
+                Type::INT4,
+                Type::TEXT,
+            ],
+        );
+        let mut writer = std::pin::pin!(writer);
+        let dim32 = i32::try_from(dim).unwrap_or(i32::MAX);
+        for row in 0..n {
+            let entity_id = id(row);
+            let vector = pgvector::Vector::from(data[row * dim..(row + 1) * dim].to_vec());
+            let values: [&(dyn ToSql + Sync); 8] = [
+                &entity_id,
+                &"KNOWLEDGE",
+                &entity_id,
+                &"bench",
+                &vector,
+                &MODEL,
+                &dim32,
+                &"",
+            ];
+            writer.as_mut().write(&values).await?;
+        }
+        writer.as_mut().finish().await?;
+        Ok::<_, tokio_postgres::Error>(())
+    })?;
+    let copy_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    rt.block_on(client.batch_execute(&format!(
+        "SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = {}; {}",
+        args.workers,
+        hnsw_index_sql(dim as u32, args.m, args.ef_construction)
+    )))?;
+    let build_s = t.elapsed().as_secs_f64();
+    rt.block_on(client.batch_execute("VACUUM ANALYZE kb_content_entities"))?;
+    let size: i64 = rt
+        .block_on(client.query_one(
+            &format!("SELECT pg_relation_size('idx_kb_embedding_hnsw_{dim}')"),
+            &[],
+        ))?
+        .get(0);
+    emit(
+        &json!({"phase": "build", "rows": n, "dim": dim, "m": args.m,
+                 "ef_construction": args.ef_construction, "workers": args.workers,
+                 "copy_s": copy_s, "build_s": build_s, "index_bytes": size}),
+    );
+
+    // Check the plan uses the index.
+    let probe = pgvector::Vector::from(queries[..dim].to_vec());
+    let plan: Vec<String> = rt
+        .block_on(client.query(
+            &format!(
+                "EXPLAIN SELECT entity_id FROM kb_content_entities \
+                 WHERE embedding_dim = {dim} AND is_current AND is_active \
+                 AND embedding_model = $2 \
+                 ORDER BY embedding::vector({dim}) <=> $1 LIMIT $3"
+            ),
+            &[&probe, &MODEL, &i64::try_from(k)?],
+        ))?
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    if !plan.iter().any(|l| l.contains("idx_kb_embedding_hnsw")) {
+        return Err(format!(
+            "the query does not use the HNSW index:\n{}",
+            plan.join("\n")
+        )
+        .into());
+    }
+
+    for &ef in &args.ef_search {
+        // One untimed pass warms the cache (the index is read from shared buffers after).
+        for q in 0..args.queries.min(20) {
+            store.nearest(MODEL, &queries[q * dim..(q + 1) * dim], k, ef)?;
+        }
+        let t = Instant::now();
+        let mut found = 0usize;
+        for (q, truth) in exact.iter().enumerate() {
+            let hits = store.nearest(MODEL, &queries[q * dim..(q + 1) * dim], k, ef)?;
+            let truth: HashSet<&String> = truth.iter().collect();
+            found += hits.iter().filter(|(id, _)| truth.contains(id)).count();
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let qps = args.queries as f64 / secs;
+        emit(&json!({"phase": "hnsw", "rows": n, "dim": dim, "m": args.m,
+                     "ef_construction": args.ef_construction, "ef_search": ef, "k": k,
+                     "recall": found as f64 / (k * args.queries) as f64, "qps": qps,
+                     "speedup": qps / exact_qps}));
+    }
+    Ok(())
+}
