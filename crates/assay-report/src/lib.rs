@@ -3,6 +3,8 @@
 //!
 //! * [`console::render`]: the terminal summary of `assay run`;
 //! * [`markdown::render`]: the Markdown report (000 §6.6), critical failures first;
+//! * [`html::render`]: the self-contained HTML report (inline CSS and SVG charts), the same
+//!   content the web UI's run page shows;
 //! * [`junit::render`]: JUnit XML for CI systems;
 //! * [`json`]: the RunLog itself, pretty-printed;
 //! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
@@ -15,6 +17,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod console;
+pub mod html;
 pub mod junit;
 pub mod markdown;
 pub mod simulation;
