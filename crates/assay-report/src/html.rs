@@ -8,9 +8,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use assay_core::bank::{BankType, ExpectationSet};
+use assay_core::bank::ExpectationSet;
 use assay_core::runlog::{GroupScore, LostAt, RunLog, SemanticCaseResult};
 use assay_core::scoring::{Breakdown, interpret};
+
+use crate::select;
 
 pub use crate::junit::escape;
 
@@ -35,7 +37,11 @@ pub fn render(log: &RunLog) -> String {
 }
 
 fn score_class(score: f64) -> &'static str {
-    if score < 70.0 { "score-bad" } else { "score-ok" }
+    if score < 70.0 {
+        "score-bad"
+    } else {
+        "score-ok"
+    }
 }
 
 fn ids(items: &[String]) -> String {
@@ -207,7 +213,12 @@ pub fn body(log: &RunLog) -> String {
     components(&mut out, log);
     charts(&mut out, log);
     if let Some(sem) = &log.semantic {
-        group_section(&mut out, "Topic scores (semantic)", "Topic", &sem.topic_scores);
+        group_section(
+            &mut out,
+            "Topic scores (semantic)",
+            "Topic",
+            &sem.topic_scores,
+        );
         if let Some(run) = &sem.ir {
             out.push_str("<h2>Retrieval metrics (semantic)</h2>\n<p class=\"meta\">Over each case's ranked list (the selection, then the other candidates; 15 at most); relevance 2 for primary, 1 for secondary entities.</p>\n<table><thead><tr><th>Topic</th><th class=\"num\">Cases</th><th class=\"num\">Recall@3</th><th class=\"num\">Recall@6</th><th class=\"num\">Recall@15</th><th class=\"num\">MRR</th><th class=\"num\">nDCG@3</th><th class=\"num\">nDCG@6</th><th class=\"num\">nDCG@15</th></tr></thead><tbody>\n");
             let rows = std::iter::once(("All".to_owned(), run))
@@ -239,7 +250,12 @@ pub fn body(log: &RunLog) -> String {
         );
     }
     if let Some(st) = &log.state {
-        group_section(&mut out, "Handler scores (state)", "Handler", &st.handler_scores);
+        group_section(
+            &mut out,
+            "Handler scores (state)",
+            "Handler",
+            &st.handler_scores,
+        );
     }
     if let Some(p) = &log.pattern {
         group_section(
@@ -271,17 +287,9 @@ fn critical(out: &mut String, log: &RunLog) {
         "<section class=\"critical\" id=\"critical\"><h2>Critical failures</h2>\n<p><strong>{} critical failure(s): crisis detection is wrong. Fix these before anything else.</strong></p>\n<ul>",
         s.critical_failures.len()
     );
-    if let Some(p) = &log.pattern {
-        for r in p.results.iter().filter(|r| r.is_critical_failure) {
-            let what = if r.pattern_type == "negative" {
-                format!("false alarm: matched {}", ids(&r.false_positives))
-            } else {
-                format!(
-                    "missed crisis: expected {}, matched {}",
-                    ids(&r.expected_matches),
-                    ids(&r.matched_entities)
-                )
-            };
+    {
+        for r in select::critical(log) {
+            let what = select::critical_what(r, ids);
             let _ = write!(
                 out,
                 "<li><strong>{}</strong> ({}): “{}” — {what}",
@@ -332,29 +340,7 @@ fn errors(out: &mut String, log: &RunLog) {
 fn components(out: &mut String, log: &RunLog) {
     let s = &log.summary;
     out.push_str("<h2>Summary</h2>\n<table><thead><tr><th>Component</th><th class=\"num\">Score</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Weight</th></tr></thead><tbody>\n");
-    let rows = [
-        (
-            BankType::Semantic,
-            "Semantic",
-            log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::State,
-            "State",
-            log.state.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::Pattern,
-            "Pattern",
-            log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::Always,
-            "Always",
-            log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-    ];
-    for (bank, name, counts) in rows {
+    for (bank, name, counts) in select::bank_rows(log) {
         let score = s.component_scores.get(bank.key()).copied().flatten();
         let weight = s
             .weights
@@ -544,13 +530,8 @@ fn semantic_case(out: &mut String, r: &SemanticCaseResult) {
 }
 
 fn failures(out: &mut String, log: &RunLog) {
-    if let Some(sem) = &log.semantic {
-        let mut failed: Vec<_> = sem
-            .results
-            .iter()
-            .filter(|r| r.score.is_some_and(|s| s < 100))
-            .collect();
-        failed.sort_by_key(|r| (r.score, r.test_id.clone()));
+    {
+        let failed = select::semantic_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Semantic test failures</h2>\n");
             for r in failed {
@@ -558,8 +539,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(st) = &log.state {
-        let failed: Vec<_> = st.results.iter().filter(|r| r.score < 100).collect();
+    {
+        let failed = select::state_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>State test failures</h2>\n");
             for r in failed {
@@ -577,12 +558,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(p) = &log.pattern {
-        let failed: Vec<_> = p
-            .results
-            .iter()
-            .filter(|r| r.score < 100 || r.is_critical_failure)
-            .collect();
+    {
+        let failed = select::pattern_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Pattern test failures</h2>\n");
             for r in failed {
@@ -605,8 +582,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(a) = &log.always {
-        let failed: Vec<_> = a.results.iter().filter(|r| r.score < 100).collect();
+    {
+        let failed = select::always_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Always test failures</h2>\n");
             for r in failed {
@@ -628,7 +605,7 @@ fn failures(out: &mut String, log: &RunLog) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use assay_core::bank::ExpectationSet;
+    use assay_core::bank::{BankType, ExpectationSet};
     use assay_core::runlog::{
         AlwaysCaseResult, AlwaysResults, BankResults, Candidate, CrisisMatch, LostEntity,
         PatternCaseResult, PatternResults, RunFilters, SCHEMA_VERSION, SemanticResults, Weights,
@@ -813,7 +790,14 @@ pub(crate) mod tests {
     #[test]
     fn self_contained() {
         let html = render(&sample(""));
-        for needle in ["<script", "<link", "src=\"http", "href=\"http", "@import", "url("] {
+        for needle in [
+            "<script",
+            "<link",
+            "src=\"http",
+            "href=\"http",
+            "@import",
+            "url(",
+        ] {
             assert!(!html.contains(needle), "{needle}");
         }
         assert!(html.contains("<svg"));

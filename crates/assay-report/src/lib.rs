@@ -20,6 +20,7 @@ pub mod console;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+mod select;
 pub mod simulation;
 
 pub use assay_core::runlog::RunLog;
