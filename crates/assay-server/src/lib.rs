@@ -16,6 +16,7 @@
 //! | `GET /cli/test-harness/topic/{topic}` | the semantic cases with the topic |
 //! | `POST /cli/calibrate` | a calibration: `scope`, `test_ids`, `added_entities`, `kb_version`, `dry_run` (default true), as query parameters or a JSON body |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of this |
+//! | `GET /ui/…` | the web UI ([`ui`]): knowledge-base pages and the runs dashboard, HTML |
 //!
 //! # Errors
 //!
@@ -48,6 +49,7 @@ pub mod error;
 mod handlers;
 pub mod openapi;
 pub mod params;
+pub mod ui;
 pub mod views;
 
 use std::future::Future;
@@ -72,6 +74,7 @@ pub struct AppState {
     project_dir: PathBuf,
     env: EnvLookup,
     lock: Arc<RunLock>,
+    ui: Arc<ui::Shared>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -93,6 +96,7 @@ impl AppState {
     pub fn with_env(project_dir: impl Into<PathBuf>, env: EnvLookup) -> AppState {
         AppState {
             project_dir: project_dir.into(),
+            ui: Arc::new(ui::Shared::new(&env)),
             env,
             lock: Arc::new(RunLock::default()),
         }
@@ -208,12 +212,15 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The API's router. Unknown routes answer a JSON 404, known routes with another method a
-/// JSON 405.
+/// The API's router, with the web UI nested under `/ui` (`/` redirects there). Unknown routes
+/// answer a JSON 404, known routes with another method a JSON 405.
 pub fn app(state: AppState) -> Router {
     routes()
         .into_iter()
         .fold(Router::new(), |router, r| router.route(r.path, r.handler))
+        .route("/", get(|| async { axum::response::Redirect::to("/ui/entities") }))
+        .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/entities") }))
+        .nest("/ui", ui::router())
         .fallback(handlers::no_route)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -18,3 +18,4 @@ mod sim_provider;
 mod simulate;
 mod state;
 mod support;
+mod ui_browser;

@@ -3,3 +3,4 @@
 mod api;
 mod calibrate;
 mod support;
+mod ui;
