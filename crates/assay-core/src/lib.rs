@@ -21,6 +21,7 @@ pub mod bank;
 pub mod condition;
 pub mod entity;
 pub mod ir;
+pub mod rundiff;
 pub mod runlog;
 pub mod scoring;
 pub mod simulation;
