@@ -238,9 +238,9 @@ impl fmt::Display for DropReason {
                 budget,
             } => write!(f, "{tokens} tokens do not fit ({used} of {budget} used)"),
             DropReason::Displaced { by } => write!(f, "displaced by {by}"),
-            DropReason::Unavailable => f.write_str(
-                "not in the knowledge base, inactive, or not for this audience",
-            ),
+            DropReason::Unavailable => {
+                f.write_str("not in the knowledge base, inactive, or not for this audience")
+            }
         }
     }
 }

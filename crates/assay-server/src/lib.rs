@@ -218,8 +218,14 @@ pub fn app(state: AppState) -> Router {
     routes()
         .into_iter()
         .fold(Router::new(), |router, r| router.route(r.path, r.handler))
-        .route("/", get(|| async { axum::response::Redirect::to("/ui/entities") }))
-        .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/entities") }))
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::to("/ui/entities") }),
+        )
+        .route(
+            "/ui/",
+            get(|| async { axum::response::Redirect::to("/ui/entities") }),
+        )
         .nest("/ui", ui::router())
         .fallback(handlers::no_route)
         .method_not_allowed_fallback(handlers::method_not_allowed)

@@ -21,7 +21,8 @@ use crate::support::{Scratch, repo_path};
 
 const TOKEN: &str = "browser-test-token";
 /// Markup that would run script if it were ever put into a page unescaped.
-const INJECT: &str = "<img src=x onerror=\"document.title='pwned';window.__xss=1\"><script>window.__xss=2</script>";
+const INJECT: &str =
+    "<img src=x onerror=\"document.title='pwned';window.__xss=1\"><script>window.__xss=2</script>";
 
 /// Kills a child process when the test ends, passed or not.
 struct Kill(Child);
@@ -53,8 +54,8 @@ fn free_port() -> u16 {
 }
 
 fn screenshots_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| repo_path("target"), PathBuf::from);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_path("target"), PathBuf::from);
     let dir = target.join("ui-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -74,7 +75,11 @@ fn chromedriver() -> (Kill, String) {
         )
     });
     assert!(
-        find_tool("ASSAY_CHROMIUM", &["chromium", "chromium-browser", "google-chrome"]).is_some(),
+        find_tool(
+            "ASSAY_CHROMIUM",
+            &["chromium", "chromium-browser", "google-chrome"]
+        )
+        .is_some(),
         "chromium is not installed: run scripts/ci-setup (it installs Debian's chromium and chromium-driver) or set ASSAY_CHROMIUM"
     );
     let port = free_port();
@@ -112,7 +117,10 @@ fn serve(project: &Path) -> (Kill, String) {
         .read_line(&mut line)
         .unwrap();
     let url = line.trim().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "binds 127.0.0.1 by default: {line:?}");
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "binds 127.0.0.1 by default: {line:?}"
+    );
     (Kill(child), url)
 }
 
@@ -218,7 +226,9 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .await
         .unwrap();
     let form = client.form(Locator::Css("main form")).await.unwrap();
-    form.set_by_name("entity_id", "browser_probe").await.unwrap();
+    form.set_by_name("entity_id", "browser_probe")
+        .await
+        .unwrap();
     form.set_by_name("title", &format!("Bedtime handovers {INJECT}"))
         .await
         .unwrap();
@@ -253,14 +263,22 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
     .unwrap();
     shot(client, dir, "03-edit").await;
     form.submit().await.unwrap();
-    assert!(text(client, "main").await.contains("Saved as a new version."));
+    assert!(
+        text(client, "main")
+            .await
+            .contains("Saved as a new version.")
+    );
 
     // The history shows version 2 and the field-by-field diff.
     client
         .goto(&format!("{base}/ui/entities/browser_probe/history"))
         .await
         .unwrap();
-    assert!(text(client, "#diff").await.contains("Version 1 → version 2"));
+    assert!(
+        text(client, "#diff")
+            .await
+            .contains("Version 1 → version 2")
+    );
     let diff = text(client, "table.diff").await;
     assert!(diff.contains("priority") && diff.contains("80"), "{diff}");
     assert!(diff.contains("concept_summary"), "{diff}");

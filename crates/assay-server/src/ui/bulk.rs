@@ -109,7 +109,11 @@ async fn page(
         match &p.outcome {
             None => body.push_str(" … (this page refreshes)</div>"),
             Some(Ok(summary)) => {
-                let _ = write!(body, "<p class=\"notice ok\">Done: {}</p></div>", esc(summary));
+                let _ = write!(
+                    body,
+                    "<p class=\"notice ok\">Done: {}</p></div>",
+                    esc(summary)
+                );
             }
             Some(Err(e)) => {
                 let _ = write!(body, "<p class=\"notice bad\">Failed: {}</p></div>", esc(e));
@@ -143,9 +147,15 @@ async fn export(
     })
     .await?;
     let (mime, name) = if yaml {
-        ("application/yaml; charset=utf-8", "attachment; filename=\"kb-export.yaml\"")
+        (
+            "application/yaml; charset=utf-8",
+            "attachment; filename=\"kb-export.yaml\"",
+        )
     } else {
-        ("application/json", "attachment; filename=\"kb-export.json\"")
+        (
+            "application/json",
+            "attachment; filename=\"kb-export.json\"",
+        )
     };
     let mut r = text.into_response();
     r.headers_mut()
@@ -177,11 +187,19 @@ fn upload_name(name: &str) -> Result<String, UiError> {
 /// Validates `uploads` together with the other files of `kb_dir` (in a scratch copy), then
 /// writes them into `kb_dir`. Nothing is written when any file is bad.
 fn import_files(kb_dir: &Path, uploads: &[(String, Vec<u8>)]) -> Result<Vec<PathBuf>, UiError> {
-    let scratch = tempfile::tempdir()
-        .map_err(|e| UiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot make a scratch folder: {e}")))?;
+    let scratch = tempfile::tempdir().map_err(|e| {
+        UiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot make a scratch folder: {e}"),
+        )
+    })?;
     let copy = scratch.path().join("kb");
-    copy_tree(kb_dir, &copy)
-        .map_err(|e| UiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot copy kb/: {e}")))?;
+    copy_tree(kb_dir, &copy).map_err(|e| {
+        UiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot copy kb/: {e}"),
+        )
+    })?;
     for (name, bytes) in uploads {
         std::fs::write(copy.join(name), bytes)
             .map_err(|e| UiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -293,11 +311,17 @@ async fn reembed(
             )));
         }
     };
-    let guard = state.begin(if all { "re-embedding all" } else { "re-embedding stale" })?;
+    let guard = state.begin(if all {
+        "re-embedding all"
+    } else {
+        "re-embedding stale"
+    })?;
     let jobs = std::sync::Arc::clone(&state.ui);
-    jobs.jobs.update(|p| *p = Progress {
-        running: true,
-        ..Progress::default()
+    jobs.jobs.update(|p| {
+        *p = Progress {
+            running: true,
+            ..Progress::default()
+        }
     });
     let env = state.env();
     let dir = state.project_dir().to_owned();
@@ -325,7 +349,8 @@ fn reembed_all(
     let project = assay_harness::project::Project::load(dir).map_err(|e| e.to_string())?;
     let store = open_store(&project).map_err(|e| e.message)?;
     let lookup = |name: &str| env(name);
-    let choice = engine::choose_embedder(&project.settings, None, &lookup).map_err(|e| e.to_string())?;
+    let choice =
+        engine::choose_embedder(&project.settings, None, &lookup).map_err(|e| e.to_string())?;
     let embedder = engine::build_embedder(&choice).map_err(|e| e.to_string())?;
     let filter = EntityFilter {
         active: Some(true),
@@ -382,7 +407,14 @@ mod tests {
     fn upload_names_are_plain_entity_files() {
         assert!(upload_name("handlers.yaml").is_ok());
         assert!(upload_name("a-b_c.json").is_ok());
-        for bad in ["../x.yaml", ".hidden.yaml", "x.txt", "a/b.yaml", "", "x y.yaml"] {
+        for bad in [
+            "../x.yaml",
+            ".hidden.yaml",
+            "x.txt",
+            "a/b.yaml",
+            "",
+            "x y.yaml",
+        ] {
             assert!(upload_name(bad).is_err(), "{bad}");
         }
     }

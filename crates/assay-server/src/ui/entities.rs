@@ -11,6 +11,7 @@ use axum::routing::get;
 use serde_json::Value;
 
 use assay_core::entity::{Entity, EntityType, LoadMode};
+use assay_harness::kbedit::{self, LOAD_MODES};
 use assay_kb::EntityFilter;
 use assay_kb::store::EntityVersion;
 
@@ -20,7 +21,6 @@ use crate::AppState;
 /// The most rows a list page shows.
 pub const MAX_PAGE_SIZE: usize = 100;
 const DEFAULT_PAGE_SIZE: usize = 20;
-const LOAD_MODES: [LoadMode; 3] = [LoadMode::Always, LoadMode::State, LoadMode::Situation];
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -55,27 +55,15 @@ impl ListQuery {
                 "entity_type" if v.is_empty() => {}
                 "entity_type" => {
                     out.entity_type = Some(
-                        EntityType::ALL
-                            .into_iter()
-                            .find(|t| t.as_str().eq_ignore_ascii_case(v))
-                            .ok_or_else(|| {
-                                UiError::bad_request(format!(
-                                    "entity_type: `{v}` is not one of PERSONA, GUARDRAIL, HANDLER, KNOWLEDGE, SCRIPT, RULE"
-                                ))
-                            })?,
+                        kbedit::parse_entity_type(v)
+                            .map_err(|e| UiError::bad_request(format!("entity_type: {e}")))?,
                     );
                 }
                 "load_mode" if v.is_empty() => {}
                 "load_mode" => {
                     out.load_mode = Some(
-                        LOAD_MODES
-                            .into_iter()
-                            .find(|m| m.as_str().eq_ignore_ascii_case(v))
-                            .ok_or_else(|| {
-                                UiError::bad_request(format!(
-                                    "load_mode: `{v}` is not one of ALWAYS, STATE, SITUATION"
-                                ))
-                            })?,
+                        kbedit::parse_load_mode(v)
+                            .map_err(|e| UiError::bad_request(format!("load_mode: {e}")))?,
                     );
                 }
                 "active" | "is_active" => {
@@ -92,11 +80,9 @@ impl ListQuery {
                 }
                 "q" => v.clone_into(&mut out.q),
                 "page" => {
-                    out.page = v
-                        .parse()
-                        .ok()
-                        .filter(|p| *p >= 1)
-                        .ok_or_else(|| UiError::bad_request(format!("page: `{v}` is not a page number (1, 2, …)")))?;
+                    out.page = v.parse().ok().filter(|p| *p >= 1).ok_or_else(|| {
+                        UiError::bad_request(format!("page: `{v}` is not a page number (1, 2, …)"))
+                    })?;
                 }
                 "page_size" => {
                     out.page_size = v
@@ -136,7 +122,8 @@ impl ListQuery {
         }
         parts.push(format!(
             "active={}",
-            self.active.map_or("all", |a| if a { "true" } else { "false" })
+            self.active
+                .map_or("all", |a| if a { "true" } else { "false" })
         ));
         if !self.q.is_empty() {
             parts.push(format!("q={}", url_encode(&self.q)));
@@ -285,7 +272,9 @@ async fn list(
         );
     }
     if rows.is_empty() {
-        body.push_str("<tr><td colspan=\"7\" class=\"muted\">No entity matches these filters.</td></tr>");
+        body.push_str(
+            "<tr><td colspan=\"7\" class=\"muted\">No entity matches these filters.</td></tr>",
+        );
     }
     body.push_str("</tbody></table></div>");
     let _ = write!(body, "<nav class=\"pager\" aria-label=\"Pages\">");
@@ -427,9 +416,9 @@ fn version_of<'a>(
     match q.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
         None => Ok(default),
         Some(v) => {
-            let n: u32 = v
-                .parse()
-                .map_err(|_| UiError::bad_request(format!("{key}: `{v}` is not a version number")))?;
+            let n: u32 = v.parse().map_err(|_| {
+                UiError::bad_request(format!("{key}: `{v}` is not a version number"))
+            })?;
             versions
                 .iter()
                 .find(|x| x.version == n)
@@ -437,6 +426,21 @@ fn version_of<'a>(
                 .ok_or_else(|| UiError::not_found(format!("{key}: there is no version {n}")))
         }
     }
+}
+
+/// A `<select>` of the version numbers, `chosen` selected.
+fn version_select(name: &str, versions: &[EntityVersion], chosen: u32) -> String {
+    let mut out = format!("<select name=\"{name}\">");
+    for v in versions {
+        let _ = write!(
+            out,
+            "<option{}>{}</option>",
+            selected(v.version == chosen),
+            v.version
+        );
+    }
+    out.push_str("</select>");
+    out
 }
 
 async fn history(
@@ -491,27 +495,13 @@ async fn history(
         (Some(a), Some(b)) => {
             let _ = write!(
                 body,
-                "<h2 id=\"diff\">Version {} → version {}</h2><form class=\"filters\" method=\"get\"><label>From <select name=\"from\">",
-                a.version, b.version
+                "<h2 id=\"diff\">Version {} → version {}</h2><form class=\"filters\" method=\"get\"><label>From {}</label><label>To {}",
+                a.version,
+                b.version,
+                version_select("from", &versions, a.version),
+                version_select("to", &versions, b.version)
             );
-            for v in &versions {
-                let _ = write!(
-                    body,
-                    "<option{}>{}</option>",
-                    selected(v.version == a.version),
-                    v.version
-                );
-            }
-            body.push_str("</select></label><label>To <select name=\"to\">");
-            for v in &versions {
-                let _ = write!(
-                    body,
-                    "<option{}>{}</option>",
-                    selected(v.version == b.version),
-                    v.version
-                );
-            }
-            body.push_str("</select></label><button type=\"submit\">Compare</button></form>");
+            body.push_str("</label><button type=\"submit\">Compare</button></form>");
             let diff = diff_fields(&a.entity, &b.entity);
             if diff.is_empty() {
                 body.push_str("<p class=\"muted\">No field differs.</p>");

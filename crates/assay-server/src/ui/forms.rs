@@ -218,25 +218,18 @@ fn json_of(form: &Values, create: bool) -> Result<Map<String, Value>, FieldError
             Value::String(val(form, "entity_type").trim().to_owned()),
         );
     }
-    m.insert(
-        "title".into(),
-        Value::String(val(form, "title").to_owned()),
-    );
+    m.insert("title".into(), Value::String(val(form, "title").to_owned()));
     m.insert(
         "load_mode".into(),
         Value::String(val(form, "load_mode").trim().to_owned()),
     );
     let priority = val(form, "priority").trim();
-    let p: u8 = priority
-        .parse()
-        .ok()
-        .filter(|p| *p <= 100)
-        .ok_or_else(|| {
-            (
-                format!("priority: `{priority}` is not a whole number from 0 to 100"),
-                Some("priority"),
-            )
-        })?;
+    let p: u8 = priority.parse().ok().filter(|p| *p <= 100).ok_or_else(|| {
+        (
+            format!("priority: `{priority}` is not a whole number from 0 to 100"),
+            Some("priority"),
+        )
+    })?;
     m.insert("priority".into(), Value::from(p));
     let audience: Vec<Value> = val(form, "audience_types")
         .split(',')
@@ -318,7 +311,13 @@ async fn create(
     let again = |ctx: &Ctx, status: StatusCode, message: &str, field: Option<&str>| {
         let body = format!(
             "<h1>New entity</h1>{}",
-            form(ctx, "/ui/entities/create", &posted, true, Some((message, field)))
+            form(
+                ctx,
+                "/ui/entities/create",
+                &posted,
+                true,
+                Some((message, field))
+            )
         );
         (status, ctx.page("New entity", "new", &body)).into_response()
     };
@@ -328,7 +327,14 @@ async fn create(
     };
     let entity: Entity = match serde_json::from_value(Value::Object(json)) {
         Ok(e) => e,
-        Err(e) => return Ok(again(&ctx, StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), None)),
+        Err(e) => {
+            return Ok(again(
+                &ctx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &e.to_string(),
+                None,
+            ));
+        }
     };
     let id = entity.entity_id.clone();
     let result = blocking_write(&ctx.state, move |project| {
@@ -341,7 +347,9 @@ async fn create(
     })
     .await?;
     match result {
-        Ok(()) => Ok(Redirect::to(&format!("/ui/entities/{}?done=created", url_encode(&id))).into_response()),
+        Ok(()) => Ok(
+            Redirect::to(&format!("/ui/entities/{}?done=created", url_encode(&id))).into_response(),
+        ),
         Err((m, (status, field))) => Ok(again(&ctx, status, &m, field)),
     }
 }
@@ -415,7 +423,13 @@ async fn update(
     let patch: EntityUpdate = match serde_json::from_value(Value::Object(json)) {
         Ok(u) => u,
         Err(e) => {
-            return Ok(again(&ctx, StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), None, ""));
+            return Ok(again(
+                &ctx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &e.to_string(),
+                None,
+                "",
+            ));
         }
     };
     let target = id.clone();
@@ -431,7 +445,9 @@ async fn update(
     let enc = url_encode(&id);
     match result {
         Ok(true) => Ok(Redirect::to(&format!("/ui/entities/{enc}?done=saved")).into_response()),
-        Ok(false) => Ok(Redirect::to(&format!("/ui/entities/{enc}?done=unchanged")).into_response()),
+        Ok(false) => {
+            Ok(Redirect::to(&format!("/ui/entities/{enc}?done=unchanged")).into_response())
+        }
         Err((m, (StatusCode::CONFLICT, _))) => {
             let extra = format!(
                 "<p class=\"notice warn\">Someone saved this entity while you were editing. <a href=\"/ui/entities/{enc}/history\">See what changed</a>, then <a href=\"/ui/entities/{enc}/edit\">edit the current version</a>; your text is kept below.</p>"
@@ -460,5 +476,9 @@ async fn deactivate(
         Ok(())
     })
     .await?;
-    Ok(Redirect::to(&format!("/ui/entities/{}?done=deactivated", url_encode(&id))).into_response())
+    Ok(Redirect::to(&format!(
+        "/ui/entities/{}?done=deactivated",
+        url_encode(&id)
+    ))
+    .into_response())
 }

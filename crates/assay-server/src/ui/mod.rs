@@ -280,11 +280,7 @@ impl From<KbError> for UiError {
 
 impl IntoResponse for UiError {
     fn into_response(self) -> Response {
-        let title = self
-            .status
-            .canonical_reason()
-            .unwrap_or("Error")
-            .to_owned();
+        let title = self.status.canonical_reason().unwrap_or("Error").to_owned();
         let body = format!(
             "<h1>{}</h1><p class=\"notice bad\" role=\"alert\">{}</p><p><a href=\"/ui/\">Entities</a></p>",
             esc(&title),
@@ -317,7 +313,10 @@ impl IntoResponse for Html {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         );
-        h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+        h.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         r
     }
@@ -433,7 +432,12 @@ where
         work(&project)
     })
     .await
-    .map_err(|e| UiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the page failed: {e}")))?
+    .map_err(|e| {
+        UiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the page failed: {e}"),
+        )
+    })?
 }
 
 /// [`blocking`], holding the lock that serialises knowledge-base edits (shared with the admin
@@ -445,7 +449,9 @@ where
 {
     let lock = Arc::clone(&state.ui.kb_lock);
     blocking(state, move |project| {
-        let _guard = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _guard = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         work(project)
     })
     .await
@@ -465,8 +471,12 @@ pub fn flash(done: Option<&str>) -> &'static str {
     match done {
         Some("created") => "<p class=\"notice ok\" role=\"status\">Created.</p>",
         Some("saved") => "<p class=\"notice ok\" role=\"status\">Saved as a new version.</p>",
-        Some("unchanged") => "<p class=\"notice\" role=\"status\">Nothing changed, so no new version.</p>",
-        Some("deactivated") => "<p class=\"notice ok\" role=\"status\">Deactivated (a new, inactive version).</p>",
+        Some("unchanged") => {
+            "<p class=\"notice\" role=\"status\">Nothing changed, so no new version.</p>"
+        }
+        Some("deactivated") => {
+            "<p class=\"notice ok\" role=\"status\">Deactivated (a new, inactive version).</p>"
+        }
         Some("signed-in") => "<p class=\"notice ok\" role=\"status\">Signed in.</p>",
         Some("signed-out") => "<p class=\"notice\" role=\"status\">Signed out.</p>",
         Some("imported") => "<p class=\"notice ok\" role=\"status\">Imported.</p>",
@@ -600,7 +610,10 @@ mod tests {
     #[test]
     fn cookies_are_found_by_name() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; assay_admin=xyz"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; assay_admin=xyz"),
+        );
         assert_eq!(cookie(&h, AUTH_COOKIE), Some("xyz"));
         assert_eq!(cookie(&h, "b"), None);
     }

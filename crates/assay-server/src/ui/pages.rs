@@ -115,7 +115,12 @@ async fn retrieval(
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| UiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("cannot start a runtime: {e}")))?;
+            .map_err(|e| {
+                UiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot start a runtime: {e}"),
+                )
+            })?;
         let ask = retrieve::Ask {
             message: run.query.clone(),
             audience: run.audience.clone(),
@@ -127,7 +132,9 @@ async fn retrieval(
     })
     .await?;
 
-    let mut body = String::from("<h1>Retrieval test</h1><p class=\"muted\">Answers a message as the pipeline would (the same trace as <code>assay retrieve --explain</code>): what each stage proposed with its scores, what was selected, and what was dropped and why. Nothing is recorded.</p>");
+    let mut body = String::from(
+        "<h1>Retrieval test</h1><p class=\"muted\">Answers a message as the pipeline would (the same trace as <code>assay retrieve --explain</code>): what each stage proposed with its scores, what was selected, and what was dropped and why. Nothing is recorded.</p>",
+    );
     let _ = write!(
         body,
         "<form class=\"stack\" method=\"get\" action=\"/ui/retrieval\"><label for=\"query\">Message</label><textarea id=\"query\" name=\"query\" required data-search placeholder=\"What a user might write\">{}</textarea><div class=\"row\"><label>Audience <input type=\"text\" name=\"audience\" list=\"audiences\" value=\"{}\"></label><label>top_k <span class=\"hint\">empty: the project's setting</span><input type=\"number\" name=\"top_k\" min=\"1\" max=\"{MAX_TOP_K}\" value=\"{}\"></label></div><datalist id=\"audiences\">",
@@ -191,7 +198,12 @@ fn explain(body: &mut String, r: &Retrieval, model: &str, audience: &str) {
         let list: Vec<String> = s
             .candidates
             .iter()
-            .map(|(id, score)| format!("{} <span class=\"muted\">{score:.3}</span>", entity_link(id)))
+            .map(|(id, score)| {
+                format!(
+                    "{} <span class=\"muted\">{score:.3}</span>",
+                    entity_link(id)
+                )
+            })
             .collect();
         let _ = write!(
             body,
@@ -270,7 +282,14 @@ async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Html
         e.stale,
         e.missing
     );
-    let max = s.by_type.values().chain(s.by_load_mode.values()).copied().max().unwrap_or(1).max(1);
+    let max = s
+        .by_type
+        .values()
+        .chain(s.by_load_mode.values())
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(1);
     body.push_str("<div class=\"cols\"><section class=\"card\"><h2>By type (active)</h2><table class=\"grid\"><tbody>");
     for (t, n) in &s.by_type {
         let _ = write!(
@@ -322,7 +341,13 @@ mod tests {
         assert_eq!(f.top_k, Some(3));
         assert_eq!(f.audience, DEFAULT_AUDIENCE);
         assert_eq!(f.state["a"], 1);
-        for (k, v) in [("top_k", "0"), ("top_k", "x"), ("state", "[1]"), ("state", "{"), ("zzz", "1")] {
+        for (k, v) in [
+            ("top_k", "0"),
+            ("top_k", "x"),
+            ("state", "[1]"),
+            ("state", "{"),
+            ("zzz", "1"),
+        ] {
             let q: HashMap<String, String> = [(k.to_owned(), v.to_owned())].into_iter().collect();
             assert!(RetrievalQuery::parse(&q).is_err(), "{k}={v}");
         }

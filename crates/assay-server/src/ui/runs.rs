@@ -47,9 +47,13 @@ async fn list(
         Ok(runs::list_runs(&project.settings.results_dir)?)
     })
     .await?;
-    let mut body = String::from("<h1>Runs</h1><p class=\"muted\">The runs saved in the project's results folder (<code>assay run</code> saves one each time), newest first. Pick two to compare them case by case.</p>");
+    let mut body = String::from(
+        "<h1>Runs</h1><p class=\"muted\">The runs saved in the project's results folder (<code>assay run</code> saves one each time), newest first. Pick two to compare them case by case.</p>",
+    );
     if entries.is_empty() {
-        body.push_str("<p class=\"notice\">No saved runs yet: run <code>assay run</code> on the project.</p>");
+        body.push_str(
+            "<p class=\"notice\">No saved runs yet: run <code>assay run</code> on the project.</p>",
+        );
         return Ok(ctx.page("Runs", "runs", &body));
     }
     let newest = &entries[0].id;
@@ -114,7 +118,9 @@ async fn compare(
     };
     runs::check_run_id(a)?;
     runs::check_run_id(b)?;
-    Ok(axum::response::Redirect::to(&format!("/ui/runs/{a}/diff/{b}")))
+    Ok(axum::response::Redirect::to(&format!(
+        "/ui/runs/{a}/diff/{b}"
+    )))
 }
 
 async fn detail(
@@ -153,9 +159,9 @@ fn change_rows(body: &mut String, title: &str, id: &str, rows: &[CaseChange], cl
     }
     body.push_str("<div class=\"table-wrap\"><table class=\"grid\"><thead><tr><th>Bank</th><th>Case</th><th class=\"num\">Before</th><th class=\"num\">After</th><th class=\"num\">Change</th><th>Hard fail</th></tr></thead><tbody>");
     for c in rows {
-        let delta = c
-            .delta
-            .map_or_else(String::new, |d| format!("<span class=\"{class}\">{d:+}</span>"));
+        let delta = c.delta.map_or_else(String::new, |d| {
+            format!("<span class=\"{class}\">{d:+}</span>")
+        });
         let hard = match (c.was_hard_fail, c.is_hard_fail) {
             (false, true) => "new hard fail",
             (true, false) => "fixed",
@@ -229,7 +235,13 @@ async fn diff(
     body.push_str(".</p>");
     change_rows(&mut body, "Worse", "worse", &d.cases.worse, "worse");
     change_rows(&mut body, "Better", "better", &d.cases.better, "better");
-    change_rows(&mut body, "Not comparable (errors)", "errored", &d.cases.errored, "");
+    change_rows(
+        &mut body,
+        "Not comparable (errors)",
+        "errored",
+        &d.cases.errored,
+        "",
+    );
     change_rows(&mut body, "Added", "added", &d.cases.added, "");
     change_rows(&mut body, "Removed", "removed", &d.cases.removed, "");
     let _ = write!(

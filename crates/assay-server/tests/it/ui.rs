@@ -81,7 +81,10 @@ async fn post(
 
 /// The CSRF token of a page's forms.
 fn csrf(page: &str) -> String {
-    let at = page.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + 19;
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF token")
+        + 19;
     page[at..at + 64].to_owned()
 }
 
@@ -100,7 +103,10 @@ async fn sign_in(server: &Server) -> String {
     .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
     let set = r.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
     set.split(';').next().unwrap().to_owned()
 }
 
@@ -149,7 +155,12 @@ async fn every_page_renders_read_only_without_a_token() {
     }
     let css = get(&s, "/ui/assets/ui.css", None).await;
     assert_eq!(css.status, StatusCode::OK);
-    assert!(css.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/css"));
+    assert!(
+        css.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/css")
+    );
 }
 
 #[tokio::test]
@@ -202,13 +213,27 @@ async fn writes_are_refused_without_the_token_or_the_csrf_token() {
     let cookie = sign_in(&s).await;
     let mut no_csrf = fields.to_vec();
     no_csrf.remove(0);
-    let r = post(&s, "/ui/entities/gray_rock/update", &no_csrf, Some(&cookie), None).await;
+    let r = post(
+        &s,
+        "/ui/entities/gray_rock/update",
+        &no_csrf,
+        Some(&cookie),
+        None,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
     assert!(r.body.contains("CSRF"));
     let mut wrong = fields.to_vec();
     let bad = "0".repeat(64);
     wrong[0].1 = &bad;
-    let r = post(&s, "/ui/entities/gray_rock/update", &wrong, Some(&cookie), None).await;
+    let r = post(
+        &s,
+        "/ui/entities/gray_rock/update",
+        &wrong,
+        Some(&cookie),
+        None,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
     let r = post(
         &s,
@@ -264,17 +289,35 @@ async fn an_edit_is_version_two_with_a_field_diff_and_a_stale_edit_is_a_conflict
         ("is_active", "true"),
         ("concept_summary", "Stay boring and brief."),
     ];
-    let r = post(&s, "/ui/entities/gray_rock/update", &fields, Some(&cookie), None).await;
+    let r = post(
+        &s,
+        "/ui/entities/gray_rock/update",
+        &fields,
+        Some(&cookie),
+        None,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
     let history = get(&s, "/ui/entities/gray_rock/history", None).await;
-    assert!(history.body.contains("Version 1 → version 2"), "{}", history.body);
+    assert!(
+        history.body.contains("Version 1 → version 2"),
+        "{}",
+        history.body
+    );
     assert!(history.body.contains("Gray rock, revised"));
     assert!(history.body.contains("<th scope=\"row\">priority</th>"));
     let kb = std::fs::read_to_string(s.root.join("kb/knowledge.yaml")).unwrap();
     assert!(kb.contains("Gray rock, revised"), "written through to kb/");
 
     // The same form again carries version 1: someone else's save came first.
-    let r = post(&s, "/ui/entities/gray_rock/update", &fields, Some(&cookie), None).await;
+    let r = post(
+        &s,
+        "/ui/entities/gray_rock/update",
+        &fields,
+        Some(&cookie),
+        None,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert!(r.body.contains("version 2"), "{}", r.body);
 }
