@@ -80,10 +80,13 @@ pub enum Command {
     /// passed, 1 the suite's gate failed, 2 bad input, 3 provider or MCP errors kept scenario
     /// runs from a verdict. `assay simulate compare REPORT…` puts several reports side by side.
     Simulate(SimulateArgs),
-    /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON.
+    /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON;
+    /// edit the knowledge base (/admin/kb/, 003 §4); read saved runs (/runs).
     ///
-    /// The API has no authentication: keep it on localhost (the default). One run or
-    /// calibration at a time; a second gets 409. GET /openapi.json describes every route.
+    /// Knowledge-base writes need `Authorization: Bearer $ASSAY_ADMIN_TOKEN`; without that
+    /// variable the admin API is read-only. Everything else has no authentication: keep it on
+    /// localhost (the default). One run or calibration at a time; a second gets 409.
+    /// GET /openapi.json describes every route.
     Serve(ServeArgs),
 }
 

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use assay_harness::HarnessError;
+use assay_harness::kbedit::EditError;
+use assay_harness::runs::RunsError;
 
 /// A stable, machine-readable error code and the HTTP status it maps to.
 pub trait ErrorCode {
@@ -47,6 +49,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// What went wrong, for people.
     pub message: String,
+    /// The field of the request body at fault (422), when one is.
+    pub field: Option<String>,
 }
 
 impl ApiError {
@@ -56,6 +60,36 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            field: None,
+        }
+    }
+
+    /// The same error, naming the field at fault.
+    pub fn with_field(mut self, field: impl Into<String>) -> ApiError {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// 401: a write without the admin token (answered with `WWW-Authenticate: Bearer`).
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 403 with `code`: a wrong token, or a read-only server.
+    pub fn forbidden(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, code, message)
+    }
+
+    /// 422: a well-formed request whose content breaks a rule; names the field when known.
+    pub fn invalid(field: Option<&str>, message: impl Into<String>) -> ApiError {
+        let e = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+            message,
+        );
+        match field {
+            Some(f) if !f.is_empty() => e.with_field(f),
+            _ => e,
         }
     }
 
@@ -96,6 +130,68 @@ impl From<HarnessError> for ApiError {
     }
 }
 
+impl ErrorCode for EditError {
+    fn code(&self) -> &'static str {
+        match self {
+            EditError::NotFound(_) => "not_found",
+            EditError::Conflict { .. } => "stale_version",
+            EditError::AlreadyExists { .. } => "already_exists",
+            EditError::Invalid { .. } | EditError::Refused { field: Some(_), .. } => {
+                "validation_failed"
+            }
+            EditError::Refused { field: None, .. } => "conflict",
+            EditError::Harness(e) => e.code(),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            EditError::NotFound(_) => StatusCode::NOT_FOUND,
+            EditError::Conflict { .. }
+            | EditError::AlreadyExists { .. }
+            | EditError::Refused { field: None, .. } => StatusCode::CONFLICT,
+            EditError::Invalid { .. } | EditError::Refused { field: Some(_), .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            EditError::Harness(e) => e.status(),
+        }
+    }
+}
+
+impl From<EditError> for ApiError {
+    fn from(e: EditError) -> ApiError {
+        let error = ApiError::new(e.status(), e.code(), e.to_string());
+        match e.field() {
+            Some(field) => error.with_field(field),
+            None => error,
+        }
+    }
+}
+
+impl ErrorCode for RunsError {
+    fn code(&self) -> &'static str {
+        match self {
+            RunsError::BadId(_) => "bad_request",
+            RunsError::NotFound { .. } => "not_found",
+            RunsError::Unreadable { .. } => "invalid_project",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            RunsError::BadId(_) => StatusCode::BAD_REQUEST,
+            RunsError::NotFound { .. } => StatusCode::NOT_FOUND,
+            RunsError::Unreadable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+}
+
+impl From<RunsError> for ApiError {
+    fn from(e: RunsError) -> ApiError {
+        ApiError::new(e.status(), e.code(), e.to_string())
+    }
+}
+
 /// The JSON body of an error.
 #[derive(Debug, Serialize)]
 pub struct ErrorView<'a> {
@@ -105,6 +201,9 @@ pub struct ErrorView<'a> {
     pub status: u16,
     /// The stable code.
     pub code: &'a str,
+    /// The field of the request body at fault, for a 422 that is about one field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'a str>,
 }
 
 impl IntoResponse for ApiError {
@@ -118,8 +217,16 @@ impl IntoResponse for ApiError {
             error: &self.message,
             status: self.status.as_u16(),
             code: self.code,
+            field: self.field.as_deref(),
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"assay-admin\""),
+            );
+        }
+        response
     }
 }
 

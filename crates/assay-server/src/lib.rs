@@ -1,5 +1,6 @@
 //! The assay HTTP API (000 §7): run the test banks, one case or one topic, and calibrate
-//! expectations, over JSON. `assay serve` binds it; [`app`] builds the router on its own so
+//! expectations, over JSON; the KB admin API (003 §4) under `/admin/kb/`; and the saved runs,
+//! read-only, under `/runs`. `assay serve` binds it; [`app`] builds the router on its own so
 //! tests can call it without a socket.
 //!
 //! The project directory is loaded afresh for every request (files may change between
@@ -17,18 +18,47 @@
 //! | `POST /cli/calibrate` | a calibration: `scope`, `test_ids`, `added_entities`, `kb_version`, `dry_run` (default true), as query parameters or a JSON body |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of this |
 //! | `GET /ui/…` | the web UI ([`ui`]): knowledge-base pages and the runs dashboard, HTML |
+//! | `GET /admin/kb/entities` | a page of entities: `entity_type`, `load_mode`, `is_active` (default true), `page` (from 1), `page_size` (default 20, at most [`admin::MAX_PAGE_SIZE`]) |
+//! | `POST /admin/kb/entities` | create (token); body: the entity's fields (003 §4 `KBEntityCreate`) |
+//! | `GET /admin/kb/entities/{entity_id}` | one entity, its version (also as `ETag`) and embedding status |
+//! | `PUT /admin/kb/entities/{entity_id}` | update → a new version (token); body: the fields to change and `expected_version` (or `If-Match: "N"`) |
+//! | `DELETE /admin/kb/entities/{entity_id}` | deactivate: a new, inactive version (token; `If-Match` optional) |
+//! | `GET /admin/kb/entities/{entity_id}/versions` | the version history, oldest first, with the fields each version changed |
+//! | `POST /admin/kb/entities/{entity_id}/regenerate-embedding` | re-embed one active entity (token) |
+//! | `POST /admin/kb/regenerate-all-embeddings` | re-embed every active entity (token) |
+//! | `GET /admin/kb/retrieval-test` | `query`, `audience_type` (default PARENT), `top_k` (at most [`admin::MAX_TOP_K`]): the context and every stage's candidates, scores and drops |
+//! | `GET /admin/kb/stats` | counts by type and load mode, versions, embedding coverage, retrievals |
+//! | `GET /runs` | the saved runs in `results/`, newest first |
+//! | `GET /runs/{id}` | one saved run's RunLog (`id` = the file's stamp, `2026-11-25-0915`) |
+//! | `GET /runs/{a}/diff/{b}` | cases better, worse, unchanged, errored, added and removed from run `a` to run `b` |
+//!
+//! # The admin token
+//! Writes to the knowledge base need `Authorization: Bearer <token>`, where the token is the
+//! `ASSAY_ADMIN_TOKEN` the server was started with (compared in constant time). Without the
+//! variable the server starts read-only and logs so; reads need no token. Edits write through
+//! to the `kb/` files exactly as `assay kb update` does ([`assay_harness::kbedit`]), and are
+//! serialised. An update carries the version it edits; when the entity has moved on, the
+//! update gets **409** `stale_version` and nothing is written, so two editors never silently
+//! overwrite each other.
 //!
 //! # Errors
 //!
-//! Every error is JSON: `{"error": "<message>", "status": <HTTP status>, "code": "<code>"}`.
+//! Every error is JSON: `{"error": "<message>", "status": <HTTP status>, "code": "<code>"}`,
+//! with `"field"` when a 422 is about one field of the body.
 //!
 //! | status | code | when |
 //! |---|---|---|
-//! | 400 | `bad_request` | an unknown query parameter (named), a bad value (`banks`, a boolean, `scope`), a malformed JSON body, a request the harness rejects ([`HarnessError::Usage`], e.g. scope `single` without test ids, a chat model without its API key) |
-//! | 404 | `not_found` | an unknown test id or topic, an unknown route |
+//! | 400 | `bad_request` | an unknown query parameter (named), a bad value (`banks`, a boolean, `scope`, `page_size` beyond the maximum, a run id that is not a stamp), a malformed JSON body (empty, not JSON, not an object), a request the harness rejects ([`HarnessError::Usage`], e.g. scope `single` without test ids, a chat model without its API key) |
+//! | 401 | `unauthorized` | a KB write without `Authorization: Bearer …` (with `WWW-Authenticate: Bearer`) |
+//! | 403 | `forbidden` / `read_only` | a KB write with a wrong token / to a server started without `ASSAY_ADMIN_TOKEN` |
+//! | 404 | `not_found` | an unknown test id, topic, entity id or run, an unknown route |
 //! | 405 | `method_not_allowed` | a known route with another method |
 //! | 409 | `busy` | a run or calibration is already in progress |
-//! | 422 | `invalid_project` | the project does not load: a bad `assay.toml`, bank or `kb/` file (the message names the file) |
+//! | 409 | `stale_version` | an update or delete made from a version that is no longer current |
+//! | 409 | `already_exists` / `conflict` | a create with a taken id (ids are never reused) / an edit the knowledge base's state refuses (an entity in no `kb/` file, re-embedding an inactive one) |
+//! | 422 | `validation_failed` | a well-formed body whose content breaks a rule: a wrong type, an unknown field, a priority out of range, an unknown enum value, an empty title, bad `state_conditions`, an `entity_id` that cannot name a file; `field` names the field, and the message is the CLI's |
+//! | 422 | `invalid_project` | the project does not load: a bad `assay.toml`, bank or `kb/` file (the message names the file), or a saved run that is not a RunLog |
+//! | 428 | `precondition_required` | an update without `expected_version` or `If-Match` |
 //! | 500 | `infrastructure` | a provider, the store or the file system failed ([`HarnessError::is_infrastructure`]) |
 //! | 500 | `internal` | a bug: the run's thread panicked |
 //!
@@ -45,10 +75,13 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod admin;
+pub mod auth;
 pub mod error;
 mod handlers;
 pub mod openapi;
 pub mod params;
+mod saved_runs;
 pub mod ui;
 pub mod views;
 
@@ -58,23 +91,26 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::http::Method;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use serde::Serialize;
 
 pub use assay_harness::HarnessError;
+pub use auth::{ASSAY_ADMIN_TOKEN, AdminToken};
 pub use error::{ApiError, ErrorCode};
 
 /// How the server reads environment variables (API keys, `ASSAY_CACHE`, …); tests inject one.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// What the server shares between requests: the project directory, the environment, and the
-/// run lock.
+/// What the server shares between requests: the project directory, the environment, the run
+/// lock, the admin token and the lock that serialises knowledge-base edits.
 #[derive(Clone)]
 pub struct AppState {
     project_dir: PathBuf,
     env: EnvLookup,
     lock: Arc<RunLock>,
     ui: Arc<ui::Shared>,
+    admin_token: Option<AdminToken>,
+    kb_lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -82,6 +118,7 @@ impl std::fmt::Debug for AppState {
         f.debug_struct("AppState")
             .field("project_dir", &self.project_dir)
             .field("current_run", &self.current_run())
+            .field("read_only", &self.read_only())
             .finish_non_exhaustive()
     }
 }
@@ -92,14 +129,34 @@ impl AppState {
         AppState::with_env(project_dir, Arc::new(|name| std::env::var(name).ok()))
     }
 
-    /// The project at `project_dir`, reading environment variables through `env`.
+    /// The project at `project_dir`, reading environment variables through `env`. The admin
+    /// token is read now, once: [`ASSAY_ADMIN_TOKEN`] (without it the KB admin API is
+    /// read-only).
     pub fn with_env(project_dir: impl Into<PathBuf>, env: EnvLookup) -> AppState {
+        let admin_token = env(ASSAY_ADMIN_TOKEN).as_deref().and_then(AdminToken::new);
         AppState {
             project_dir: project_dir.into(),
-            ui: Arc::new(ui::Shared::new(&env)),
+            ui: Arc::new(ui::Shared::default()),
             env,
             lock: Arc::new(RunLock::default()),
+            admin_token,
+            kb_lock: Arc::new(Mutex::new(())),
         }
+    }
+
+    /// Whether the KB admin API refuses writes (no admin token).
+    pub fn read_only(&self) -> bool {
+        self.admin_token.is_none()
+    }
+
+    /// The admin token, when writes are allowed.
+    pub fn admin_token(&self) -> Option<&AdminToken> {
+        self.admin_token.as_ref()
+    }
+
+    /// The lock that serialises knowledge-base requests.
+    pub fn kb_lock(&self) -> Arc<Mutex<()>> {
+        Arc::clone(&self.kb_lock)
     }
 
     /// The project directory.
@@ -209,6 +266,51 @@ pub fn routes() -> Vec<Route> {
         ),
         route(Method::POST, "/cli/calibrate", post(handlers::calibrate)),
         route(Method::GET, "/openapi.json", get(handlers::openapi)),
+        route(Method::GET, "/admin/kb/entities", get(admin::list_entities)),
+        route(
+            Method::POST,
+            "/admin/kb/entities",
+            post(admin::create_entity),
+        ),
+        route(
+            Method::GET,
+            "/admin/kb/entities/{entity_id}",
+            get(admin::get_entity),
+        ),
+        route(
+            Method::PUT,
+            "/admin/kb/entities/{entity_id}",
+            put(admin::update_entity),
+        ),
+        route(
+            Method::DELETE,
+            "/admin/kb/entities/{entity_id}",
+            delete(admin::deactivate_entity),
+        ),
+        route(
+            Method::GET,
+            "/admin/kb/entities/{entity_id}/versions",
+            get(admin::entity_versions),
+        ),
+        route(
+            Method::POST,
+            "/admin/kb/entities/{entity_id}/regenerate-embedding",
+            post(admin::regenerate_embedding),
+        ),
+        route(
+            Method::POST,
+            "/admin/kb/regenerate-all-embeddings",
+            post(admin::regenerate_all_embeddings),
+        ),
+        route(
+            Method::GET,
+            "/admin/kb/retrieval-test",
+            get(admin::retrieval_test),
+        ),
+        route(Method::GET, "/admin/kb/stats", get(admin::stats)),
+        route(Method::GET, "/runs", get(saved_runs::list)),
+        route(Method::GET, "/runs/{id}", get(saved_runs::get)),
+        route(Method::GET, "/runs/{a}/diff/{b}", get(saved_runs::diff)),
     ]
 }
 
@@ -239,6 +341,13 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if state.read_only() {
+        tracing::warn!(
+            "{ASSAY_ADMIN_TOKEN} is not set: the KB admin API is read-only (writes get 403)"
+        );
+    } else {
+        tracing::info!("KB admin API: writes need `Authorization: Bearer <{ASSAY_ADMIN_TOKEN}>`");
+    }
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
         .await

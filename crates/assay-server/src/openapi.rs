@@ -115,7 +115,8 @@ fn schemas() -> Value {
             "properties": {
                 "error": {"type": "string", "description": "What went wrong."},
                 "status": {"type": "integer", "description": "The HTTP status, repeated."},
-                "code": {"type": "string", "enum": ["bad_request", "not_found", "method_not_allowed", "busy", "invalid_project", "infrastructure", "internal"]}
+                "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "read_only", "not_found", "method_not_allowed", "busy", "stale_version", "already_exists", "conflict", "validation_failed", "invalid_project", "precondition_required", "infrastructure", "internal"]},
+                "field": {"type": "string", "description": "422 only: the field of the request body at fault."}
             },
             "required": ["error", "status", "code"]
         },
@@ -243,15 +244,536 @@ fn schemas() -> Value {
     })
 }
 
+/// The error responses of a KB admin route: `write` adds the token's 401/403, `entity` the
+/// unknown id's 404, `body` the malformed body's 400 and the validation 422, `version` the
+/// stale version's 409.
+fn kb_errors(write: bool, entity: bool, body: bool, version: bool) -> Vec<(&'static str, Value)> {
+    let mut out = vec![(
+        "400",
+        error_response(if body {
+            "A malformed request: an unknown or bad query parameter, or a body that is empty, not JSON, or not a JSON object."
+        } else {
+            "A bad request: an unknown or bad query parameter (named in the message)."
+        }),
+    )];
+    if write {
+        out.push((
+            "401",
+            error_response("No `Authorization: Bearer <ASSAY_ADMIN_TOKEN>` header."),
+        ));
+        out.push((
+            "403",
+            error_response(
+                "A wrong token (`forbidden`), or the server was started without ASSAY_ADMIN_TOKEN and is read-only (`read_only`).",
+            ),
+        ));
+    }
+    if entity {
+        out.push(("404", error_response("No entity has this entity_id.")));
+    }
+    if version {
+        out.push((
+            "409",
+            error_response(
+                "`stale_version`: the edit was made from a version that is no longer current (nothing was written); `conflict`: the entity is in no kb/ file.",
+            ),
+        ));
+    } else if write && body {
+        out.push((
+            "409",
+            error_response("`already_exists`: the entity_id is taken (ids are never reused, even by inactive entities)."),
+        ));
+    } else if write {
+        out.push((
+            "409",
+            error_response(
+                "`conflict`: the entity is inactive, so it has no embedding to regenerate.",
+            ),
+        ));
+    }
+    out.push((
+        "422",
+        error_response(if body {
+            "`validation_failed`: the body breaks a rule (a wrong type, an unknown field, priority out of 0-100, an unknown entity_type or load_mode, an empty title, bad state_conditions); `field` names the field. `invalid_project`: the project does not load."
+        } else {
+            "`invalid_project`: the project does not load (a bad assay.toml or kb/ file; the message names the file)."
+        }),
+    ));
+    out.push((
+        "500",
+        error_response(
+            "An infrastructure error (the store, the file system, an embedding provider).",
+        ),
+    ));
+    out
+}
+
+fn header(name: &str, description: &str, required: bool) -> Value {
+    json!({"name": name, "in": "header", "required": required, "description": description, "schema": {"type": "string"}})
+}
+
+fn bearer() -> Value {
+    json!([{"adminToken": []}])
+}
+
+fn kb_schemas() -> Value {
+    let text = json!({"type": ["string", "null"]});
+    let entity_type = json!({"type": "string", "enum": ["PERSONA", "GUARDRAIL", "HANDLER", "KNOWLEDGE", "SCRIPT", "RULE"]});
+    let load_mode = json!({"type": "string", "enum": ["ALWAYS", "STATE", "SITUATION"]});
+    let priority = json!({"type": "integer", "minimum": 0, "maximum": 100});
+    let audiences = json!({"type": "array", "items": {"type": "string"}});
+    let conditions = json!({"type": ["object", "null"], "description": "STATE conditions: field → value or operator object (`eq`, `gte`, `$gte`, `in`, …)."});
+    let entity_props = json!({
+        "entity_id": {"type": "string", "maxLength": 100},
+        "entity_type": entity_type,
+        "subtype": text,
+        "title": {"type": "string"},
+        "concept_summary": text,
+        "recognition": text,
+        "keywords": text,
+        "guidance_do": text,
+        "guidance_dont": text,
+        "examples": text,
+        "red_flags": text,
+        "load_mode": load_mode,
+        "priority": priority,
+        "state_conditions": conditions,
+        "audience_types": audiences,
+        "source_author": text,
+        "source_title": text,
+        "source_year": {"type": ["integer", "null"]},
+        "is_active": {"type": "boolean"},
+        "editable_by": {"type": "string", "enum": ["ADMIN", "TRAINER", "HIDDEN"]}
+    });
+    let mut entity_view_props = entity_props.clone();
+    if let Some(p) = entity_view_props.as_object_mut() {
+        for (k, v) in [
+            (
+                "id",
+                json!({"type": "string", "description": "The row id of the current version (UUID)."}),
+            ),
+            ("version", json!({"type": "integer", "minimum": 1})),
+            ("previous_version_id", text.clone()),
+            (
+                "created_at",
+                json!({"type": "string", "format": "date-time"}),
+            ),
+            (
+                "updated_at",
+                json!({"type": "string", "format": "date-time"}),
+            ),
+            ("created_by", json!({"type": "string"})),
+            ("retrieval_count", json!({"type": "integer"})),
+            ("embedding_model", text.clone()),
+            (
+                "embedding_status",
+                json!({"type": "object", "description": "GET one entity only: `{status: fresh | missing | other_model | text_changed}` for the project's embedder; absent when the entity is inactive."}),
+            ),
+            (
+                "source_file",
+                json!({"type": ["string", "null"], "description": "The kb/ file that defines the entity."}),
+            ),
+        ] {
+            p.insert(k.into(), v);
+        }
+    }
+    let update_props = json!({
+        "expected_version": {"type": "integer", "minimum": 1, "description": "The version this edit was made from (or the If-Match header); a stale one gets 409."},
+        "title": {"type": "string"},
+        "concept_summary": text,
+        "recognition": text,
+        "keywords": text,
+        "guidance_do": text,
+        "guidance_dont": text,
+        "examples": text,
+        "red_flags": text,
+        "load_mode": load_mode,
+        "priority": priority,
+        "state_conditions": conditions,
+        "audience_types": audiences,
+        "is_active": {"type": "boolean"}
+    });
+    let stage =
+        json!({"type": "string", "enum": ["always", "state", "crisis", "keyword", "semantic"]});
+    let change = json!({
+        "type": "object",
+        "properties": {
+            "bank": {"type": "string", "enum": ["semantic", "state", "pattern", "always"]},
+            "test_id": {"type": "string"},
+            "before": {"type": ["integer", "null"]},
+            "after": {"type": ["integer", "null"]},
+            "delta": {"type": ["integer", "null"]},
+            "was_hard_fail": {"type": "boolean"},
+            "is_hard_fail": {"type": "boolean"},
+            "before_error": {"type": "string"},
+            "after_error": {"type": "string"}
+        },
+        "required": ["bank", "test_id", "before", "after", "delta", "was_hard_fail", "is_hard_fail"]
+    });
+    let changes = json!({"type": "array", "items": {"$ref": "#/components/schemas/CaseChange"}});
+    let headline = json!({
+        "type": "object",
+        "properties": {
+            "run_id": {"type": "string"},
+            "timestamp": {"type": "string", "format": "date-time"},
+            "combined_score": {"type": "number"},
+            "health_status": {"type": "string", "enum": ["CRITICAL", "POOR", "FAIR", "GOOD", "EXCELLENT"]},
+            "total_tests": {"type": "integer"},
+            "hard_fails": {"type": "integer"},
+            "error_count": {"type": "integer"}
+        },
+        "required": ["run_id", "timestamp", "combined_score", "health_status", "total_tests", "hard_fails", "error_count"]
+    });
+    json!({
+        "EntityCreate": {
+            "type": "object",
+            "additionalProperties": false,
+            "description": "003 §4 KBEntityCreate: the entity's fields. With the embedded store the entity is written to a new file kb/<entity_id>.yaml (letters, digits, `_`, `-` and `.`).",
+            "properties": entity_props,
+            "required": ["entity_id", "entity_type", "title"]
+        },
+        "EntityUpdate": {
+            "type": "object",
+            "additionalProperties": false,
+            "description": "003 §4 KBEntityUpdate: the fields to change (left out: unchanged; null clears an optional field), and the version edited.",
+            "properties": update_props
+        },
+        "Entity": {
+            "type": "object",
+            "description": "003 §4 KBEntityResponse: every field and the current version's metadata.",
+            "properties": entity_view_props,
+            "required": ["id", "entity_id", "entity_type", "title", "load_mode", "priority", "audience_types", "is_active", "version", "created_at", "updated_at", "created_by", "retrieval_count"]
+        },
+        "EntityPage": {
+            "type": "object",
+            "properties": {
+                "items": {"type": "array", "items": {"$ref": "#/components/schemas/Entity"}},
+                "page": {"type": "integer", "minimum": 1},
+                "page_size": {"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_PAGE_SIZE},
+                "total": {"type": "integer"},
+                "pages": {"type": "integer"}
+            },
+            "required": ["items", "page", "page_size", "total", "pages"]
+        },
+        "Edit": {
+            "type": "object",
+            "properties": {
+                "changed": {"type": "boolean", "description": "Whether a new version was written."},
+                "changed_fields": {"type": "array", "items": {"type": "string"}},
+                "unchanged_because": {"type": "string", "enum": ["already_as_asked", "already_inactive", "inactive_outside_files"]},
+                "file": {"type": "string", "description": "The kb/ file written."},
+                "note": {"type": "string"},
+                "entity": {"$ref": "#/components/schemas/Entity"}
+            },
+            "required": ["changed", "changed_fields", "entity"]
+        },
+        "Version": {
+            "type": "object",
+            "properties": {
+                "version": {"type": "integer"},
+                "id": {"type": "string"},
+                "previous_version_id": text,
+                "is_current": {"type": "boolean"},
+                "is_active": {"type": "boolean"},
+                "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"},
+                "created_by": {"type": "string"},
+                "changed_fields": {"type": "array", "items": {"type": "string"}},
+                "entity": {"type": "object", "description": "The entity's fields as this version defined them."}
+            },
+            "required": ["version", "id", "previous_version_id", "is_current", "is_active", "created_at", "updated_at", "created_by", "changed_fields", "entity"]
+        },
+        "Versions": {
+            "type": "object",
+            "properties": {
+                "entity_id": {"type": "string"},
+                "versions": {"type": "array", "items": {"$ref": "#/components/schemas/Version"}}
+            },
+            "required": ["entity_id", "versions"]
+        },
+        "Regenerated": {
+            "type": "object",
+            "properties": {
+                "model": {"type": "string"},
+                "embedded": {"type": "array", "items": {"type": "string"}},
+                "fresh": {"type": "integer", "description": "Active entities whose embedding was fresh and left alone."},
+                "views": {"type": "object", "description": "With [retrieval] views = \"multi\": `{embedded, fresh}` for the entities' views."}
+            },
+            "required": ["model", "embedded", "fresh"]
+        },
+        "RetrievalTest": {
+            "type": "object",
+            "description": "The pipeline's trace, as `assay retrieve --explain --json` shows it.",
+            "properties": {
+                "query": {"type": "string"},
+                "audience_type": {"type": "string"},
+                "top_k": {"type": "integer"},
+                "embedder": {"type": "string"},
+                "entities": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "entity_id": {"type": "string"}, "entity_type": entity_type, "title": {"type": "string"},
+                        "stage": stage, "also": {"type": "array", "items": stage},
+                        "similarity": {"type": "number"}, "priority": {"type": "integer"},
+                        "priority_bonus": {"type": "number"}, "final_score": {"type": "number"}, "tokens": {"type": "integer"}
+                    }
+                }},
+                "stages": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"stage": stage, "candidates": {"type": "array", "description": "[entity_id, similarity] pairs, in the stage's order.", "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]}}}
+                }},
+                "dropped": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "entity_id": {"type": "string"}, "stage": stage,
+                        "reason": {"type": "string", "enum": ["threshold", "top_k", "duplicate", "budget", "displaced", "unavailable"]}
+                    },
+                    "description": "With the reason's own fields: similarity and threshold, kept_as, tokens/used/budget, by."
+                }},
+                "tokens_used": {"type": "integer"},
+                "token_budget": {"type": "integer"},
+                "notes": {"type": "array", "items": {"type": "string"}},
+                "matches": {"type": "array", "items": {"type": "object"}, "description": "Several views per entity or hybrid ranking: each semantic candidate's view, cosine and lexical score."}
+            },
+            "required": ["query", "audience_type", "top_k", "embedder", "entities", "stages", "dropped", "tokens_used", "token_budget", "notes"]
+        },
+        "KbStats": {
+            "type": "object",
+            "properties": {
+                "entities": {"type": "integer"},
+                "active": {"type": "integer"},
+                "inactive": {"type": "integer"},
+                "versions": {"type": "integer"},
+                "by_type": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "by_load_mode": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "embeddings": {"type": "object", "properties": {"model": {"type": "string"}, "fresh": {"type": "integer"}, "stale": {"type": "integer"}, "missing": {"type": "integer"}}},
+                "total_retrievals": {"type": "integer"},
+                "top_retrieved": {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]}}
+            },
+            "required": ["entities", "active", "inactive", "versions", "by_type", "by_load_mode", "embeddings", "total_retrievals", "top_retrieved"]
+        },
+        "RunEntry": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The results file's stamp: results_<id>.json."},
+                "run_id": {"type": "string"},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "combined_score": {"type": "number"},
+                "health_status": {"type": "string", "enum": ["CRITICAL", "POOR", "FAIR", "GOOD", "EXCELLENT"]},
+                "total_tests": {"type": "integer"},
+                "hard_fails": {"type": "integer"},
+                "critical_failures": {"type": "integer"},
+                "error_count": {"type": "integer"},
+                "banks": {"type": "array", "items": {"type": "string"}},
+                "duration_ms": {"type": "integer"},
+                "json": {"type": "string"},
+                "markdown": {"type": ["string", "null"]}
+            },
+            "required": ["id", "run_id", "timestamp", "combined_score", "health_status", "total_tests", "hard_fails", "critical_failures", "error_count", "banks", "duration_ms", "json", "markdown"]
+        },
+        "Runs": {
+            "type": "object",
+            "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunEntry"}}},
+            "required": ["runs"]
+        },
+        "CaseChange": change,
+        "RunHeadline": headline,
+        "RunDiff": {
+            "type": "object",
+            "properties": {
+                "before": {"$ref": "#/components/schemas/RunHeadline"},
+                "after": {"$ref": "#/components/schemas/RunHeadline"},
+                "score_delta": {"type": "number"},
+                "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "better": changes,
+                "worse": changes,
+                "unchanged": changes,
+                "errored": changes,
+                "added": changes,
+                "removed": changes
+            },
+            "required": ["before", "after", "score_delta", "counts", "better", "worse", "unchanged", "errored", "added", "removed"]
+        }
+    })
+}
+
+fn kb_paths() -> Value {
+    let id = || path("entity_id", "The entity's entity_id.");
+    let if_match = header(
+        "If-Match",
+        "The version edited, as an entity tag (\"3\"); instead of expected_version.",
+        false,
+    );
+    let editor = header(
+        "X-Assay-User",
+        "Who makes the change (recorded as created_by; default `api`).",
+        false,
+    );
+    let body = |schema: &str| json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
+    let page_size = json!({"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_PAGE_SIZE, "default": crate::admin::DEFAULT_PAGE_SIZE});
+    let mut update_responses = responses(
+        ok(
+            "Updated (or unchanged: `changed` false); the ETag header holds the version.",
+            "Edit",
+        ),
+        kb_errors(true, true, true, true),
+    );
+    update_responses["428"] =
+        error_response("`precondition_required`: the update does not say which version it edits.");
+    let mut regenerate_all_errors = kb_errors(true, false, false, false);
+    regenerate_all_errors.retain(|(code, _)| *code != "409");
+    json!({
+        "/admin/kb/entities": {
+            "get": {
+                "operationId": "listEntities",
+                "summary": "List entities with filters, a page at a time (by priority, highest first, then id).",
+                "parameters": [
+                    query("entity_type", "Only this type (any case).", &json!({"type": "string"})),
+                    query("load_mode", "Only this load mode (any case).", &json!({"type": "string"})),
+                    query("is_active", "Active (true) or inactive (false) entities.", &boolean(true)),
+                    query("page", "The page, from 1; a page beyond the last is empty.", &json!({"type": "integer", "minimum": 1, "default": 1})),
+                    query("page_size", "Entities per page; more than the maximum is a 400.", &page_size)
+                ],
+                "responses": responses(ok("A page of entities.", "EntityPage"), kb_errors(false, false, false, false))
+            },
+            "post": {
+                "operationId": "createEntity",
+                "summary": "Create an entity (version 1). Needs the admin token.",
+                "security": bearer(),
+                "parameters": [editor.clone()],
+                "requestBody": body("EntityCreate"),
+                "responses": responses(ok("Created; the ETag header holds the version.", "Edit"), kb_errors(true, false, true, false))
+            }
+        },
+        "/admin/kb/entities/{entity_id}": {
+            "get": {
+                "operationId": "getEntity",
+                "summary": "One entity by entity_id (active or not); the ETag header holds its version.",
+                "parameters": [id()],
+                "responses": responses(ok("The entity.", "Entity"), kb_errors(false, true, false, false))
+            },
+            "put": {
+                "operationId": "updateEntity",
+                "summary": "Update an entity: a new version when anything changes. Needs the admin token and the version edited (expected_version or If-Match; without either: 428).",
+                "security": bearer(),
+                "parameters": [id(), if_match.clone(), editor.clone()],
+                "requestBody": body("EntityUpdate"),
+                "responses": update_responses
+            },
+            "delete": {
+                "operationId": "deactivateEntity",
+                "summary": "Soft delete: a new version with is_active false (nothing is deleted). Needs the admin token; If-Match optional.",
+                "security": bearer(),
+                "parameters": [id(), if_match, editor],
+                "responses": responses(ok("Deactivated (or already inactive: `changed` false).", "Edit"), kb_errors(true, true, false, true))
+            }
+        },
+        "/admin/kb/entities/{entity_id}/versions": {
+            "get": {
+                "operationId": "getEntityVersions",
+                "summary": "The entity's version history, oldest first, with the fields each version changed.",
+                "parameters": [id()],
+                "responses": responses(ok("The versions.", "Versions"), kb_errors(false, true, false, false))
+            }
+        },
+        "/admin/kb/entities/{entity_id}/regenerate-embedding": {
+            "post": {
+                "operationId": "regenerateEmbedding",
+                "summary": "Re-embed one active entity with the project's embedder. Needs the admin token.",
+                "security": bearer(),
+                "parameters": [id()],
+                "responses": responses(ok("What was embedded.", "Regenerated"), kb_errors(true, true, false, false))
+            }
+        },
+        "/admin/kb/regenerate-all-embeddings": {
+            "post": {
+                "operationId": "regenerateAllEmbeddings",
+                "summary": "Re-embed every active entity (and, with multi views, every view). Needs the admin token.",
+                "security": bearer(),
+                "responses": responses(ok("What was embedded.", "Regenerated"), regenerate_all_errors)
+            }
+        },
+        "/admin/kb/retrieval-test": {
+            "get": {
+                "operationId": "testRetrieval",
+                "summary": "Retrieve for a sample message, with every stage of the pipeline: candidates and scores, what was dropped and why.",
+                "parameters": [
+                    {"name": "query", "in": "query", "required": true, "description": "The message.", "schema": {"type": "string"}},
+                    query("audience_type", "The audience.", &json!({"type": "string", "default": "PARENT"})),
+                    query("top_k", "SITUATION entities kept (default: the project's [retrieval] top_k).", &json!({"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_TOP_K}))
+                ],
+                "responses": responses(ok("The retrieval and its trace.", "RetrievalTest"), kb_errors(false, false, false, false))
+            }
+        },
+        "/admin/kb/stats": {
+            "get": {
+                "operationId": "getKbStats",
+                "summary": "Counts by type and load mode, versions, embedding coverage for the project's embedder, retrievals.",
+                "responses": responses(ok("The statistics.", "KbStats"), kb_errors(false, false, false, false))
+            }
+        },
+        "/runs": {
+            "get": {
+                "operationId": "listRuns",
+                "summary": "The saved runs (results/results_<id>.json), newest first.",
+                "responses": responses(ok("The runs.", "Runs"), vec![
+                    ("400", error_response("An unknown query parameter.")),
+                    ("422", error_response("The project's assay.toml does not load.")),
+                ])
+            }
+        },
+        "/runs/{id}": {
+            "get": {
+                "operationId": "getRun",
+                "summary": "One saved run's RunLog.",
+                "parameters": [path("id", "The run's id: its results file's stamp (2026-11-25-0915, or 2026-11-25-0915-2).")],
+                "responses": responses(ok("The RunLog.", "RunLog"), vec![
+                    ("400", error_response("The id is not a run id (nothing outside results/ can be named).")),
+                    ("404", error_response("No saved run has this id.")),
+                    ("422", error_response("The results file is not a RunLog, or assay.toml does not load.")),
+                ])
+            }
+        },
+        "/runs/{a}/diff/{b}": {
+            "get": {
+                "operationId": "diffRuns",
+                "summary": "Compare run a (before) with run b (after), case by case.",
+                "parameters": [path("a", "The earlier run's id."), path("b", "The later run's id.")],
+                "responses": responses(ok("The comparison.", "RunDiff"), vec![
+                    ("400", error_response("An id is not a run id.")),
+                    ("404", error_response("No saved run has one of the ids.")),
+                    ("422", error_response("A results file is not a RunLog, or assay.toml does not load.")),
+                ])
+            }
+        }
+    })
+}
+
 /// The OpenAPI 3.1 document of every route in [`crate::routes`].
 pub fn document() -> Value {
+    let mut doc = base_document();
+    if let (Some(paths), Value::Object(kb)) = (doc["paths"].as_object_mut(), kb_paths()) {
+        paths.extend(kb);
+    }
+    if let (Some(schemas), Value::Object(kb)) =
+        (doc["components"]["schemas"].as_object_mut(), kb_schemas())
+    {
+        schemas.extend(kb);
+    }
+    doc["components"]["securitySchemes"] = json!({
+        "adminToken": {"type": "http", "scheme": "bearer", "description": "ASSAY_ADMIN_TOKEN, as the server was started with. Without it the KB admin API is read-only."}
+    });
+    doc
+}
+
+fn base_document() -> Value {
     let banks = json!({"type": "string", "default": "all", "description": "all, or a comma-separated list of semantic, state, pattern, always"});
     json!({
         "openapi": "3.1.0",
         "info": {
             "title": "assay API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Run assay's test banks and calibrate expectations over HTTP (spec 000 §7). One run or calibration at a time; errors are JSON. There is no authentication: bind it to localhost."
+            "description": "Run assay's test banks and calibrate expectations over HTTP (spec 000 §7), edit the knowledge base (003 §4, under /admin/kb/), and read saved runs (/runs). One run or calibration at a time; errors are JSON. KB writes need the admin token (Authorization: Bearer <ASSAY_ADMIN_TOKEN>); everything else has no authentication: bind it to localhost."
         },
         "paths": {
             "/health": {

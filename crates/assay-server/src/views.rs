@@ -3,8 +3,14 @@
 use std::collections::BTreeMap;
 
 use assay_core::bank::BankType;
+use assay_core::entity::Entity;
 use assay_core::runlog::{Health, RunLog};
+use assay_harness::kbedit::NoChange;
 use assay_harness::results::SavedResults;
+use assay_harness::retrieve::Traced;
+use assay_harness::runs::RunEntry;
+use assay_kb::store::{EntityVersion, Staleness, StoredEntity};
+use assay_retrieval::pipeline::{Dropped, RankedHit, RetrievedEntity, StageCandidates};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -190,4 +196,194 @@ pub fn failures(log: &Value) -> BTreeMap<String, Vec<FailureView>> {
             (b.key().to_owned(), failed)
         })
         .collect()
+}
+
+/// One entity (`GET /admin/kb/entities/{entity_id}`, and each item of a list): its fields
+/// (003 §4) and the row's metadata.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntityView {
+    /// The row id of the current version.
+    pub id: String,
+    /// The entity's fields.
+    #[serde(flatten)]
+    pub entity: Entity,
+    /// The version number, from 1.
+    pub version: u32,
+    /// The row id of the version this one replaced.
+    pub previous_version_id: Option<String>,
+    /// When this version was written (RFC 3339).
+    pub created_at: String,
+    /// When this row last changed (RFC 3339).
+    pub updated_at: String,
+    /// Who wrote this version.
+    pub created_by: String,
+    /// How often retrieval returned the entity.
+    pub retrieval_count: u64,
+    /// The model of the stored embedding, if any.
+    pub embedding_model: Option<String>,
+    /// Whether the stored embedding is fresh for the project's embedder (single entity only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding_status: Option<Staleness>,
+    /// The `kb/` file that defines it (`null`: in no file).
+    pub source_file: Option<String>,
+}
+
+impl EntityView {
+    /// The view of `stored`, defined in `source_file`.
+    pub fn new(stored: StoredEntity, source_file: Option<&std::path::Path>) -> EntityView {
+        EntityView {
+            id: stored.id,
+            entity: stored.entity,
+            version: stored.version,
+            previous_version_id: stored.previous_version_id,
+            created_at: stored.created_at.to_rfc3339(),
+            updated_at: stored.updated_at.to_rfc3339(),
+            created_by: stored.created_by,
+            retrieval_count: stored.retrieval_count,
+            embedding_model: stored.embedding_model,
+            embedding_status: None,
+            source_file: source_file.map(|p| p.display().to_string()),
+        }
+    }
+}
+
+/// `GET /admin/kb/entities`: one page.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntityPageView {
+    /// The entities of this page (by priority, highest first, then id).
+    pub items: Vec<EntityView>,
+    /// The page, from 1.
+    pub page: usize,
+    /// Entities per page.
+    pub page_size: usize,
+    /// Entities on all pages.
+    pub total: usize,
+    /// How many pages there are.
+    pub pages: usize,
+}
+
+/// What a create, update or delete did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EditView {
+    /// Whether a new version was written.
+    pub changed: bool,
+    /// The fields the new version changed (empty for a new entity, or when nothing changed).
+    pub changed_fields: Vec<String>,
+    /// Why nothing was written, when nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchanged_because: Option<NoChange>,
+    /// The `kb/` file written, when the edit wrote through to one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Something to know (comments lost when a YAML file was rewritten).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The entity's current version, after the edit.
+    pub entity: EntityView,
+}
+
+/// One version in an entity's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionView {
+    /// The version number.
+    pub version: u32,
+    /// Its row id.
+    pub id: String,
+    /// The row id of the version it replaced.
+    pub previous_version_id: Option<String>,
+    /// Whether it is the current version.
+    pub is_current: bool,
+    /// Whether the entity was active in this version.
+    pub is_active: bool,
+    /// When it was written (RFC 3339).
+    pub created_at: String,
+    /// When the row last changed (RFC 3339).
+    pub updated_at: String,
+    /// Who wrote it.
+    pub created_by: String,
+    /// The fields it changed from the previous version (empty for version 1).
+    pub changed_fields: Vec<String>,
+    /// The entity as this version defined it.
+    pub entity: Entity,
+}
+
+impl From<EntityVersion> for VersionView {
+    fn from(v: EntityVersion) -> VersionView {
+        VersionView {
+            version: v.version,
+            id: v.id,
+            previous_version_id: v.previous_version_id,
+            is_current: v.is_current,
+            is_active: v.entity.is_active,
+            created_at: v.created_at.to_rfc3339(),
+            updated_at: v.updated_at.to_rfc3339(),
+            created_by: v.created_by,
+            changed_fields: v.changed_fields,
+            entity: v.entity,
+        }
+    }
+}
+
+/// `GET /admin/kb/entities/{entity_id}/versions`
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionsView {
+    /// The entity.
+    pub entity_id: String,
+    /// Its versions, oldest first.
+    pub versions: Vec<VersionView>,
+}
+
+/// `GET /admin/kb/retrieval-test`: the context and every stage of the pipeline's trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetrievalTestView {
+    /// The message.
+    pub query: String,
+    /// The audience.
+    pub audience_type: String,
+    /// SITUATION entities kept.
+    pub top_k: usize,
+    /// The embedding model.
+    pub embedder: String,
+    /// The context, in order, with each entity's stage, similarity and final score.
+    pub entities: Vec<RetrievedEntity>,
+    /// What each stage proposed, with similarities.
+    pub stages: Vec<StageCandidates>,
+    /// What was dropped, by which stage and why.
+    pub dropped: Vec<Dropped>,
+    /// Tokens used by the context.
+    pub tokens_used: usize,
+    /// The token budget.
+    pub token_budget: usize,
+    /// Notes on the retrieval.
+    pub notes: Vec<String>,
+    /// With several views per entity or hybrid ranking: how each semantic candidate matched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<RankedHit>,
+}
+
+impl RetrievalTestView {
+    /// The view of a traced retrieval.
+    pub fn new(query: String, audience_type: String, traced: Traced) -> RetrievalTestView {
+        let r = traced.retrieval;
+        RetrievalTestView {
+            query,
+            audience_type,
+            top_k: traced.top_k,
+            embedder: traced.embedder,
+            entities: r.entities,
+            stages: r.stages,
+            dropped: r.dropped,
+            tokens_used: r.tokens_used,
+            token_budget: r.token_budget,
+            notes: r.notes,
+            matches: r.matches,
+        }
+    }
+}
+
+/// `GET /runs`
+#[derive(Debug, Clone, Serialize)]
+pub struct RunsView {
+    /// The saved runs, newest first.
+    pub runs: Vec<RunEntry>,
 }

@@ -11,22 +11,22 @@ use std::path::{Path, PathBuf};
 use assay_core::entity::{Entity, EntityType, LoadMode};
 use assay_harness::HarnessError;
 use assay_harness::engine;
+use assay_harness::kbedit::{
+    self, EditError, EditOutcome, KbEditor, KbFiles, NoChange, Reembed, entity_map, to_yaml,
+    write_error,
+};
 use assay_harness::project::Project;
-use assay_harness::results::{write_new, write_replace};
+use assay_harness::results::write_replace;
 use assay_kb::datafile::{self, DataError, Format};
 use assay_kb::store::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, SqliteStore, StoredEntity,
-    changed_fields,
 };
-use assay_kb::{EntityFilter, KbError, KnowledgeBase, check_entity};
+use assay_kb::{EntityFilter, KbError, KnowledgeBase};
 use serde_json::{Map, Value, json};
 
 use super::{env, log_warnings, out, runtime};
 use crate::args::{KbCommand, KbListArgs};
 use crate::exit::Exit;
-
-/// The load modes, in schema order.
-const LOAD_MODES: [LoadMode; 3] = [LoadMode::Always, LoadMode::State, LoadMode::Situation];
 
 /// How many characters of a row id `history` shows.
 const SHORT_ID: usize = 8;
@@ -76,15 +76,9 @@ impl Kb {
                 by,
             } => {
                 let update = read_update(file.as_deref(), set)?;
-                self.update(entity_id, &update, by, Change::Update)
+                self.update(entity_id, Some(&update), by)
             }
-            KbCommand::Deactivate { entity_id, by } => {
-                let update = EntityUpdate {
-                    is_active: Some(false),
-                    ..EntityUpdate::default()
-                };
-                self.update(entity_id, &update, by, Change::Deactivate)
-            }
+            KbCommand::Deactivate { entity_id, by } => self.update(entity_id, None, by),
             KbCommand::History { entity_id, json } => self.history(entity_id, *json),
             KbCommand::Embed {
                 entity_id,
@@ -270,48 +264,32 @@ impl Kb {
         Ok(())
     }
 
+    fn editor(&self) -> KbEditor<'_> {
+        KbEditor::new(&self.store, Some(KbFiles::of(&self.project)))
+    }
+
     fn create(&self, file: &Path, by: &str) -> Result<(), HarnessError> {
         let entity = read_one_entity(file)?;
-        check_entity(&entity).map_err(|problem| {
-            DataError::new(file, format!("entity `{}`: {problem}", entity.entity_id))
-        })?;
-        let id = entity.entity_id.as_str();
-        if let Some(source) = self.project.kb.sources.get(id) {
-            return Err(HarnessError::Usage(format!(
-                "entity `{id}` already exists (in {}); change it with `assay kb update`",
-                source.display()
-            )));
-        }
-        if self.store.contains(id)? {
-            return Err(HarnessError::Usage(format!(
-                "entity `{id}` already exists in the store (inactive: it was removed from the kb/ files); ids are never reused"
-            )));
-        }
-        let kb_dir = &self.project.settings.kb_dir;
-        let target = kb_dir.join(file_name_for(id)?);
-        if target.exists() {
-            return Err(HarnessError::Usage(format!(
-                "{} already exists; nothing was written",
-                target.display()
-            )));
-        }
-        let text = to_yaml(&Value::Array(vec![Value::Object(entity_map(&entity))]))?;
-        let reread: Vec<Entity> = datafile::parse(&target, &text, Format::Yaml, &mut |_| {})?;
-        if reread != [entity.clone()] {
-            return Err(HarnessError::Infrastructure(format!(
-                "entity `{id}` does not read back as written; nothing was written"
-            )));
-        }
-        std::fs::create_dir_all(kb_dir).map_err(|e| write_error(kb_dir, &e))?;
-        write_new(&target, text.as_bytes()).map_err(|e| write_error(&target, &e))?;
-        if let Some(sibling) = self.project.kb.files.first() {
-            copy_permissions(sibling, &target);
-        }
-        let stored = self.store.create(&entity, &Edit::now(by))?;
+        let outcome = self
+            .editor()
+            .create(&entity, &Edit::now(by))
+            .map_err(|e| match e {
+                // As a file's error: the file holds the entity.
+                EditError::Invalid { entity_id, problem } => {
+                    DataError::new(file, format!("entity `{entity_id}`: {problem}")).into()
+                }
+                e => HarnessError::from(e),
+            })?;
+        let written = match &outcome {
+            EditOutcome::Written {
+                file: Some(path), ..
+            } => path.display().to_string(),
+            _ => String::new(),
+        };
         out(&format!(
-            "created `{id}`: version {} by {by}\n  wrote {}\n",
-            stored.version,
-            target.display()
+            "created `{}`: version {} by {by}\n  wrote {written}\n",
+            entity.entity_id,
+            outcome.version(),
         ));
         Ok(())
     }
@@ -319,66 +297,55 @@ impl Kb {
     fn update(
         &self,
         entity_id: &str,
-        update: &EntityUpdate,
+        update: Option<&EntityUpdate>,
         by: &str,
-        change: Change,
     ) -> Result<(), HarnessError> {
-        let stored = self.stored(entity_id)?;
-        let Some(source) = self.project.kb.sources.get(entity_id) else {
-            if change == Change::Deactivate && !stored.entity.is_active {
-                out(&format!(
-                    "no change: `{entity_id}` is already inactive (version {}; it is in no kb/ file)\n",
-                    stored.version
-                ));
-                return Ok(());
-            }
-            return Err(HarnessError::Usage(format!(
-                "entity `{entity_id}` is in no kb/ file (it was removed from the files and deactivated); add it back to a kb/ file to change it"
-            )));
-        };
-        let old = self
-            .project
-            .kb
-            .kb
-            .get(entity_id)?
-            .ok_or_else(|| KbError::NotFound(entity_id.to_owned()))?;
-        let new = update.apply(&old);
-        check_entity(&new).map_err(|problem| KbError::InvalidEntity {
-            entity_id: entity_id.to_owned(),
-            problem,
-        })?;
-        let changed = changed_fields(&old, &new);
-        if changed.is_empty() {
-            let why = match change {
-                Change::Deactivate => "is already inactive",
-                Change::Update => "is already as asked",
-            };
-            out(&format!(
-                "no change: `{entity_id}` {why} (version {}); no version was written\n",
-                stored.version
-            ));
-            return Ok(());
-        }
-        let note = rewrite_source(source, entity_id, &old, &new)?;
+        let editor = self.editor();
         let edit = Edit::now(by);
-        let stored = match change {
-            Change::Update => self.store.update(entity_id, update, &edit)?,
-            Change::Deactivate => self.store.deactivate(entity_id, &edit)?,
+        let outcome = match update {
+            Some(update) => editor.update(entity_id, update, None, &edit)?,
+            None => editor.deactivate(entity_id, None, &edit)?,
         };
-        let verb = match change {
-            Change::Update => "updated",
-            Change::Deactivate => "deactivated",
+        let verb = if update.is_some() {
+            "updated"
+        } else {
+            "deactivated"
         };
-        let mut text = format!(
-            "{verb} `{entity_id}`: version {} by {by} (changed: {})\n  wrote {}\n",
-            stored.version,
-            changed.join(", "),
-            source.display()
-        );
-        if let Some(note) = note {
-            text.push_str(&format!("note: {note}\n"));
+        match outcome {
+            EditOutcome::Unchanged { stored, why } => {
+                let v = stored.version;
+                out(&match why {
+                    NoChange::InactiveOutsideFiles => format!(
+                        "no change: `{entity_id}` is already inactive (version {v}; it is in no kb/ file)\n"
+                    ),
+                    NoChange::AlreadyInactive => format!(
+                        "no change: `{entity_id}` is already inactive (version {v}); no version was written\n"
+                    ),
+                    NoChange::AlreadyAsAsked => format!(
+                        "no change: `{entity_id}` is already as asked (version {v}); no version was written\n"
+                    ),
+                });
+            }
+            EditOutcome::Written {
+                stored,
+                changed,
+                file,
+                note,
+            } => {
+                let mut text = format!(
+                    "{verb} `{entity_id}`: version {} by {by} (changed: {})\n",
+                    stored.version,
+                    changed.join(", "),
+                );
+                if let Some(file) = file {
+                    text.push_str(&format!("  wrote {}\n", file.display()));
+                }
+                if let Some(note) = note {
+                    text.push_str(&format!("note: {note}\n"));
+                }
+                out(&text);
+            }
         }
-        out(&text);
         Ok(())
     }
 
@@ -425,33 +392,29 @@ impl Kb {
         all: bool,
         flag: Option<&str>,
     ) -> Result<(), HarnessError> {
-        if let Some(id) = entity_id {
-            self.stored(id)?;
-        }
         let choice = engine::choose_embedder(&self.project.settings, flag, &env)?;
         let embedder = engine::build_embedder(&choice)?;
+        let which = match (entity_id, all) {
+            (Some(id), _) => Reembed::One(id),
+            (None, true) => Reembed::All,
+            (None, false) => Reembed::Stale,
+        };
         let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
-        let report = rt.block_on(engine::refresh_embeddings(
-            &self.store,
+        let report = rt.block_on(self.editor().regenerate_embeddings(
             embedder.as_ref(),
-            all,
-            entity_id,
+            which,
+            engine::multi_view(&self.project.settings),
         ))?;
         let mut text = format!(
             "embedded {} with {} ({} already fresh)\n",
             plural(report.embedded.len(), "entity"),
-            embedder.model(),
+            report.model,
             report.fresh
         );
         for id in &report.embedded {
             text.push_str(&format!("  {id}\n"));
         }
-        if engine::multi_view(&self.project.settings) && entity_id.is_none() {
-            let views = rt.block_on(engine::refresh_view_embeddings(
-                &self.store,
-                embedder.as_ref(),
-                all,
-            ))?;
+        if let Some(views) = report.views {
             text.push_str(&format!(
                 "views: embedded those of {} ({} already fresh)\n",
                 plural(views.embedded.len(), "entity"),
@@ -505,14 +468,7 @@ impl Kb {
     }
 
     fn stats(&self, flag: Option<&str>, as_json: bool) -> Result<(), HarnessError> {
-        let choice = engine::choose_embedder(&self.project.settings, flag, &env)?;
-        // Every embedder's `model()` is its spec's name; only the built-in one is free to build
-        // (which checks its name), so others are not loaded just to be named.
-        let model = if choice.is_builtin() {
-            engine::build_embedder(&choice)?.model().to_owned()
-        } else {
-            choice.spec.to_string()
-        };
+        let model = kbedit::embedding_model(&self.project.settings, flag, &env)?;
         let stats = self.store.stats(&model)?;
         if as_json {
             out(&pretty(
@@ -565,13 +521,6 @@ impl Kb {
     }
 }
 
-/// Which write an update is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
-    Update,
-    Deactivate,
-}
-
 fn report_changes(r: &ImportReport) -> usize {
     r.created.len() + r.updated.len() + r.deactivated.len()
 }
@@ -597,29 +546,11 @@ fn render_import(r: &ImportReport) -> String {
 }
 
 fn parse_type(text: &str) -> Result<EntityType, HarnessError> {
-    EntityType::ALL
-        .into_iter()
-        .find(|t| t.as_str().eq_ignore_ascii_case(text.trim()))
-        .ok_or_else(|| {
-            let names: Vec<&str> = EntityType::ALL.iter().map(|t| t.as_str()).collect();
-            HarnessError::Usage(format!(
-                "--type: unknown entity type `{text}` (expected one of {})",
-                names.join(", ")
-            ))
-        })
+    kbedit::parse_entity_type(text).map_err(|e| HarnessError::Usage(format!("--type: {e}")))
 }
 
 fn parse_load_mode(text: &str) -> Result<LoadMode, HarnessError> {
-    LOAD_MODES
-        .into_iter()
-        .find(|m| m.as_str().eq_ignore_ascii_case(text.trim()))
-        .ok_or_else(|| {
-            let names: Vec<&str> = LOAD_MODES.iter().map(|m| m.as_str()).collect();
-            HarnessError::Usage(format!(
-                "--load-mode: unknown load mode `{text}` (expected one of {})",
-                names.join(", ")
-            ))
-        })
+    kbedit::parse_load_mode(text).map_err(|e| HarnessError::Usage(format!("--load-mode: {e}")))
 }
 
 /// Splits `FIELD=VALUE`; VALUE is JSON when it parses, else text. Returns the field, the value
@@ -725,184 +656,6 @@ fn read_one_entity(file: &Path) -> Result<Entity, HarnessError> {
     }
 }
 
-/// `<entity_id>.yaml`, when the id is safe as a file name.
-fn file_name_for(entity_id: &str) -> Result<String, HarnessError> {
-    let safe = !entity_id.starts_with('.')
-        && entity_id
-            .chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if safe {
-        Ok(format!("{entity_id}.yaml"))
-    } else {
-        Err(HarnessError::Usage(format!(
-            "entity_id `{entity_id}` cannot name its file kb/<entity_id>.yaml: use letters, digits, `_`, `-` and `.`"
-        )))
-    }
-}
-
-/// An entity file, read.
-struct Source {
-    format: Format,
-    text: String,
-    /// The entities as written (to edit).
-    items: Vec<Value>,
-    /// The entities as parsed (to check the edit).
-    entities: Vec<Entity>,
-}
-
-fn read_source(path: &Path) -> Result<Source, HarnessError> {
-    let format = Format::from_path(path).ok_or_else(|| {
-        DataError::new(
-            path,
-            "unsupported file type (expected .json, .yaml or .yml)",
-        )
-    })?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| DataError::new(path, format!("cannot read file: {e}")))?;
-    let items: Vec<Value> = datafile::parse(path, &text, format, &mut |_| {})?;
-    let entities: Vec<Entity> = datafile::parse(path, &text, format, &mut |_| {})?;
-    Ok(Source {
-        format,
-        text,
-        items,
-        entities,
-    })
-}
-
-/// Rewrites the entity `old` in `path` as `new`, in place, changing only the fields that
-/// differ; every other entity stays as it was (checked by reading the new text back before
-/// anything is written). Returns a note for the user when comments were lost.
-fn rewrite_source(
-    path: &Path,
-    entity_id: &str,
-    old: &Entity,
-    new: &Entity,
-) -> Result<Option<String>, HarnessError> {
-    let Source {
-        format,
-        text,
-        mut items,
-        entities,
-    } = read_source(path)?;
-    let index = entities
-        .iter()
-        .position(|e| e.entity_id == entity_id)
-        .ok_or_else(|| {
-            DataError::new(
-                path,
-                format!("entity `{entity_id}` is no longer in this file (was it edited just now?)"),
-            )
-        })?;
-    if entities[index] != *old {
-        return Err(DataError::new(
-            path,
-            format!(
-                "entity `{entity_id}` changed in this file while assay ran; nothing was written"
-            ),
-        )
-        .into());
-    }
-    let new_fields = entity_map(new);
-    let Some(item) = items.get_mut(index).and_then(Value::as_object_mut) else {
-        return Err(DataError::new(path, format!("[{index}]: expected a mapping")).into());
-    };
-    for field in changed_fields(old, new) {
-        match new_fields.get(field) {
-            Some(value) => {
-                item.insert(field.to_owned(), value.clone());
-            }
-            None => {
-                item.shift_remove(field);
-            }
-        }
-    }
-    let items = Value::Array(items);
-    let (rewritten, note) = match format {
-        Format::Json => (pretty(&items), None),
-        Format::Yaml => {
-            let (header, rest) = split_header(&text);
-            let note = has_comments(rest).then(|| {
-                format!(
-                    "{} was re-serialised: comments inside it were not kept{}",
-                    path.display(),
-                    if header.is_empty() {
-                        ""
-                    } else {
-                        " (its opening comment block was)"
-                    }
-                )
-            });
-            (format!("{header}{}", to_yaml(&items)?), note)
-        }
-    };
-    let reread: Vec<Entity> = datafile::parse(path, &rewritten, format, &mut |_| {})?;
-    let expected: Vec<&Entity> = entities
-        .iter()
-        .enumerate()
-        .map(|(i, e)| if i == index { new } else { e })
-        .collect();
-    if reread.iter().collect::<Vec<_>>() != expected {
-        return Err(HarnessError::Infrastructure(format!(
-            "{}: rewriting entity `{entity_id}` would not read back as intended; nothing was written",
-            path.display()
-        )));
-    }
-    replace_file(path, &rewritten)?;
-    Ok(note)
-}
-
-/// The leading comment block of a YAML file (comment and blank lines, ending in a newline) and
-/// the rest.
-fn split_header(text: &str) -> (&str, &str) {
-    let mut end = 0;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            end += line.len();
-        } else {
-            break;
-        }
-    }
-    let (header, rest) = text.split_at(end);
-    if header.ends_with('\n') || header.is_empty() {
-        (header, rest)
-    } else {
-        ("", text)
-    }
-}
-
-/// Whether YAML text seems to hold comments (a false alarm only costs a note).
-fn has_comments(text: &str) -> bool {
-    text.lines()
-        .any(|l| l.trim_start().starts_with('#') || l.contains(" #"))
-}
-
-/// Replaces a file atomically (a temporary file renamed over it), following a symbolic link and
-/// keeping the file's permissions.
-fn replace_file(path: &Path, text: &str) -> Result<(), HarnessError> {
-    let target = std::fs::canonicalize(path).map_err(|e| write_error(path, &e))?;
-    let permissions = std::fs::metadata(&target).map(|m| m.permissions()).ok();
-    write_replace(&target, text.as_bytes()).map_err(|e| write_error(path, &e))?;
-    if let Some(permissions) = permissions
-        && let Err(e) = std::fs::set_permissions(&target, permissions)
-    {
-        tracing::warn!("{}: could not keep its permissions: {e}", path.display());
-    }
-    Ok(())
-}
-
-fn copy_permissions(from: &Path, to: &Path) {
-    if let Ok(meta) = std::fs::metadata(from)
-        && let Err(e) = std::fs::set_permissions(to, meta.permissions())
-    {
-        tracing::warn!("{}: could not set its permissions: {e}", to.display());
-    }
-}
-
-fn write_error(path: &Path, e: &std::io::Error) -> HarnessError {
-    HarnessError::Infrastructure(format!("{}: cannot write: {e}", path.display()))
-}
-
 /// Whether `path` would land inside `dir` (both resolved as far as they exist).
 fn inside(path: &Path, dir: &Path) -> bool {
     let resolve = |p: &Path| -> Option<PathBuf> {
@@ -920,37 +673,9 @@ fn json_error(e: &serde_json::Error) -> HarnessError {
     HarnessError::Infrastructure(format!("cannot write JSON: {e}"))
 }
 
-/// YAML, with a blank line between the items of a top-level list (as kb/ files are written by
-/// hand).
-fn to_yaml(value: &Value) -> Result<String, HarnessError> {
-    let text = serde_norway::to_string(value)
-        .map_err(|e| HarnessError::Infrastructure(format!("cannot write YAML: {e}")))?;
-    if !value.is_array() {
-        return Ok(text);
-    }
-    let mut spaced = String::with_capacity(text.len() + text.len() / 32);
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if i > 0 && line.starts_with("- ") {
-            spaced.push('\n');
-        }
-        spaced.push_str(line);
-    }
-    Ok(spaced)
-}
-
 /// JSON with two-space indentation and a final newline.
 fn pretty(value: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("\"{e}\""));
-    text.push('\n');
-    text
-}
-
-/// An entity's fields as a JSON object, in schema order.
-fn entity_map(entity: &Entity) -> Map<String, Value> {
-    match serde_json::to_value(entity) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
+    kbedit::pretty_json(value)
 }
 
 fn version_json(v: &EntityVersion) -> Value {
@@ -1119,15 +844,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("priority 101 is out of range"), "{err}");
-    }
-
-    #[test]
-    fn headers_are_leading_comments() {
-        let (header, rest) = split_header("# a\n\n# b\n- x: 1\n# c\n");
-        assert_eq!(header, "# a\n\n# b\n");
-        assert!(has_comments(rest));
-        assert_eq!(split_header("- x: 1\n").0, "");
-        assert_eq!(split_header("# only").0, "");
     }
 
     #[test]

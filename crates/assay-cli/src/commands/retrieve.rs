@@ -6,9 +6,9 @@ use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::project::Project;
+use assay_harness::retrieve::{self, Ask};
 use assay_kb::StateStore;
 use assay_kb::store::KbStore;
-use assay_providers::InputKind;
 use assay_retrieval::pipeline::{DropReason, Retrieval};
 use serde_json::json;
 
@@ -48,26 +48,14 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|| DEFAULT_AUDIENCE.to_owned());
 
     let choice = engine::choose_embedder(&project.settings, args.embedder.as_deref(), &env)?;
-    let embedder = engine::build_embedder(&choice)?;
-    let rt = runtime()?;
-    let (pipeline, _) = rt.block_on(engine::prepare_pipeline(
-        &store,
-        &store,
-        &project,
-        embedder.as_ref(),
-        engine::retrieval_config(&project.settings, &choice),
-    ))?;
-    let query = rt
-        .block_on(embedder.embed(std::slice::from_ref(&args.message), InputKind::Query))
-        .map_err(|e| {
-            HarnessError::Infrastructure(format!(
-                "embedding the message with {}: {e}",
-                embedder.model()
-            ))
-        })?
-        .into_iter()
-        .next();
-    let retrieval = pipeline.retrieve(&args.message, query.as_deref(), &state, &audience);
+    let ask = Ask {
+        message: args.message.clone(),
+        audience: audience.clone(),
+        state,
+        top_k: None,
+    };
+    let traced = runtime()?.block_on(retrieve::retrieve(&project, &store, &choice, &ask))?;
+    let retrieval = traced.retrieval;
     let ids: Vec<String> = retrieval
         .entities
         .iter()
@@ -81,7 +69,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         let mut doc = json!({
             "message": args.message,
             "audience": audience,
-            "embedder": embedder.model(),
+            "embedder": traced.embedder,
             "entities": retrieval.entities,
             "tokens_used": retrieval.tokens_used,
             "token_budget": retrieval.token_budget,
@@ -99,7 +87,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         out(&render(
             &retrieval,
             args.explain,
-            embedder.model(),
+            &traced.embedder,
             &audience,
         ));
     }

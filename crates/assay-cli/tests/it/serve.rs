@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::Scratch;
+use crate::support::{Scratch, assay};
 
 /// Kills the server when the test ends, passed or not.
 struct Server(Child);
@@ -81,4 +81,178 @@ fn serve_refuses_a_bad_project_before_listening() {
     assert!(out.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("assay.toml"), "{stderr}");
+}
+
+/// A request over plain HTTP/1.1: the status code and the JSON body.
+fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response[9..12].parse().unwrap();
+    let body = &response[response.find("\r\n\r\n").unwrap() + 4..];
+    (
+        status,
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}")),
+    )
+}
+
+/// Starts `assay serve` on a free port of 127.0.0.1; returns the server and its address.
+fn start(project: &Scratch, env: &[(&str, &str)]) -> (Server, String, std::path::PathBuf) {
+    let log = project.path("serve.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command
+        .args(["serve", "--port", "0", "--project"])
+        .arg(&project.root)
+        .env_remove("RUST_LOG")
+        .env_remove("ASSAY_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut server = Server(command.spawn().unwrap());
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("not on 127.0.0.1: {line:?}"))
+        .to_owned();
+    (server, format!("127.0.0.1:{port}"), log)
+}
+
+#[test]
+fn serve_edits_the_kb_over_http_as_the_cli_does() {
+    let token = "integration-token-1234";
+    let project = Scratch::example();
+    let (_server, addr, log) = start(&project, &[("ASSAY_ADMIN_TOKEN", token)]);
+
+    // Create, read back, update, see the history: over real HTTP.
+    let new = r#"{"entity_id": "script_pickup_delay", "entity_type": "SCRIPT", "title": "Running late to a pickup"}"#;
+    let (status, created) = call(&addr, "POST", "/admin/kb/entities", Some(token), Some(new));
+    assert_eq!(status, 200, "{created:#}");
+    assert_eq!(created["entity"]["version"], 1);
+    assert!(project.path("kb/script_pickup_delay.yaml").is_file());
+    let (status, updated) = call(
+        &addr,
+        "PUT",
+        "/admin/kb/entities/script_pickup_delay",
+        Some(token),
+        Some(r#"{"title": "Running late to a handoff", "expected_version": 1}"#),
+    );
+    assert_eq!(status, 200, "{updated:#}");
+    assert_eq!(updated["entity"]["version"], 2);
+    let (status, stale) = call(
+        &addr,
+        "PUT",
+        "/admin/kb/entities/script_pickup_delay",
+        Some(token),
+        Some(r#"{"title": "Someone else's title", "expected_version": 1}"#),
+    );
+    assert_eq!(
+        (status, stale["code"].as_str()),
+        (409, Some("stale_version"))
+    );
+    let (status, history) = call(
+        &addr,
+        "GET",
+        "/admin/kb/entities/script_pickup_delay/versions",
+        None,
+        None,
+    );
+    assert_eq!(status, 200);
+    let versions = history["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[1]["changed_fields"], serde_json::json!(["title"]));
+    // The CLI sees the API's versions.
+    let shown = assay(&[
+        "kb",
+        "show",
+        "script_pickup_delay",
+        "--json",
+        "--project",
+        project.root.to_str().unwrap(),
+    ]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert_eq!(shown.json()["title"], "Running late to a handoff");
+
+    // The same edit through the CLI on a twin project writes the same bytes.
+    let (status, _) = call(
+        &addr,
+        "PUT",
+        "/admin/kb/entities/handler_returning_user",
+        Some(token),
+        Some(r#"{"priority": 77, "keywords": null, "expected_version": 1}"#),
+    );
+    assert_eq!(status, 200);
+    let twin = Scratch::example();
+    let run = assay(&[
+        "kb",
+        "update",
+        "handler_returning_user",
+        "--set",
+        "priority=77",
+        "--set",
+        "keywords=null",
+        "--project",
+        twin.root.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        project.read("kb/handlers.yaml"),
+        twin.read("kb/handlers.yaml")
+    );
+    assert_ne!(
+        project.read("kb/handlers.yaml"),
+        std::fs::read_to_string(crate::support::example().join("kb/handlers.yaml")).unwrap()
+    );
+
+    // Without the token: 401, and nothing changes.
+    let (status, _) = call(&addr, "DELETE", "/admin/kb/entities/gray_rock", None, None);
+    assert_eq!(status, 401);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(!stderr.contains(token), "the token was logged: {stderr}");
+}
+
+#[test]
+fn serve_without_a_token_is_read_only_and_says_so() {
+    let project = Scratch::example();
+    let (_server, addr, log) = start(&project, &[]);
+    let (status, page) = call(&addr, "GET", "/admin/kb/entities?page_size=5", None, None);
+    assert_eq!(status, 200, "{page:#}");
+    assert_eq!(page["items"].as_array().unwrap().len(), 5);
+    let (status, body) = call(
+        &addr,
+        "DELETE",
+        "/admin/kb/entities/gray_rock",
+        Some("anything"),
+        None,
+    );
+    assert_eq!((status, body["code"].as_str()), (403, Some("read_only")));
+    let (status, runs) = call(&addr, "GET", "/runs", None, None);
+    assert_eq!(status, 200);
+    assert!(runs["runs"].is_array());
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(stderr.contains("read-only"), "{stderr}");
 }

@@ -325,7 +325,7 @@ async fn reembed(
     });
     let env = state.env();
     let dir = state.project_dir().to_owned();
-    let kb_lock = std::sync::Arc::clone(&state.ui.kb_lock);
+    let kb_lock = state.kb_lock();
     std::thread::spawn(move || {
         let _guard = guard;
         let _kb = kb_lock.lock().unwrap_or_else(PoisonError::into_inner);

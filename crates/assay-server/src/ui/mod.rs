@@ -22,7 +22,6 @@ mod runs;
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -37,8 +36,8 @@ use assay_harness::{HarnessError, engine};
 use assay_kb::KbError;
 use assay_kb::store::KbStore;
 
+use crate::AppState;
 use crate::error::ApiError;
-use crate::{AppState, EnvLookup};
 
 pub use assay_report::html::escape as esc;
 
@@ -92,46 +91,16 @@ impl Secrets {
     }
 }
 
-/// The environment variable holding the admin token; without it the UI is read-only.
-pub const ADMIN_TOKEN_ENV: &str = "ASSAY_ADMIN_TOKEN";
-
-/// What the UI keeps for the life of the process: its secret, the admin token (as its
-/// SHA-256 digest, read once at start), the lock that serialises edits, and the
-/// re-embedding job.
+/// What the UI keeps for the life of the process: its secret and the re-embedding job.
+#[derive(Debug, Default)]
 pub struct Shared {
     secrets: Secrets,
-    admin_token: Option<[u8; 32]>,
-    kb_lock: Arc<Mutex<()>>,
     jobs: bulk::Jobs,
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("read_only", &self.admin_token.is_none())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    /// Reads the admin token through `env` ([`ADMIN_TOKEN_ENV`]; blank means none).
-    pub fn new(env: &EnvLookup) -> Shared {
-        Shared {
-            secrets: Secrets::random(),
-            admin_token: env(ADMIN_TOKEN_ENV)
-                .filter(|t| !t.trim().is_empty())
-                .map(|t| Sha256::digest(t.trim().as_bytes()).into()),
-            kb_lock: Arc::new(Mutex::new(())),
-            jobs: bulk::Jobs::default(),
-        }
-    }
-
-    /// Whether `candidate` is the admin token, compared in constant time.
-    fn token_matches(&self, candidate: &str) -> bool {
-        self.admin_token.is_some_and(|digest| {
-            let given: [u8; 32] = Sha256::digest(candidate.trim().as_bytes()).into();
-            digest.ct_eq(&given).into()
-        })
+impl Default for Secrets {
+    fn default() -> Secrets {
+        Secrets::random()
     }
 }
 
@@ -164,7 +133,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// The access of a request.
 pub fn access(state: &AppState, headers: &HeaderMap) -> Access {
-    if state.ui.admin_token.is_none() {
+    if state.admin_token().is_none() {
         return Access::ReadOnly;
     }
     match cookie(headers, AUTH_COOKIE) {
@@ -447,7 +416,7 @@ where
     T: Send + 'static,
     F: FnOnce(&Project) -> Result<T, UiError> + Send + 'static,
 {
-    let lock = Arc::clone(&state.ui.kb_lock);
+    let lock = state.kb_lock();
     blocking(state, move |project| {
         let _guard = lock
             .lock()
@@ -534,14 +503,14 @@ async fn login(
     axum::Form(form): axum::Form<HashMap<String, String>>,
 ) -> Result<Response, UiError> {
     check_post(&state, &headers, &form)?;
-    if state.ui.admin_token.is_none() {
+    let Some(expected) = state.admin_token() else {
         return Err(UiError::new(
             StatusCode::FORBIDDEN,
             "the server is read-only: start it with ASSAY_ADMIN_TOKEN set to allow changes",
         ));
-    }
+    };
     let given = form.get("token").map_or("", String::as_str);
-    if !state.ui.token_matches(given) {
+    if !expected.matches(given.trim()) {
         tracing::warn!("web UI: a sign-in with a wrong admin token");
         return Ok(Redirect::to("/ui/login?failed=1").into_response());
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use assay_server::{AppState, app};
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -95,14 +95,39 @@ impl Server {
         uri: &str,
         body: Option<&str>,
     ) -> (StatusCode, Value) {
+        self.request_with(method, uri, body, &[]).await
+    }
+
+    /// The raw response to a request with these headers.
+    pub async fn raw(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&str>,
+        headers: &[(&str, String)],
+    ) -> Response<Body> {
         let mut req = Request::builder().method(method).uri(uri);
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
         let req = req
             .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
             .unwrap();
-        let response = self.app.clone().oneshot(req).await.unwrap();
+        self.app.clone().oneshot(req).await.unwrap()
+    }
+
+    /// A request with these headers; the answer must be JSON.
+    pub async fn request_with(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&str>,
+        headers: &[(&str, String)],
+    ) -> (StatusCode, Value) {
+        let response = self.raw(method, uri, body, headers).await;
         let status = response.status();
         let content_type = response
             .headers()

@@ -1,0 +1,131 @@
+//! The saved runs, read-only: `/runs`, `/runs/{id}`, `/runs/{a}/diff/{b}`.
+
+use axum::http::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::support::{Server, assert_error};
+
+/// Runs the state bank (fast) and saves it; returns the saved RunLog's id (its stamp).
+async fn saved_run(server: &Server) -> String {
+    let (status, body) = server.get("/cli/test-harness?banks=state,always").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    let json = body["saved"]["json"].as_str().unwrap();
+    let name = std::path::Path::new(json)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    name.strip_prefix("results_")
+        .unwrap()
+        .strip_suffix(".json")
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_list_read_and_compare() {
+    let server = Server::example();
+    let (status, empty) = server.get("/runs").await;
+    assert_eq!(status, StatusCode::OK, "{empty:#}");
+    assert_eq!(empty["runs"], serde_json::json!([]));
+
+    let first = saved_run(&server).await;
+    // A second, different run: one state case made worse by hand, as a regression would.
+    let log_path = server.root.join(format!("results/results_{first}.json"));
+    let mut log: Value =
+        serde_json::from_str(&std::fs::read_to_string(&log_path).unwrap()).unwrap();
+    let case = &mut log["state"]["results"][0];
+    assert_eq!(case["score"], 100, "{case:#}");
+    case["score"] = 40.into();
+    let worse_id = case["test_id"].as_str().unwrap().to_owned();
+    log["run_id"] = "hand-edited".into();
+    log["timestamp"] = "2099-01-01T00:00:00Z".into();
+    server.write(
+        "results/results_2099-01-01-0000.json",
+        &serde_json::to_string(&log).unwrap(),
+    );
+    // Not a RunLog: left out of the list, and a 422 when asked for.
+    server.write(
+        "results/results_2000-01-01-0000.json",
+        "{\"not\": \"a run\"}",
+    );
+
+    let (status, list) = server.get("/runs").await;
+    assert_eq!(status, StatusCode::OK);
+    let runs = list["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{list:#}");
+    assert_eq!(runs[0]["id"], "2099-01-01-0000");
+    assert_eq!(runs[1]["id"], first.as_str());
+    let r = &runs[1];
+    assert!(r["combined_score"].is_number());
+    assert!(r["health_status"].is_string());
+    assert!(r["total_tests"].as_u64().unwrap() > 0);
+    assert_eq!(r["banks"], serde_json::json!(["always", "state"]));
+    assert!(r["markdown"].as_str().unwrap().ends_with(".md"));
+    assert!(runs[0]["markdown"].is_null());
+
+    let (status, got) = server.get(&format!("/runs/{first}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["run_id"], runs[1]["run_id"]);
+    assert!(got["state"]["results"].is_array());
+
+    let (status, diff) = server
+        .get(&format!("/runs/{first}/diff/2099-01-01-0000"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{diff:#}");
+    assert_eq!(diff["worse"].as_array().unwrap().len(), 1);
+    assert_eq!(diff["worse"][0]["test_id"], worse_id.as_str());
+    assert_eq!(diff["worse"][0]["before"], 100);
+    assert_eq!(diff["worse"][0]["after"], 40);
+    assert_eq!(diff["worse"][0]["delta"], -60);
+    assert!(diff["better"].as_array().unwrap().is_empty());
+    let total = r["total_tests"].as_u64().unwrap() as usize;
+    assert_eq!(diff["unchanged"].as_array().unwrap().len(), total - 1);
+    assert_eq!(diff["counts"]["worse"], 1);
+    assert_eq!(diff["after"]["run_id"], "hand-edited");
+    // And the other way round it got better.
+    let (_, back) = server
+        .get(&format!("/runs/2099-01-01-0000/diff/{first}"))
+        .await;
+    assert_eq!(back["better"][0]["test_id"], worse_id.as_str());
+
+    let got = server.get("/runs/2000-01-01-0000").await;
+    assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, "not a RunLog");
+    let got = server.get("/runs/2001-01-01-0000").await;
+    assert_error(
+        &got,
+        StatusCode::NOT_FOUND,
+        "no saved run `2001-01-01-0000`",
+    );
+    let got = server
+        .get(&format!("/runs/{first}/diff/2001-01-01-0000"))
+        .await;
+    assert_error(&got, StatusCode::NOT_FOUND, "2001-01-01-0000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_ids_cannot_reach_outside_the_results_folder() {
+    let server = Server::example();
+    // A file that a traversal would find.
+    server.write("results_secret.json", "{}");
+    server.write("results/../assay-secret.json", "{}");
+    for path in [
+        "/runs/..%2Fassay.toml",
+        "/runs/..%2F..%2Fetc%2Fpasswd",
+        "/runs/%2E%2E",
+        "/runs/..%2Fresults_secret",
+        "/runs/secret",
+        "/runs/2026-01-01-0000%2F..%2F..%2Fassay",
+        "/runs/2026-01-01-0000%00",
+        "/runs/..%2Fassay.toml/diff/2026-01-01-0000",
+        "/runs/2026-01-01-0000/diff/..%2F..%2Fassay",
+    ] {
+        let got = server.get(path).await;
+        assert_error(&got, StatusCode::BAD_REQUEST, "is not a run id");
+    }
+    // Runs are read-only.
+    let got = server
+        .request(Method::DELETE, "/runs/2026-01-01-0000", None)
+        .await;
+    assert_error(&got, StatusCode::METHOD_NOT_ALLOWED, "does not take DELETE");
+}
