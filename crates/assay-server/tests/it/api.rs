@@ -53,7 +53,7 @@ async fn full_run_counts_every_bank_and_saves() {
         assert!(path.starts_with(server.root.join("results")), "{path:?}");
     }
     let files = server.results();
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 3, "{files:?}");
     assert!(
         files
             .iter()
