@@ -247,6 +247,7 @@ fn schemas() -> Value {
 /// The error responses of a KB admin route: `write` adds the token's 401/403, `entity` the
 /// unknown id's 404, `body` the malformed body's 400 and the validation 422, `version` the
 /// stale version's 409.
+#[allow(clippy::fn_params_excessive_bools)] // one flag per kind of error a route can answer
 fn kb_errors(write: bool, entity: bool, body: bool, version: bool) -> Vec<(&'static str, Value)> {
     let mut out = vec![(
         "400",

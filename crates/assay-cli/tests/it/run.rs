@@ -45,8 +45,8 @@ fn the_example_runs_all_four_banks_and_saves_results() {
     assert_eq!(files.len(), 3, "{files:?}");
     assert!(
         files[0].starts_with("report_")
-            && files[0].ends_with(".html")
-            && files[1].ends_with(".md")
+            && files[0].rsplit('.').next() == Some("html")
+            && files[1].rsplit('.').next() == Some("md")
             && files[2].starts_with("results_"),
         "{files:?}"
     );
@@ -194,7 +194,7 @@ fn a_critical_negative_match_makes_health_critical() {
     let report = p
         .results()
         .into_iter()
-        .find(|f| f.starts_with("report_") && f.ends_with(".md"))
+        .find(|f| f.starts_with("report_") && f.rsplit('.').next() == Some("md"))
         .unwrap();
     let md = p.read(&format!("results/{report}"));
     let html = p.read(&format!("results/{}", report.replace(".md", ".html")));

@@ -52,14 +52,13 @@ impl ListQuery {
         for (k, v) in q {
             let v = v.trim();
             match k.as_str() {
-                "entity_type" if v.is_empty() => {}
+                "entity_type" | "load_mode" if v.is_empty() => {}
                 "entity_type" => {
                     out.entity_type = Some(
                         kbedit::parse_entity_type(v)
                             .map_err(|e| UiError::bad_request(format!("entity_type: {e}")))?,
                     );
                 }
-                "load_mode" if v.is_empty() => {}
                 "load_mode" => {
                     out.load_mode = Some(
                         kbedit::parse_load_mode(v)

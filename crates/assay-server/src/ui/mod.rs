@@ -144,7 +144,7 @@ pub fn access(state: &AppState, headers: &HeaderMap) -> Access {
 
 /// Refuses a POST that did not come from one of our own forms: a foreign `Origin` or
 /// `Sec-Fetch-Site: cross-site`, or a missing or wrong CSRF token.
-pub fn check_post(
+pub(crate) fn check_post(
     state: &AppState,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
@@ -181,7 +181,7 @@ pub fn check_post(
 }
 
 /// [`check_post`], then requires a signed-in admin.
-pub fn check_write(
+pub(crate) fn check_write(
     state: &AppState,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
@@ -483,7 +483,7 @@ async fn login_page(
         Access::ReadOnly => "<h1>Sign in</h1><p class=\"notice warn\">This server is read-only: it was started without <code>ASSAY_ADMIN_TOKEN</code>. Restart <code>assay serve</code> with the variable set to allow changes.</p>".to_owned(),
         Access::Admin => format!("<h1>Sign in</h1>{}<p>You are signed in as admin.</p>", flash(Some("signed-in"))),
         Access::SignedOut => {
-            let wrong = if q.get("failed").is_some() {
+            let wrong = if q.contains_key("failed") {
                 "<p class=\"notice bad\" role=\"alert\">That is not the admin token.</p>"
             } else {
                 ""

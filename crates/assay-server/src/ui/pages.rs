@@ -53,7 +53,7 @@ impl RetrievalQuery {
                     v.trim().clone_into(&mut out.audience);
                 }
                 "audience" | "audience_type" => {}
-                "top_k" if v.trim().is_empty() => {}
+                "top_k" | "state" if v.trim().is_empty() => {}
                 "top_k" => {
                     out.top_k = Some(
                         v.trim()
@@ -67,7 +67,6 @@ impl RetrievalQuery {
                             })?,
                     );
                 }
-                "state" if v.trim().is_empty() => {}
                 "state" => {
                     v.trim().clone_into(&mut out.state_text);
                     out.state = match serde_json::from_str(v) {

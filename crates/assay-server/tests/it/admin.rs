@@ -442,6 +442,7 @@ async fn bad_input_is_refused_with_the_field_and_nothing_is_written() {
     let before = kb_files(&server);
     let put = "/admin/kb/entities/handler_returning_user";
     let post = "/admin/kb/entities";
+    #[allow(clippy::type_complexity)]
     let cases: [(Method, &str, &str, StatusCode, &str, Option<&str>); 14] = [
         (
             Method::PUT,
