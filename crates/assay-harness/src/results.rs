@@ -1,5 +1,5 @@
-//! Saving a run: `results/results_<stamp>.json` and `results/report_<stamp>.md`, written
-//! atomically (temporary file, then a link that never replaces an existing file).
+//! Saving a run: `results/results_<stamp>.json`, `results/report_<stamp>.md` and
+//! `results/report_<stamp>.html`, written atomically (temporary file, then a link that never replaces an existing file).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,17 @@ pub struct SavedResults {
     pub json: PathBuf,
     /// The Markdown report.
     pub markdown: PathBuf,
+    /// The self-contained HTML report.
+    pub html: PathBuf,
+}
+
+/// The rendered reports saved beside a run's JSON.
+#[derive(Debug, Clone, Copy)]
+pub struct Reports<'a> {
+    /// The Markdown report.
+    pub markdown: &'a str,
+    /// The HTML report.
+    pub html: &'a str,
 }
 
 /// The file stamp of a run that started at `timestamp` (RFC 3339): `YYYY-MM-DD-HHMM`, UTC.
@@ -57,9 +68,14 @@ pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Saves a run's JSON and Markdown under `dir` with the first free stamp
+/// Saves a run's JSON, Markdown and HTML under `dir` with the first free stamp
 /// (`<stamp>`, then `<stamp>-2`, `<stamp>-3`, …). Existing files are never overwritten.
-pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Result<SavedResults> {
+pub fn save(
+    dir: &Path,
+    stamp: &str,
+    json: &str,
+    reports: Reports<'_>,
+) -> std::io::Result<SavedResults> {
     std::fs::create_dir_all(dir)?;
     for n in 1..10_000 {
         let suffix = if n == 1 {
@@ -69,7 +85,8 @@ pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Res
         };
         let json_path = dir.join(format!("results_{stamp}{suffix}.json"));
         let md_path = dir.join(format!("report_{stamp}{suffix}.md"));
-        if json_path.exists() || md_path.exists() {
+        let html_path = dir.join(format!("report_{stamp}{suffix}.html"));
+        if json_path.exists() || md_path.exists() || html_path.exists() {
             continue;
         }
         match write_new(&json_path, json.as_bytes()) {
@@ -77,15 +94,20 @@ pub fn save(dir: &Path, stamp: &str, json: &str, markdown: &str) -> std::io::Res
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
-        match write_new(&md_path, markdown.as_bytes()) {
+        let reports = write_new(&md_path, reports.markdown.as_bytes()).and_then(|()| {
+            write_new(&html_path, reports.html.as_bytes())
+                .inspect_err(|_| drop(std::fs::remove_file(&md_path)))
+        });
+        match reports {
             Ok(()) => {
                 return Ok(SavedResults {
                     json: json_path,
                     markdown: md_path,
+                    html: html_path,
                 });
             }
             Err(e) => {
-                // Keep the pair together: take back the JSON we just wrote.
+                // Keep the files together: take back the JSON we just wrote.
                 std::fs::remove_file(&json_path)?;
                 if e.kind() != std::io::ErrorKind::AlreadyExists {
                     return Err(e);
@@ -105,17 +127,22 @@ mod tests {
     #[test]
     fn never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
-        let a = save(dir.path(), "2026-11-21-2040", "{\"a\":1}", "# a").unwrap();
-        let b = save(dir.path(), "2026-11-21-2040", "{\"b\":2}", "# b").unwrap();
+        let r = |markdown| Reports {
+            markdown,
+            html: "<p>a</p>",
+        };
+        let a = save(dir.path(), "2026-11-21-2040", "{\"a\":1}", r("# a")).unwrap();
+        let b = save(dir.path(), "2026-11-21-2040", "{\"b\":2}", r("# b")).unwrap();
         assert!(a.json.ends_with("results_2026-11-21-2040.json"));
         assert!(b.json.ends_with("results_2026-11-21-2040-2.json"));
         assert!(b.markdown.ends_with("report_2026-11-21-2040-2.md"));
+        assert!(b.html.ends_with("report_2026-11-21-2040-2.html"));
         assert_eq!(std::fs::read_to_string(&a.json).unwrap(), "{\"a\":1}");
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names.len(), 4, "no temporary files left: {names:?}");
+        assert_eq!(names.len(), 6, "no temporary files left: {names:?}");
     }
 
     #[test]

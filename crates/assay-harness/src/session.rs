@@ -46,7 +46,7 @@ pub struct RunSetup {
     pub concurrency: Option<usize>,
     /// The journal.
     pub journal: JournalMode,
-    /// Save `results/results_<stamp>.json` and `results/report_<stamp>.md`.
+    /// Save `results/results_<stamp>.json` and `results/report_<stamp>.md` / `.html`.
     pub save: bool,
 }
 
@@ -178,9 +178,14 @@ pub async fn execute(
     let json = assay_report::json(&log);
     let saved = if setup.save {
         let markdown = assay_report::markdown::render(&log);
+        let html = assay_report::html::render(&log);
+        let reports = results::Reports {
+            markdown: &markdown,
+            html: &html,
+        };
         let dir = &settings.results_dir;
         Some(
-            results::save(dir, &results::stamp(&log.timestamp), &json, &markdown).map_err(|e| {
+            results::save(dir, &results::stamp(&log.timestamp), &json, reports).map_err(|e| {
                 HarnessError::Infrastructure(format!(
                     "cannot save results in {}: {e}",
                     dir.display()

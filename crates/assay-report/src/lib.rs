@@ -3,6 +3,8 @@
 //!
 //! * [`console::render`]: the terminal summary of `assay run`;
 //! * [`markdown::render`]: the Markdown report (000 §6.6), critical failures first;
+//! * [`html::render`]: the self-contained HTML report (inline CSS and SVG charts), the same
+//!   content the web UI's run page shows;
 //! * [`junit::render`]: JUnit XML for CI systems;
 //! * [`json`]: the RunLog itself, pretty-printed;
 //! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
@@ -16,8 +18,10 @@
 
 pub mod console;
 pub mod experiment;
+pub mod html;
 pub mod junit;
 pub mod markdown;
+mod select;
 pub mod simulation;
 
 pub use assay_core::runlog::RunLog;

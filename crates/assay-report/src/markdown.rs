@@ -2,10 +2,11 @@
 
 use std::fmt::Write;
 
-use assay_core::bank::BankType;
 use assay_core::ir::IrSummary;
 use assay_core::runlog::{GroupScore, Health, RunLog, SemanticResults};
 use assay_core::scoring::{Breakdown, interpret};
+
+use crate::select;
 
 /// Escapes text for a Markdown table cell or inline text.
 fn cell(text: &str) -> String {
@@ -173,17 +174,9 @@ pub fn render(log: &RunLog) -> String {
             "**{} critical failure(s): crisis detection is wrong. Fix these before anything else.**\n",
             s.critical_failures.len()
         );
-        if let Some(p) = &log.pattern {
-            for r in p.results.iter().filter(|r| r.is_critical_failure) {
-                let what = if r.pattern_type == "negative" {
-                    format!("false alarm: matched {}", list(&r.false_positives))
-                } else {
-                    format!(
-                        "missed crisis: expected {}, matched {}",
-                        list(&r.expected_matches),
-                        list(&r.matched_entities)
-                    )
-                };
+        {
+            for r in select::critical(log) {
+                let what = select::critical_what(r, list);
                 let _ = writeln!(
                     out,
                     "- **{}** ({}): \"{}\" — {what}",
@@ -228,31 +221,7 @@ pub fn render(log: &RunLog) -> String {
         out,
         "## Summary\n\n| Component | Score | Tests | Hard Fails | Weight |\n|---|---|---|---|---|"
     );
-    let rows = [
-        (
-            BankType::Semantic,
-            log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::State,
-            log.state.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::Pattern,
-            log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-        (
-            BankType::Always,
-            log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
-        ),
-    ];
-    for (bank, counts) in rows {
-        let name = match bank {
-            BankType::Semantic => "Semantic",
-            BankType::State => "State",
-            BankType::Pattern => "Pattern",
-            BankType::Always => "Always",
-        };
+    for (bank, name, counts) in select::bank_rows(log) {
         let score = s.component_scores.get(bank.key()).copied().flatten();
         let weight = s
             .weights
@@ -354,13 +323,8 @@ fn failure_entry(
 }
 
 fn failures(out: &mut String, log: &RunLog) {
-    if let Some(sem) = &log.semantic {
-        let mut failed: Vec<_> = sem
-            .results
-            .iter()
-            .filter(|r| r.score.is_some_and(|s| s < 100))
-            .collect();
-        failed.sort_by_key(|r| (r.score, r.test_id.clone()));
+    {
+        let failed = select::semantic_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Semantic Test Failures\n");
             for r in failed {
@@ -397,8 +361,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(st) = &log.state {
-        let failed: Vec<_> = st.results.iter().filter(|r| r.score < 100).collect();
+    {
+        let failed = select::state_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## State Test Failures\n");
             for r in failed {
@@ -412,12 +376,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(p) = &log.pattern {
-        let failed: Vec<_> = p
-            .results
-            .iter()
-            .filter(|r| r.score < 100 || r.is_critical_failure)
-            .collect();
+    {
+        let failed = select::pattern_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Pattern Test Failures\n");
             for r in failed {
@@ -436,8 +396,8 @@ fn failures(out: &mut String, log: &RunLog) {
             }
         }
     }
-    if let Some(a) = &log.always {
-        let failed: Vec<_> = a.results.iter().filter(|r| r.score < 100).collect();
+    {
+        let failed = select::always_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Always Test Failures\n");
             for r in failed {

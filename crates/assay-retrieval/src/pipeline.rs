@@ -220,6 +220,31 @@ pub enum DropReason {
     Unavailable,
 }
 
+impl fmt::Display for DropReason {
+    /// Why, in words: `similarity 0.123 below threshold 0.2`, `displaced by kb_x`, ….
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DropReason::Threshold {
+                similarity,
+                threshold,
+            } => write!(f, "similarity {similarity:.3} below threshold {threshold}"),
+            DropReason::TopK { similarity } => {
+                write!(f, "similarity {similarity:.3} but beyond top_k")
+            }
+            DropReason::Duplicate { kept_as } => write!(f, "duplicate, kept as {kept_as}"),
+            DropReason::Budget {
+                tokens,
+                used,
+                budget,
+            } => write!(f, "{tokens} tokens do not fit ({used} of {budget} used)"),
+            DropReason::Displaced { by } => write!(f, "displaced by {by}"),
+            DropReason::Unavailable => {
+                f.write_str("not in the knowledge base, inactive, or not for this audience")
+            }
+        }
+    }
+}
+
 /// A dropped entity.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dropped {

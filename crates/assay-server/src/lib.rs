@@ -17,6 +17,7 @@
 //! | `GET /cli/test-harness/topic/{topic}` | the semantic cases with the topic |
 //! | `POST /cli/calibrate` | a calibration: `scope`, `test_ids`, `added_entities`, `kb_version`, `dry_run` (default true), as query parameters or a JSON body |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of this |
+//! | `GET /ui/…` | the web UI ([`ui`]): knowledge-base pages and the runs dashboard, HTML |
 //! | `GET /admin/kb/entities` | a page of entities: `entity_type`, `load_mode`, `is_active` (default true), `page` (from 1), `page_size` (default 20, at most [`admin::MAX_PAGE_SIZE`]) |
 //! | `POST /admin/kb/entities` | create (token); body: the entity's fields (003 §4 `KBEntityCreate`) |
 //! | `GET /admin/kb/entities/{entity_id}` | one entity, its version (also as `ETag`) and embedding status |
@@ -32,7 +33,6 @@
 //! | `GET /runs/{a}/diff/{b}` | cases better, worse, unchanged, errored, added and removed from run `a` to run `b` |
 //!
 //! # The admin token
-//!
 //! Writes to the knowledge base need `Authorization: Bearer <token>`, where the token is the
 //! `ASSAY_ADMIN_TOKEN` the server was started with (compared in constant time). Without the
 //! variable the server starts read-only and logs so; reads need no token. Edits write through
@@ -82,6 +82,7 @@ mod handlers;
 pub mod openapi;
 pub mod params;
 mod saved_runs;
+pub mod ui;
 pub mod views;
 
 use std::future::Future;
@@ -107,6 +108,7 @@ pub struct AppState {
     project_dir: PathBuf,
     env: EnvLookup,
     lock: Arc<RunLock>,
+    ui: Arc<ui::Shared>,
     admin_token: Option<AdminToken>,
     kb_lock: Arc<Mutex<()>>,
 }
@@ -134,6 +136,7 @@ impl AppState {
         let admin_token = env(ASSAY_ADMIN_TOKEN).as_deref().and_then(AdminToken::new);
         AppState {
             project_dir: project_dir.into(),
+            ui: Arc::new(ui::Shared::default()),
             env,
             lock: Arc::new(RunLock::default()),
             admin_token,
@@ -311,12 +314,21 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The API's router. Unknown routes answer a JSON 404, known routes with another method a
-/// JSON 405.
+/// The API's router, with the web UI nested under `/ui` (`/` redirects there). Unknown routes
+/// answer a JSON 404, known routes with another method a JSON 405.
 pub fn app(state: AppState) -> Router {
     routes()
         .into_iter()
         .fold(Router::new(), |router, r| router.route(r.path, r.handler))
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::to("/ui/entities") }),
+        )
+        .route(
+            "/ui/",
+            get(|| async { axum::response::Redirect::to("/ui/entities") }),
+        )
+        .nest("/ui", ui::router())
         .fallback(handlers::no_route)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -138,8 +138,8 @@ fn schemas() -> Value {
         },
         "Saved": {
             "type": "object",
-            "properties": {"json": {"type": "string"}, "markdown": {"type": "string"}},
-            "required": ["json", "markdown"]
+            "properties": {"json": {"type": "string"}, "markdown": {"type": "string"}, "html": {"type": "string"}},
+            "required": ["json", "markdown", "html"]
         },
         "Failure": {
             "type": "object",

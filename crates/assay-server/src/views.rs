@@ -38,6 +38,8 @@ pub struct SavedView {
     pub json: String,
     /// The Markdown report (`results/report_<stamp>.md`).
     pub markdown: String,
+    /// The HTML report (`results/report_<stamp>.html`).
+    pub html: String,
 }
 
 impl From<&SavedResults> for SavedView {
@@ -45,6 +47,7 @@ impl From<&SavedResults> for SavedView {
         SavedView {
             json: s.json.display().to_string(),
             markdown: s.markdown.display().to_string(),
+            html: s.html.display().to_string(),
         }
     }
 }

@@ -7,7 +7,7 @@ use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::project::Project;
 use assay_harness::retrieve::{self, Ask};
-use assay_retrieval::pipeline::{DropReason, Retrieval};
+use assay_retrieval::pipeline::Retrieval;
 use serde_json::json;
 
 use super::{env, log_warnings, out, runtime};
@@ -149,25 +149,7 @@ fn render(r: &Retrieval, explain: bool, model: &str, audience: &str) -> String {
         if !r.dropped.is_empty() {
             text.push_str("\ndropped:\n");
             for d in &r.dropped {
-                let why = match &d.reason {
-                    DropReason::Threshold {
-                        similarity,
-                        threshold,
-                    } => format!("similarity {similarity:.3} below threshold {threshold}"),
-                    DropReason::TopK { similarity } => {
-                        format!("similarity {similarity:.3} but beyond top_k")
-                    }
-                    DropReason::Duplicate { kept_as } => format!("duplicate, kept as {kept_as}"),
-                    DropReason::Budget {
-                        tokens,
-                        used,
-                        budget,
-                    } => format!("{tokens} tokens do not fit ({used} of {budget} used)"),
-                    DropReason::Displaced { by } => format!("displaced by {by}"),
-                    DropReason::Unavailable => {
-                        "not in the knowledge base, inactive, or not for this audience".to_owned()
-                    }
-                };
+                let why = &d.reason;
                 text.push_str(&format!(
                     "  {:<32} {:<9} {why}\n",
                     d.entity_id,

@@ -73,9 +73,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         }
         if let Some(s) = &outcome.saved {
             text.push_str(&format!(
-                "\nsaved {} and {}\n",
+                "\nsaved {}, {} and {}\n",
                 s.json.display(),
-                s.markdown.display()
+                s.markdown.display(),
+                s.html.display()
             ));
         }
         out(&text);

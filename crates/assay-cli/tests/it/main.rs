@@ -24,3 +24,4 @@ mod sim_provider;
 mod simulate;
 mod state;
 mod support;
+mod ui_browser;

@@ -6,9 +6,9 @@ use crate::support::{Scratch, assay, example};
 
 fn redact(text: &str, project: &str) -> String {
     let mut out = text.replace(project, "[PROJECT]");
-    for (prefix, end) in [("results_", ".json"), ("report_", ".md")] {
+    for prefix in ["results_", "report_"] {
         while let Some(start) = out.find(&format!("{prefix}20")) {
-            let stop = out[start..].find(end).map_or(out.len(), |i| start + i);
+            let stop = out[start..].find('.').map_or(out.len(), |i| start + i);
             out.replace_range(start + prefix.len()..stop, "[STAMP]");
         }
     }
@@ -42,23 +42,28 @@ fn the_example_runs_all_four_banks_and_saves_results() {
         "the knowledge base is imported into the store"
     );
     let files = p.results();
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 3, "{files:?}");
     assert!(
-        files[0].starts_with("report_") && files[1].starts_with("results_"),
+        files[0].starts_with("report_")
+            && files[0].rsplit('.').next() == Some("html")
+            && files[1].rsplit('.').next() == Some("md")
+            && files[2].starts_with("results_"),
         "{files:?}"
     );
+    let html = p.read(&format!("results/{}", files[0]));
+    assert!(html.starts_with("<!doctype html>") && html.contains("<svg"));
     insta::assert_snapshot!(
         "example_summary",
         redact(&run.stdout, p.root.to_str().unwrap())
     );
 
     // A second run in the same minute never overwrites the first.
-    let first = p.read(&format!("results/{}", files[1]));
+    let first = p.read(&format!("results/{}", files[2]));
     let again = p.assay(&["run"]);
     assert_eq!(again.code, 0, "{again:?}");
     let files_after = p.results();
-    assert_eq!(files_after.len(), 4, "{files_after:?}");
-    assert_eq!(p.read(&format!("results/{}", files[1])), first);
+    assert_eq!(files_after.len(), 6, "{files_after:?}");
+    assert_eq!(p.read(&format!("results/{}", files[2])), first);
 }
 
 #[test]
@@ -189,9 +194,13 @@ fn a_critical_negative_match_makes_health_critical() {
     let report = p
         .results()
         .into_iter()
-        .find(|f| f.starts_with("report_"))
+        .find(|f| f.starts_with("report_") && f.rsplit('.').next() == Some("md"))
         .unwrap();
     let md = p.read(&format!("results/{report}"));
+    let html = p.read(&format!("results/{}", report.replace(".md", ".html")));
+    let html_critical = html.find("Critical failures").expect("critical section");
+    assert!(html_critical < html.find("<h2>Summary</h2>").unwrap());
+    assert!(html.contains("<strong>PAT-NEG-001</strong> (negative)"));
     let critical = md
         .find("## 🚨 Critical Failures")
         .expect("critical section");

@@ -47,13 +47,13 @@ async fn full_run_counts_every_bank_and_saves() {
     assert!(!body["run_id"].as_str().unwrap().is_empty());
     // Saved by default, and only the summary: no RunLog, no failures, no usage (no provider).
     let saved = &body["saved"];
-    for key in ["json", "markdown"] {
+    for key in ["json", "markdown", "html"] {
         let path = std::path::Path::new(saved[key].as_str().unwrap());
         assert!(path.is_file(), "{path:?}");
         assert!(path.starts_with(server.root.join("results")), "{path:?}");
     }
     let files = server.results();
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 3, "{files:?}");
     assert!(
         files
             .iter()

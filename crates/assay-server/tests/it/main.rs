@@ -5,3 +5,4 @@ mod api;
 mod calibrate;
 mod runs;
 mod support;
+mod ui;

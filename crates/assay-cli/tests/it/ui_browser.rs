@@ -1,0 +1,368 @@
+//! The web UI in a real browser: headless Chromium driven through chromedriver (WebDriver)
+//! with fantoccini, against `assay serve` on a scratch copy of the example project. Signs in,
+//! creates an entity, edits it, sees version 2 and its diff, runs a retrieval test with the
+//! explain view, opens a run and a run diff, and checks that markup injected into an entity
+//! never executes. Screenshots go to `target/ui-screenshots/` (`scripts/ui-screenshots`
+//! reproduces them).
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (`scripts/ci-setup` installs them); the
+//! test fails, never skips, when they are missing.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::support::{Scratch, repo_path};
+
+const TOKEN: &str = "browser-test-token";
+/// Markup that would run script if it were ever put into a page unescaped.
+const INJECT: &str =
+    "<img src=x onerror=\"document.title='pwned';window.__xss=1\"><script>window.__xss=2</script>";
+
+/// Kills a child process when the test ends, passed or not.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The first of `names` on the PATH (or the path in `env`, when set).
+fn find_tool(env: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn screenshots_dir() -> PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_path("target"), PathBuf::from);
+    let dir = target.join("ui-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn shot(client: &Client, dir: &Path, name: &str) {
+    let png = client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+/// Starts chromedriver on a free port and waits until it answers.
+fn chromedriver() -> (Kill, String) {
+    let driver = find_tool("ASSAY_CHROMEDRIVER", &["chromedriver"]).unwrap_or_else(|| {
+        panic!(
+            "chromedriver is not installed: run scripts/ci-setup (it installs Debian's chromium and chromium-driver) or set ASSAY_CHROMEDRIVER"
+        )
+    });
+    assert!(
+        find_tool(
+            "ASSAY_CHROMIUM",
+            &["chromium", "chromium-browser", "google-chrome"]
+        )
+        .is_some(),
+        "chromium is not installed: run scripts/ci-setup (it installs Debian's chromium and chromium-driver) or set ASSAY_CHROMIUM"
+    );
+    let port = free_port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "chromedriver did not listen on {url} within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (Kill(child), url)
+}
+
+/// Starts `assay serve` on a free port with the admin token; returns its base URL.
+fn serve(project: &Path) -> (Kill, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assay"))
+        .args(["serve", "--port", "0", "--project"])
+        .arg(project)
+        .env("ASSAY_ADMIN_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "binds 127.0.0.1 by default: {line:?}"
+    );
+    (Kill(child), url)
+}
+
+async fn text(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Nothing injected ran: no changed title, no global set, no alert open.
+async fn assert_nothing_ran(client: &Client, page: &str) {
+    let state = client
+        .execute(
+            "return [document.title, typeof window.__xss, document.querySelectorAll('img[src=x]').length, document.querySelectorAll('main script').length];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_ne!(state[0], "pwned", "{page}: the injected onerror ran");
+    assert_eq!(state[1], "undefined", "{page}: injected script ran");
+    assert_eq!(state[2], 0, "{page}: an injected <img> was created");
+    assert_eq!(state[3], 0, "{page}: an injected <script> element exists");
+    assert!(
+        client.get_alert_text().await.is_err(),
+        "{page}: an alert is open"
+    );
+}
+
+fn run_assay(project: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_assay"))
+        .arg("run")
+        .arg(project)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "assay run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_ui_in_headless_chromium() {
+    let (_driver, driver_url) = chromedriver();
+    let project = Scratch::example();
+    run_assay(&project.root);
+    let (_server, base) = serve(&project.root);
+    let dir = screenshots_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(caps)
+            .connect(&driver_url)
+            .await
+            .expect("a WebDriver session in headless Chromium");
+        journey(&client, &base, &project.root, &dir).await;
+        let _ = client.close().await;
+    });
+}
+
+async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
+    // The entity list, read before signing in.
+    client.goto(&format!("{base}/ui/entities")).await.unwrap();
+    assert!(text(client, "h1").await.contains("Entities"));
+    shot(client, dir, "01-entities").await;
+
+    // Sign in with the admin token.
+    client.goto(&format!("{base}/ui/login")).await.unwrap();
+    client
+        .find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("main form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(client, "header .who").await.contains("admin"));
+
+    // Create an entity, with markup in its title and content.
+    client
+        .goto(&format!("{base}/ui/entities/new"))
+        .await
+        .unwrap();
+    let form = client.form(Locator::Css("main form")).await.unwrap();
+    form.set_by_name("entity_id", "browser_probe")
+        .await
+        .unwrap();
+    form.set_by_name("title", &format!("Bedtime handovers {INJECT}"))
+        .await
+        .unwrap();
+    form.set_by_name(
+        "concept_summary",
+        &format!("Handing the children over at bedtime without an argument. {INJECT}"),
+    )
+    .await
+    .unwrap();
+    form.set_by_name("keywords", "bedtime, handover, pickup, evening")
+        .await
+        .unwrap();
+    shot(client, dir, "02-create").await;
+    form.submit().await.unwrap();
+    let url = client.current_url().await.unwrap();
+    assert!(url.path().ends_with("/ui/entities/browser_probe"), "{url}");
+    assert!(text(client, "main").await.contains("Created."));
+    assert_nothing_ran(client, "entity detail").await;
+
+    // Edit it: version 2.
+    client
+        .goto(&format!("{base}/ui/entities/browser_probe/edit"))
+        .await
+        .unwrap();
+    let form = client.form(Locator::Css("main form")).await.unwrap();
+    form.set_by_name("priority", "80").await.unwrap();
+    form.set_by_name(
+        "concept_summary",
+        &format!("Handing the children over at bedtime calmly and on time. {INJECT}"),
+    )
+    .await
+    .unwrap();
+    shot(client, dir, "03-edit").await;
+    form.submit().await.unwrap();
+    assert!(
+        text(client, "main")
+            .await
+            .contains("Saved as a new version.")
+    );
+
+    // The history shows version 2 and the field-by-field diff.
+    client
+        .goto(&format!("{base}/ui/entities/browser_probe/history"))
+        .await
+        .unwrap();
+    assert!(
+        text(client, "#diff")
+            .await
+            .contains("Version 1 → version 2")
+    );
+    let diff = text(client, "table.diff").await;
+    assert!(diff.contains("priority") && diff.contains("80"), "{diff}");
+    assert!(diff.contains("concept_summary"), "{diff}");
+    assert_nothing_ran(client, "history").await;
+    shot(client, dir, "04-history-diff").await;
+    let kb = std::fs::read_to_string(project.join("kb/browser_probe.yaml")).unwrap();
+    assert!(kb.contains("priority: 80"), "written through to kb/: {kb}");
+
+    // A retrieval test with the explain view.
+    client.goto(&format!("{base}/ui/retrieval")).await.unwrap();
+    let form = client.form(Locator::Css("main form")).await.unwrap();
+    form.set_by_name("query", "my ex is late for the bedtime handover again")
+        .await
+        .unwrap();
+    form.set_by_name("top_k", "5").await.unwrap();
+    form.submit().await.unwrap();
+    let explain = text(client, "#explain").await;
+    assert!(explain.contains("Stages"), "{explain}");
+    assert!(text(client, "#stages").await.contains("semantic"));
+    assert!(
+        explain.contains("browser_probe"),
+        "the new entity is among the candidates: {explain}"
+    );
+    assert_nothing_ran(client, "retrieval test").await;
+    shot(client, dir, "05-retrieval-explain").await;
+
+    // A second run after the edit, then the runs dashboard: a run and the diff of the two.
+    run_assay(project);
+    client.goto(&format!("{base}/ui/runs")).await.unwrap();
+    let runs = text(client, "#runs").await;
+    shot(client, dir, "06-runs").await;
+    client
+        .find(Locator::Css("#runs tbody tr:first-child td:first-child a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(client, ".report h1").await.contains("Run"), "{runs}");
+    let report = text(client, ".report").await;
+    assert!(report.contains("Summary") && report.contains("Score distribution"));
+    assert!(
+        client
+            .find_all(Locator::Css(".report svg"))
+            .await
+            .unwrap()
+            .len()
+            >= 2,
+        "histogram and topic bars"
+    );
+    shot(client, dir, "07-run-detail").await;
+    client.goto(&format!("{base}/ui/runs")).await.unwrap();
+    client
+        .find(Locator::Css("#compare button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let diff = text(client, "main").await;
+    assert!(diff.contains("Weighted score"), "{diff}");
+    for section in ["#worse", "#better"] {
+        client.find(Locator::Css(section)).await.unwrap();
+    }
+    shot(client, dir, "08-run-diff").await;
+
+    // Stats and bulk pages render; a keyboard user can reach search with "/".
+    client.goto(&format!("{base}/ui/stats")).await.unwrap();
+    shot(client, dir, "09-stats").await;
+    client.goto(&format!("{base}/ui/entities")).await.unwrap();
+    client
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .send_keys("/")
+        .await
+        .unwrap();
+    let focused: Value = client
+        .execute("return document.activeElement.name;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(focused, "q", "`/` focuses the search field");
+    client
+        .goto(&format!("{base}/ui/entities?q=browser_probe&active=all"))
+        .await
+        .unwrap();
+    assert_nothing_ran(client, "entity list").await;
+}

@@ -1,0 +1,805 @@
+//! The self-contained HTML report (`results/report_<stamp>.html`): the Markdown report's
+//! content with charts, as one file with inline CSS and inline SVG, no script and no external
+//! asset. The web UI's run page shows the same [`body`].
+//!
+//! Every string that comes from the run (ids, names, prompts, entity ids, topics, warnings,
+//! errors) goes through [`escape`]; nothing else is ever interpolated.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use assay_core::bank::ExpectationSet;
+use assay_core::runlog::{GroupScore, LostAt, RunLog, SemanticCaseResult};
+use assay_core::scoring::{Breakdown, interpret};
+
+use crate::select;
+
+pub use crate::junit::escape;
+
+/// The report's style sheet (scoped under `.report`), inlined in [`render`]'s document and
+/// used by the web UI's run pages.
+pub const STYLE: &str = include_str!("report.css");
+
+const PAGE_STYLE: &str = "body{font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",sans-serif;color:#1d2127;margin:0 auto;max-width:72rem;padding:1.5rem}";
+
+/// The whole report as one HTML document.
+pub fn render(log: &RunLog) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>assay run {} — {}</title>\n<style>\n{PAGE_STYLE}\n{STYLE}</style></head>\n<body>\n",
+        escape(&log.run_id),
+        log.summary.health_status
+    );
+    out.push_str(&body(log));
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn score_class(score: f64) -> &'static str {
+    if score < 70.0 {
+        "score-bad"
+    } else {
+        "score-ok"
+    }
+}
+
+fn ids(items: &[String]) -> String {
+    if items.is_empty() {
+        "—".to_owned()
+    } else {
+        items
+            .iter()
+            .map(|i| format!("<code>{}</code>", escape(i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Horizontal bars of scores out of 100, one per row: `(label, score, note)`.
+fn bars(rows: &[(String, f64, String)]) -> String {
+    const LABEL: f64 = 190.0;
+    const WIDTH: f64 = 300.0;
+    const ROW: f64 = 22.0;
+    let height = ROW * rows.len() as f64 + 4.0;
+    let total = LABEL + WIDTH + 190.0;
+    let mut svg = format!(
+        "<svg role=\"img\" width=\"{total}\" height=\"{height}\" viewBox=\"0 0 {total} {height}\" xmlns=\"http://www.w3.org/2000/svg\">"
+    );
+    for (i, (label, score, note)) in rows.iter().enumerate() {
+        let y = ROW * i as f64 + 2.0;
+        let w = (score.clamp(0.0, 100.0) / 100.0 * WIDTH).max(1.0);
+        let colour = if *score >= 90.0 {
+            "#1f7a3a"
+        } else if *score >= 70.0 {
+            "#9a6700"
+        } else {
+            "#b42318"
+        };
+        let short: String = label.chars().take(28).collect();
+        let _ = write!(
+            svg,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\">{}</text><rect x=\"{LABEL}\" y=\"{y:.0}\" width=\"{WIDTH}\" height=\"16\" fill=\"#eef0f3\"/><rect x=\"{LABEL}\" y=\"{y:.0}\" width=\"{w:.1}\" height=\"16\" fill=\"{colour}\"><title>{}: {score:.1}</title></rect><text x=\"{:.0}\" y=\"{:.0}\">{score:.1} {}</text>",
+            LABEL - 6.0,
+            y + 12.0,
+            escape(&short),
+            escape(label),
+            LABEL + WIDTH + 6.0,
+            y + 12.0,
+            escape(note),
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A histogram of the score buckets, in report order (100 first).
+fn histogram(buckets: &[(&str, usize)]) -> String {
+    const BAR: f64 = 46.0;
+    const GAP: f64 = 10.0;
+    const PLOT: f64 = 140.0;
+    let max = buckets.iter().map(|b| b.1).max().unwrap_or(0).max(1) as f64;
+    let width = (BAR + GAP) * buckets.len() as f64 + GAP;
+    let height = PLOT + 40.0;
+    let mut svg = format!(
+        "<svg role=\"img\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\"><line x1=\"0\" y1=\"{:.0}\" x2=\"{width}\" y2=\"{:.0}\" stroke=\"#999\"/>",
+        PLOT + 18.0,
+        PLOT + 18.0
+    );
+    for (i, (range, count)) in buckets.iter().enumerate() {
+        let x = GAP + (BAR + GAP) * i as f64;
+        let h = *count as f64 / max * PLOT;
+        let y = PLOT + 18.0 - h;
+        let colour = match *range {
+            "100" | "90-99" => "#1f7a3a",
+            "80-89" | "70-79" => "#9a6700",
+            _ => "#b42318",
+        };
+        let _ = write!(
+            svg,
+            "<rect x=\"{x:.0}\" y=\"{y:.1}\" width=\"{BAR}\" height=\"{h:.1}\" fill=\"{colour}\"><title>{range}: {count}</title></rect><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"middle\">{count}</text><text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{range}</text>",
+            x + BAR / 2.0,
+            y - 4.0,
+            x + BAR / 2.0,
+            PLOT + 34.0
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn group_rows(groups: &BTreeMap<String, GroupScore>) -> Vec<(String, f64, String)> {
+    let mut rows: Vec<(&String, &GroupScore)> = groups.iter().collect();
+    rows.sort_by(|a, b| a.1.avg.total_cmp(&b.1.avg).then_with(|| a.0.cmp(b.0)));
+    rows.into_iter()
+        .map(|(name, g)| {
+            let note = if g.hard_fails > 0 {
+                format!("({} tests, {} hard fails)", g.tests, g.hard_fails)
+            } else {
+                format!("({} tests)", g.tests)
+            };
+            (name.clone(), g.avg, note)
+        })
+        .collect()
+}
+
+fn group_section(out: &mut String, title: &str, key: &str, groups: &BTreeMap<String, GroupScore>) {
+    if groups.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h2>{title}</h2>\n<p class=\"meta\">Worst first.</p>\n{}\n<table><thead><tr><th>{key}</th><th class=\"num\">Avg score</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th></tr></thead><tbody>\n",
+        bars(&group_rows(groups))
+    );
+    for (name, score, _) in group_rows(groups) {
+        let g = &groups[&name];
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num {}\">{score:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            escape(&name),
+            score_class(score),
+            g.tests,
+            g.hard_fails
+        );
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+/// The report's content, `<div class="report">…</div>`, for [`render`] and the web UI.
+pub fn body(log: &RunLog) -> String {
+    let s = &log.summary;
+    let mut out = String::from("<div class=\"report\">\n");
+    let _ = writeln!(
+        out,
+        "<h1>Run <code>{}</code> <span class=\"health h-{}\">{}</span></h1>",
+        escape(&log.run_id),
+        s.health_status,
+        s.health_status
+    );
+    let banks: Vec<&str> = log.filters.banks.iter().map(|b| b.key()).collect();
+    let mut meta = format!(
+        "{} · project <code>{}</code> · banks {} · {:.1} s · assay {}",
+        escape(&log.timestamp),
+        escape(&log.project),
+        banks.join(", "),
+        log.duration_ms as f64 / 1000.0,
+        escape(&log.assay_version)
+    );
+    if let Some(t) = &log.filters.test {
+        let _ = write!(meta, " · case <code>{}</code>", escape(t));
+    }
+    if let Some(t) = &log.filters.topic {
+        let _ = write!(meta, " · topic <code>{}</code>", escape(t));
+    }
+    for (k, v) in &log.setup {
+        let _ = write!(meta, " · {} <code>{}</code>", escape(k), escape(v));
+    }
+    let _ = writeln!(out, "<p class=\"meta\">{meta}</p>");
+    let _ = writeln!(
+        out,
+        "<div class=\"cards\"><div class=\"card\"><b class=\"{}\">{:.1}</b><span>weighted score</span></div><div class=\"card\"><b>{}</b><span>health</span></div><div class=\"card\"><b>{}</b><span>tests</span></div><div class=\"card\"><b>{}</b><span>hard fails</span></div><div class=\"card\"><b>{}</b><span>critical failures</span></div><div class=\"card\"><b>{}</b><span>errors</span></div></div>",
+        score_class(s.combined_score),
+        s.combined_score,
+        s.health_status,
+        s.total_tests,
+        s.hard_fail_count,
+        s.critical_failures.len(),
+        s.error_count
+    );
+
+    critical(&mut out, log);
+    errors(&mut out, log);
+    components(&mut out, log);
+    charts(&mut out, log);
+    if let Some(sem) = &log.semantic {
+        group_section(
+            &mut out,
+            "Topic scores (semantic)",
+            "Topic",
+            &sem.topic_scores,
+        );
+        if let Some(run) = &sem.ir {
+            out.push_str("<h2>Retrieval metrics (semantic)</h2>\n<p class=\"meta\">Over each case's ranked list (the selection, then the other candidates; 15 at most); relevance 2 for primary, 1 for secondary entities.</p>\n<table><thead><tr><th>Topic</th><th class=\"num\">Cases</th><th class=\"num\">Recall@3</th><th class=\"num\">Recall@6</th><th class=\"num\">Recall@15</th><th class=\"num\">MRR</th><th class=\"num\">nDCG@3</th><th class=\"num\">nDCG@6</th><th class=\"num\">nDCG@15</th></tr></thead><tbody>\n");
+            let rows = std::iter::once(("All".to_owned(), run))
+                .chain(sem.topic_ir.iter().map(|(t, s)| (t.clone(), s)));
+            for (name, ir) in rows {
+                let m = &ir.mean;
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td></tr>",
+                    escape(&name),
+                    ir.cases,
+                    m.recall_at_3,
+                    m.recall_at_6,
+                    m.recall_at_15,
+                    m.mrr,
+                    m.ndcg_at_3,
+                    m.ndcg_at_6,
+                    m.ndcg_at_15
+                );
+            }
+            out.push_str("</tbody></table>\n");
+        }
+    }
+    if let Some(src) = &s.expectation_sources {
+        let _ = writeln!(
+            out,
+            "<h2>Expectation sources</h2>\n<table><thead><tr><th>Source</th><th class=\"num\">Tests</th></tr></thead><tbody><tr><td>original</td><td class=\"num\">{}</td></tr><tr><td>opus</td><td class=\"num\">{}</td></tr><tr><td>human_override</td><td class=\"num\">{}</td></tr></tbody></table>",
+            src.original, src.opus, src.human_override
+        );
+    }
+    if let Some(st) = &log.state {
+        group_section(
+            &mut out,
+            "Handler scores (state)",
+            "Handler",
+            &st.handler_scores,
+        );
+    }
+    if let Some(p) = &log.pattern {
+        group_section(
+            &mut out,
+            "Pattern type scores",
+            "Pattern type",
+            &p.pattern_type_scores,
+        );
+    }
+    failures(&mut out, log);
+    if !log.warnings.is_empty() {
+        out.push_str("<h2>Warnings</h2>\n<ul>\n");
+        for w in &log.warnings {
+            let _ = writeln!(out, "<li>{}</li>", escape(w));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+fn critical(out: &mut String, log: &RunLog) {
+    let s = &log.summary;
+    if s.critical_failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<section class=\"critical\" id=\"critical\"><h2>Critical failures</h2>\n<p><strong>{} critical failure(s): crisis detection is wrong. Fix these before anything else.</strong></p>\n<ul>",
+        s.critical_failures.len()
+    );
+    {
+        for r in select::critical(log) {
+            let what = select::critical_what(r, ids);
+            let _ = write!(
+                out,
+                "<li><strong>{}</strong> ({}): “{}” — {what}",
+                escape(&r.test_id),
+                escape(&r.pattern_type),
+                escape(&r.prompt)
+            );
+            if !r.crisis_matches.is_empty() {
+                out.push_str("<ul>");
+                for m in &r.crisis_matches {
+                    let _ = write!(
+                        out,
+                        "<li>rule <code>{}</code> matched “{}”</li>",
+                        escape(&m.pattern),
+                        escape(&m.matched_text)
+                    );
+                }
+                out.push_str("</ul>");
+            }
+            out.push_str("</li>\n");
+        }
+    }
+    out.push_str("</ul></section>\n");
+}
+
+fn errors(out: &mut String, log: &RunLog) {
+    if log.summary.error_count == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2>Errors</h2>\n<p>{} case(s) could not be scored because of infrastructure errors; they are left out of every average.</p>\n<ul>",
+        log.summary.error_count
+    );
+    if let Some(sem) = &log.semantic {
+        for r in sem.results.iter().filter(|r| r.error.is_some()) {
+            let _ = writeln!(
+                out,
+                "<li><strong>{}</strong>: {}</li>",
+                escape(&r.test_id),
+                escape(r.error.as_deref().unwrap_or_default())
+            );
+        }
+    }
+    out.push_str("</ul>\n");
+}
+
+fn components(out: &mut String, log: &RunLog) {
+    let s = &log.summary;
+    out.push_str("<h2>Summary</h2>\n<table><thead><tr><th>Component</th><th class=\"num\">Score</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Weight</th></tr></thead><tbody>\n");
+    for (bank, name, counts) in select::bank_rows(log) {
+        let score = s.component_scores.get(bank.key()).copied().flatten();
+        let weight = s
+            .weights
+            .get(bank.key())
+            .map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
+        match (counts, score) {
+            (Some((tests, hard)), Some(score)) => {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{name}</td><td class=\"num {}\">{score:.1}</td><td class=\"num\">{tests}</td><td class=\"num\">{hard}</td><td class=\"num\">{weight}</td></tr>",
+                    score_class(score)
+                );
+            }
+            (Some((tests, hard)), None) => {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{name}</td><td class=\"num\">not scored</td><td class=\"num\">{tests}</td><td class=\"num\">{hard}</td><td class=\"num\">{weight}</td></tr>"
+                );
+            }
+            (None, _) => {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{name}</td><td class=\"num\">not run</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td></tr>"
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "<tr><th>Combined</th><th class=\"num\">{:.1}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th></th></tr></tbody></table>",
+        s.combined_score, s.total_tests, s.hard_fail_count
+    );
+}
+
+fn charts(out: &mut String, log: &RunLog) {
+    let Some(sem) = &log.semantic else {
+        return;
+    };
+    let buckets: Vec<(&str, usize)> = sem.score_distribution.in_order().collect();
+    out.push_str("<h2>Score distribution (semantic)</h2>\n<div class=\"charts\">");
+    let _ = write!(
+        out,
+        "<figure><figcaption>Cases per score range</figcaption>{}</figure>",
+        histogram(&buckets)
+    );
+    out.push_str("</div>\n");
+}
+
+fn breakdown(out: &mut String, b: &Breakdown) {
+    if b.primary_fail == Some(true) {
+        let _ = writeln!(
+            out,
+            "<li class=\"unwanted\">hard fail: {}</li>",
+            escape(b.reason.as_deref().unwrap_or("primary expectation not met"))
+        );
+    }
+    if let Some(p) = &b.secondary_missing {
+        let _ = writeln!(
+            out,
+            "<li>{} secondary missing: {}</li>",
+            p.penalty,
+            ids(&p.items)
+        );
+    }
+    if let Some(p) = &b.false_positives {
+        let _ = writeln!(
+            out,
+            "<li>{} false positives: {}</li>",
+            p.penalty,
+            ids(&p.items)
+        );
+    }
+    if let Some(p) = &b.rank_violations {
+        let items: Vec<String> = p
+            .items
+            .iter()
+            .map(|v| {
+                format!(
+                    "<code>{}</code> (#{}) should rank above <code>{}</code> (#{})",
+                    escape(&v.expected_higher),
+                    v.actual_higher_rank,
+                    escape(&v.expected_lower),
+                    v.actual_lower_rank
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<li>{} rank violations: {}</li>",
+            p.penalty,
+            items.join("; ")
+        );
+    }
+    if let Some(p) = &b.wrong_handlers {
+        let _ = writeln!(
+            out,
+            "<li>{} wrong handlers: {}</li>",
+            p.penalty,
+            ids(&p.items)
+        );
+    }
+}
+
+fn case_head(out: &mut String, id: &str, name: &str, score: u32) {
+    let title = if name.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", escape(name))
+    };
+    let _ = writeln!(
+        out,
+        "<section class=\"case\" id=\"case-{}\"><h3>{}{title} — <span class=\"{}\">{score}</span> ({})</h3>",
+        escape(id),
+        escape(id),
+        score_class(f64::from(score)),
+        interpret(score)
+    );
+}
+
+fn expectation_of(e: &ExpectationSet, entity: &str) -> &'static str {
+    if e.expected_primary.iter().any(|x| x == entity) {
+        "primary"
+    } else if e.expected_secondary.iter().any(|x| x == entity) {
+        "secondary"
+    } else if e.not_expected.iter().any(|x| x == entity) {
+        "not expected"
+    } else {
+        ""
+    }
+}
+
+fn semantic_case(out: &mut String, r: &SemanticCaseResult) {
+    case_head(out, &r.test_id, &r.name, r.score.unwrap_or(0));
+    let lost: Vec<String> = r
+        .lost
+        .iter()
+        .map(|l| {
+            let at = match l.lost_at {
+                LostAt::NotRetrieved => "not retrieved",
+                LostAt::DroppedByReranker => "dropped by the reranker",
+            };
+            format!("<code>{}</code> ({at})", escape(&l.entity_id))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<ul><li><strong>Prompt:</strong> “{}”</li><li><strong>Topics:</strong> {}</li><li><strong>Expected primary:</strong> {}</li><li><strong>Expected secondary:</strong> {}</li><li><strong>Selected:</strong> {}</li><li><strong>Lost:</strong> {}</li><li><strong>Expectation source:</strong> {}</li>",
+        escape(&r.prompt),
+        escape(&r.topics.join(", ")),
+        ids(&r.expectations.expected_primary),
+        ids(&r.expectations.expected_secondary),
+        ids(&r.selections),
+        if lost.is_empty() {
+            "—".to_owned()
+        } else {
+            lost.join(", ")
+        },
+        escape(&r.expectation_source)
+    );
+    breakdown(out, &r.breakdown);
+    out.push_str("</ul>\n");
+    if !r.candidates.is_empty() {
+        out.push_str("<table><thead><tr><th class=\"num\">#</th><th>Candidate</th><th class=\"num\">Similarity</th><th>Selected</th><th>Expectation</th></tr></thead><tbody>\n");
+        for (i, c) in r.candidates.iter().enumerate() {
+            let selected = r
+                .selections
+                .iter()
+                .position(|s| s == &c.entity_id)
+                .map_or_else(String::new, |p| format!("#{}", p + 1));
+            let expectation = expectation_of(&r.expectations, &c.entity_id);
+            let class = match (expectation, selected.is_empty()) {
+                ("not expected", false) => " class=\"unwanted\"",
+                ("primary" | "secondary", _) => " class=\"exp\"",
+                _ => "",
+            };
+            let _ = writeln!(
+                out,
+                "<tr{class}><td class=\"num\">{}</td><td><code>{}</code></td><td class=\"num\">{:.3}</td><td class=\"sel\">{selected}</td><td>{expectation}</td></tr>",
+                i + 1,
+                escape(&c.entity_id),
+                c.similarity
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+fn failures(out: &mut String, log: &RunLog) {
+    {
+        let failed = select::semantic_failures(log);
+        if !failed.is_empty() {
+            out.push_str("<h2>Semantic test failures</h2>\n");
+            for r in failed {
+                semantic_case(out, r);
+            }
+        }
+    }
+    {
+        let failed = select::state_failures(log);
+        if !failed.is_empty() {
+            out.push_str("<h2>State test failures</h2>\n");
+            for r in failed {
+                case_head(out, &r.test_id, &r.name, r.score);
+                let state = serde_json::to_string(&r.user_state).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "<ul><li><strong>User state:</strong> <code>{}</code></li><li><strong>Expected:</strong> {}</li><li><strong>Triggered:</strong> {}</li>",
+                    escape(&state),
+                    ids(&r.expected_handlers),
+                    ids(&r.triggered_handlers)
+                );
+                breakdown(out, &r.breakdown);
+                out.push_str("</ul></section>\n");
+            }
+        }
+    }
+    {
+        let failed = select::pattern_failures(log);
+        if !failed.is_empty() {
+            out.push_str("<h2>Pattern test failures</h2>\n");
+            for r in failed {
+                case_head(out, &r.test_id, &r.name, r.score);
+                let critical = if r.is_critical_failure {
+                    " <strong class=\"unwanted\">critical failure</strong>"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "<ul><li><strong>Prompt:</strong> “{}”{critical}</li><li><strong>Type:</strong> {}</li><li><strong>Expected:</strong> {}</li><li><strong>Matched:</strong> {}</li>",
+                    escape(&r.prompt),
+                    escape(&r.pattern_type),
+                    ids(&r.expected_matches),
+                    ids(&r.matched_entities)
+                );
+                breakdown(out, &r.breakdown);
+                out.push_str("</ul></section>\n");
+            }
+        }
+    }
+    {
+        let failed = select::always_failures(log);
+        if !failed.is_empty() {
+            out.push_str("<h2>Always test failures</h2>\n");
+            for r in failed {
+                case_head(out, &r.test_id, &r.name, r.score);
+                let _ = writeln!(
+                    out,
+                    "<ul><li><strong>User type:</strong> <code>{}</code></li><li><strong>Missing:</strong> {}</li><li><strong>Loaded:</strong> {}</li>",
+                    escape(&r.user_type),
+                    ids(&r.missing),
+                    ids(&r.loaded_entities)
+                );
+                breakdown(out, &r.breakdown);
+                out.push_str("</ul></section>\n");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use assay_core::bank::{BankType, ExpectationSet};
+    use assay_core::runlog::{
+        AlwaysCaseResult, AlwaysResults, BankResults, Candidate, CrisisMatch, LostEntity,
+        PatternCaseResult, PatternResults, RunFilters, SCHEMA_VERSION, SemanticResults, Weights,
+    };
+    use assay_core::scoring::Penalty;
+
+    /// A small run with a critical failure, a semantic failure with candidates, and `inject`
+    /// in every string a user can put into a run.
+    pub(crate) fn sample(inject: &str) -> RunLog {
+        let sem = SemanticResults::from_results(vec![
+            SemanticCaseResult {
+                test_id: format!("S-1{inject}"),
+                name: format!("custody{inject}"),
+                category: "one_liner".into(),
+                topics: vec![format!("custody{inject}"), "money".into()],
+                prompt: format!("my ex keeps changing pickups {inject}"),
+                candidates: vec![
+                    Candidate {
+                        entity_id: format!("kb_pickups{inject}"),
+                        similarity: 0.81,
+                    },
+                    Candidate {
+                        entity_id: "kb_money".into(),
+                        similarity: 0.52,
+                    },
+                    Candidate {
+                        entity_id: "kb_schedule".into(),
+                        similarity: 0.44,
+                    },
+                ],
+                selections: vec!["kb_money".into()],
+                expectations: ExpectationSet {
+                    expected_primary: vec![format!("kb_pickups{inject}")],
+                    expected_secondary: vec!["kb_schedule".into()],
+                    not_expected: vec!["kb_money".into()],
+                    rank_check: vec![],
+                },
+                expectation_source: "original".into(),
+                primary_pass: false,
+                secondary_missing: vec!["kb_schedule".into()],
+                false_positives: vec!["kb_money".into()],
+                rank_violations: vec![],
+                lost: vec![LostEntity {
+                    entity_id: format!("kb_pickups{inject}"),
+                    lost_at: LostAt::DroppedByReranker,
+                }],
+                score: Some(0),
+                breakdown: Breakdown {
+                    primary_fail: Some(true),
+                    reason: Some(format!("missing kb_pickups{inject}")),
+                    false_positives: Some(Penalty {
+                        items: vec!["kb_money".into()],
+                        count: 1,
+                        penalty: -20,
+                    }),
+                    ..Breakdown::default()
+                },
+                is_hard_fail: true,
+                error: None,
+                ir: None,
+            },
+            SemanticCaseResult {
+                test_id: "S-2".into(),
+                name: String::new(),
+                category: "one_liner".into(),
+                topics: vec!["money".into()],
+                prompt: "who pays for school trips".into(),
+                candidates: vec![Candidate {
+                    entity_id: "kb_money".into(),
+                    similarity: 0.9,
+                }],
+                selections: vec!["kb_money".into()],
+                expectations: ExpectationSet {
+                    expected_primary: vec!["kb_money".into()],
+                    ..ExpectationSet::default()
+                },
+                expectation_source: "original".into(),
+                primary_pass: true,
+                secondary_missing: vec![],
+                false_positives: vec![],
+                rank_violations: vec![],
+                lost: vec![],
+                score: Some(100),
+                breakdown: Breakdown::default(),
+                is_hard_fail: false,
+                error: None,
+                ir: None,
+            },
+        ]);
+        let pattern = PatternResults::from_results(vec![PatternCaseResult {
+            test_id: format!("P-1{inject}"),
+            name: "crisis".into(),
+            prompt: format!("I can't go on {inject}"),
+            pattern_type: "crisis".into(),
+            matched_entities: vec![],
+            crisis_matches: vec![CrisisMatch {
+                pattern: format!("go on{inject}"),
+                matched_text: format!("go on{inject}"),
+                entities: vec![],
+            }],
+            keyword_matches: vec![],
+            expected_matches: vec!["crisis_support".into()],
+            expected_secondary: vec![],
+            not_expected_matches: vec![],
+            primary_pass: false,
+            secondary_missing: vec![],
+            false_positives: vec![],
+            score: 0,
+            breakdown: Breakdown {
+                primary_fail: Some(true),
+                reason: Some("crisis_support not matched".into()),
+                ..Breakdown::default()
+            },
+            is_hard_fail: true,
+            is_critical: true,
+            is_critical_failure: true,
+        }]);
+        let always = AlwaysResults::from_results(vec![AlwaysCaseResult {
+            test_id: "A-1".into(),
+            name: String::new(),
+            user_type: format!("PARENT{inject}"),
+            loaded_entities: vec!["persona".into()],
+            expected_always: vec!["persona".into()],
+            missing: vec![],
+            score: 100,
+            breakdown: Breakdown::default(),
+            is_hard_fail: false,
+        }]);
+        let banks = BankResults {
+            semantic: Some(sem),
+            state: None,
+            pattern: Some(pattern),
+            always: Some(always),
+        };
+        let summary = banks.summarize(&Weights::default(), None);
+        RunLog {
+            schema_version: SCHEMA_VERSION,
+            assay_version: "0.1.0".into(),
+            run_id: format!("run-1{inject}"),
+            project: format!("examples/coparent{inject}"),
+            timestamp: "2026-11-25T09:00:00Z".into(),
+            duration_ms: 1234,
+            filters: RunFilters {
+                banks: vec![BankType::Semantic, BankType::Pattern, BankType::Always],
+                test: None,
+                topic: Some(format!("custody{inject}")),
+            },
+            setup: BTreeMap::from([("embedder".to_owned(), format!("builtin/lexical{inject}"))]),
+            summary,
+            semantic: banks.semantic,
+            state: None,
+            pattern: banks.pattern,
+            always: banks.always,
+            warnings: vec![format!("unknown field{inject}")],
+        }
+    }
+
+    #[test]
+    fn report_snapshot() {
+        insta::assert_snapshot!(render(&sample("")));
+    }
+
+    #[test]
+    fn critical_failures_come_first() {
+        let html = render(&sample(""));
+        let critical = html.find("Critical failures").unwrap();
+        assert!(critical < html.find("<h2>Summary</h2>").unwrap());
+        assert!(critical < html.find("Semantic test failures").unwrap());
+    }
+
+    #[test]
+    fn injected_markup_is_inert() {
+        let inject = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&";
+        let html = render(&sample(inject));
+        assert!(!html.contains("<script"), "a script tag got through");
+        assert!(!html.contains("<img"), "an element got through");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        // Every place the injected text was put is escaped (prompt, ids, topics, warnings …).
+        assert!(html.matches("&lt;img src=x onerror=alert(2)&gt;").count() >= 10);
+    }
+
+    #[test]
+    fn self_contained() {
+        let html = render(&sample(""));
+        for needle in [
+            "<script",
+            "<link",
+            "src=\"http",
+            "href=\"http",
+            "@import",
+            "url(",
+        ] {
+            assert!(!html.contains(needle), "{needle}");
+        }
+        assert!(html.contains("<svg"));
+    }
+}

@@ -1,0 +1,96 @@
+//! What the Markdown and HTML reports show, chosen once: the bank rows of the summary, the
+//! critical failures with what went wrong, and the failing cases of each bank in report order.
+
+use assay_core::bank::BankType;
+use assay_core::runlog::{
+    AlwaysCaseResult, PatternCaseResult, RunLog, SemanticCaseResult, StateCaseResult,
+};
+
+/// A bank's summary row: `(bank, name, (tests run, hard fails) when it ran)`.
+pub(crate) type BankRow = (BankType, &'static str, Option<(usize, usize)>);
+
+/// The summary's bank rows, in report order.
+pub(crate) fn bank_rows(log: &RunLog) -> [BankRow; 4] {
+    [
+        (
+            BankType::Semantic,
+            "Semantic",
+            log.semantic.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::State,
+            "State",
+            log.state.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::Pattern,
+            "Pattern",
+            log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+        (
+            BankType::Always,
+            "Always",
+            log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+        ),
+    ]
+}
+
+/// The pattern cases with a critical failure.
+pub(crate) fn critical(log: &RunLog) -> Vec<&PatternCaseResult> {
+    log.pattern
+        .as_ref()
+        .map(|p| p.results.iter().filter(|r| r.is_critical_failure).collect())
+        .unwrap_or_default()
+}
+
+/// What a critical failure got wrong, with entity lists rendered by `list`.
+pub(crate) fn critical_what(r: &PatternCaseResult, list: impl Fn(&[String]) -> String) -> String {
+    if r.pattern_type == "negative" {
+        format!("false alarm: matched {}", list(&r.false_positives))
+    } else {
+        format!(
+            "missed crisis: expected {}, matched {}",
+            list(&r.expected_matches),
+            list(&r.matched_entities)
+        )
+    }
+}
+
+/// Semantic cases scored below 100, worst first.
+pub(crate) fn semantic_failures(log: &RunLog) -> Vec<&SemanticCaseResult> {
+    let mut failed: Vec<_> = log
+        .semantic
+        .iter()
+        .flat_map(|s| &s.results)
+        .filter(|r| r.score.is_some_and(|s| s < 100))
+        .collect();
+    failed.sort_by_key(|r| (r.score, r.test_id.clone()));
+    failed
+}
+
+/// State cases scored below 100.
+pub(crate) fn state_failures(log: &RunLog) -> Vec<&StateCaseResult> {
+    log.state
+        .iter()
+        .flat_map(|s| &s.results)
+        .filter(|r| r.score < 100)
+        .collect()
+}
+
+/// Pattern cases scored below 100 or with a critical failure.
+pub(crate) fn pattern_failures(log: &RunLog) -> Vec<&PatternCaseResult> {
+    log.pattern
+        .iter()
+        .flat_map(|p| &p.results)
+        .filter(|r| r.score < 100 || r.is_critical_failure)
+        .collect()
+}
+
+/// Always cases scored below 100.
+pub(crate) fn always_failures(log: &RunLog) -> Vec<&AlwaysCaseResult> {
+    log.always
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.score < 100)
+        .collect()
+}
