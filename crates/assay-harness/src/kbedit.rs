@@ -21,8 +21,8 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let project = Project::load(std::path::Path::new("examples/coparent"))?;
 //! let store = engine::open_store(&project.settings)?;
-//! engine::import_kb(&store, &project)?;
-//! let editor = KbEditor::new(&store, Some(KbFiles::of(&project)));
+//! engine::sync_kb(&store, &project)?;
+//! let editor = KbEditor::new(&*store, store.files_are_source().then(|| KbFiles::of(&project)));
 //! let update: EntityUpdate = serde_json::from_str(r#"{"priority": 77}"#)?;
 //! let outcome = editor.update("gray_rock", &update, Some(1), &Edit::now("alice"))?;
 //! println!("{:?}", outcome.version());

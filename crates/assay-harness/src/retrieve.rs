@@ -7,10 +7,10 @@
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let project = Project::load(std::path::Path::new("examples/coparent")).unwrap();
 //! let store = engine::open_store(&project.settings).unwrap();
-//! engine::import_kb(&store, &project).unwrap();
+//! engine::sync_kb(&store, &project).unwrap();
 //! let choice = engine::choose_embedder(&project.settings, None, &|_| None).unwrap();
 //! let asked = retrieve::Ask::new("he keeps texting me at midnight", "PARENT");
-//! let traced = retrieve::retrieve(&project, &store, &choice, &asked).await.unwrap();
+//! let traced = retrieve::retrieve(&project, &*store, &choice, &asked).await.unwrap();
 //! println!("{} entities", traced.retrieval.entities.len());
 //! # });
 //! ```
