@@ -455,7 +455,13 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
     let dir = &args.dir;
     let settings = ProjectSettings::load(dir)?;
     let lists = load_prompt_lists(dir)?;
-    let prompts = read_prompt_dir(&args.prompts)?;
+    // Like the case files: a relative folder that is not there from here is the project's.
+    let prompts_dir = if args.prompts.is_absolute() || args.prompts.exists() {
+        args.prompts.clone()
+    } else {
+        dir.join(&args.prompts)
+    };
+    let prompts = read_prompt_dir(&prompts_dir)?;
     let missing: Vec<&str> = lists
         .names()
         .into_iter()
@@ -464,7 +470,7 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
     if !missing.is_empty() {
         return Err(HarnessError::Usage(format!(
             "{}: no prompt for {} (expected <agent>_system_prompt.txt for every agent in prompts/)",
-            args.prompts.display(),
+            prompts_dir.display(),
             missing.join(", ")
         ))
         .into());

@@ -448,3 +448,244 @@ fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
         serde_json::json!({"expert": 0, "finalizer": 0, "planner": 0})
     );
 }
+
+#[test]
+fn evaluate_scores_a_prompt_folder_against_the_production_prompts_on_held_out_cases() {
+    // Step 3 alone: a folder with every agent's marked prompt answers all three held-out cases;
+    // the production prompts (the paired baseline) none.
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    for a in AGENTS {
+        s.write(
+            &format!("candidate/{a}_system_prompt.txt"),
+            &format!("[[GOOD]] You are the {a}. Check every fact.\n"),
+        );
+    }
+    let run = run_in(
+        &s,
+        &[
+            "evaluate",
+            "--prompts",
+            "candidate",
+            "--evaluation-test-cases",
+            "cases/eval.jsonl",
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let v = run.json();
+    assert_eq!(
+        v["evaluation"]["metrics"]["factually_correct_count"], 3,
+        "{v}"
+    );
+    assert_eq!(
+        v["evaluation_baseline"]["metrics"]["factually_correct_count"], 0,
+        "{v}"
+    );
+    assert!(p.stats.agent.load(Ordering::SeqCst) > 0);
+
+    // A folder that lacks an agent's prompt is bad input, refused before any call.
+    let before = p.stats.agent.load(Ordering::SeqCst);
+    std::fs::remove_file(s.path("candidate/expert_system_prompt.txt")).unwrap();
+    let missing = run_in(
+        &s,
+        &[
+            "evaluate",
+            "--prompts",
+            "candidate",
+            "--evaluation-test-cases",
+            "cases/eval.jsonl",
+        ],
+    );
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("expert"), "{}", missing.stderr);
+    assert_eq!(p.stats.agent.load(Ordering::SeqCst), before);
+}
+
+#[test]
+fn a_budget_smaller_than_one_case_stops_before_any_model_call() {
+    // A priced model name (the local server answers whatever the name): the estimate gives a
+    // cost per case, and `--budget` is checked before each dispatch.
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    s.edit("assay.toml", "openai/fake-agent", "openai/gpt-5-mini");
+    // The grader is not priced: the cap could not be enforced, so it is refused up front.
+    let mut a = args("tight", "5");
+    a.extend(["--budget", "0.0000001"]);
+    let unpriced = run_in(&s, &a);
+    assert_eq!(unpriced.code, 2, "{unpriced:?}");
+    assert!(
+        unpriced.stderr.contains("no known price"),
+        "{}",
+        unpriced.stderr
+    );
+
+    s.edit("assay.toml", "openai/fake-grader", "openai/gpt-5-mini");
+    let run = run_in(&s, &a);
+    assert_eq!(
+        run.code, 3,
+        "the budget halts the run as an infrastructure stop: {run:?}"
+    );
+    assert!(run.stderr.contains("--budget"), "{}", run.stderr);
+    assert_eq!(
+        p.stats.agent.load(Ordering::SeqCst),
+        0,
+        "nothing was dispatched over the budget"
+    );
+}
+
+#[test]
+fn racing_prunes_clearly_worse_combinations_on_half_the_cases() {
+    // Eight cases that any one marked agent answers: every combination with a marked prompt
+    // answers all of them, every combination without one answers none. Once a marked
+    // combination is the best (trial 2 in the exhaustive order), each unmarked one is clearly
+    // worse on the first half of the cases and is dropped without the second half.
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    let line = |q: &str, key: &str| {
+        format!(
+            "{{\"question\": \"{q} [key:{key}] [d:1]\", \"files\": [], \"answer\": \"{key}\"}}\n"
+        )
+    };
+    let facts = [
+        ("Capital of France?", "Paris"),
+        ("Largest planet?", "Jupiter"),
+        ("Author of Hamlet?", "Shakespeare"),
+        ("Chemical symbol of gold?", "Au"),
+        ("Capital of Japan?", "Tokyo"),
+        ("Smallest prime?", "2"),
+        ("Longest river in Africa?", "Nile"),
+        ("Closest star to Earth?", "Sun"),
+    ];
+    s.write(
+        "cases/opt.jsonl",
+        &facts.iter().map(|(q, k)| line(q, k)).collect::<String>(),
+    );
+    let mut a = args("race", "27");
+    a.push("--racing");
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = run.json();
+    let trials = report["trials"].as_array().unwrap();
+    let marked = |t: &Value| t["params"].as_object().unwrap().values().any(|v| v == 2);
+    let pruned: Vec<&Value> = trials.iter().filter(|t| t["outcome"] == "pruned").collect();
+    // The unmarked combinations after the best appeared: all of {0,1}^3 but the baseline
+    // (trial 0) and trial 1 (no better combination known yet).
+    assert_eq!(
+        pruned.len(),
+        6,
+        "{:?}",
+        pruned.iter().map(|t| &t["params"]).collect::<Vec<_>>()
+    );
+    for t in &pruned {
+        assert!(!marked(t), "a good combination was pruned: {t}");
+        assert_eq!(t["cases"].as_array().unwrap().len(), 4, "{t}");
+        assert!(
+            t["note"].as_str().is_some_and(|n| n.contains("best")),
+            "{t}"
+        );
+    }
+    for t in trials.iter().filter(|t| marked(t)) {
+        assert_eq!(t["outcome"], "complete", "{t}");
+        assert_eq!(t["metrics"]["factually_correct_count"], 8, "{t}");
+    }
+    let best = report["best_trial"].as_u64().unwrap() as usize;
+    assert_eq!(trials[best]["metrics"]["factually_correct_count"], 8);
+}
+
+/// A system under test outside assay, in Python: it answers a case right when at least `d` of
+/// the prompts it received carry the marker (`[[GOOD]]`), and answers the dry run with each
+/// prompt's SHA-256. As a command (JSON on stdin and stdout) or, with `--serve`, as an HTTP
+/// endpoint (POST, the same JSON; the port is printed first).
+const PY_TARGET: &str = r#"
+import hashlib, json, re, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+def answer(req):
+    prompts = req["prompts"]
+    if req.get("dry_run"):
+        return {"prompt_sha256": {a: hashlib.sha256(p.encode()).hexdigest() for a, p in prompts.items()}}
+    q = req["question"]
+    key = re.search(r"\[key:([^\]]+)\]", q).group(1)
+    need = int(re.search(r"\[d:(\d+)\]", q).group(1))
+    good = sum("[[GOOD]]" in p for p in prompts.values())
+    return {"final_answer": key if good >= need else "not sure"}
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        out = json.dumps(answer(json.loads(body))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *args):
+        pass
+
+if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+else:
+    print(json.dumps(answer(json.load(sys.stdin))))
+"#;
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn command_and_http_targets_receive_the_prompts_and_the_optimizer_finds_the_best() {
+    use std::io::BufRead;
+    let p = provider(Duration::ZERO);
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), PY_TARGET).unwrap();
+    let path = script.path().display().to_string();
+
+    let mut server = std::process::Command::new("python3")
+        .args([path.as_str(), "--serve"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let _server = Child(server);
+    let url = format!("http://127.0.0.1:{}/answer", port.trim());
+
+    for (name, target) in [
+        (
+            "cmd",
+            format!("target = \"command\"\ncommand = [\"python3\", \"{path}\"]\n"),
+        ),
+        ("web", format!("target = \"http\"\nurl = \"{url}\"\n")),
+    ] {
+        let s = project(&p, &target);
+        let run = run_in(&s, &args(name, "27"));
+        assert_eq!(run.code, 0, "{name}: {run:?}");
+        let report = run.json();
+        assert_eq!(
+            report["best_params"],
+            serde_json::json!({"expert": 2, "finalizer": 2, "planner": 2}),
+            "{name}"
+        );
+        assert_eq!(
+            report["evaluation"]["metrics"]["factually_correct_count"], 3,
+            "{name}"
+        );
+        assert_eq!(
+            report["evaluation_baseline"]["metrics"]["factually_correct_count"], 0,
+            "{name}"
+        );
+    }
+    // The chain's model was never called: the targets answered; only the grader was.
+    assert_eq!(p.stats.agent.load(Ordering::SeqCst), 0);
+    assert!(p.stats.grader.load(Ordering::SeqCst) > 0);
+}
