@@ -557,11 +557,26 @@ fn render_import(r: &ImportReport) -> String {
         ("deactivated", &r.deactivated),
     ] {
         if !ids.is_empty() {
-            text.push_str(&format!("  {label}: {}\n", ids.join(", ")));
+            // A few ids, not thousands: the rest are in `assay kb list` and `assay kb history`.
+            let shown = ids
+                .iter()
+                .take(IMPORT_IDS_SHOWN)
+                .cloned()
+                .collect::<Vec<_>>();
+            let more = ids.len().saturating_sub(IMPORT_IDS_SHOWN);
+            let tail = if more > 0 {
+                format!(", … {more} more (`assay kb list` has them all)")
+            } else {
+                String::new()
+            };
+            text.push_str(&format!("  {label}: {}{tail}\n", shown.join(", ")));
         }
     }
     text
 }
+
+/// How many ids of each kind an import names.
+const IMPORT_IDS_SHOWN: usize = 8;
 
 fn parse_type(text: &str) -> Result<EntityType, HarnessError> {
     kbedit::parse_entity_type(text).map_err(|e| HarnessError::Usage(format!("--type: {e}")))

@@ -94,6 +94,17 @@ fn a_second_import_changes_nothing() {
     let first = ok(&p, &["import"]);
     assert!(first.stdout.contains(&import_line(n, 0, 0, 0)), "{first:?}");
     assert!(first.stdout.contains("created: "), "{first:?}");
+    // A summary, not one id per entity: eight ids, then how many more.
+    let created = first
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("created: "))
+        .unwrap();
+    assert_eq!(created.matches(", ").count(), 8, "{created}");
+    assert!(
+        created.ends_with(&format!("… {} more (`assay kb list` has them all)", n - 8)),
+        "{created}"
+    );
     let second = ok(&p, &["import"]);
     assert_eq!(
         second.stdout.trim_end(),
