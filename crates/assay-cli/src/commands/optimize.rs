@@ -199,6 +199,23 @@ impl Built {
     }
 }
 
+/// Before any call: the estimate (printed), the budget rule, and the dry check (INT-011).
+/// Returns the runtime the run goes on with, and the estimate the budget is checked against.
+fn preflight(
+    settings: &ProjectSettings,
+    built: &Built,
+    lists: &PromptLists,
+    runs: &[(&CaseSet, u64)],
+    budget: Option<f64>,
+) -> anyhow::Result<(tokio::runtime::Runtime, Estimate)> {
+    let est = estimate(settings, built, lists, runs);
+    say(&estimate_text(&est));
+    check_budget(budget, &est)?;
+    let rt = runtime()?;
+    dry_check(&rt, built, lists)?;
+    Ok((rt, est))
+}
+
 /// INT-011: every agent's prompt must reach the target before anything is spent.
 fn dry_check(
     rt: &tokio::runtime::Runtime,
@@ -358,16 +375,13 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
     let _lock = ProjectLock::acquire(dir, "optimize", &command_line())?;
     let built = build(dir, &settings, &lists, args.cache.as_deref())?;
     let trials = args.optimization_trials as usize;
-    let est = estimate(
+    let (rt, est) = preflight(
         &settings,
         &built,
         &lists,
         &[(&optimization.set, trials as u64), (&evaluation.set, 2)],
-    );
-    say(&estimate_text(&est));
-    check_budget(args.budget, &est)?;
-    let rt = runtime()?;
-    dry_check(&rt, &built, &lists)?;
+        args.budget,
+    )?;
     let usage = || built.usage();
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
     let services = Services {
@@ -483,11 +497,13 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
     )?;
     let _lock = ProjectLock::acquire(dir, "evaluate", &command_line())?;
     let built = build(dir, &settings, &lists, args.cache.as_deref())?;
-    let est = estimate(&settings, &built, &lists, &[(&evaluation.set, 2)]);
-    say(&estimate_text(&est));
-    check_budget(args.budget, &est)?;
-    let rt = runtime()?;
-    dry_check(&rt, &built, &lists)?;
+    let (rt, est) = preflight(
+        &settings,
+        &built,
+        &lists,
+        &[(&evaluation.set, 2)],
+        args.budget,
+    )?;
     let usage = || built.usage();
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
     let services = Services {
