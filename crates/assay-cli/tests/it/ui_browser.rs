@@ -124,14 +124,31 @@ fn serve(project: &Path) -> (Kill, String) {
     (Kill(child), url)
 }
 
+/// The text of the first `css` element. Retries while the page is still changing (a click or a
+/// form submit navigates asynchronously, so an element found on the old page can go stale).
 async fn text(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
-        .text()
-        .await
-        .unwrap()
+    text_containing(client, css, "").await
+}
+
+/// Waits (up to 20 s) until the first `css` element's text contains `needle`, and returns that
+/// text. Fails with the last text seen, or the last WebDriver error, when it never does.
+async fn text_containing(client: &Client, css: &str, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let last = match client.find(Locator::Css(css)).await {
+            Ok(element) => match element.text().await {
+                Ok(text) if text.contains(needle) => return text,
+                Ok(text) => format!("its text was {text:?}"),
+                Err(e) => format!("reading it failed: {e}"),
+            },
+            Err(e) => format!("no `{css}` on the page: {e}"),
+        };
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "`{css}` never contained {needle:?} within 20 s; {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Nothing injected ran: no changed title, no global set, no alert open.
@@ -217,7 +234,7 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .click()
         .await
         .unwrap();
-    assert!(text(client, "header .who").await.contains("admin"));
+    text_containing(client, "header .who", "admin").await;
 
     // Create an entity, with markup in its title and content.
     client
@@ -242,9 +259,9 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .unwrap();
     shot(client, dir, "02-create").await;
     form.submit().await.unwrap();
+    text_containing(client, "main", "Created.").await;
     let url = client.current_url().await.unwrap();
     assert!(url.path().ends_with("/ui/entities/browser_probe"), "{url}");
-    assert!(text(client, "main").await.contains("Created."));
     assert_nothing_ran(client, "entity detail").await;
 
     // Edit it: version 2.
@@ -262,22 +279,14 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
     .unwrap();
     shot(client, dir, "03-edit").await;
     form.submit().await.unwrap();
-    assert!(
-        text(client, "main")
-            .await
-            .contains("Saved as a new version.")
-    );
+    text_containing(client, "main", "Saved as a new version.").await;
 
     // The history shows version 2 and the field-by-field diff.
     client
         .goto(&format!("{base}/ui/entities/browser_probe/history"))
         .await
         .unwrap();
-    assert!(
-        text(client, "#diff")
-            .await
-            .contains("Version 1 → version 2")
-    );
+    text_containing(client, "#diff", "Version 1 → version 2").await;
     let diff = text(client, "table.diff").await;
     assert!(diff.contains("priority") && diff.contains("80"), "{diff}");
     assert!(diff.contains("concept_summary"), "{diff}");
@@ -294,8 +303,7 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .unwrap();
     form.set_by_name("top_k", "5").await.unwrap();
     form.submit().await.unwrap();
-    let explain = text(client, "#explain").await;
-    assert!(explain.contains("Stages"), "{explain}");
+    let explain = text_containing(client, "#explain", "Stages").await;
     assert!(text(client, "#stages").await.contains("semantic"));
     assert!(
         explain.contains("browser_probe"),
@@ -307,7 +315,12 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
     // A second run after the edit, then the runs dashboard: a run and the diff of the two.
     run_assay(project);
     client.goto(&format!("{base}/ui/runs")).await.unwrap();
-    let runs = text(client, "#runs").await;
+    let rows = client
+        .find_all(Locator::Css("#runs tbody tr"))
+        .await
+        .unwrap()
+        .len();
+    assert!(rows >= 2, "both runs are listed, found {rows}");
     shot(client, dir, "06-runs").await;
     client
         .find(Locator::Css("#runs tbody tr:first-child td:first-child a"))
@@ -316,7 +329,7 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .click()
         .await
         .unwrap();
-    assert!(text(client, ".report h1").await.contains("Run"), "{runs}");
+    text_containing(client, ".report h1", "Run").await;
     let report = text(client, ".report").await;
     assert!(report.contains("Summary") && report.contains("Score distribution"));
     assert!(
@@ -337,8 +350,7 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .click()
         .await
         .unwrap();
-    let diff = text(client, "main").await;
-    assert!(diff.contains("Weighted score"), "{diff}");
+    text_containing(client, "main", "Weighted score").await;
     for section in ["#worse", "#better"] {
         client.find(Locator::Css(section)).await.unwrap();
     }
