@@ -486,31 +486,33 @@ impl PgStore {
         ef_search: u32,
     ) -> Result<Vec<(String, f32)>, KbError> {
         let dim = rows::check_embedding("(query)", model, query)?;
-        let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let ef = ef_search
             .max(u32::try_from(k).unwrap_or(u32::MAX))
             .min(1000);
+        let sql = format!(
+            "SELECT entity_id, (embedding::vector({dim}) <=> $1)::real \
+             FROM kb_content_entities \
+             WHERE embedding_dim = {dim} AND is_current \
+             AND is_active AND embedding_model = $2 \
+             ORDER BY embedding::vector({dim}) <=> $1 LIMIT {k}"
+        );
+        let set = format!("SET hnsw.ef_search = {ef}");
+        let vector = Vector::from(query.to_vec());
         self.block(async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await.pg()?;
-            tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {ef}"))
-                .await
-                .pg()?;
-            let rows = tx
-                .query(
-                    &format!(
-                        "SELECT entity_id, (embedding::vector({dim}) <=> $1)::real \
-                         FROM kb_content_entities \
-                         WHERE embedding_dim = {dim} AND is_current \
-                         AND is_active AND embedding_model = $2 \
-                         ORDER BY embedding::vector({dim}) <=> $1 LIMIT $3"
-                    ),
-                    &[&Vector::from(query.to_vec()), &model, &limit],
-                )
-                .await
-                .pg()?;
-            tx.commit().await.pg()?;
-            rows.iter()
+            let client = self.client().await?;
+            // The statement is prepared once per pooled connection (the limit is part of its
+            // text, so a generic plan still knows it); the `SET` and the query are
+            // pipelined (sent together, answered in order), so a search is one round trip. The
+            // setting stays on the connection, and every search sets its own.
+            let statement = client.prepare_cached(&sql).await.pg()?;
+            let params: [&(dyn ToSql + Sync); 2] = [&vector, &model];
+            let (set, rows) = tokio::join!(
+                client.batch_execute(&set),
+                client.query(&statement, &params)
+            );
+            set.pg()?;
+            rows.pg()?
+                .iter()
                 .map(|row| Ok((row.try_get(0).pg()?, row.try_get(1).pg()?)))
                 .collect()
         })

@@ -160,3 +160,65 @@ crate::backend::backend_tests!(
     current_embeddings_are_fresh_filtered_and_ordered,
     view_embeddings_are_kept_per_model_and_replaced_or_removed,
 );
+
+/// PostgreSQL's HNSW search (`PgStore::nearest`): the nearest current, active entities of the
+/// model, nearest first, with any `ef_search`, repeated on pooled connections (the statement is
+/// prepared once per connection and the `SET` is pipelined with it).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_nearest_finds_the_nearest_active_entities_of_the_model() {
+    use crate::backend::Postgres;
+
+    let backend = Postgres::new();
+    let store = backend.store();
+    let vector = |i: usize| -> Vec<f32> {
+        (0..8)
+            .map(|d| ((i * 7 + d * 3) % 11) as f32 - 5.0 + if d == i % 8 { 4.0 } else { 0.0 })
+            .collect()
+    };
+    for i in 0..40 {
+        let id = format!("e{i:02}");
+        store
+            .create(&entity(&id, json!({})), &edit("admin", 1))
+            .unwrap();
+        store.set_embedding(&id, "m", &vector(i)).unwrap();
+    }
+    // Right on the query, but another model's or deactivated: never returned.
+    let query = vector(100);
+    store
+        .create(&entity("other_model", json!({})), &edit("admin", 1))
+        .unwrap();
+    store.set_embedding("other_model", "m2", &query).unwrap();
+    store
+        .create(&entity("retired", json!({})), &edit("admin", 1))
+        .unwrap();
+    store.set_embedding("retired", "m", &query).unwrap();
+    store.deactivate("retired", &edit("admin", 2)).unwrap();
+    store.ensure_vector_index(8).unwrap();
+
+    let cosine_distance = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        1.0 - dot / (norm(a) * norm(b))
+    };
+    let mut exact: Vec<(String, f32)> = (0..40)
+        .map(|i| (format!("e{i:02}"), cosine_distance(&query, &vector(i))))
+        .collect();
+    exact.sort_by(|a, b| a.1.total_cmp(&b.1));
+    exact.truncate(5);
+    for ef in [5, 40, 40, 200, 1] {
+        let found = store.nearest("m", &query, 5, ef).unwrap();
+        let ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
+        let want: Vec<&str> = exact.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, want, "ef_search {ef}");
+        for ((_, got), (_, distance)) in found.iter().zip(&exact) {
+            assert!((got - distance).abs() < 1e-5, "{got} against {distance}");
+        }
+    }
+    assert!(
+        store
+            .nearest("m", &[1.0, 2.0], 5, 40)
+            .is_ok_and(|v| v.is_empty()),
+        "a dimension without embeddings finds nothing"
+    );
+}
