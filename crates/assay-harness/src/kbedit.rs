@@ -12,8 +12,10 @@
 //! An update or deactivation may carry the version it edits ([`KbEditor::update`]'s
 //! `expected_version`); when the entity has moved on since, the edit fails with
 //! [`EditError::Conflict`] and nothing is written, so two editors never silently overwrite each
-//! other. The check and the write are not one transaction: callers that edit concurrently (the
-//! server) serialise their edits.
+//! other. Without files the store checks the version again inside its write transaction
+//! ([`Edit::expected_version`]), so this holds across processes too (two servers on one
+//! database, or the CLI beside a server). With files the check and the write are not one
+//! transaction: callers that edit concurrently (the server) serialise their edits.
 //!
 //! ```no_run
 //! use assay_harness::{engine, kbedit::{KbEditor, KbFiles}, project::Project};
@@ -112,6 +114,15 @@ impl From<KbError> for EditError {
     fn from(e: KbError) -> EditError {
         match e {
             KbError::NotFound(id) => EditError::NotFound(id),
+            KbError::Conflict {
+                entity_id,
+                expected,
+                current,
+            } => EditError::Conflict {
+                entity_id,
+                expected,
+                current,
+            },
             KbError::InvalidEntity { entity_id, problem } => {
                 EditError::Invalid { entity_id, problem }
             }
@@ -385,6 +396,13 @@ impl<'a> KbEditor<'a> {
         change: Change,
     ) -> Result<EditOutcome, EditError> {
         let stored = self.stored(entity_id)?;
+        // Without files the store checks the version again inside its write transaction, so an
+        // edit made meanwhile by another process is refused there too. With files the file is
+        // written first and the check below is the only one: callers serialise their edits.
+        let edit = match self.files {
+            None => edit.clone().expecting(expected_version),
+            Some(_) => edit.clone(),
+        };
         if let Some(expected) = expected_version
             && expected != stored.version
         {
@@ -437,8 +455,8 @@ impl<'a> KbEditor<'a> {
             None => None,
         };
         let stored = match change {
-            Change::Update => self.store.update(entity_id, update, edit)?,
-            Change::Deactivate => self.store.deactivate(entity_id, edit)?,
+            Change::Update => self.store.update(entity_id, update, &edit)?,
+            Change::Deactivate => self.store.deactivate(entity_id, &edit)?,
         };
         Ok(EditOutcome::Written {
             stored,

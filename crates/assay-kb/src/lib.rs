@@ -72,6 +72,18 @@ pub enum KbError {
     /// An entity with this id exists already (active or not).
     #[error("entity `{0}` already exists")]
     AlreadyExists(String),
+    /// An edit was made from a version that is no longer the current one.
+    #[error(
+        "entity `{entity_id}` is at version {current}, not version {expected} that this edit was made from; reload it and edit again"
+    )]
+    Conflict {
+        /// The entity.
+        entity_id: String,
+        /// The version the edit was made from.
+        expected: u32,
+        /// The current version.
+        current: u32,
+    },
     /// An entity breaks a rule every entity must meet.
     #[error("entity `{entity_id}`: {problem}")]
     InvalidEntity {

@@ -40,12 +40,41 @@ pub struct Edit {
     pub by: String,
     /// When the change is made.
     pub at: DateTime<Utc>,
+    /// The version an update or deactivation was made from: the store checks it against the
+    /// current version inside its write transaction and refuses a stale edit with
+    /// [`KbError::Conflict`], so two writers (two processes included) never silently overwrite
+    /// each other. `None`: no check. Creation and import ignore it.
+    pub expected_version: Option<u32>,
 }
 
 impl Edit {
     /// A change by `by` at `at`.
     pub fn new(by: impl Into<String>, at: DateTime<Utc>) -> Edit {
-        Edit { by: by.into(), at }
+        Edit {
+            by: by.into(),
+            at,
+            expected_version: None,
+        }
+    }
+
+    /// This change, made from version `version` of the entity (see
+    /// [`Edit::expected_version`]).
+    #[must_use]
+    pub fn expecting(mut self, version: Option<u32>) -> Edit {
+        self.expected_version = version;
+        self
+    }
+
+    /// [`KbError::Conflict`] unless `current` is the version this change was made from.
+    pub fn check_version(&self, entity_id: &str, current: u32) -> Result<(), KbError> {
+        match self.expected_version {
+            Some(expected) if expected != current => Err(KbError::Conflict {
+                entity_id: entity_id.to_owned(),
+                expected,
+                current,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// A change by `by`, now (the system clock).

@@ -530,6 +530,7 @@ impl PgStore {
             let mut client = self.client().await?;
             let tx = write_tx(&mut client).await?;
             let row = must_current(&*tx, entity_id).await?;
+            edit.check_version(entity_id, row.version)?;
             let new = change(&row.entity);
             let changed = changed_fields(&row.entity, &new);
             if changed.is_empty() {

@@ -94,6 +94,7 @@ impl SqliteStore {
         let mut conn = self.lock();
         let tx = write_transaction(&mut conn)?;
         let row = must_current(&tx, entity_id)?;
+        edit.check_version(entity_id, row.version)?;
         let new = change(&row.entity);
         let changed = changed_fields(&row.entity, &new);
         if changed.is_empty() {

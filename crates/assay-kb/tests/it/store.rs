@@ -507,8 +507,63 @@ fn the_store_can_be_called_from_async_code<B: Backend>() {
     );
 }
 
+/// An edit made from a version that is no longer current is refused inside the store's write
+/// transaction, also when another connection (another process) made the newer version; nothing
+/// is written. Without an expected version there is no check.
+fn stale_edits_are_refused_by_the_store_across_connections<B: Backend>() {
+    let backend = B::new();
+    let alice = backend.store();
+    let bob = backend.reopen();
+    alice
+        .create(&entity("a", json!({"priority": 50})), &edit("alice", 1))
+        .unwrap();
+    let priority = |p: u8| EntityUpdate {
+        priority: Priority::new(p),
+        ..EntityUpdate::default()
+    };
+
+    let v2 = alice
+        .update("a", &priority(70), &edit("alice", 2).expecting(Some(1)))
+        .unwrap();
+    assert_eq!(v2.version, 2);
+    let stale = bob.update("a", &priority(80), &edit("bob", 2).expecting(Some(1)));
+    assert!(
+        matches!(
+            stale,
+            Err(KbError::Conflict { ref entity_id, expected: 1, current: 2 }) if entity_id == "a"
+        ),
+        "{stale:?}"
+    );
+    let stale = bob.deactivate("a", &edit("bob", 2).expecting(Some(1)));
+    assert!(matches!(stale, Err(KbError::Conflict { .. })), "{stale:?}");
+    let message = stale.unwrap_err().to_string();
+    assert!(
+        message.contains("version 2") && message.contains("version 1"),
+        "{message}"
+    );
+    let current = alice.get_stored("a").unwrap().unwrap();
+    assert_eq!(
+        (
+            current.version,
+            current.entity.priority.get(),
+            current.entity.is_active
+        ),
+        (2, 70, true),
+        "nothing written"
+    );
+    assert_eq!(backend.rows("a").len(), 2);
+
+    let v3 = bob
+        .update("a", &priority(80), &edit("bob", 3).expecting(Some(2)))
+        .unwrap();
+    assert_eq!((v3.version, v3.entity.priority.get()), (3, 80));
+    let v4 = alice.deactivate("a", &edit("alice", 4)).unwrap();
+    assert_eq!((v4.version, v4.entity.is_active), (4, false), "no check");
+}
+
 crate::backend::backend_tests!(
     the_store_can_be_called_from_async_code,
+    stale_edits_are_refused_by_the_store_across_connections,
     create_get_and_list,
     create_rejects_taken_ids_and_invalid_entities,
     update_keeps_the_old_version,
