@@ -8,10 +8,13 @@
 //! best `[semantic] top_k` of them by score + priority bonus), so a grid of settings costs no
 //! model call. The cases are split into `folds` folds by a hash of their id; for each fold a
 //! setting is chosen on the other folds and scored on the held-out fold, beside the current
-//! setting. A setting is chosen for the best mean score, among those that lose at most
-//! [`MAX_GROUP_LOSS`] points against the current one on every fold it is chosen on (a fine
-//! threshold grid otherwise fits a few cases and loses elsewhere); ties keep the current
-//! setting, then the grid's order. The setting written is the one chosen on all folds.
+//! setting. Among the settings that beat the current one and lose at most [`MAX_GROUP_LOSS`]
+//! points against it on every fold they are chosen on, the one-standard-error rule picks the
+//! setting nearest the current one (fewest grid steps) whose mean score is within one standard
+//! error of the best mean (see [`best`]): a fine grid otherwise fits a few cases and loses
+//! elsewhere. The setting written is the one chosen on all folds, and only when the held-out
+//! folds support it ([`TuneOutcome::verdict`]: the held-out mean improves and no fold loses more
+//! than [`MAX_HELD_OUT_LOSS`] points); otherwise the current setting stays.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -75,7 +78,14 @@ pub struct TuneOutcome {
     pub all_after: f64,
     /// Held-out results, one per fold.
     pub folds: Vec<FoldResult>,
+    /// Whether the held-out folds support the change (see [`TuneOutcome::verdict`]); only an
+    /// accepted change is written.
+    pub accepted: bool,
 }
+
+/// The most a tuning may lose on a held-out fold for its change to be accepted (points of the
+/// fold's mean case score).
+pub const MAX_HELD_OUT_LOSS: f64 = 2.0;
 
 impl TuneOutcome {
     /// Mean held-out score before and after.
@@ -101,6 +111,29 @@ impl TuneOutcome {
             .iter()
             .map(|f| f.after - f.before)
             .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Whether the held-out folds support changing to the chosen setting: it differs from the
+    /// current one, the held-out mean improves, and no held-out fold loses more than
+    /// [`MAX_HELD_OUT_LOSS`] points. `Err` says why not.
+    pub fn verdict(&self) -> Result<(), String> {
+        if self.chosen == self.current {
+            return Err("no setting beats the current one on the bank".into());
+        }
+        let (before, after) = self.held_out();
+        let worst = self.worst_fold_change();
+        if after <= before + 1e-9 {
+            return Err(format!(
+                "the tuning does not carry over to cases it did not see (held-out mean {before:.1} → {after:.1})"
+            ));
+        }
+        if worst < -MAX_HELD_OUT_LOSS {
+            return Err(format!(
+                "the tuning lost {:.1} points on a held-out fold (more than {MAX_HELD_OUT_LOSS})",
+                -worst
+            ));
+        }
+        Ok(())
     }
 
     /// The values `--write` saves.
@@ -163,6 +196,14 @@ impl TuneOutcome {
             self.all_before,
             self.all_after
         );
+        match self.verdict() {
+            Ok(()) => {
+                let _ = writeln!(out, "  verdict: accepted: the held-out folds support it");
+            }
+            Err(why) => {
+                let _ = writeln!(out, "  verdict: keep the current setting: {why}");
+            }
+        }
         out
     }
 }
@@ -233,48 +274,97 @@ fn mean_score(cases: &[&CaseRanking], params: &TuneParams, top_k: usize) -> f64 
         / cases.len() as f64
 }
 
-/// The grid searched: no threshold, then thresholds 0 to 0.8 by 0.025; candidates from
-/// `top_k` to 30; lexical weights 0 to 1 (hybrid only).
-fn grid(top_k: usize, hybrid: bool) -> Vec<TuneParams> {
-    let thresholds: Vec<Option<f32>> = std::iter::once(None)
-        .chain((0..=32).map(|i| Some(i as f32 * 0.025)))
-        .collect();
-    let mut candidates: Vec<usize> = [top_k, 10, 15, 20, 30]
-        .into_iter()
-        .filter(|c| *c >= top_k)
-        .collect();
-    candidates.sort_unstable();
-    candidates.dedup();
-    let weights: Vec<f32> = if hybrid {
-        vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5]
-    } else {
-        vec![0.0]
-    };
-    let mut out = Vec::new();
-    for &w in &weights {
-        for &c in &candidates {
-            for &t in &thresholds {
-                out.push(TuneParams {
-                    score_threshold: t,
-                    candidates: c,
-                    lexical_weight: w,
-                });
-            }
+/// The grid's values: thresholds (`None` first, then 0 to 0.8 by 0.025), candidates (`top_k`
+/// to 30) and lexical weights (0 to 1.5; only 0 in dense mode).
+struct Axes {
+    thresholds: Vec<Option<f32>>,
+    candidates: Vec<usize>,
+    weights: Vec<f32>,
+}
+
+impl Axes {
+    fn new(top_k: usize, hybrid: bool) -> Axes {
+        let thresholds: Vec<Option<f32>> = std::iter::once(None)
+            .chain((0..=32).map(|i| Some(i as f32 * 0.025)))
+            .collect();
+        let mut candidates: Vec<usize> = [top_k, 10, 15, 20, 30]
+            .into_iter()
+            .filter(|c| *c >= top_k)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let weights: Vec<f32> = if hybrid {
+            vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5]
+        } else {
+            vec![0.0]
+        };
+        Axes {
+            thresholds,
+            candidates,
+            weights,
         }
     }
-    out
+
+    /// Every setting, weights outermost, thresholds innermost.
+    fn grid(&self) -> Vec<TuneParams> {
+        let mut out = Vec::new();
+        for &w in &self.weights {
+            for &c in &self.candidates {
+                for &t in &self.thresholds {
+                    out.push(TuneParams {
+                        score_threshold: t,
+                        candidates: c,
+                        lexical_weight: w,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// How far apart two settings are, in grid steps summed over the three axes (a value off
+    /// the grid counts at its nearest grid value; no threshold is the step below 0).
+    fn steps(&self, a: &TuneParams, b: &TuneParams) -> usize {
+        fn nearest<T: Copy>(values: &[T], x: T, gap: impl Fn(T, T) -> f64) -> usize {
+            (0..values.len())
+                .min_by(|&i, &j| gap(values[i], x).total_cmp(&gap(values[j], x)))
+                .unwrap_or(0)
+        }
+        let threshold = |t: Option<f32>| {
+            nearest(&self.thresholds, t, |u, v| match (u, v) {
+                (None, None) => 0.0,
+                (Some(u), Some(v)) => f64::from((u - v).abs()),
+                _ => f64::INFINITY,
+            })
+        };
+        let candidates =
+            |c: usize| nearest(&self.candidates, c, |u, v| (u as f64 - v as f64).abs());
+        let weight = |w: f32| nearest(&self.weights, w, |u, v| f64::from((u - v).abs()));
+        threshold(a.score_threshold).abs_diff(threshold(b.score_threshold))
+            + candidates(a.candidates).abs_diff(candidates(b.candidates))
+            + weight(a.lexical_weight).abs_diff(weight(b.lexical_weight))
+    }
 }
 
 /// The most a chosen setting may lose, against the current one, on any group of the cases it
 /// is chosen on.
 pub const MAX_GROUP_LOSS: f64 = 0.0;
 
-/// The setting with the best mean score over `groups` (each group a fold) among those that
-/// lose at most [`MAX_GROUP_LOSS`] points on every group against `current`; `current` when
-/// none beats it.
+/// The setting chosen on `groups` (each group a fold), against `current`:
+///
+/// 1. eligible: settings whose mean score beats `current` and that lose at most
+///    [`MAX_GROUP_LOSS`] points against it on every group;
+/// 2. the best: the eligible setting with the highest mean score;
+/// 3. the one-standard-error rule (as in cross-validated model selection): among eligible
+///    settings whose mean is within one standard error of the best's (the error of the
+///    best's per-case gain over `current`), the one fewest grid steps from `current`, then
+///    the higher mean, then the grid's order. A fine grid otherwise picks whichever far
+///    corner happens to fit these cases best, and loses on cases it has not seen.
+///
+/// `current` when nothing is eligible.
 fn best(
     groups: &[Vec<&CaseRanking>],
-    grid: &[TuneParams],
+    axes: &Axes,
     current: &TuneParams,
     top_k: usize,
 ) -> TuneParams {
@@ -283,23 +373,54 @@ fn best(
         .iter()
         .map(|g| mean_score(g, current, top_k))
         .collect();
-    let mut best = *current;
-    let mut best_score = mean_score(&all, current, top_k);
-    for p in grid {
-        let s = mean_score(&all, p, top_k);
-        if s <= best_score + 1e-9 {
-            continue;
-        }
-        let robust = groups
+    let current_mean = mean_score(&all, current, top_k);
+    let eligible: Vec<(TuneParams, f64)> = axes
+        .grid()
+        .into_iter()
+        .map(|p| (p, mean_score(&all, &p, top_k)))
+        .filter(|(p, mean)| {
+            *mean > current_mean + 1e-9
+                && groups
+                    .iter()
+                    .zip(&baseline)
+                    .all(|(g, b)| mean_score(g, p, top_k) >= b - MAX_GROUP_LOSS)
+        })
+        .collect();
+    let Some(&(top, top_mean)) =
+        eligible
             .iter()
-            .zip(&baseline)
-            .all(|(g, b)| mean_score(g, p, top_k) >= b - MAX_GROUP_LOSS);
-        if robust {
-            best = *p;
-            best_score = s;
-        }
+            .fold(None, |acc: Option<&(TuneParams, f64)>, e| match acc {
+                Some(a) if a.1 >= e.1 - 1e-9 => Some(a),
+                _ => Some(e),
+            })
+    else {
+        return *current;
+    };
+    let gains: Vec<f64> = all
+        .iter()
+        .map(|c| case_score(c, &top, top_k) - case_score(c, current, top_k))
+        .collect();
+    let error = standard_error(&gains);
+    eligible
+        .iter()
+        .filter(|(_, mean)| *mean >= top_mean - error - 1e-9)
+        .min_by(|(a, a_mean), (b, b_mean)| {
+            axes.steps(a, current)
+                .cmp(&axes.steps(b, current))
+                .then(b_mean.total_cmp(a_mean))
+        })
+        .map_or(top, |(p, _)| *p)
+}
+
+/// The standard error of the mean of `values` (0 for fewer than two).
+fn standard_error(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
     }
-    best
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let variance = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (variance / n).sqrt()
 }
 
 fn fold_of(test_id: &str, folds: usize) -> usize {
@@ -374,7 +495,7 @@ pub async fn tune(
         });
     }
     let top_k = settings.semantic.top_k;
-    let grid = grid(top_k, hybrid);
+    let axes = Axes::new(top_k, hybrid);
     let mut results = Vec::with_capacity(folds);
     let groups: Vec<Vec<&CaseRanking>> = (0..folds)
         .map(|f| {
@@ -392,7 +513,7 @@ pub async fn tune(
             .filter(|(i, _)| *i != fold)
             .map(|(_, g)| g.clone())
             .collect();
-        let chosen = best(&train, &grid, &current, top_k);
+        let chosen = best(&train, &axes, &current, top_k);
         results.push(FoldResult {
             cases: held.len(),
             before: mean_score(held, &current, top_k),
@@ -401,8 +522,8 @@ pub async fn tune(
         });
     }
     let all: Vec<&CaseRanking> = cases.iter().collect();
-    let chosen = best(&groups, &grid, &current, top_k);
-    Ok(TuneOutcome {
+    let chosen = best(&groups, &axes, &current, top_k);
+    let mut outcome = TuneOutcome {
         embedder: choice.spec.to_string(),
         mode: settings.retrieval.mode.clone(),
         views: settings.retrieval.views.clone(),
@@ -412,7 +533,10 @@ pub async fn tune(
         all_after: mean_score(&all, &chosen, top_k),
         chosen,
         folds: results,
-    })
+        accepted: false,
+    };
+    outcome.accepted = outcome.verdict().is_ok();
+    Ok(outcome)
 }
 
 fn audience_of(state: &UserState) -> &str {
@@ -520,6 +644,123 @@ mod tests {
         assert_eq!(case_score(&c, &p(None, 1, 0.5), 1), 100.0);
         // a threshold of 0.4 drops `want` (0.3) but keeps `bad`
         assert_eq!(case_score(&c, &p(Some(0.4), 3, 0.0), 2), 0.0);
+    }
+
+    /// Cases for the one-standard-error rule, `top_k` 2: `a` cases need a threshold above 0.30
+    /// to drop a false positive, `b` cases one above 0.45, and `same` cases score 100 anyway.
+    fn threshold_cases(a: usize, b: usize, same: usize) -> Vec<CaseRanking> {
+        let mut cases = Vec::new();
+        for i in 0..a {
+            let mut c = case(
+                "want",
+                &["bad"],
+                vec![ranked("want", 0.6, 0.0), ranked("bad", 0.3, 0.0)],
+            );
+            c.test_id = format!("A-{i}");
+            cases.push(c);
+        }
+        for i in 0..b {
+            let mut c = case(
+                "want",
+                &["bad"],
+                vec![ranked("want", 0.6, 0.0), ranked("bad", 0.45, 0.0)],
+            );
+            c.test_id = format!("B-{i}");
+            cases.push(c);
+        }
+        for i in 0..same {
+            let mut c = case("want", &[], vec![ranked("want", 0.9, 0.0)]);
+            c.test_id = format!("S-{i}");
+            cases.push(c);
+        }
+        cases
+    }
+
+    fn choose(cases: &[CaseRanking]) -> TuneParams {
+        let groups: Vec<Vec<&CaseRanking>> = vec![
+            cases.iter().step_by(2).collect(),
+            cases.iter().skip(1).step_by(2).collect(),
+        ];
+        let current = TuneParams {
+            score_threshold: None,
+            candidates: 2,
+            lexical_weight: 0.0,
+        };
+        best(&groups, &Axes::new(2, false), &current, 2)
+    }
+
+    #[test]
+    fn the_nearest_setting_within_one_standard_error_of_the_best_is_chosen() {
+        // One `b` case: a threshold above 0.45 scores 100 on all, 0.325 loses 20 on that one
+        // case (0.95 points of mean), less than the standard error (~2.2): the nearer wins.
+        let chosen = choose(&threshold_cases(10, 1, 10));
+        assert_eq!(chosen.candidates, 2, "{chosen:?}");
+        let t = chosen.score_threshold.unwrap();
+        assert!((t - 0.325).abs() < 1e-6, "{chosen:?}");
+        // Ten `b` cases: 0.325 is 6.7 points behind, beyond the error: the best wins (the
+        // first grid threshold above 0.45).
+        let chosen = choose(&threshold_cases(10, 10, 10));
+        let t = chosen.score_threshold.unwrap();
+        assert!(t > 0.45 && t < 0.475, "{chosen:?}");
+        // Nothing beats the current setting: it stays.
+        assert_eq!(choose(&threshold_cases(0, 0, 6)).score_threshold, None);
+    }
+
+    #[test]
+    fn steps_count_grid_positions_and_the_standard_error_is_of_the_mean() {
+        let axes = Axes::new(6, true);
+        let p = |t: Option<f32>, c: usize, w: f32| TuneParams {
+            score_threshold: t,
+            candidates: c,
+            lexical_weight: w,
+        };
+        assert_eq!(axes.steps(&p(None, 6, 0.3), &p(None, 6, 0.3)), 0);
+        assert_eq!(axes.steps(&p(None, 6, 0.3), &p(Some(0.0), 6, 0.3)), 1);
+        assert_eq!(
+            axes.steps(&p(Some(0.25), 6, 0.3), &p(Some(0.2), 15, 0.75)),
+            2 + 2 + 3
+        );
+        assert!((standard_error(&[1.0, 3.0]) - 1.0).abs() < 1e-12);
+        assert!(standard_error(&[5.0]).abs() < 1e-12);
+    }
+
+    #[test]
+    fn only_a_change_the_held_out_folds_support_is_accepted() {
+        let p = |t: Option<f32>| TuneParams {
+            score_threshold: t,
+            candidates: 6,
+            lexical_weight: 0.3,
+        };
+        let fold = |before: f64, after: f64| FoldResult {
+            cases: 20,
+            before,
+            after,
+            chosen: p(Some(0.25)),
+        };
+        let outcome = |folds: Vec<FoldResult>, chosen: TuneParams| TuneOutcome {
+            embedder: "builtin/hashed-ngrams".into(),
+            mode: "hybrid".into(),
+            views: "single".into(),
+            cases: 20 * folds.len(),
+            current: p(None),
+            chosen,
+            all_before: 80.0,
+            all_after: 85.0,
+            folds,
+            accepted: false,
+        };
+        let good = outcome(vec![fold(80.0, 84.0), fold(90.0, 89.0)], p(Some(0.25)));
+        assert_eq!(good.verdict(), Ok(()));
+        let lost = outcome(vec![fold(80.0, 90.0), fold(90.0, 87.5)], p(Some(0.25)));
+        let why = lost.verdict().unwrap_err();
+        assert!(why.contains("lost 2.5 points"), "{why}");
+        let flat = outcome(vec![fold(80.0, 81.0), fold(90.0, 89.0)], p(Some(0.25)));
+        let why = flat.verdict().unwrap_err();
+        assert!(why.contains("held-out mean 85.0 → 85.0"), "{why}");
+        let same = outcome(vec![fold(80.0, 84.0)], p(None));
+        assert!(same.verdict().unwrap_err().contains("no setting beats"));
+        assert!(lost.render().contains("verdict: keep the current setting"));
+        assert!(good.render().contains("verdict: accepted"));
     }
 
     #[test]

@@ -452,6 +452,7 @@ impl Kb {
     ) -> Result<(), HarnessError> {
         let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
         let outcome = rt.block_on(assay_harness::tune::tune(&self.project, flag, &env, folds))?;
+        let write = write && outcome.accepted;
         if write {
             assay_harness::tune::write_tuned(
                 &self.project.settings.root,
@@ -465,6 +466,7 @@ impl Kb {
             doc["held_out_before"] = json!(before);
             doc["held_out_after"] = json!(after);
             doc["written"] = json!(write);
+            doc["verdict"] = json!(outcome.verdict().err().unwrap_or_else(|| "accepted".into()));
             out(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(&doc)
@@ -477,8 +479,10 @@ impl Kb {
                     "\nwritten to assay.toml as [retrieval.tuned.\"{}\"]\n",
                     outcome.embedder
                 ));
-            } else {
+            } else if outcome.accepted {
                 text.push_str("\n(not written: --write saves the chosen values in assay.toml)\n");
+            } else {
+                text.push_str("\n(nothing to write: assay.toml is left as it is)\n");
             }
             out(&text);
         }

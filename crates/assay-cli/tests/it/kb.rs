@@ -754,6 +754,12 @@ fn tune_reports_held_out_folds_and_writes_only_when_asked() {
         "{doc}"
     );
     assert!(doc["all_after"].as_f64().unwrap() >= doc["all_before"].as_f64().unwrap());
+    assert_eq!(doc["written"], false);
+    assert_eq!(
+        doc["accepted"].as_bool().unwrap(),
+        doc["verdict"] == "accepted",
+        "{doc}"
+    );
     assert_eq!(
         p.read("assay.toml"),
         before,
@@ -763,6 +769,11 @@ fn tune_reports_held_out_folds_and_writes_only_when_asked() {
     let run = p.assay(&["kb", "tune", "--write"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("held-out mean"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("verdict: accepted"),
+        "written only when the held-out folds support it: {}",
+        run.stdout
+    );
     let after = p.read("assay.toml");
     assert!(after.starts_with(&before), "{after}");
     assert!(
