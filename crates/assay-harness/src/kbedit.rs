@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 use assay_core::entity::{Entity, EntityType, LoadMode};
 use assay_kb::datafile::{self, DataError, Format};
 use assay_kb::store::{Edit, EntityUpdate, EntityVersion, KbStore, StoredEntity, changed_fields};
-use assay_kb::{EntityFilter, InvalidEntity, KbError, KnowledgeBase, LoadedKb, check_entity};
+use assay_kb::{
+    EntityFilter, InvalidEntity, KbError, KnowledgeBase, LoadedKb, VersionConflict, check_entity,
+};
 use assay_providers::Embedder;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -57,17 +59,8 @@ pub enum EditError {
     #[error("no entity `{0}`")]
     NotFound(String),
     /// The edit was made against a version that is no longer the current one.
-    #[error(
-        "entity `{entity_id}` is at version {current}, not version {expected} that this edit was made from; reload it and edit again"
-    )]
-    Conflict {
-        /// The entity.
-        entity_id: String,
-        /// The version the edit carried.
-        expected: u32,
-        /// The current version.
-        current: u32,
-    },
+    #[error(transparent)]
+    Conflict(VersionConflict),
     /// An entity with this id exists already (ids are never reused).
     #[error("{message}")]
     AlreadyExists {
@@ -114,15 +107,7 @@ impl From<KbError> for EditError {
     fn from(e: KbError) -> EditError {
         match e {
             KbError::NotFound(id) => EditError::NotFound(id),
-            KbError::Conflict {
-                entity_id,
-                expected,
-                current,
-            } => EditError::Conflict {
-                entity_id,
-                expected,
-                current,
-            },
+            KbError::Conflict(conflict) => EditError::Conflict(conflict),
             KbError::InvalidEntity { entity_id, problem } => {
                 EditError::Invalid { entity_id, problem }
             }
@@ -147,7 +132,7 @@ impl From<EditError> for HarnessError {
                 KbError::InvalidEntity { entity_id, problem }.into()
             }
             EditError::Harness(e) => e,
-            e @ (EditError::Conflict { .. }
+            e @ (EditError::Conflict(_)
             | EditError::AlreadyExists { .. }
             | EditError::Refused { .. }) => HarnessError::Usage(e.to_string()),
         }
@@ -406,11 +391,11 @@ impl<'a> KbEditor<'a> {
         if let Some(expected) = expected_version
             && expected != stored.version
         {
-            return Err(EditError::Conflict {
+            return Err(EditError::Conflict(VersionConflict {
                 entity_id: entity_id.to_owned(),
                 expected,
                 current: stored.version,
-            });
+            }));
         }
         let (old, source) = match self.files {
             None => (stored.entity.clone(), None),
@@ -902,11 +887,11 @@ mod tests {
         assert!(
             matches!(
                 err,
-                EditError::Conflict {
+                EditError::Conflict(VersionConflict {
                     expected: 1,
                     current: 2,
                     ..
-                }
+                })
             ),
             "{err}"
         );

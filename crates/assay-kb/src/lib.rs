@@ -73,17 +73,8 @@ pub enum KbError {
     #[error("entity `{0}` already exists")]
     AlreadyExists(String),
     /// An edit was made from a version that is no longer the current one.
-    #[error(
-        "entity `{entity_id}` is at version {current}, not version {expected} that this edit was made from; reload it and edit again"
-    )]
-    Conflict {
-        /// The entity.
-        entity_id: String,
-        /// The version the edit was made from.
-        expected: u32,
-        /// The current version.
-        current: u32,
-    },
+    #[error(transparent)]
+    Conflict(#[from] VersionConflict),
     /// An entity breaks a rule every entity must meet.
     #[error("entity `{entity_id}`: {problem}")]
     InvalidEntity {
@@ -98,6 +89,20 @@ pub enum KbError {
     /// The SQLite backend failed.
     #[error("knowledge-base store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+}
+
+/// An edit made from a version of an entity that is no longer the current one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "entity `{entity_id}` is at version {current}, not version {expected} that this edit was made from; reload it and edit again"
+)]
+pub struct VersionConflict {
+    /// The entity.
+    pub entity_id: String,
+    /// The version the edit was made from.
+    pub expected: u32,
+    /// The current version.
+    pub current: u32,
 }
 
 impl KbError {

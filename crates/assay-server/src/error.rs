@@ -134,7 +134,7 @@ impl ErrorCode for EditError {
     fn code(&self) -> &'static str {
         match self {
             EditError::NotFound(_) => "not_found",
-            EditError::Conflict { .. } => "stale_version",
+            EditError::Conflict(_) => "stale_version",
             EditError::AlreadyExists { .. } => "already_exists",
             EditError::Invalid { .. } | EditError::Refused { field: Some(_), .. } => {
                 "validation_failed"
@@ -147,7 +147,7 @@ impl ErrorCode for EditError {
     fn status(&self) -> StatusCode {
         match self {
             EditError::NotFound(_) => StatusCode::NOT_FOUND,
-            EditError::Conflict { .. }
+            EditError::Conflict(_)
             | EditError::AlreadyExists { .. }
             | EditError::Refused { field: None, .. } => StatusCode::CONFLICT,
             EditError::Invalid { .. } | EditError::Refused { field: Some(_), .. } => {

@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{EntityFilter, KbError, KnowledgeBase};
+use crate::{EntityFilter, KbError, KnowledgeBase, VersionConflict};
 
 #[cfg(feature = "postgres")]
 pub use postgres::{
@@ -68,11 +68,11 @@ impl Edit {
     /// [`KbError::Conflict`] unless `current` is the version this change was made from.
     pub fn check_version(&self, entity_id: &str, current: u32) -> Result<(), KbError> {
         match self.expected_version {
-            Some(expected) if expected != current => Err(KbError::Conflict {
+            Some(expected) if expected != current => Err(KbError::Conflict(VersionConflict {
                 entity_id: entity_id.to_owned(),
                 expected,
                 current,
-            }),
+            })),
             _ => Ok(()),
         }
     }

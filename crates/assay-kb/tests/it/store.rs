@@ -3,6 +3,7 @@
 use assay_core::entity::{EntityType, LoadMode, Priority};
 use assay_kb::{
     EntityFilter, EntityUpdate, InvalidEntity, KbError, KbStore, KnowledgeBase, MemoryKb,
+    VersionConflict,
 };
 use serde_json::json;
 
@@ -530,12 +531,12 @@ fn stale_edits_are_refused_by_the_store_across_connections<B: Backend>() {
     assert!(
         matches!(
             stale,
-            Err(KbError::Conflict { ref entity_id, expected: 1, current: 2 }) if entity_id == "a"
+            Err(KbError::Conflict(VersionConflict { ref entity_id, expected: 1, current: 2 })) if entity_id == "a"
         ),
         "{stale:?}"
     );
     let stale = bob.deactivate("a", &edit("bob", 2).expecting(Some(1)));
-    assert!(matches!(stale, Err(KbError::Conflict { .. })), "{stale:?}");
+    assert!(matches!(stale, Err(KbError::Conflict(_))), "{stale:?}");
     let message = stale.unwrap_err().to_string();
     assert!(
         message.contains("version 2") && message.contains("version 1"),

@@ -281,7 +281,7 @@ fn json_of(form: &Values, create: bool) -> Result<Map<String, Value>, FieldError
 fn edit_error(e: &EditError) -> (StatusCode, Option<&'static str>) {
     let status = match e {
         EditError::NotFound(_) => StatusCode::NOT_FOUND,
-        EditError::Conflict { .. } | EditError::AlreadyExists { .. } => StatusCode::CONFLICT,
+        EditError::Conflict(_) | EditError::AlreadyExists { .. } => StatusCode::CONFLICT,
         EditError::Invalid { .. } | EditError::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         EditError::Harness(h) => crate::error::ErrorCode::status(h),
     };
