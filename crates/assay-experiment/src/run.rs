@@ -43,6 +43,7 @@ use assay_core::experiment::{
     CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
     Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage,
 };
+use assay_harness::journal::JournalLinesError;
 use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
@@ -442,31 +443,20 @@ struct Replay {
 /// Reads a journal: its header and entries (a torn last line, from a killed run, is dropped).
 pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), RunError> {
     let text = std::fs::read_to_string(path).map_err(|e| RunError::io(path, &e))?;
-    let mut lines = text.lines();
-    let header: JournalHeader = lines
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| {
-            RunError::Usage(format!("{}: line 1: not a journal header", path.display()))
-        })?;
-    let rest: Vec<&str> = lines.collect();
-    let mut entries = Vec::new();
-    for (i, line) in rest.iter().enumerate() {
-        match serde_json::from_str::<JournalEntry>(line) {
-            Ok(e) => entries.push(e),
-            Err(_) if i + 1 == rest.len() => {
-                tracing::warn!(journal = %path.display(), "dropping a torn last line");
+    let read = assay_harness::journal::parse_journal(&text).map_err(|e| {
+        RunError::Usage(match e {
+            JournalLinesError::Empty | JournalLinesError::Header(_) => {
+                format!("{}: line 1: not a journal header", path.display())
             }
-            Err(e) => {
-                return Err(RunError::Usage(format!(
-                    "{}: line {}: {e}",
-                    path.display(),
-                    i + 2
-                )));
+            JournalLinesError::Entry { line, message } => {
+                format!("{}: line {line}: {message}", path.display())
             }
-        }
+        })
+    })?;
+    if read.torn.is_some() {
+        tracing::warn!(journal = %path.display(), "dropping a torn last line");
     }
-    Ok((header, entries))
+    Ok((read.header, read.entries))
 }
 
 fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str> {
@@ -699,6 +689,22 @@ fn halt(
     }
 }
 
+/// A step's result: `done` when the journal has it (`--resume`; `run` is then never polled),
+/// otherwise `run`'s, appended to the journal as `entry`.
+async fn journaled(
+    done: Option<StepResult>,
+    journal: &mut Journal,
+    entry: impl FnOnce(StepResult) -> JournalEntry,
+    run: impl Future<Output = Result<StepResult, RunError>>,
+) -> Result<StepResult, RunError> {
+    if let Some(step) = done {
+        return Ok(step);
+    }
+    let step = run.await?;
+    journal.append(&entry(step.clone()))?;
+    Ok(step)
+}
+
 async fn run_step(
     runner: &Runner<'_>,
     layout: &Layout,
@@ -899,25 +905,24 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         .collect();
 
     // Step 1.
-    let baseline = if let Some(step) = replay.baseline.clone() {
+    if replay.baseline.is_some() {
         StepLog::open(&layout, "baseline")?.line("baseline: read back from the journal (--resume)");
-        step
-    } else {
-        {
-            let step = run_step(
-                &runner,
-                &layout,
-                "baseline",
-                "baseline",
-                zeros.clone(),
-                &baseline_prompts,
-                x.optimization,
-            )
-            .await?;
-            journal.append(&JournalEntry::Baseline { step: step.clone() })?;
-            step
-        }
-    };
+    }
+    let baseline = journaled(
+        replay.baseline.clone(),
+        &mut journal,
+        |step| JournalEntry::Baseline { step },
+        run_step(
+            &runner,
+            &layout,
+            "baseline",
+            "baseline",
+            zeros.clone(),
+            &baseline_prompts,
+            x.optimization,
+        ),
+    )
+    .await?;
 
     // Step 2.
     let (study, trials) = study(x, &runner, &layout, &mut journal, &replay, &baseline).await?;
@@ -942,42 +947,36 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         );
 
     // Step 3.
-    let evaluation = if let Some(s) = replay.evaluation {
-        s
-    } else {
-        {
-            let s = run_step(
-                &runner,
-                &layout,
-                "evaluation",
-                "evaluation",
-                best_params.clone(),
-                &best_prompts,
-                x.evaluation,
-            )
-            .await?;
-            journal.append(&JournalEntry::Evaluation { step: s.clone() })?;
-            s
-        }
-    };
-    let evaluation_baseline = if let Some(s) = replay.evaluation_baseline {
-        s
-    } else {
-        {
-            let s = run_step(
-                &runner,
-                &layout,
-                "evaluation_baseline",
-                "evaluation",
-                zeros.clone(),
-                &baseline_prompts,
-                x.evaluation,
-            )
-            .await?;
-            journal.append(&JournalEntry::EvaluationBaseline { step: s.clone() })?;
-            s
-        }
-    };
+    let evaluation = journaled(
+        replay.evaluation,
+        &mut journal,
+        |step| JournalEntry::Evaluation { step },
+        run_step(
+            &runner,
+            &layout,
+            "evaluation",
+            "evaluation",
+            best_params.clone(),
+            &best_prompts,
+            x.evaluation,
+        ),
+    )
+    .await?;
+    let evaluation_baseline = journaled(
+        replay.evaluation_baseline,
+        &mut journal,
+        |step| JournalEntry::EvaluationBaseline { step },
+        run_step(
+            &runner,
+            &layout,
+            "evaluation_baseline",
+            "evaluation",
+            zeros.clone(),
+            &baseline_prompts,
+            x.evaluation,
+        ),
+    )
+    .await?;
     let comparisons: Vec<Comparison> = vec![
         stats::compare("optimization", &baseline.cases, &best_cases, options.seed),
         stats::compare(

@@ -20,13 +20,14 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use assay_core::bank::BankType;
 use assay_core::runlog::{
     AlwaysCaseResult, PatternCaseResult, SemanticCaseResult, StateCaseResult,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::HarnessError;
@@ -119,6 +120,64 @@ entry_results!(
     Always(AlwaysCaseResult)
 );
 
+/// A JSON-lines journal read back (this run journal, and the optimizer's experiment journal):
+/// the header on line 1, then one entry a line.
+#[derive(Debug)]
+pub struct JournalLines<H, E> {
+    /// Line 1.
+    pub header: H,
+    /// The entries, in file order.
+    pub entries: Vec<E>,
+    /// A last line that does not parse, as a crash mid-write leaves it: its line number and
+    /// why. It is not an error; the caller drops it (and says so).
+    pub torn: Option<(usize, String)>,
+}
+
+/// Why a journal's text could not be read back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalLinesError {
+    /// There is no line 1.
+    Empty,
+    /// Line 1 is not a header: why.
+    Header(String),
+    /// A line before the last is not an entry.
+    Entry {
+        /// Its line number (from 1).
+        line: usize,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Parses a journal's text. Blank lines are skipped; only the last line may fail to parse (it
+/// is then [`JournalLines::torn`]): any other line that fails is an error naming its line.
+pub fn parse_journal<H: DeserializeOwned, E: DeserializeOwned>(
+    text: &str,
+) -> Result<JournalLines<H, E>, JournalLinesError> {
+    let mut lines = text.lines();
+    let header = serde_json::from_str(lines.next().ok_or(JournalLinesError::Empty)?)
+        .map_err(|e| JournalLinesError::Header(e.to_string()))?;
+    let mut entries = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, text) in lines.enumerate() {
+        if let Some((line, message)) = pending.take() {
+            return Err(JournalLinesError::Entry { line, message });
+        }
+        if text.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(text) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => pending = Some((i + 2, e.to_string())),
+        }
+    }
+    Ok(JournalLines {
+        header,
+        entries,
+        torn: pending,
+    })
+}
+
 /// An open journal: the cases already finished (when resuming) and the file new ones go to.
 #[derive(Debug)]
 pub struct Journal {
@@ -150,8 +209,8 @@ impl Journal {
     /// Reopens the journal at `path` to resume its run. The request and setup must match
     /// `expected`'s; the returned journal keeps the original run id and timestamp.
     pub fn resume(path: &Path, expected: &JournalHeader) -> Result<Journal, HarnessError> {
-        let file = match File::open(path) {
-            Ok(f) => f,
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(HarnessError::Usage(format!(
                     "--resume: there is no interrupted run to resume ({} does not exist)",
@@ -160,16 +219,18 @@ impl Journal {
             }
             Err(e) => return Err(HarnessError::io(path, &e)),
         };
-        let mut lines = BufReader::new(file).lines();
         let bad = |line: usize, what: String| {
             HarnessError::Usage(format!("{}:{line}: {what}", path.display()))
         };
-        let header: JournalHeader = match lines.next() {
-            Some(Ok(text)) => serde_json::from_str(&text)
-                .map_err(|e| bad(1, format!("not a journal header: {e}")))?,
-            Some(Err(e)) => return Err(HarnessError::io(path, &e)),
-            None => return Err(bad(1, "the journal is empty".into())),
-        };
+        let read: JournalLines<JournalHeader, JournalEntry> =
+            parse_journal(&text).map_err(|e| match e {
+                JournalLinesError::Empty => bad(1, "the journal is empty".into()),
+                JournalLinesError::Header(e) => bad(1, format!("not a journal header: {e}")),
+                JournalLinesError::Entry { line, message } => {
+                    bad(line, format!("not a journal entry: {message}"))
+                }
+            })?;
+        let header = read.header;
         if header.journal != JOURNAL_VERSION {
             return Err(bad(
                 1,
@@ -191,30 +252,17 @@ impl Journal {
                 header.setup, expected.setup
             )));
         }
-        let mut done = HashMap::new();
-        let mut pending: Option<(usize, String)> = None;
-        for (i, line) in lines.enumerate() {
-            let text = line.map_err(|e| HarnessError::io(path, &e))?;
-            if let Some((n, e)) = pending.take() {
-                // Only the last line may be cut short by a crash.
-                return Err(bad(n, e));
-            }
-            if text.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<JournalEntry>(&text) {
-                Ok(entry) => {
-                    done.insert((entry.bank(), entry.test_id().to_owned()), entry);
-                }
-                Err(e) => pending = Some((i + 2, format!("not a journal entry: {e}"))),
-            }
-        }
-        if let Some((n, e)) = pending {
+        if let Some((n, e)) = read.torn {
             tracing::warn!(
-                "{}:{n}: ignoring a cut-short last line ({e})",
+                "{}:{n}: ignoring a cut-short last line (not a journal entry: {e})",
                 path.display()
             );
         }
+        let done: HashMap<(BankType, String), JournalEntry> = read
+            .entries
+            .into_iter()
+            .map(|entry| ((entry.bank(), entry.test_id().to_owned()), entry))
+            .collect();
         // Rewrite without the cut-short line, so appends start on a fresh line.
         let mut journal = Journal::start(path, header)?;
         let mut entries: Vec<&JournalEntry> = done.values().collect();
@@ -282,6 +330,32 @@ mod tests {
     use super::*;
     use assay_core::scoring::Breakdown;
     use std::fs::OpenOptions;
+
+    #[test]
+    fn parse_journal_drops_only_a_torn_last_line() {
+        type Lines = Result<JournalLines<u32, String>, JournalLinesError>;
+        let read: Lines = parse_journal("1\n\"a\"\n\n\"b\"\n{\"cut");
+        let read = read.unwrap();
+        assert_eq!(
+            (read.header, read.entries.as_slice()),
+            (1, ["a".to_owned(), "b".to_owned()].as_slice())
+        );
+        assert_eq!(read.torn.map(|(line, _)| line), Some(5));
+        let read: Lines = parse_journal("1\n{\"cut\n\"b\"\n");
+        assert!(
+            matches!(read, Err(JournalLinesError::Entry { line: 2, .. })),
+            "{read:?}"
+        );
+        let read: Lines = parse_journal("");
+        assert_eq!(read.unwrap_err(), JournalLinesError::Empty);
+        let read: Lines = parse_journal("not json\n");
+        assert!(
+            matches!(read, Err(JournalLinesError::Header(_))),
+            "{read:?}"
+        );
+        let read: Lines = parse_journal("1\n\"a\"\n");
+        assert!(read.unwrap().torn.is_none());
+    }
 
     /// Appends raw text, as a crash mid-write would leave it.
     fn append_raw(path: &Path, text: &str) -> std::io::Result<()> {

@@ -488,9 +488,9 @@ fn bench_postgres(
         // The server's own time for the same search (EXPLAIN ANALYZE), the floor of a query.
         let sample = args.queries.min(50);
         let mut server_ms = 0.0;
+        rt.block_on(client.batch_execute(&format!("SET hnsw.ef_search = {ef}")))?;
         for q in 0..sample {
             let probe = pgvector::Vector::from(queries[q * dim..(q + 1) * dim].to_vec());
-            rt.block_on(client.batch_execute(&format!("SET hnsw.ef_search = {ef}")))?;
             let row = rt.block_on(client.query_one(
                 &format!("EXPLAIN (ANALYZE, FORMAT JSON) {near_sql}"),
                 &[&probe, &MODEL],
