@@ -384,10 +384,9 @@ impl<'a> KbEditor<'a> {
         // Without files the store checks the version again inside its write transaction, so an
         // edit made meanwhile by another process is refused there too. With files the file is
         // written first and the check below is the only one: callers serialise their edits.
-        let edit = match self.files {
-            None => edit.clone().expecting(expected_version),
-            Some(_) => edit.clone(),
-        };
+        let edit = edit
+            .clone()
+            .expecting(expected_version.filter(|_| self.files.is_none()));
         if let Some(expected) = expected_version
             && expected != stored.version
         {

@@ -78,9 +78,6 @@ pub struct TuneOutcome {
     pub all_after: f64,
     /// Held-out results, one per fold.
     pub folds: Vec<FoldResult>,
-    /// Whether the held-out folds support the change (see [`TuneOutcome::verdict`]); only an
-    /// accepted change is written.
-    pub accepted: bool,
 }
 
 /// The most a tuning may lose on a held-out fold for its change to be accepted (points of the
@@ -134,6 +131,11 @@ impl TuneOutcome {
             ));
         }
         Ok(())
+    }
+
+    /// Whether [`TuneOutcome::verdict`] accepts the change; only an accepted change is written.
+    pub fn accepted(&self) -> bool {
+        self.verdict().is_ok()
     }
 
     /// The values `--write` saves.
@@ -523,7 +525,7 @@ pub async fn tune(
     }
     let all: Vec<&CaseRanking> = cases.iter().collect();
     let chosen = best(&groups, &axes, &current, top_k);
-    let mut outcome = TuneOutcome {
+    Ok(TuneOutcome {
         embedder: choice.spec.to_string(),
         mode: settings.retrieval.mode.clone(),
         views: settings.retrieval.views.clone(),
@@ -533,10 +535,7 @@ pub async fn tune(
         all_after: mean_score(&all, &chosen, top_k),
         chosen,
         folds: results,
-        accepted: false,
-    };
-    outcome.accepted = outcome.verdict().is_ok();
-    Ok(outcome)
+    })
 }
 
 fn audience_of(state: &UserState) -> &str {
@@ -747,7 +746,6 @@ mod tests {
             all_before: 80.0,
             all_after: 85.0,
             folds,
-            accepted: false,
         };
         let good = outcome(vec![fold(80.0, 84.0), fold(90.0, 89.0)], p(Some(0.25)));
         assert_eq!(good.verdict(), Ok(()));

@@ -452,7 +452,7 @@ impl Kb {
     ) -> Result<(), HarnessError> {
         let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
         let outcome = rt.block_on(assay_harness::tune::tune(&self.project, flag, &env, folds))?;
-        let write = write && outcome.accepted;
+        let write = write && outcome.accepted();
         if write {
             assay_harness::tune::write_tuned(
                 &self.project.settings.root,
@@ -466,6 +466,7 @@ impl Kb {
             doc["held_out_before"] = json!(before);
             doc["held_out_after"] = json!(after);
             doc["written"] = json!(write);
+            doc["accepted"] = json!(outcome.accepted());
             doc["verdict"] = json!(outcome.verdict().err().unwrap_or_else(|| "accepted".into()));
             out(&format!(
                 "{}\n",
@@ -479,7 +480,7 @@ impl Kb {
                     "\nwritten to assay.toml as [retrieval.tuned.\"{}\"]\n",
                     outcome.embedder
                 ));
-            } else if outcome.accepted {
+            } else if outcome.accepted() {
                 text.push_str("\n(not written: --write saves the chosen values in assay.toml)\n");
             } else {
                 text.push_str("\n(nothing to write: assay.toml is left as it is)\n");
