@@ -403,6 +403,10 @@ pub enum KbCommand {
         /// Who makes the change.
         #[arg(long, default_value = "cli")]
         by: String,
+        /// Refuse the change (exit 2, nothing written) unless VERSION is still the entity's
+        /// current version: the edit was made against it and must not overwrite a newer one.
+        #[arg(long, value_name = "VERSION")]
+        expect_version: Option<u32>,
     },
     /// Deactivate an entity (a soft delete: a new, inactive version).
     Deactivate {
@@ -411,6 +415,9 @@ pub enum KbCommand {
         /// Who makes the change.
         #[arg(long, default_value = "cli")]
         by: String,
+        /// Refuse unless VERSION is still the entity's current version.
+        #[arg(long, value_name = "VERSION")]
+        expect_version: Option<u32>,
     },
     /// Every version of an entity, with what changed.
     History {
@@ -751,7 +758,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Keep each scenario run's scratch folder (under DIR/.assay/sim/).
+    /// Keep this simulation's scratch folder (under DIR/.assay/sim/, marked KEPT): assay never
+    /// removes a kept folder; other runs' folders are removed when they end, or, when killed,
+    /// by the next simulation.
     #[arg(long)]
     pub keep_workdirs: bool,
 }

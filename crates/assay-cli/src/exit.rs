@@ -26,12 +26,26 @@ impl From<Exit> for ExitCode {
     }
 }
 
+/// The error and its causes, each part once: a cause whose text the message already holds
+/// (an error that quotes its source) is not repeated.
+pub fn chain_message(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !text.is_empty() && !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
+}
+
 /// Prints an error on stderr and chooses its exit code: 3 for infrastructure (a provider, the
 /// store), else 2.
 pub fn report(err: &anyhow::Error) -> ExitCode {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", chain_message(err));
     }
     let infrastructure = err.chain().any(|e| {
         e.downcast_ref::<HarnessError>()
@@ -49,4 +63,31 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
             || e.is::<assay_experiment::tracking::TrackingError>()
     });
     ExitCode::from(if infrastructure { 3 } else { 2 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("study: {0}")]
+    struct Quoting(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("sim/scenarios/a.yaml:6: `max_turns` must be between 1 and 50, got 99")]
+    struct Inner;
+
+    #[test]
+    fn each_part_of_the_chain_once() {
+        let err = anyhow::Error::new(Quoting(Inner));
+        assert_eq!(
+            chain_message(&err),
+            "study: sim/scenarios/a.yaml:6: `max_turns` must be between 1 and 50, got 99"
+        );
+        let err = anyhow::Error::new(Inner).context("cannot load the suite");
+        assert_eq!(
+            chain_message(&err),
+            "cannot load the suite: sim/scenarios/a.yaml:6: `max_turns` must be between 1 and 50, got 99"
+        );
+    }
 }

@@ -234,23 +234,17 @@ pub(crate) fn check_relative(name: &str) -> Result<PathBuf, String> {
 
 /// Reads the context file `name` under `root` (canonical) after checking that it stays inside.
 fn read_context(root: &Path, shown_root: &Path, name: &str) -> Result<String, String> {
-    let rel = check_relative(name)?;
-    let path = root.join(&rel);
-    let real = std::fs::canonicalize(&path).map_err(|e| {
-        format!(
-            "context file `{name}` not found under {} ({e})",
-            shown_root.display()
-        )
+    check_relative(name)?;
+    let real = datafile::file_inside(root, root, name, "the test data's folder").map_err(|e| {
+        if e.contains("not found under") {
+            format!(
+                "context file `{name}` not found under {}",
+                shown_root.display()
+            )
+        } else {
+            e
+        }
     })?;
-    if !real.starts_with(root) {
-        return Err(format!(
-            "`{name}` leads outside the test data's folder (a symbolic link to {})",
-            real.display()
-        ));
-    }
-    if !real.is_file() {
-        return Err(format!("`{name}` is not a file"));
-    }
     let bytes =
         std::fs::read(&real).map_err(|e| format!("cannot read context file `{name}`: {e}"))?;
     let text =

@@ -338,7 +338,8 @@ fn append_history(project: &Path, entry: &HistoryEntry) -> Result<(), Experiment
 }
 
 /// The promotions and rollbacks so far, oldest first (none when there is no history file).
-/// Lines that do not parse are skipped with a warning.
+/// A last line that does not parse (a crash mid-append) is dropped with a warning; any other
+/// line that does not parse is an error naming it: the history never silently loses a line.
 pub fn history(project: &Path) -> Result<Vec<HistoryEntry>, ExperimentError> {
     let path = project.join(HISTORY_FILE);
     let text = match std::fs::read_to_string(&path) {
@@ -346,18 +347,19 @@ pub fn history(project: &Path) -> Result<Vec<HistoryEntry>, ExperimentError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(ExperimentError::data(&path, format!("cannot read: {e}"))),
     };
-    Ok(text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .filter_map(|(i, l)| match serde_json::from_str(l) {
-            Ok(e) => Some(e),
-            Err(err) => {
-                tracing::warn!("{}:{}: skipping a line: {err}", path.display(), i + 1);
-                None
-            }
-        })
-        .collect())
+    let (entries, torn) = assay_harness::journal::parse_entries(&text, 1).map_err(|e| match e {
+        assay_harness::journal::JournalLinesError::Entry { line, message } => {
+            ExperimentError::at_line(&path, line, format!("not a history entry: {message}"))
+        }
+        other => ExperimentError::data(&path, format!("{other:?}")),
+    })?;
+    if let Some((line, message)) = torn {
+        tracing::warn!(
+            "{}:{line}: the last line is incomplete (an interrupted write) and is ignored: {message}",
+            path.display()
+        );
+    }
+    Ok(entries)
 }
 
 /// The experiment `assay prompts rollback baseline` means: the one whose prompts were promoted
@@ -511,6 +513,36 @@ mod tests {
         assert!(again.unified_diff().is_empty());
         assert_eq!(apply(p, &again).unwrap().written.len(), 0);
         assert_eq!(history(p).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_history_drops_only_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::create_dir_all(p.join(".assay")).unwrap();
+        let line = r#"{"at":"2026-11-25T10:00:00Z","action":"promote","experiment":"e","source":"s","changed":["a"],"backup":null}"#;
+        std::fs::write(
+            p.join(HISTORY_FILE),
+            format!("{line}\n{line}\n{{\"at\": \"2026"),
+        )
+        .unwrap();
+        assert_eq!(
+            history(p).unwrap().len(),
+            2,
+            "a torn last line is an interrupted append"
+        );
+        std::fs::write(p.join(HISTORY_FILE), format!("{line}\nnot json\n{line}\n")).unwrap();
+        let e = history(p).unwrap_err().to_string();
+        assert!(
+            e.contains("prompt-history.jsonl:2: not a history entry"),
+            "{e}"
+        );
+        std::fs::write(p.join(HISTORY_FILE), format!("{line} trailing\n{line}\n")).unwrap();
+        let e = history(p).unwrap_err().to_string();
+        assert!(
+            e.contains("prompt-history.jsonl:1: not a history entry"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use assay_retrieval::pipeline::{
 };
 
 use crate::HarnessError;
+use crate::lock::KbLock;
 use crate::project::Project;
 use crate::runners::{SemanticRetrieval, SemanticRetriever};
 use crate::settings::{ProjectSettings, TunedConfig};
@@ -178,9 +179,33 @@ fn open_postgres(_url: &str) -> Result<OpenStore, HarnessError> {
 }
 
 /// Brings the store up to date with the project's `kb/` files where they are the source of
-/// truth (the embedded store): an import ([`import_kb`]). A database store is the source of
-/// truth itself and is left as it is (`assay kb import` imports files into it); `None` then.
+/// truth (the embedded store): an import ([`import_kb`]), under the project's knowledge-base
+/// lock ([`KbLock`]), of the files as they are when the lock is taken (when another process
+/// changed them since `project` was loaded, they are read again). A database store is the
+/// source of truth itself and is left as it is (`assay kb import` imports files into it);
+/// `None` then.
 pub fn sync_kb(store: &OpenStore, project: &Project) -> Result<Option<ImportReport>, HarnessError> {
+    if !store.files_are_source() {
+        return sync_kb_inner(store, project);
+    }
+    let lock = KbLock::acquire(&project.settings.root)?;
+    sync_kb_held(store, project, &lock)
+}
+
+/// [`sync_kb`] for a caller that already holds the knowledge-base lock (an edit, which must
+/// read the files, check versions, write and import as one step).
+pub fn sync_kb_held(
+    store: &OpenStore,
+    project: &Project,
+    _lock: &KbLock,
+) -> Result<Option<ImportReport>, HarnessError> {
+    sync_kb_inner(store, project)
+}
+
+fn sync_kb_inner(
+    store: &OpenStore,
+    project: &Project,
+) -> Result<Option<ImportReport>, HarnessError> {
     if !store.files_are_source() {
         tracing::info!(
             "the knowledge base is the database {}; the kb/ files are not imported (use `assay kb import`)",
@@ -188,7 +213,20 @@ pub fn sync_kb(store: &OpenStore, project: &Project) -> Result<Option<ImportRepo
         );
         return Ok(None);
     }
-    let imported = import_kb(&**store, project)?;
+    let now = assay_kb::fingerprint(&project.settings.kb_dir)?;
+    let imported = if now == project.kb.fingerprint {
+        import_kb(&**store, project)?
+    } else {
+        // Another process edited the files after this one read them: import what they hold
+        // now, never the older copy (which would undo that edit in the store).
+        tracing::info!("the kb/ files changed since they were read; reading them again");
+        let fresh = if project.settings.kb_dir.is_dir() {
+            assay_kb::load_dir(&project.settings.kb_dir)?.kb
+        } else {
+            MemoryKb::default()
+        };
+        store.import(fresh.entities(), &Edit::now("import"))?
+    };
     tracing::info!(
         created = imported.created.len(),
         updated = imported.updated.len(),

@@ -154,28 +154,45 @@ pub enum JournalLinesError {
 pub fn parse_journal<H: DeserializeOwned, E: DeserializeOwned>(
     text: &str,
 ) -> Result<JournalLines<H, E>, JournalLinesError> {
-    let mut lines = text.lines();
-    let header = serde_json::from_str(lines.next().ok_or(JournalLinesError::Empty)?)
-        .map_err(|e| JournalLinesError::Header(e.to_string()))?;
-    let mut entries = Vec::new();
-    let mut pending: Option<(usize, String)> = None;
-    for (i, text) in lines.enumerate() {
-        if let Some((line, message)) = pending.take() {
-            return Err(JournalLinesError::Entry { line, message });
-        }
-        if text.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(text) {
-            Ok(entry) => entries.push(entry),
-            Err(e) => pending = Some((i + 2, e.to_string())),
-        }
-    }
+    let first = text.lines().next().ok_or(JournalLinesError::Empty)?;
+    let header =
+        serde_json::from_str(first).map_err(|e| JournalLinesError::Header(e.to_string()))?;
+    let rest = text.split_once('\n').map_or("", |(_, rest)| rest);
+    let (entries, torn) = parse_entries(rest, 2)?;
     Ok(JournalLines {
         header,
         entries,
-        torn: pending,
+        torn,
     })
+}
+
+/// A last line that did not parse: its number and why.
+pub type Torn = (usize, String);
+
+/// Parses append-only JSON lines with no header (numbered from `first_line`): one value a line,
+/// blank lines skipped. Only the last line may fail to parse, as a crash mid-append leaves it:
+/// it is returned apart (its line and why) for the caller to drop and report. Any other line
+/// that fails, or holds text after its value, is [`JournalLinesError::Entry`]: an append-only
+/// file is never read with a line silently left out.
+pub fn parse_entries<E: DeserializeOwned>(
+    text: &str,
+    first_line: usize,
+) -> Result<(Vec<E>, Option<Torn>), JournalLinesError> {
+    let mut entries = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, text) in text.lines().enumerate() {
+        if text.trim().is_empty() {
+            continue;
+        }
+        if let Some((line, message)) = pending.take() {
+            return Err(JournalLinesError::Entry { line, message });
+        }
+        match serde_json::from_str(text) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => pending = Some((i + first_line, e.to_string())),
+        }
+    }
+    Ok((entries, pending))
 }
 
 /// An open journal: the cases already finished (when resuming) and the file new ones go to.

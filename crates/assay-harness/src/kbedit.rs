@@ -15,16 +15,15 @@
 //! other. Without files the store checks the version again inside its write transaction
 //! ([`Edit::expected_version`]), so this holds across processes too (two servers on one
 //! database, or the CLI beside a server). With files the check and the write are not one
-//! transaction: callers that edit concurrently (the server) serialise their edits.
+//! transaction: a [`KbSession`] makes them one step, holding the project's knowledge-base lock
+//! from before it reads the files until its edits are imported, so open editors through one.
 //!
 //! ```no_run
-//! use assay_harness::{engine, kbedit::{KbEditor, KbFiles}, project::Project};
+//! use assay_harness::kbedit::KbSession;
 //! use assay_kb::store::{Edit, EntityUpdate};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let project = Project::load(std::path::Path::new("examples/coparent"))?;
-//! let store = engine::open_store(&project.settings)?;
-//! engine::sync_kb(&store, &project)?;
-//! let editor = KbEditor::new(&*store, store.files_are_source().then(|| KbFiles::of(&project)));
+//! let session = KbSession::open(std::path::Path::new("examples/coparent"))?;
+//! let editor = session.editor();
 //! let update: EntityUpdate = serde_json::from_str(r#"{"priority": 77}"#)?;
 //! let outcome = editor.update("gray_rock", &update, Some(1), &Edit::now("alice"))?;
 //! println!("{:?}", outcome.version());
@@ -45,6 +44,7 @@ use serde_json::{Map, Value};
 
 use crate::HarnessError;
 use crate::engine::{self, EmbedReport};
+use crate::lock::KbLock;
 use crate::project::Project;
 use crate::results::{write_new, write_replace};
 use crate::settings::ProjectSettings;
@@ -142,7 +142,7 @@ impl From<EditError> for HarnessError {
 /// The field an entity rule is about.
 pub fn invalid_field(problem: &InvalidEntity) -> &'static str {
     match problem {
-        InvalidEntity::EmptyId => "entity_id",
+        InvalidEntity::EmptyId | InvalidEntity::BadId { .. } => "entity_id",
         InvalidEntity::EmptyTitle => "title",
         InvalidEntity::Conditions(_) => "state_conditions",
     }
@@ -495,6 +495,78 @@ impl<'a> KbEditor<'a> {
             fresh,
             views,
         })
+    }
+}
+
+/// A project opened to change its knowledge base: the knowledge-base lock
+/// ([`KbLock`]) is held from before the project is read until the session is dropped, so the
+/// files it loaded, the version checks of its edits, the files it rewrites and the store it
+/// imports into are one step that no other process (another server, `assay kb update`) can
+/// interleave with. Every writer of entities (`assay kb`, the admin API, the web UI) edits
+/// through one.
+pub struct KbSession {
+    /// The project, read after the lock was taken.
+    pub project: Project,
+    /// Its store, brought up to date with the files (where they are the source of truth).
+    pub store: engine::OpenStore,
+    /// What that import did (`None` for a store that is its own source of truth).
+    pub imported: Option<assay_kb::store::ImportReport>,
+    lock: KbLock,
+}
+
+impl std::fmt::Debug for KbSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KbSession")
+            .field("root", &self.project.settings.root)
+            .field("store", &self.store.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KbSession {
+    /// Takes the knowledge-base lock of the project at `root` (waiting for another writer up
+    /// to [`crate::lock::KB_LOCK_WAIT`]), then loads the project, opens its store and imports
+    /// the files where they are the source of truth.
+    pub fn open(root: &Path) -> Result<KbSession, HarnessError> {
+        let lock = KbLock::acquire(root)?;
+        let project = Project::load(root)?;
+        let store = engine::open_store(&project.settings)?;
+        let imported = engine::sync_kb_held(&store, &project, &lock)?;
+        Ok(KbSession {
+            project,
+            store,
+            imported,
+            lock,
+        })
+    }
+
+    /// The editor: through the `kb/` files when they are the source of truth, else the store
+    /// alone.
+    pub fn editor(&self) -> KbEditor<'_> {
+        let files = self
+            .store
+            .files_are_source()
+            .then(|| KbFiles::of(&self.project));
+        KbEditor::new(&*self.store, files)
+    }
+
+    /// The lock this session holds (for [`engine::sync_kb_held`] after the session rewrote
+    /// files itself).
+    pub fn lock(&self) -> &KbLock {
+        &self.lock
+    }
+
+    /// The project, the store, the import's report and the lock, for a caller that keeps the
+    /// lock while it uses them.
+    pub fn into_parts(
+        self,
+    ) -> (
+        Project,
+        engine::OpenStore,
+        Option<assay_kb::store::ImportReport>,
+        KbLock,
+    ) {
+        (self.project, self.store, self.imported, self.lock)
     }
 }
 

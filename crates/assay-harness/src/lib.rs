@@ -67,6 +67,24 @@ pub enum HarnessError {
     /// Something outside assay failed.
     #[error("{0}")]
     Infrastructure(String),
+    /// Another process held what this one needed (the knowledge-base lock) for longer than it
+    /// waits: try again.
+    #[error("{0}")]
+    Busy(String),
+}
+
+impl From<lock::LockError> for HarnessError {
+    /// A lock held by another run is a usage error (wait, or stop it); a lock that cannot be
+    /// taken (the file system, a holder that does not let go) is infrastructure.
+    fn from(e: lock::LockError) -> HarnessError {
+        if matches!(e, lock::LockError::Busy { .. }) {
+            HarnessError::Busy(e.to_string())
+        } else if e.is_infrastructure() {
+            HarnessError::Infrastructure(e.to_string())
+        } else {
+            HarnessError::Usage(e.to_string())
+        }
+    }
 }
 
 impl HarnessError {
@@ -78,7 +96,7 @@ impl HarnessError {
     /// Whether this is an infrastructure error (exit code 3) rather than bad input (2).
     pub fn is_infrastructure(&self) -> bool {
         match self {
-            HarnessError::Infrastructure(_) => true,
+            HarnessError::Infrastructure(_) | HarnessError::Busy(_) => true,
             HarnessError::Kb(e) => e.is_infrastructure(),
             HarnessError::Data(_) | HarnessError::Usage(_) => false,
         }

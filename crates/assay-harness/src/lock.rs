@@ -69,6 +69,14 @@ pub enum LockError {
         /// The holder's command line.
         command: Option<String>,
     },
+    /// Another process kept the knowledge-base lock longer than the wait.
+    #[error("the knowledge base is being changed by another assay process ({} held for {waited_secs:.0} s); try again", path.display())]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long this process waited.
+        waited_secs: f64,
+    },
     /// The lock file could not be created or locked.
     #[error("cannot lock {}: {message}", path.display())]
     Io {
@@ -83,7 +91,7 @@ impl LockError {
     /// Whether the lock failed for a reason outside the user's request (the file system),
     /// rather than because another run holds it.
     pub fn is_infrastructure(&self) -> bool {
-        matches!(self, LockError::Io { .. })
+        matches!(self, LockError::Io { .. } | LockError::Busy { .. })
     }
 }
 
@@ -114,6 +122,78 @@ fn held_message(
     }
 }
 
+/// The knowledge-base lock file, relative to the project.
+pub const KB_LOCK_FILE: &str = ".assay/kb.lock";
+/// How long [`KbLock::acquire`] waits for another process's knowledge-base write.
+pub const KB_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// An exclusive hold on a project's knowledge base, across processes: an operating-system lock
+/// on `.assay/kb.lock`, released when dropped or when the process dies.
+///
+/// With `kb/` files as the source of truth, an edit is a read of the files, a version check, a
+/// file rewrite and an import into the store; an import alone reads the files and writes the
+/// store. Each of these holds the lock from the moment it reads the files until its store write
+/// is done, so two servers, or a server and `assay kb update`, never both pass a version check
+/// for the same version, and an import never writes files read before another edit landed.
+/// Unlike [`ProjectLock`] it waits (writes are short), up to a bound.
+#[derive(Debug)]
+pub struct KbLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl KbLock {
+    /// Takes the knowledge-base lock of the project at `project_root`, waiting up to
+    /// [`KB_LOCK_WAIT`] for another holder.
+    pub fn acquire(project_root: &Path) -> Result<KbLock, LockError> {
+        KbLock::acquire_within(project_root, KB_LOCK_WAIT)
+    }
+
+    /// [`KbLock::acquire`], waiting up to `wait`.
+    pub fn acquire_within(project_root: &Path, wait: Duration) -> Result<KbLock, LockError> {
+        let path = project_root.join(KB_LOCK_FILE);
+        let file = open_lock_file(&path)?;
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    let waited = start.elapsed();
+                    if waited >= wait {
+                        return Err(LockError::Busy {
+                            path,
+                            waited_secs: waited.as_secs_f64(),
+                        });
+                    }
+                    std::thread::sleep(pause.min(wait.saturating_sub(waited)));
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(TryLockError::Error(e)) => {
+                    return Err(LockError::Io {
+                        path,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        tracing::debug!(lock = %path.display(), waited_ms = start.elapsed().as_millis() as u64, "knowledge-base lock acquired");
+        Ok(KbLock { file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for KbLock {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+        tracing::debug!(lock = %self.path.display(), "knowledge-base lock released");
+    }
+}
+
 /// An exclusive hold on a project; released when dropped or when the process ends.
 #[derive(Debug)]
 pub struct ProjectLock {
@@ -136,16 +216,7 @@ impl ProjectLock {
             path: path.clone(),
             message: e.to_string(),
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io(&e))?;
+        let file = open_lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -228,6 +299,24 @@ impl Drop for ProjectLock {
     }
 }
 
+/// Opens (creating it and its folder) a lock file; it is never truncated or deleted.
+fn open_lock_file(path: &Path) -> Result<File, LockError> {
+    let io = |e: &std::io::Error| LockError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io(&e))
+}
+
 /// Reads the holder's description. A holder that has just taken the lock may not have written
 /// it yet: a missing or unreadable file is retried for a short while.
 fn read_holder(path: &Path) -> Option<LockHolder> {
@@ -286,6 +375,35 @@ mod tests {
         );
         assert!(dir.path().join(LOCK_FILE).exists(), "the lock file stays");
         ProjectLock::acquire(dir.path(), "evaluate", "assay evaluate .").unwrap();
+    }
+
+    #[test]
+    fn the_kb_lock_waits_then_says_who_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = KbLock::acquire(dir.path()).unwrap();
+        let start = std::time::Instant::now();
+        let err = KbLock::acquire_within(dir.path(), Duration::from_millis(150)).unwrap_err();
+        assert!(start.elapsed() >= Duration::from_millis(150));
+        assert!(matches!(err, LockError::Busy { .. }), "{err:?}");
+        assert!(err.is_infrastructure());
+        assert!(
+            err.to_string()
+                .contains("being changed by another assay process"),
+            "{err}"
+        );
+        // Released on drop, and taken by a waiter as soon as it is.
+        let waiter = {
+            let root = dir.path().to_owned();
+            std::thread::spawn(move || {
+                KbLock::acquire_within(&root, Duration::from_secs(10)).map(drop)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        drop(held);
+        waiter.join().unwrap().unwrap();
+        // The project lock is another file: holding one does not block the other.
+        let _kb = KbLock::acquire(dir.path()).unwrap();
+        ProjectLock::acquire(dir.path(), "optimize", "x").unwrap();
     }
 
     #[test]
@@ -370,7 +488,7 @@ mod tests {
                 assert_eq!(*pid, Some(child.id()));
                 assert_eq!(command.as_deref(), Some("child holder"));
             }
-            other @ LockError::Io { .. } => panic!("{other:?}"),
+            other @ (LockError::Io { .. } | LockError::Busy { .. }) => panic!("{other:?}"),
         }
 
         // kill -9: the child cannot clean up; the kernel releases the lock.

@@ -127,6 +127,7 @@ fn load_kb(settings: &ProjectSettings) -> Result<(LoadedKb, Vec<String>), Harnes
             sources: HashMap::new(),
             files: Vec::new(),
             warnings: Vec::new(),
+            fingerprint: assay_kb::fingerprint(&settings.kb_dir).unwrap_or_default(),
         };
         return Ok((empty, vec![warning]));
     }

@@ -434,6 +434,26 @@ pub struct ProjectSettings {
     pub optimize: OptimizeConfig,
 }
 
+/// The dotted key of the first float in `value` that is not finite, if any.
+fn non_finite(value: &toml::Value, key: &str) -> Option<String> {
+    let join = |k: &str| {
+        if key.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{key}.{k}")
+        }
+    };
+    match value {
+        toml::Value::Float(f) if !f.is_finite() => Some(key.to_owned()),
+        toml::Value::Table(t) => t.iter().find_map(|(k, v)| non_finite(v, &join(k))),
+        toml::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| non_finite(v, &format!("{key}[{i}]"))),
+        _ => None,
+    }
+}
+
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
@@ -448,7 +468,7 @@ impl ProjectSettings {
         let config = if path.exists() {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| DataError::new(&path, format!("cannot read file: {e}")))?;
-            toml::from_str::<ProjectConfig>(&text).map_err(|e| {
+            let config = toml::from_str::<ProjectConfig>(&text).map_err(|e| {
                 let (line, column) = e.span().map(|s| line_col(&text, s.start)).unzip();
                 DataError {
                     path: path.clone(),
@@ -456,7 +476,23 @@ impl ProjectSettings {
                     column,
                     message: e.message().to_owned(),
                 }
-            })?
+            })?;
+            // TOML can write `inf` and `nan`; no setting means either.
+            if let Ok(table) = text.parse::<toml::Table>()
+                && let Some(key) = non_finite(&toml::Value::Table(table), "")
+            {
+                let last = key.rsplit('.').next().unwrap_or(&key).to_owned();
+                return Err(DataError {
+                    path: path.clone(),
+                    line: text
+                        .lines()
+                        .position(|l| l.trim_start().starts_with(&last))
+                        .map(|i| i + 1),
+                    column: None,
+                    message: format!("{key}: must be a finite number (not inf or nan)"),
+                });
+            }
+            config
         } else {
             ProjectConfig::default()
         };
@@ -483,6 +519,9 @@ impl ProjectSettings {
                     "weights.{name}: must be a number of 0 or more, found {value}"
                 ));
             }
+        }
+        if !(w.semantic + w.state + w.pattern + w.always).is_finite() {
+            return Err("weights: the weights add up to more than a number can hold; use weights of ordinary size (they are normalised)".into());
         }
         if w.semantic + w.state + w.pattern + w.always <= 0.0 {
             return Err("weights: at least one weight must be above 0".into());
@@ -710,6 +749,36 @@ mod tests {
                 .unwrap_err()
                 .message
                 .contains("top_k")
+        );
+    }
+
+    #[test]
+    fn numbers_that_are_not_finite_are_bad_input() {
+        for (text, key, line) in [
+            (
+                "[providers]\ntimeout_seconds = inf\n",
+                "providers.timeout_seconds",
+                2,
+            ),
+            ("[gate]\nmin_score = nan\n", "gate.min_score", 2),
+            (
+                "[retrieval]\npriority_weight = -inf\n",
+                "retrieval.priority_weight",
+                2,
+            ),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(
+                e.message
+                    .starts_with(&format!("{key}: must be a finite number")),
+                "{e}"
+            );
+            assert_eq!(e.line, Some(line), "{e}");
+        }
+        let e = load("[weights]\nsemantic = 1e308\nstate = 1e308\npattern = 1e308\n").unwrap_err();
+        assert!(
+            e.message.contains("add up to more than a number can hold"),
+            "{e}"
         );
     }
 

@@ -73,11 +73,21 @@ fn bare_message(message: &str) -> &str {
         .map_or(message, |(head, _)| head)
 }
 
-/// Drops a path the YAML parser puts in front of its message (`.[0]: …`), since the field path
-/// from `serde_path_to_error` is added instead.
-fn strip_yaml_path(message: &str) -> &str {
+/// Drops a path the YAML parser puts in front of its message (`.[0]: …`, `name: …`), since the
+/// field path from `serde_path_to_error` (`field`) is added instead: each part once.
+fn strip_yaml_path<'m>(message: &'m str, field: &str) -> &'m str {
+    let last = field
+        .rsplit(['.', ']'])
+        .find(|s| !s.is_empty())
+        .unwrap_or(field);
     match message.split_once(": ") {
-        Some((head, rest)) if head.starts_with(['.', '[']) && !head.contains(' ') => rest,
+        Some((head, rest))
+            if !head.contains(' ')
+                && (head.starts_with(['.', '['])
+                    || (!field.is_empty() && (head == field || head.ends_with(last)))) =>
+        {
+            rest
+        }
         _ => message,
     }
 }
@@ -125,8 +135,8 @@ pub fn parse<T: DeserializeOwned>(
     let result = match format {
         Format::Json => {
             let mut de = serde_json::Deserializer::from_str(text);
-            let de = serde_ignored::Deserializer::new(&mut de, &mut on_ignored);
-            serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+            let wrapped = serde_ignored::Deserializer::new(&mut de, &mut on_ignored);
+            let value = serde_path_to_error::deserialize::<_, T>(wrapped).map_err(|e| {
                 let field = e.path().to_string();
                 let inner = e.into_inner();
                 let (line, column) = (inner.line(), inner.column());
@@ -136,6 +146,20 @@ pub fn parse<T: DeserializeOwned>(
                     column: (column > 0).then_some(column),
                     message: with_field(&field, bare_message(&inner.to_string())),
                 }
+            });
+            // One JSON value per text: anything after it but whitespace (a second object, a
+            // trailing comma, stray words) is an error, never silently dropped.
+            value.and_then(|value| match de.end() {
+                Ok(()) => Ok(value),
+                Err(e) => Err(DataError {
+                    path: path.to_owned(),
+                    line: (e.line() > 0).then_some(e.line()),
+                    column: (e.column() > 0).then_some(e.column()),
+                    message: format!(
+                        "unexpected text after the JSON value ({}); one value is expected here",
+                        bare_message(&e.to_string())
+                    ),
+                }),
             })
         }
         Format::Yaml => {
@@ -149,7 +173,10 @@ pub fn parse<T: DeserializeOwned>(
                     path: path.to_owned(),
                     line: location.as_ref().map(serde_norway::Location::line),
                     column: location.as_ref().map(serde_norway::Location::column),
-                    message: with_field(&field, strip_yaml_path(bare_message(&inner.to_string()))),
+                    message: with_field(
+                        &field,
+                        strip_yaml_path(bare_message(&inner.to_string()), &field),
+                    ),
                 }
             })
         }
@@ -162,6 +189,59 @@ pub fn parse<T: DeserializeOwned>(
         ));
     }
     Ok(value)
+}
+
+/// The file a data file names (`name`, relative to the folder `base`), checked to stay inside
+/// the folder `root` (`folder` says what that folder is, for messages: "the project's folder"):
+/// not absolute, no `..` that climbs out, and, once symbolic links are resolved, still inside.
+/// Returns the file's real path. The optimizer's context files and the simulator's suite files
+/// follow this one rule, so a data file never makes assay read (and send to a model) a file
+/// from elsewhere on the machine.
+pub fn file_inside(root: &Path, base: &Path, name: &str, folder: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    if name.trim().is_empty() {
+        return Err("empty path".into());
+    }
+    let root = std::path::absolute(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let base = std::path::absolute(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let mut normal = base.clone();
+    for c in Path::new(name).components() {
+        match c {
+            Component::Normal(part) => normal.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(format!(
+                    "`{name}` is absolute; name files relative to {} (inside {folder})",
+                    base.display()
+                ));
+            }
+        }
+    }
+    if !normal.starts_with(&root) {
+        return Err(format!(
+            "`{name}` leaves {folder} ({}); files must stay inside it",
+            root.display()
+        ));
+    }
+    if normal == root {
+        return Err(format!("`{name}` names {folder}, not a file"));
+    }
+    let real = std::fs::canonicalize(&normal)
+        .map_err(|e| format!("`{name}` not found under {} ({e})", base.display()))?;
+    let real_root = std::fs::canonicalize(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    if !real.starts_with(&real_root) {
+        return Err(format!(
+            "`{name}` leads outside {folder} (a symbolic link to {})",
+            real.display()
+        ));
+    }
+    if !real.is_file() {
+        return Err(format!("`{name}` is not a file"));
+    }
+    Ok(real)
 }
 
 /// Reads a data file's text, its format taken from its extension.
@@ -233,6 +313,47 @@ mod tests {
         let e = r.unwrap_err();
         assert_eq!((e.line, e.column), (Some(3), Some(16)));
         assert!(e.to_string().starts_with("bank.json:3:16: "), "{e}");
+    }
+
+    #[test]
+    fn text_after_the_value_is_an_error_with_its_place() {
+        for (text, column) in [
+            ("{\"tests\": []}{\"tests\": []}", 14),
+            ("{\"tests\": []} garbage", 15),
+            ("{\"tests\": []},", 14),
+        ] {
+            let (r, _) = json(text);
+            let e = r.unwrap_err();
+            assert_eq!((e.line, e.column), (Some(1), Some(column)), "{text}: {e}");
+            assert!(e.message.contains("after the JSON value"), "{e}");
+        }
+        let (r, _) = json("{\"tests\": []}  \n\t ");
+        assert!(r.is_ok(), "trailing whitespace is fine");
+    }
+
+    #[test]
+    fn a_yaml_type_error_names_its_field_once() {
+        let mut warn = |_: String| {};
+        let e = parse::<Doc>(
+            Path::new("a.yaml"),
+            "tests:\n  - id: [1, 2]\n    n: 1\n",
+            Format::Yaml,
+            &mut warn,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tests[0].id: invalid type"), "{e}");
+        assert_eq!(e.matches("id:").count(), 1, "{e}");
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Top {
+            name: String,
+        }
+        let e = parse::<Top>(Path::new("a.yaml"), "name: [1]\n", Format::Yaml, &mut warn)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(": name: invalid type"), "{e}");
+        assert!(!e.contains("name: name"), "{e}");
     }
 
     #[test]

@@ -19,6 +19,41 @@ pub struct LoadedKb {
     pub files: Vec<PathBuf>,
     /// Warnings (unknown fields, suspicious entities).
     pub warnings: Vec<String>,
+    /// What the files held when they were read ([`fingerprint`]): a writer that holds the
+    /// knowledge-base lock compares it with the files as they are now before it trusts what was
+    /// loaded earlier.
+    pub fingerprint: u64,
+}
+
+/// A digest of the entity files under `dir` (their paths and bytes, in order): equal for two
+/// reads when no entity file was added, removed or changed in between. Stable within one
+/// process only (it is never stored).
+pub fn fingerprint(dir: &Path) -> Result<u64, DataError> {
+    if !dir.exists() {
+        return Ok(Digest::default().finish());
+    }
+    let mut digest = Digest::default();
+    for file in entity_files(dir)? {
+        let bytes = std::fs::read(&file)
+            .map_err(|e| DataError::new(&file, format!("cannot read file: {e}")))?;
+        digest.add(&file, &bytes);
+    }
+    Ok(digest.finish())
+}
+
+#[derive(Default)]
+struct Digest(std::hash::DefaultHasher);
+
+impl Digest {
+    fn add(&mut self, path: &Path, bytes: &[u8]) {
+        use std::hash::Hash as _;
+        path.hash(&mut self.0);
+        bytes.hash(&mut self.0);
+    }
+
+    fn finish(&self) -> u64 {
+        std::hash::Hasher::finish(&self.0)
+    }
 }
 
 /// The entity files of a `kb/` folder: every `.json`, `.yaml` and `.yml` file below it, sorted.
@@ -52,8 +87,11 @@ pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
     let mut warnings = Vec::new();
     let mut entities: Vec<Entity> = Vec::new();
     let mut sources: HashMap<String, PathBuf> = HashMap::new();
+    let mut digest = Digest::default();
     for file in &files {
-        let batch: Vec<Entity> = datafile::read(file, &mut |w| warnings.push(w))?;
+        let (format, text) = datafile::read_text(file)?;
+        digest.add(file, text.as_bytes());
+        let batch: Vec<Entity> = datafile::parse(file, &text, format, &mut |w| warnings.push(w))?;
         for (i, entity) in batch.into_iter().enumerate() {
             validate(file, i, &entity, &mut warnings)?;
             if let Some(first) = sources.get(&entity.entity_id) {
@@ -76,6 +114,7 @@ pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
         sources,
         files,
         warnings,
+        fingerprint: digest.finish(),
     })
 }
 
@@ -86,7 +125,9 @@ fn validate(
     warnings: &mut Vec<String>,
 ) -> Result<(), DataError> {
     let conditions = check_entity(e).map_err(|problem| match problem {
-        InvalidEntity::EmptyId => DataError::new(file, format!("[{index}]: {problem}")),
+        InvalidEntity::EmptyId | InvalidEntity::BadId { .. } => {
+            DataError::new(file, format!("[{index}]: {problem}"))
+        }
         _ => DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id)),
     })?;
     if e.audience_types.is_empty() {

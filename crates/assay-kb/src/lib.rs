@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use assay_core::condition::{ConditionError, Conditions};
 use assay_core::entity::{Entity, EntityType, LoadMode};
 
-pub use files::{LoadedKb, load_dir};
+pub use files::{LoadedKb, fingerprint, load_dir};
 pub use store::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbBackend, KbStats, KbStore, SqliteStore,
     Staleness, StoredEntity, ViewEmbedding, view_text_hash,
@@ -119,6 +119,14 @@ pub enum InvalidEntity {
     /// The `entity_id` is empty.
     #[error("entity_id is empty")]
     EmptyId,
+    /// The `entity_id` breaks the id rule ([`check_entity_id`]).
+    #[error("entity_id `{id}`: {why}")]
+    BadId {
+        /// The id as given (cut to 60 characters for the message).
+        id: String,
+        /// Which part of the rule it breaks.
+        why: String,
+    },
     /// The title is empty.
     #[error("title is empty")]
     EmptyTitle,
@@ -127,12 +135,50 @@ pub enum InvalidEntity {
     Conditions(#[from] ConditionError),
 }
 
-/// Checks the rules every entity must meet (a non-empty id and title, valid
-/// `state_conditions`) and returns its parsed conditions.
-pub fn check_entity(entity: &Entity) -> Result<Option<Conditions>, InvalidEntity> {
-    if entity.entity_id.trim().is_empty() {
+/// The longest `entity_id`, in bytes of UTF-8: with `.yaml` and a temporary suffix it still
+/// names a file on every common file system (255 bytes a name).
+pub const MAX_ENTITY_ID_BYTES: usize = 128;
+
+/// The id rule: 1 to [`MAX_ENTITY_ID_BYTES`] bytes of letters, digits, `_`, `-` and `.`
+/// (letters and digits of any script), not starting with `.`. An id names its file
+/// (`kb/<entity_id>.yaml`) and appears in URLs, so nothing else is allowed.
+pub fn check_entity_id(id: &str) -> Result<(), InvalidEntity> {
+    if id.trim().is_empty() {
         return Err(InvalidEntity::EmptyId);
     }
+    let bad = |why: String| {
+        let shown: String = id.chars().take(60).collect();
+        let shown = if shown.len() < id.len() {
+            format!("{shown}…")
+        } else {
+            shown
+        };
+        Err(InvalidEntity::BadId { id: shown, why })
+    };
+    if id.len() > MAX_ENTITY_ID_BYTES {
+        return bad(format!(
+            "is {} bytes long; ids are at most {MAX_ENTITY_ID_BYTES} bytes of UTF-8",
+            id.len()
+        ));
+    }
+    if id.starts_with('.') {
+        return bad("must not start with `.`".into());
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return bad(format!(
+            "{c:?} is not allowed; use letters, digits, `_`, `-` and `.`"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the rules every entity must meet (the id rule of [`check_entity_id`], a non-empty
+/// title, valid `state_conditions`) and returns its parsed conditions.
+pub fn check_entity(entity: &Entity) -> Result<Option<Conditions>, InvalidEntity> {
+    check_entity_id(&entity.entity_id)?;
     if entity.title.trim().is_empty() {
         return Err(InvalidEntity::EmptyTitle);
     }
@@ -245,6 +291,35 @@ impl KnowledgeBase for MemoryKb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_id_rule() {
+        for ok in [
+            "gray_rock",
+            "a",
+            "v1.2-b",
+            "séance",
+            "日本語",
+            &"x".repeat(128),
+        ] {
+            assert_eq!(check_entity_id(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(check_entity_id(" "), Err(InvalidEntity::EmptyId));
+        for (bad, why) in [
+            ("x".repeat(129), "129 bytes"),
+            ("é".repeat(65), "130 bytes"),
+            ("é".repeat(126), "252 bytes"),
+            (".hidden".into(), "start with `.`"),
+            ("a/b".into(), "'/' is not allowed"),
+            ("a b".into(), "' ' is not allowed"),
+            ("a:b".into(), "':' is not allowed"),
+        ] {
+            let e = check_entity_id(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.starts_with("entity_id `"), "{e}");
+            assert!(e.len() < 200, "a long id is cut in the message: {e}");
+        }
+    }
 
     fn entity(id: &str, mode: &str, priority: u8, audience: &[&str], active: bool) -> Entity {
         serde_json::from_value(serde_json::json!({

@@ -21,9 +21,8 @@ use serde_json::{Map, Value};
 use assay_core::entity::{DEFAULT_AUDIENCE, Entity};
 use assay_harness::engine;
 use assay_harness::kbedit::{
-    self, EditOutcome, KbEditor, KbFiles, Reembed, Regenerated, list_page,
+    self, EditOutcome, KbEditor, KbSession, Reembed, Regenerated, list_page,
 };
-use assay_harness::project::Project;
 use assay_harness::retrieve::{self, Ask};
 use assay_kb::EntityFilter;
 use assay_kb::store::{Edit, EntityUpdate, KbStats, StoredEntity};
@@ -47,23 +46,26 @@ pub const EDITOR_HEADER: &str = "x-assay-user";
 /// The author of an API edit when the request names none.
 pub const DEFAULT_EDITOR: &str = "api";
 
-/// A project loaded for one request, with its store imported.
+/// A project loaded for one request, with its store imported, holding the knowledge-base
+/// lock ([`KbSession`]) for the whole request.
 struct Kb {
-    project: Project,
-    store: engine::OpenStore,
+    session: KbSession,
     env: EnvLookup,
+}
+
+impl std::ops::Deref for Kb {
+    type Target = KbSession;
+
+    fn deref(&self) -> &KbSession {
+        &self.session
+    }
 }
 
 impl Kb {
     /// The editor: the embedded store's `kb/` files are its source of truth, so edits write
     /// through to them. (A store that is its own source of truth takes `None` for the files.)
     fn editor(&self) -> KbEditor<'_> {
-        // With a database store the database is the source of truth: no file is written.
-        let files = self
-            .store
-            .files_are_source()
-            .then(|| KbFiles::of(&self.project));
-        KbEditor::new(&*self.store, files)
+        self.session.editor()
     }
 
     fn source_file(&self, entity_id: &str) -> Option<PathBuf> {
@@ -98,18 +100,14 @@ where
     let env = state.env();
     let lock = state.kb_lock();
     tokio::task::spawn_blocking(move || {
+        // The in-process lock keeps this server's requests from spinning on the file lock;
+        // the session's knowledge-base lock keeps other processes out.
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let project = Project::load(&dir)?;
-        for w in &project.warnings {
+        let session = KbSession::open(&dir)?;
+        for w in &session.project.warnings {
             tracing::warn!("{w}");
         }
-        let store = engine::open_store(&project.settings)?;
-        engine::sync_kb(&store, &project)?;
-        work(&Kb {
-            project,
-            store,
-            env,
-        })
+        work(&Kb { session, env })
     })
     .await
     .map_err(|e| ApiError::internal(format!("the request stopped unexpectedly: {e}")))?

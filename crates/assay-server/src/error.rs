@@ -24,6 +24,7 @@ impl ErrorCode for HarnessError {
     fn code(&self) -> &'static str {
         match self {
             HarnessError::Usage(_) => "bad_request",
+            HarnessError::Busy(_) => "kb_busy",
             e if e.is_infrastructure() => "infrastructure",
             HarnessError::Data(_) | HarnessError::Kb(_) => "invalid_project",
             HarnessError::Infrastructure(_) => "infrastructure",
@@ -34,6 +35,7 @@ impl ErrorCode for HarnessError {
         match self.code() {
             "bad_request" => StatusCode::BAD_REQUEST,
             "invalid_project" => StatusCode::UNPROCESSABLE_ENTITY,
+            "kb_busy" => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -242,6 +244,11 @@ mod tests {
         let infra = ApiError::from(HarnessError::Infrastructure("down".into()));
         assert_eq!(infra.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(infra.code, "infrastructure");
+        let busy = ApiError::from(HarnessError::Busy("held".into()));
+        assert_eq!(
+            (busy.status, busy.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "kb_busy")
+        );
         let data = ApiError::from(HarnessError::io(
             std::path::Path::new("kb/x.yaml"),
             &std::io::Error::other("broken"),

@@ -56,10 +56,11 @@
 //! | 409 | `busy` | a run or calibration is already in progress |
 //! | 409 | `stale_version` | an update or delete made from a version that is no longer current |
 //! | 409 | `already_exists` / `conflict` | a create with a taken id (ids are never reused) / an edit the knowledge base's state refuses (an entity in no `kb/` file, re-embedding an inactive one) |
-//! | 422 | `validation_failed` | a well-formed body whose content breaks a rule: a wrong type, an unknown field, a priority out of range, an unknown enum value, an empty title, bad `state_conditions`, an `entity_id` that cannot name a file; `field` names the field, and the message is the CLI's |
+//! | 422 | `validation_failed` | a well-formed body whose content breaks a rule: a wrong type, an unknown field, a priority out of range, an unknown enum value, an empty title, bad `state_conditions`, an `entity_id` that breaks the id rule (1 to 128 bytes of letters, digits, `_`, `-`, `.`); `field` names the field, and the message is the CLI's |
 //! | 422 | `invalid_project` | the project does not load: a bad `assay.toml`, bank or `kb/` file (the message names the file), or a saved run that is not a RunLog |
 //! | 428 | `precondition_required` | an update without `expected_version` or `If-Match` |
 //! | 500 | `infrastructure` | a provider, the store or the file system failed ([`HarnessError::is_infrastructure`]) |
+//! | 503 | `kb_busy` | another process held the project's knowledge-base lock (`.assay/kb.lock`) for longer than a request waits (30 s); try again |
 //! | 500 | `internal` | a bug: the run's thread panicked |
 //!
 //! A case that fails, or that errors on a provider, is data in a 200 answer (`error_count`),

@@ -43,7 +43,7 @@ pub enum InfraError {
         error: ProviderError,
     },
     /// An MCP server failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Mcp(#[from] McpError),
     /// The simulated user gave no usable reply.
     #[error("simulated user: {0}")]

@@ -13,6 +13,8 @@
 //! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`run::SimReport`] with
 //!   verdicts `pass`, `fail`, `simulator_fault` and `error`; the record's types live in
 //!   [`assay_core::simulation`] and `assay-report` renders them.
+//! * [`scratch`]: the simulation's scratch folder, removed after the run, and leftovers of
+//!   killed runs swept at the start.
 //!
 //! Every model call goes through the caller's wrapped [`assay_providers::ChatModel`]s (retries,
 //! limits, call cache, replay, accounting).
@@ -30,6 +32,7 @@ pub mod conversation;
 pub mod judge;
 pub mod mcp;
 pub mod run;
+pub mod scratch;
 pub mod suite;
 
 pub use assay_core::simulation::{SimReport, Verdict};

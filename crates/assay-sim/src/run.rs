@@ -17,7 +17,6 @@ use assay_core::simulation::{
     SimSummary, Verdict,
 };
 use assay_providers::ChatModel;
-use chrono::Utc;
 use futures_util::StreamExt as _;
 
 use assay_core::simulation::Ending;
@@ -61,7 +60,8 @@ pub struct SimOptions {
     /// that while one conversation's tools run or its next call waits, another's call fills the
     /// slot: the schedule is then of calls, not of whole runs.
     pub runs_in_flight: usize,
-    /// Where scratch folders go (one per scenario run).
+    /// This simulation's scratch folder (see [`crate::scratch::RunScratch`]): the preflight and
+    /// one sub-folder per scenario run go in it.
     pub work_root: PathBuf,
     /// Keep scratch folders after the run.
     pub keep_workdirs: bool,
@@ -263,7 +263,6 @@ pub async fn simulate(
     selected: &[&crate::suite::Scenario],
 ) -> SimReport {
     let started = Instant::now();
-    let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3f").to_string();
     // Longest first (by `max_turns`, the best estimate before running), so that short runs fill
     // the last slots and the concurrent schedule ends sooner; the report is sorted afterwards.
     let mut jobs: Vec<(&crate::suite::Scenario, u32)> = selected
@@ -272,15 +271,12 @@ pub async fn simulate(
         .collect();
     jobs.sort_by_key(|(s, k)| (std::cmp::Reverse(s.config.max_turns), *k));
     let mut runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
-        .map(|(scenario, repeat)| {
-            let stamp = &stamp;
-            async move {
-                let run = run_one(suite, models, options, scenario, repeat, stamp).await;
-                if let Some(callback) = &options.on_finished {
-                    callback(&run);
-                }
-                run
+        .map(|(scenario, repeat)| async move {
+            let run = run_one(suite, models, options, scenario, repeat).await;
+            if let Some(callback) = &options.on_finished {
+                callback(&run);
             }
+            run
         })
         .buffer_unordered(options.runs_in_flight.max(1))
         .collect()
@@ -295,7 +291,6 @@ async fn run_one(
     options: &SimOptions,
     scenario: &crate::suite::Scenario,
     repeat: u32,
-    stamp: &str,
 ) -> ScenarioRun {
     let started = Instant::now();
     let id = &scenario.config.id;
@@ -312,7 +307,7 @@ async fn run_one(
         transcript: None,
         duration_ms: 0,
     };
-    let workdir = options.work_root.join(stamp).join(format!("{id}-{repeat}"));
+    let workdir = options.work_root.join(format!("{id}-{repeat}"));
     if let Err(e) = std::fs::create_dir_all(&workdir) {
         run.error = Some(format!("cannot create {}: {e}", workdir.display()));
         return run;

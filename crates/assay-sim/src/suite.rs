@@ -305,7 +305,7 @@ pub struct Suite {
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
     /// A file is missing, unreadable or invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Data(#[from] DataError),
 }
 
@@ -494,7 +494,8 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
     let system_prompt = match (&config.system_prompt, &config.system_prompt_file) {
         (Some(p), None) => p.clone(),
         (None, Some(file)) => {
-            let path = sim_dir.join(file);
+            let path = datafile::file_inside(project, &sim_dir, file, "the project's folder")
+                .map_err(|e| err("system_prompt_file", format!("system_prompt_file: {e}")))?;
             read_text(&path).map_err(|e| {
                 err(
                     "system_prompt_file",
@@ -559,7 +560,8 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
     let fixture = match &config.fixture {
         None => None,
         Some(file) => {
-            let path = sim_dir.join(file);
+            let path = datafile::file_inside(project, &sim_dir, file, "the project's folder")
+                .map_err(|e| err("fixture", format!("fixture: {e}")))?;
             let (value, _): (Value, String) = parse_file(&path, &mut warnings).map_err(|e| {
                 if e.line.is_none() {
                     err("fixture", format!("fixture `{file}`: {}", e.message))
@@ -668,6 +670,13 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         }
     }
     let default_sum: f64 = config.criteria.iter().map(|c| c.weight).sum();
+    if !default_sum.is_finite() {
+        return Err(err(
+            "weight",
+            "the criteria's weights add up to more than a number can hold; use weights of ordinary size (they are normalised to sum 1)".into(),
+        )
+        .into());
+    }
     if default_sum <= 0.0 {
         return Err(err("weight", "the criteria's weights are all zero".into()).into());
     }
@@ -764,6 +773,13 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
             weights.insert(key.clone(), *weight);
         }
         let sum: f64 = weights.values().sum();
+        if !sum.is_finite() {
+            return Err(serr(
+                "evaluation_weights",
+                "evaluation_weights: the weights add up to more than a number can hold; use weights of ordinary size (they are normalised to sum 1)".into(),
+            )
+            .into());
+        }
         if sum <= 0.0 {
             return Err(serr(
                 "evaluation_weights",

@@ -17,9 +17,10 @@ use assay_core::entity::{Entity, EntityType, LoadMode};
 use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::kbedit::{
-    self, EditError, EditOutcome, KbEditor, KbFiles, NoChange, Reembed, entity_map, to_yaml,
-    write_error,
+    self, EditError, EditOutcome, KbEditor, KbFiles, KbSession, NoChange, Reembed, entity_map,
+    to_yaml, write_error,
 };
+use assay_harness::lock::KbLock;
 use assay_harness::project::Project;
 use assay_harness::results::write_replace;
 use assay_kb::datafile::{self, DataError, Format};
@@ -38,6 +39,9 @@ const SHORT_ID: usize = 8;
 struct Kb {
     project: Project,
     store: engine::OpenStore,
+    /// Held for the whole command by the commands that change entities, so their version
+    /// checks, file rewrites and import are one step for every other process.
+    _lock: Option<KbLock>,
 }
 
 pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
@@ -45,19 +49,46 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
         KbCommand::Tune { dir: Some(d), .. } => d.as_path(),
         _ => dir,
     };
-    let project = Project::load(dir)?;
-    log_warnings(&project.warnings);
     if let KbCommand::Compare(args) = command {
+        let project = Project::load(dir)?;
+        log_warnings(&project.warnings);
         return super::kb_compare::run(&project, args);
     }
-    let store = engine::open_store(&project.settings)?;
-    // A database store is the source of truth: the files are imported only when asked.
-    let report = if store.files_are_source() || matches!(command, KbCommand::Import) {
-        engine::import_kb(&*store, &project)?
+    let writes = matches!(
+        command,
+        KbCommand::Import
+            | KbCommand::Create { .. }
+            | KbCommand::Update { .. }
+            | KbCommand::Deactivate { .. }
+    );
+    let (kb, report) = if writes {
+        // The knowledge-base lock is taken before the files are read and kept to the end.
+        let (project, store, imported, lock) = KbSession::open(dir)?.into_parts();
+        log_warnings(&project.warnings);
+        // A database store is the source of truth: the files are imported only when asked.
+        let report = match imported {
+            Some(report) => report,
+            None if matches!(command, KbCommand::Import) => engine::import_kb(&*store, &project)?,
+            None => ImportReport::default(),
+        };
+        let kb = Kb {
+            project,
+            store,
+            _lock: Some(lock),
+        };
+        (kb, report)
     } else {
-        ImportReport::default()
+        let project = Project::load(dir)?;
+        log_warnings(&project.warnings);
+        let store = engine::open_store(&project.settings)?;
+        let report = engine::sync_kb(&store, &project)?.unwrap_or_default();
+        let kb = Kb {
+            project,
+            store,
+            _lock: None,
+        };
+        (kb, report)
     };
-    let kb = Kb { project, store };
     match command {
         KbCommand::Import => out(&render_import(&report)),
         command => {
@@ -86,11 +117,16 @@ impl Kb {
                 file,
                 set,
                 by,
+                expect_version,
             } => {
                 let update = read_update(file.as_deref(), set)?;
-                self.update(entity_id, Some(&update), by)
+                self.update(entity_id, Some(&update), by, *expect_version)
             }
-            KbCommand::Deactivate { entity_id, by } => self.update(entity_id, None, by),
+            KbCommand::Deactivate {
+                entity_id,
+                by,
+                expect_version,
+            } => self.update(entity_id, None, by, *expect_version),
             KbCommand::History { entity_id, json } => self.history(entity_id, *json),
             KbCommand::Embed {
                 entity_id,
@@ -316,12 +352,13 @@ impl Kb {
         entity_id: &str,
         update: Option<&EntityUpdate>,
         by: &str,
+        expected: Option<u32>,
     ) -> Result<(), HarnessError> {
         let editor = self.editor();
         let edit = Edit::now(by);
         let outcome = match update {
-            Some(update) => editor.update(entity_id, update, None, &edit)?,
-            None => editor.deactivate(entity_id, None, &edit)?,
+            Some(update) => editor.update(entity_id, update, expected, &edit)?,
+            None => editor.deactivate(entity_id, expected, &edit)?,
         };
         let verb = if update.is_some() {
             "updated"

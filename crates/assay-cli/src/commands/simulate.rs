@@ -98,11 +98,21 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         bar.set_style(style.progress_chars("=> "));
     }
     let progress = bar.clone();
+    // Removed when this function returns, however it returns; what killed runs left is swept
+    // first.
+    let scratch =
+        assay_sim::scratch::RunScratch::create(&dir.join(".assay").join("sim"), args.keep_workdirs)
+            .map_err(|e| {
+                HarnessError::Infrastructure(format!(
+                    "cannot make a scratch folder under {}: {e}",
+                    dir.join(".assay").join("sim").display()
+                ))
+            })?;
     let options = SimOptions {
         repeat: args.repeat,
         concurrency,
         runs_in_flight,
-        work_root: dir.join(".assay").join("sim"),
+        work_root: scratch.dir().to_owned(),
         keep_workdirs: args.keep_workdirs,
         env: Arc::new(|name: &str| std::env::var(name).ok()),
         on_finished: Some(Arc::new(move |run| {

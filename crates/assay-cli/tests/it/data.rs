@@ -213,6 +213,28 @@ fn bad_jsonl_names_file_and_line() {
 }
 
 #[test]
+fn a_line_with_text_after_its_case_is_refused_not_cut_short() {
+    // Issue 22: these lines loaded as one case each, silently dropping what followed.
+    let p = gaia();
+    let case = "{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\"}";
+    for (second, column) in [
+        (format!("{case}{case}"), 47),
+        (format!("{case} garbage"), 48),
+        (format!("{case},"), 47),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = source(tmp.path(), &format!("{case}\n{second}\n"), &[]);
+        let run = refused(&p, &create_args("optimization", "v2", &src));
+        assert!(
+            run.stderr.contains(&format!(
+                "new_data/test_cases.jsonl:2:{column}: unexpected text after the JSON value"
+            )),
+            "{second}: {run:?}"
+        );
+    }
+}
+
+#[test]
 fn missing_field_names_file_line_and_field() {
     let p = gaia();
     let tmp = tempfile::tempdir().unwrap();

@@ -372,6 +372,23 @@ fn create_rejects_an_invalid_entity() {
         ],
         "expected one entity",
     );
+    // The id rule (issue 22): an id too long for a file name, in bytes, is refused up front.
+    p.write(
+        "drafts/long.yaml",
+        &format!(
+            "entity_id: {}\nentity_type: KNOWLEDGE\ntitle: Long\n",
+            "é".repeat(126)
+        ),
+    );
+    rejected(
+        &p,
+        &[
+            "create",
+            "--file",
+            p.path("drafts/long.yaml").to_str().unwrap(),
+        ],
+        "252 bytes long; ids are at most 128 bytes",
+    );
     assert_eq!(kb_files(&p), before);
 }
 

@@ -6,6 +6,7 @@ mod data;
 mod eval_set;
 mod expectations;
 mod fake_openai;
+mod fuzz;
 mod ir;
 mod kb;
 mod kb_store;

@@ -115,31 +115,11 @@ fn call(
     )
 }
 
-/// Starts `assay serve` on a free port of 127.0.0.1; returns the server and its address.
+/// Starts `assay serve` on a free port of 127.0.0.1; returns the server, its address and its
+/// log.
 fn start(project: &Scratch, env: &[(&str, &str)]) -> (Server, String, std::path::PathBuf) {
-    let log = project.path("serve.log");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
-    command
-        .args(["serve", "--port", "0", "--project"])
-        .arg(&project.root)
-        .env_remove("RUST_LOG")
-        .env_remove("ASSAY_ADMIN_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut server = Server(command.spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("not on 127.0.0.1: {line:?}"))
-        .to_owned();
-    (server, format!("127.0.0.1:{port}"), log)
+    let (server, addr) = start_logged(project, env, "serve.log");
+    (server, addr, project.path("serve.log"))
 }
 
 #[test]
@@ -255,4 +235,193 @@ fn serve_without_a_token_is_read_only_and_says_so() {
     assert!(runs["runs"].is_array());
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(stderr.contains("read-only"), "{stderr}");
+}
+
+/// [`start`] with its own log file, for tests that run several servers on one project.
+fn start_logged(project: &Scratch, env: &[(&str, &str)], log: &str) -> (Server, String) {
+    let log = project.path(log);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command
+        .args(["serve", "--port", "0", "--project"])
+        .arg(&project.root)
+        .env_remove("RUST_LOG")
+        .env_remove("ASSAY_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut server = Server(command.spawn().unwrap());
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("not on 127.0.0.1: {line:?}"))
+        .to_owned();
+    (server, format!("127.0.0.1:{port}"))
+}
+
+/// The entity's current version and title, as a server reports it.
+fn current(addr: &str, id: &str) -> (u64, String) {
+    let (status, body) = call(addr, "GET", &format!("/admin/kb/entities/{id}"), None, None);
+    assert_eq!(status, 200, "{body:#}");
+    let entity = body.get("entity").unwrap_or(&body);
+    (
+        entity["version"].as_u64().unwrap(),
+        entity["title"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// What every round of a two-writer race must leave: the winner's title in the entity's
+/// `kb/` file and as the store's newest version, one version more than before.
+fn assert_round(project: &Scratch, addr: &str, round: usize, before: u64, winner_title: &str) {
+    let (version, title) = current(addr, "gray_rock");
+    assert_eq!(
+        version,
+        before + 1,
+        "round {round}: one accepted edit, one new version"
+    );
+    assert_eq!(
+        title, winner_title,
+        "round {round}: the store holds the winner's edit"
+    );
+    let file = project.read("kb/knowledge.yaml");
+    assert!(
+        file.contains(winner_title),
+        "round {round}: the kb/ file holds the winner's edit"
+    );
+}
+
+/// The history: one version per accepted edit, each made from the one before it.
+fn assert_history(addr: &str, expected: usize) {
+    let (status, history) = call(
+        addr,
+        "GET",
+        "/admin/kb/entities/gray_rock/versions",
+        None,
+        None,
+    );
+    assert_eq!(status, 200);
+    let versions = history["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), expected, "{history:#}");
+    for (i, v) in versions.iter().enumerate() {
+        assert_eq!(v["version"], i + 1);
+        if i > 0 {
+            assert_eq!(
+                v["previous_version_id"],
+                versions[i - 1]["id"],
+                "version {}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn two_servers_on_one_project_accept_exactly_one_of_two_edits_of_a_version() {
+    let token = "race-token-1234";
+    let project = Scratch::example();
+    assert!(project.read("kb/knowledge.yaml").contains("gray_rock"));
+    let (_a, addr_a) = start_logged(&project, &[("ASSAY_ADMIN_TOKEN", token)], "a.log");
+    let (_b, addr_b) = start_logged(&project, &[("ASSAY_ADMIN_TOKEN", token)], "b.log");
+    let (first, _) = current(&addr_a, "gray_rock");
+    let rounds = 20;
+    for round in 0..rounds {
+        let (before, _) = current(&addr_b, "gray_rock");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let racers: Vec<_> = [("A", addr_a.clone()), ("B", addr_b.clone())]
+            .into_iter()
+            .map(|(who, addr)| {
+                let barrier = std::sync::Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    let title = format!("Gray rock, round {round} by {who}");
+                    let body =
+                        serde_json::json!({"title": title, "expected_version": before}).to_string();
+                    barrier.wait();
+                    let (status, reply) = call(
+                        &addr,
+                        "PUT",
+                        "/admin/kb/entities/gray_rock",
+                        Some(token),
+                        Some(&body),
+                    );
+                    (status, reply, title)
+                })
+            })
+            .collect();
+        let results: Vec<(u16, serde_json::Value, String)> =
+            racers.into_iter().map(|r| r.join().unwrap()).collect();
+        let mut statuses: Vec<u16> = results.iter().map(|r| r.0).collect();
+        statuses.sort_unstable();
+        assert_eq!(statuses, vec![200, 409], "round {round}: {results:#?}");
+        let winner = results.iter().find(|r| r.0 == 200).unwrap();
+        let loser = results.iter().find(|r| r.0 == 409).unwrap();
+        assert_eq!(
+            loser.1["code"], "stale_version",
+            "round {round}: {:#}",
+            loser.1
+        );
+        assert_round(&project, &addr_a, round, before, &winner.2);
+    }
+    assert_history(&addr_b, usize::try_from(first).unwrap() + rounds);
+}
+
+#[test]
+fn a_server_and_kb_update_accept_exactly_one_of_two_edits_of_a_version() {
+    let token = "race-token-5678";
+    let project = Scratch::example();
+    let (_server, addr) = start_logged(&project, &[("ASSAY_ADMIN_TOKEN", token)], "serve.log");
+    let (first, _) = current(&addr, "gray_rock");
+    let rounds = 20;
+    let mut cli_wins = 0;
+    for round in 0..rounds {
+        let (before, _) = current(&addr, "gray_rock");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let server_title = format!("Gray rock, round {round} by the API");
+        let cli_title = format!("Gray rock, round {round} by the CLI");
+        let api = {
+            let barrier = std::sync::Arc::clone(&barrier);
+            let addr = addr.clone();
+            let body =
+                serde_json::json!({"title": server_title, "expected_version": before}).to_string();
+            std::thread::spawn(move || {
+                barrier.wait();
+                call(
+                    &addr,
+                    "PUT",
+                    "/admin/kb/entities/gray_rock",
+                    Some(token),
+                    Some(&body),
+                )
+                .0
+            })
+        };
+        let mut cli = Command::new(env!("CARGO_BIN_EXE_assay"));
+        cli.args(["kb", "update", "gray_rock", "--set"])
+            .arg(format!("title={cli_title}"))
+            .args(["--expect-version", &before.to_string(), "--project"])
+            .arg(&project.root)
+            .env_remove("RUST_LOG");
+        barrier.wait();
+        let cli_out = cli.output().unwrap();
+        let api_status = api.join().unwrap();
+        let stderr = String::from_utf8_lossy(&cli_out.stderr);
+        let winner = match (api_status, cli_out.status.code()) {
+            (200, Some(2)) => {
+                assert!(stderr.contains("version"), "round {round}: {stderr}");
+                &server_title
+            }
+            (409, Some(0)) => {
+                cli_wins += 1;
+                &cli_title
+            }
+            other => panic!("round {round}: not one success and one refusal: {other:?} {stderr}"),
+        };
+        assert_round(&project, &addr, round, before, winner);
+    }
+    assert_history(&addr, usize::try_from(first).unwrap() + rounds);
+    eprintln!("the CLI won {cli_wins} of {rounds} rounds");
 }

@@ -548,6 +548,111 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
         &["--scenarios", "daily_chore,nope"],
         &["unknown scenario `nope`"],
     );
+    // Weights whose sum is not a finite number (issue 22): bad input before any call, never a
+    // run where every score is 0.
+    check(
+        &|s| {
+            let suite = s.read("sim/suite.yaml");
+            s.write("sim/suite.yaml", &regex_weights(&suite, "1.0e308"));
+        },
+        &[],
+        &["suite.yaml:", "add up to more than a number can hold"],
+    );
+    check(
+        &|s| {
+            s.edit(
+                "sim/scenarios/daily_chore.yaml",
+                "  state_management: 0.35\n  requirement_accuracy: 0.10",
+                "  state_management: 1.0e308\n  requirement_accuracy: 1.0e308",
+            );
+        },
+        &[],
+        &["daily_chore.yaml:", "add up to more than a number can hold"],
+    );
+    // Files outside the project are never read (issue 22): `..`, absolute, and a symbolic link.
+    for (field, value) in [
+        ("system_prompt_file", "../../../../../../../../etc/hostname"),
+        ("system_prompt_file", "/etc/hostname"),
+        ("fixture", "../../../../../../../../etc/hostname"),
+    ] {
+        check(
+            &|s| {
+                let suite = s.read("sim/suite.yaml");
+                let line = suite
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{field}:")))
+                    .unwrap()
+                    .to_owned();
+                s.write(
+                    "sim/suite.yaml",
+                    &suite.replace(&line, &format!("{field}: {value}")),
+                );
+            },
+            &[],
+            &["suite.yaml:", field, value],
+        );
+    }
+    #[cfg(unix)]
+    check(
+        &|s| {
+            std::os::unix::fs::symlink("/etc/hostname", s.path("sim/prompts/linked.md")).unwrap();
+            s.edit(
+                "sim/suite.yaml",
+                "system_prompt_file: prompts/coach_system_prompt.md",
+                "system_prompt_file: prompts/linked.md",
+            );
+        },
+        &[],
+        &["suite.yaml:", "leads outside the project's folder"],
+    );
+    // A path that leaves sim/ but stays in the project is fine (checked by its absence of
+    // error in the run tests); one error chain, each part once (issue 22).
+    let scratch = project(&provider);
+    scratch.edit(
+        "sim/scenarios/daily_chore.yaml",
+        "max_turns: 8",
+        "max_turns: 99",
+    );
+    let out = simulate(&scratch, &ANTHROPIC, &[]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr.matches("must be between 1 and").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("daily_chore.yaml").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    let scratch = project(&provider);
+    scratch.edit(
+        "sim/scenarios/daily_chore.yaml",
+        "max_turns: 8",
+        "max_turns: 8\nname: [1, 2]",
+    );
+    let first = scratch.read("sim/scenarios/daily_chore.yaml");
+    let first_name = first
+        .lines()
+        .find(|l| l.starts_with("name:"))
+        .unwrap()
+        .to_owned();
+    scratch.write(
+        "sim/scenarios/daily_chore.yaml",
+        &first.replacen(&format!("{first_name}\n"), "", 1),
+    );
+    let out = simulate(&scratch, &ANTHROPIC, &[]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("name: invalid type"), "{}", out.stderr);
+    assert!(!out.stderr.contains("name: name"), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("daily_chore.yaml").count(),
+        1,
+        "{}",
+        out.stderr
+    );
 }
 
 /// The suite with every `weight: x` replaced by `weight: <value>`.
@@ -891,4 +996,101 @@ fn expected_state_reads_a_tool_a_resource_and_a_command() {
             .unwrap()
             .contains("not JSON")
     );
+}
+
+/// The entries of `.assay/sim/` (none when the folder does not exist).
+fn sim_scratch(scratch: &Scratch) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(scratch.path(".assay/sim"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn scratch_folders_go_after_every_run_and_a_killed_runs_on_the_next_start() {
+    // A slow provider, so the run is surely mid-conversation (servers up, databases written)
+    // when it is killed.
+    let provider = provider(Behaviour {
+        latency: std::time::Duration::from_millis(400),
+        ..Behaviour::default()
+    });
+    let scratch = project(&provider);
+    let env = env_with(&[]);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command
+        .args(["simulate", scratch.root().to_str().unwrap()])
+        .args(ANTHROPIC)
+        .args(["--scenarios", "daily_chore,off_topic"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in &env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let killed_dir = loop {
+        let run_dirs: Vec<String> = sim_scratch(&scratch)
+            .into_iter()
+            .filter(|n| Path::new(n).extension().is_none_or(|e| e != "lock"))
+            .collect();
+        if let [dir] = run_dirs.as_slice()
+            && scratch
+                .path(&format!(".assay/sim/{dir}/daily_chore-1/scout.db"))
+                .exists()
+        {
+            break dir.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no scenario scratch folder appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().unwrap(); // SIGKILL: nothing can clean up
+    child.wait().unwrap();
+    assert!(
+        scratch.path(&format!(".assay/sim/{killed_dir}")).is_dir(),
+        "a killed run leaves its folder"
+    );
+
+    // The next run removes it, and leaves nothing of its own.
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--scenarios", "off_topic"]].concat(),
+        &[],
+    );
+    assert!(out.code == 0 || out.code == 1, "{out:?}");
+    assert_eq!(
+        sim_scratch(&scratch),
+        Vec::<String>::new(),
+        "{:?}",
+        sim_scratch(&scratch)
+    );
+
+    // `--keep-workdirs` keeps this run's folder (and no later run removes it).
+    let out = simulate(
+        &scratch,
+        &[
+            &ANTHROPIC[..],
+            &["--scenarios", "off_topic", "--keep-workdirs"],
+        ]
+        .concat(),
+        &[],
+    );
+    assert!(out.code == 0 || out.code == 1, "{out:?}");
+    let kept = sim_scratch(&scratch);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--scenarios", "off_topic"]].concat(),
+        &[],
+    );
+    assert!(out.code == 0 || out.code == 1, "{out:?}");
+    assert_eq!(sim_scratch(&scratch), kept);
 }

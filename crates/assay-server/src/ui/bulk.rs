@@ -171,6 +171,7 @@ fn upload_name(name: &str) -> Result<String, UiError> {
         .iter()
         .any(|e| name.to_ascii_lowercase().ends_with(e));
     let plain = !name.is_empty()
+        && name.len() <= 200
         && !name.starts_with('.')
         && name
             .chars()
@@ -179,7 +180,7 @@ fn upload_name(name: &str) -> Result<String, UiError> {
         Ok(name.to_owned())
     } else {
         Err(UiError::bad_request(format!(
-            "`{name}`: upload entity files named like `handlers.yaml` (letters, digits, `-`, `_`, `.`; ending in .yaml, .yml or .json)"
+            "`{name}`: upload entity files named like `handlers.yaml` (at most 200 letters, digits, `-`, `_`, `.`; ending in .yaml, .yml or .json)"
         )))
     }
 }
@@ -285,11 +286,12 @@ async fn import(
         return Err(UiError::bad_request("choose at least one file to import"));
     }
     let n = uploads.len();
-    blocking_write(&state, move |project| {
-        import_files(&project.settings.kb_dir, &uploads)?;
-        // The files are the source of truth: load them as a run would and import.
-        let reloaded = assay_harness::project::Project::load(&project.settings.root)?;
-        open_store(&reloaded)?;
+    blocking_write(&state, move |session| {
+        import_files(&session.project.settings.kb_dir, &uploads)?;
+        // The files are the source of truth: load them as a run would and import, still
+        // holding the session's lock.
+        let reloaded = assay_harness::project::Project::load(&session.project.settings.root)?;
+        engine::sync_kb_held(&session.store, &reloaded, session.lock())?;
         Ok(())
     })
     .await?;

@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value};
 
 use assay_core::entity::{Entity, EntityType};
-use assay_harness::kbedit::{EditError, EditOutcome, KbEditor, LOAD_MODES};
+use assay_harness::kbedit::{EditError, EditOutcome, LOAD_MODES};
 use assay_kb::store::{Edit, EntityUpdate};
 
 use super::entities::{fields, show, url_encode};
@@ -337,9 +337,8 @@ async fn create(
         }
     };
     let id = entity.entity_id.clone();
-    let result = blocking_write(&ctx.state, move |project| {
-        let store = open_store(project)?;
-        let editor = KbEditor::new(&*store, super::kb_files(&store, project));
+    let result = blocking_write(&ctx.state, move |session| {
+        let editor = session.editor();
         Ok(editor
             .create(&entity, &Edit::now(EDITOR))
             .map(|_| ())
@@ -433,9 +432,8 @@ async fn update(
         }
     };
     let target = id.clone();
-    let result = blocking_write(&ctx.state, move |project| {
-        let store = open_store(project)?;
-        let editor = KbEditor::new(&*store, super::kb_files(&store, project));
+    let result = blocking_write(&ctx.state, move |session| {
+        let editor = session.editor();
         Ok(editor
             .update(&target, &patch, Some(version), &Edit::now(EDITOR))
             .map(|o| matches!(o, EditOutcome::Written { .. }))
@@ -467,9 +465,8 @@ async fn deactivate(
     check_write(&state, &headers, &posted)?;
     let version = version_field(&posted)?;
     let target = id.clone();
-    blocking_write(&state, move |project| {
-        let store = open_store(project)?;
-        let editor = KbEditor::new(&*store, super::kb_files(&store, project));
+    blocking_write(&state, move |session| {
+        let editor = session.editor();
         editor
             .deactivate(&target, Some(version), &Edit::now(EDITOR))
             .map_err(|e| UiError::new(edit_error(&e).0, e.to_string()))?;

@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use assay_harness::kbedit::KbFiles;
+use assay_harness::kbedit::KbSession;
 use assay_harness::project::Project;
 use assay_harness::{HarnessError, engine};
 use assay_kb::KbError;
@@ -409,21 +409,30 @@ where
     })?
 }
 
-/// [`blocking`], holding the lock that serialises knowledge-base edits (shared with the admin
-/// API).
+/// Runs `work` on a blocking thread with a [`KbSession`]: the lock that serialises this
+/// server's knowledge-base edits (shared with the admin API) and the project's knowledge-base
+/// lock across processes are held from before the project is read until `work` returns.
 pub async fn blocking_write<T, F>(state: &AppState, work: F) -> Result<T, UiError>
 where
     T: Send + 'static,
-    F: FnOnce(&Project) -> Result<T, UiError> + Send + 'static,
+    F: FnOnce(&KbSession) -> Result<T, UiError> + Send + 'static,
 {
     let lock = state.kb_lock();
-    blocking(state, move |project| {
+    let dir = state.project_dir.clone();
+    tokio::task::spawn_blocking(move || {
         let _guard = lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        work(project)
+        let session = KbSession::open(&dir)?;
+        work(&session)
     })
     .await
+    .map_err(|e| {
+        UiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the page failed: {e}"),
+        )
+    })?
 }
 
 /// The project's store, as every page reads it: with the embedded store the `kb/` files are
@@ -433,11 +442,6 @@ pub fn open_store(project: &Project) -> Result<engine::OpenStore, UiError> {
     let store = engine::open_store(&project.settings)?;
     engine::sync_kb(&store, project)?;
     Ok(store)
-}
-
-/// Where an edit writes besides the store: the `kb/` files when they are the source of truth.
-pub fn kb_files<'a>(store: &engine::OpenStore, project: &'a Project) -> Option<KbFiles<'a>> {
-    store.files_are_source().then(|| KbFiles::of(project))
 }
 
 /// A flash message chosen by a fixed key in the query string (`?done=saved`), so no text

@@ -553,7 +553,7 @@ async fn bad_input_is_refused_with_the_field_and_nothing_is_written() {
             post,
             r#"{"entity_id": "../escape", "entity_type": "KNOWLEDGE", "title": "X"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            "cannot name its file",
+            "entity_id `../escape`: must not start with `.`",
             Some("entity_id"),
         ),
         (
@@ -571,6 +571,21 @@ async fn bad_input_is_refused_with_the_field_and_nothing_is_written() {
             .await;
         assert_error(&got, status, needle);
         assert_eq!(got.1["field"].as_str(), field, "{body}: {:#}", got.1);
+    }
+    // Ids too long to name a file (issue 22: these were a 500 "File name too long"), and ids
+    // with characters outside the rule: a 422 naming the field, nothing written.
+    for (id, needle) in [
+        ("x".repeat(300), "300 bytes long; ids are at most 128 bytes"),
+        ("é".repeat(126), "252 bytes long; ids are at most 128 bytes"),
+        ("a b".to_owned(), "' ' is not allowed"),
+        ("a/b".to_owned(), "'/' is not allowed"),
+    ] {
+        let body = serde_json::json!({"entity_id": id, "entity_type": "KNOWLEDGE", "title": "X"});
+        let got = server
+            .request_with(Method::POST, post, Some(&body.to_string()), &[bearer()])
+            .await;
+        assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, needle);
+        assert_eq!(got.1["field"], "entity_id", "{:#}", got.1);
     }
     // A taken id (active, in a file) is a 409 naming the file.
     let got = server

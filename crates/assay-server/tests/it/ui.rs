@@ -320,6 +320,31 @@ async fn an_edit_is_version_two_with_a_field_diff_and_a_stale_edit_is_a_conflict
     .await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert!(r.body.contains("version 2"), "{}", r.body);
+
+    // An id too long for a file name (issue 22) is the form's error on the id, not a 500.
+    let page = get(&s, "/ui/entities/new", Some(&cookie)).await;
+    let token = csrf(&page.body);
+    let long = "x".repeat(300);
+    let r = post(
+        &s,
+        "/ui/entities/create",
+        &[
+            ("csrf", token.as_str()),
+            ("entity_id", long.as_str()),
+            ("entity_type", "KNOWLEDGE"),
+            ("title", "Long"),
+            ("load_mode", "SITUATION"),
+            ("priority", "50"),
+            ("audience_types", "PARENT"),
+            ("is_active", "true"),
+        ],
+        Some(&cookie),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
+    assert!(r.body.contains("at most 128 bytes"), "{}", r.body);
+    assert!(!s.root.join(format!("kb/{long}.yaml")).exists());
 }
 
 #[tokio::test]
