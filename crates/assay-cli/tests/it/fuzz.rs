@@ -382,7 +382,12 @@ fn cases_check(root: &Path, text: &str) -> Verdict {
         Err(_) => Verdict::Refused,
         Ok(set) => {
             let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            // A byte-order mark at the start of a line (files joined with `cat`) hides nothing.
+            let lines: Vec<&str> = text
+                .lines()
+                .map(|l| l.strip_prefix('\u{feff}').unwrap_or(l))
+                .filter(|l| !l.trim().is_empty())
+                .collect();
             if let Some(bad) = lines
                 .iter()
                 .find(|l| !serde_json::from_str::<Value>(l).is_ok_and(|v| v.is_object()))
