@@ -213,6 +213,9 @@ fn judge(req: &Req) -> Answer {
     if prompt.contains("JUDGE_GARBAGE") {
         return Answer::Text("Honestly it went fine, I'd give it a solid pass.".into());
     }
+    // A judge taken in by a confident reply: the assistant claimed actions it never took, and
+    // this judge believes the claim (it scores everything high).
+    let fooled = prompt.contains("CLAIM_WITHOUT_TOOLS");
     let schema = req.schema.clone().unwrap_or(Value::Null);
     let criteria = &schema["properties"]["scores"]["properties"];
     let used_tools = prompt.contains("[tool call]");
@@ -223,7 +226,9 @@ fn judge(req: &Req) -> Answer {
     let mut scores = serde_json::Map::new();
     for (id, spec) in criteria.as_object().into_iter().flatten() {
         let pass_fail = spec["properties"]["score"]["enum"].is_array();
-        let score = if pass_fail {
+        let score = if fooled {
+            if pass_fail { 10 } else { 9 }
+        } else if pass_fail {
             if email_failed { 0 } else { 10 }
         } else if id == "state_management" {
             if used_tools && !tool_errors { 9 } else { 4 }
@@ -277,11 +282,17 @@ fn find_key<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
 
 /// The first string under `key` in the array found under `field` anywhere in a JSON text.
 fn first_in(result: &str, field: &str, key: &str) -> Option<String> {
+    nth_in(result, field, key, 0)
+}
+
+/// The `n`th string under `key` in the array found under `field` anywhere in a JSON text.
+fn nth_in(result: &str, field: &str, key: &str, n: usize) -> Option<String> {
     let value: Value = serde_json::from_str(result).ok()?;
     let items = find_key(&value, field)?.as_array()?;
     items
         .iter()
-        .find_map(|i| i.get(key).and_then(Value::as_str).map(str::to_owned))
+        .filter_map(|i| i.get(key).and_then(Value::as_str).map(str::to_owned))
+        .nth(n)
 }
 
 /// The model under test.
@@ -313,11 +324,19 @@ fn assistant(req: &Req) -> Answer {
     if req.tools.is_empty() {
         return Answer::Text("Happy to help with that.".into());
     }
+    if req.system.contains("CLAIM_WITHOUT_TOOLS") {
+        // Claims the work is done and never calls a tool.
+        return Answer::Text("Done! I've logged both chores for today. Great work!".into());
+    }
     let next: Option<(&str, Value)> = if wants(&["chore"]) && has("log_chore") {
         match called.as_slice() {
             [] => Some(("get_quest_state", json!({}))),
-            ["get_quest_state"] => first_in(state, "chores", "name")
-                .or_else(|| first_in(state, "chores", "id"))
+            // Will did two chores: log both (a product that does what it says).
+            ["get_quest_state"] => nth_in(state, "chores", "name", 0)
+                .or_else(|| nth_in(state, "chores", "id", 0))
+                .map(|chore| ("log_chore", json!({"chore": chore, "notes": "scripted"}))),
+            ["get_quest_state", "log_chore"] => nth_in(state, "chores", "name", 1)
+                .or_else(|| nth_in(state, "chores", "id", 1))
                 .map(|chore| ("log_chore", json!({"chore": chore, "notes": "scripted"}))),
             _ => None,
         }
@@ -325,7 +344,7 @@ fn assistant(req: &Req) -> Answer {
         called.is_empty().then(|| {
             (
                 "log_budget_entry",
-                json!({"week": 1, "income": 40, "expenses": 15, "notes": "scripted"}),
+                json!({"week": 1, "income": 40, "expenses": 12, "notes": "scripted"}),
             )
         })
     } else if wants(&["email", "counselor", "meeting"]) && has("compose_email") {
@@ -365,6 +384,15 @@ fn assistant(req: &Req) -> Answer {
         called
             .is_empty()
             .then(|| ("echo", json!({"message": "hello from assay"})))
+    } else if wants(&["comparing", "finished"]) && has("advance_requirement") {
+        // The scout finished a requirement's work: it is ready for the counselor's review.
+        called.is_empty().then(|| {
+            (
+                "advance_requirement",
+                json!({"requirement_id": "pm_1", "new_status": "ready_for_review",
+                       "evidence": "price comparison of three stores"}),
+            )
+        })
     } else if wants(&["left", "next", "requirement", "done"]) && has("get_requirements") {
         called.is_empty().then(|| ("get_requirements", json!({})))
     } else {

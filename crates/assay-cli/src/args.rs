@@ -76,9 +76,17 @@ pub enum Command {
     /// the tools of MCP servers; a judge scores each transcript on weighted criteria.
     ///
     /// Reads DIR/sim/ (suite.yaml, scenarios/, fixtures/; see docs/simulate.md) and writes a
-    /// Markdown and a JSON report and the transcripts under DIR/sim/reports/. Exit codes: 0
-    /// passed, 1 the suite's gate failed, 2 bad input, 3 provider or MCP errors kept scenario
-    /// runs from a verdict. `assay simulate compare REPORT…` puts several reports side by side.
+    /// Markdown and a JSON report and the transcripts under DIR/sim/reports/.
+    ///
+    /// Objective checks decide: a run whose expected_state check fails is a failed run, whatever
+    /// the judge scored (unless the check is `advisory: true`); a check that cannot be read makes
+    /// the run an error.
+    ///
+    /// Exit codes: 0 every scored run passed (or the suite's `gate:` allowed the failures:
+    /// only `min_pass_rate` allows failing runs) and the gate passed; 1 a scored run failed, or
+    /// the gate failed, or --baseline found a significant regression; 2 bad input; 3 provider,
+    /// MCP or judge errors kept scenario runs from a verdict. `assay simulate compare REPORT…`
+    /// puts several reports side by side.
     Simulate(SimulateArgs),
     /// Optimize the agents' system prompts (seed 001): baseline on the optimization cases,
     /// a multi-objective TPE study over prompts/ and prompt_variations/, the best prompts on
@@ -757,6 +765,12 @@ pub struct SimulateArgs {
     /// Print the JSON report on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+
+    /// Judge each transcript K times (the criteria in another order, another seed, each
+    /// time): the report gives each criterion's spread and the share of runs whose verdict
+    /// flips, and a run the samples pass and fail is `uncertain` (apart from pass and fail).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub judge_samples: u32,
 
     /// Keep this simulation's scratch folder (under DIR/.assay/sim/, marked KEPT): assay never
     /// removes a kept folder; other runs' folders are removed when they end, or, when killed,

@@ -6,8 +6,21 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The version of the [`SimReport`] JSON shape; changes are additive.
-pub const SIM_SCHEMA_VERSION: u32 = 1;
+/// The version of the [`SimReport`] JSON shape; changes are additive. Version 2 added the
+/// objective checks' say in verdicts (`failed_by`, `judge_verdict`, advisory checks), the
+/// `uncertain` verdict, the judge's version and samples, and the comparison with a baseline.
+pub const SIM_SCHEMA_VERSION: u32 = 2;
+
+/// The oldest [`SimReport`] shape this version reads.
+pub const SIM_SCHEMA_OLDEST: u32 = 1;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 /// Who speaks a transcript turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -122,6 +135,16 @@ pub struct CheckResult {
     /// One line per expectation that failed, or the error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
+    /// An advisory check is reported but does not decide the run's verdict.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub advisory: bool,
+}
+
+impl CheckResult {
+    /// A check that decides the verdict (not advisory).
+    pub fn required(&self) -> bool {
+        !self.advisory
+    }
 }
 
 /// A check's status.
@@ -212,8 +235,21 @@ pub enum Verdict {
     Fail,
     /// The judge found that the simulated user broke its persona: not counted against the model.
     SimulatorFault,
+    /// The judge, asked several times (`--judge-samples`), passed the run on some samples and
+    /// failed it on others, and no objective check decided it: reported apart, not counted.
+    Uncertain,
     /// An infrastructure failure kept the run from a verdict.
     Error,
+}
+
+/// What failed a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailedBy {
+    /// A required expected-state check failed: objective evidence, whatever the judge scored.
+    Check,
+    /// The judge's overall score was below the pass threshold (every required check passed).
+    Judge,
 }
 
 impl Verdict {
@@ -232,13 +268,27 @@ pub struct ScenarioRun {
     pub scenario_name: String,
     /// Which repeat (1-based).
     pub repeat: u32,
-    /// The verdict.
+    /// The verdict: a failed required check makes it `fail`; otherwise the judge's.
     pub verdict: Verdict,
+    /// For a failed run: what failed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_by: Option<FailedBy>,
+    /// What the judge alone would have said (`pass`, `fail`, `simulator_fault`, `uncertain`),
+    /// when it judged; it differs from `verdict` when a check decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_verdict: Option<Verdict>,
+    /// Why the run failed or is uncertain, in a line (the failed checks by name, the flips).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// The weighted overall score (0-10), when judged.
     pub overall: Option<f64>,
-    /// The judge's verdict, when there is one.
+    /// The judge's verdict, when there is one (with several samples: each criterion's mean
+    /// over the samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judgement: Option<Judgement>,
+    /// Every sample of the judge, when it was asked more than once (`--judge-samples`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge_samples: Vec<Judgement>,
     /// The expected-state checks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckResult>,
@@ -308,10 +358,26 @@ pub struct SimSummary {
     pub simulator_fault: u32,
     /// Errors (apart).
     pub errors: u32,
+    /// Failed runs that a required expected-state check failed (objective evidence).
+    #[serde(default)]
+    pub failed_by_check: u32,
+    /// Failed runs that the judge failed, every required check having passed.
+    #[serde(default)]
+    pub failed_by_judge: u32,
+    /// Runs the judge passed although a required check failed: the judge was fooled (a
+    /// confident reply about an action that never happened), worth a look at the judge.
+    #[serde(default)]
+    pub judge_passed_failed_check: u32,
+    /// Runs whose judge samples disagreed on pass or fail (apart, not scored).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uncertain: u32,
     /// Mean overall over scored runs.
     pub mean_overall: Option<f64>,
     /// passed / (passed + failed).
     pub pass_rate: Option<f64>,
+    /// The pass rate's 95 % Wilson interval `[low, high]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_rate_interval: Option<[f64; 2]>,
     /// Scenarios whose every run passed (pass^k), over scenarios with every run scored.
     pub pass_all_scenarios: Option<(u32, u32)>,
 }
@@ -323,6 +389,9 @@ pub struct GateOutcome {
     pub config: SimGate,
     /// Whether it passed (a gate with nothing scored fails).
     pub passed: bool,
+    /// The suite has no `gate:`; this is the default rule: every scored run must pass.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub implicit: bool,
     /// Why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
@@ -385,6 +454,53 @@ pub struct SimReport {
     /// Model usage (filled in by the caller, which owns the accounting).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<RoleUsage>,
+    /// How the judge judged: its version and, with several samples, its consistency (absent in
+    /// reports written before version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeInfo>,
+}
+
+/// The judge's identity and consistency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeInfo {
+    /// A digest (16 hex digits of SHA-256) of everything that shapes a verdict besides the
+    /// transcript: the judge's instructions, the answer schema and the suite's criteria with
+    /// their rubrics, scales and weights. Two reports with the same version were judged alike;
+    /// comparisons warn when they differ.
+    pub version: String,
+    /// Times each transcript was judged (`--judge-samples`, default 1).
+    pub samples: u32,
+    /// With several samples: how much the judge disagrees with itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<JudgeConsistency>,
+}
+
+/// How consistent the judge was across samples of the same transcripts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeConsistency {
+    /// Runs judged with every sample.
+    pub judged: u32,
+    /// Of those, runs whose pass/fail verdict differed between samples.
+    pub flipped: u32,
+    /// `flipped / judged`.
+    pub flip_share: f64,
+    /// Each criterion's spread over samples, in suite order.
+    pub criteria: Vec<CriterionSpread>,
+    /// The overall score's mean standard deviation over samples.
+    pub overall_sd: f64,
+}
+
+/// One criterion's spread over judge samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionSpread {
+    /// The criterion.
+    pub id: String,
+    /// The mean, over runs, of the standard deviation of its score across samples.
+    pub mean_sd: f64,
+    /// The largest such standard deviation.
+    pub max_sd: f64,
+    /// The share of runs whose samples gave it more than one distinct score.
+    pub varied_share: f64,
 }
 
 /// What a simulation's outcome means for the exit code.
@@ -410,6 +526,13 @@ impl SimReport {
             Outcome::Passed
         }
     }
+}
+
+/// The required checks of a run that failed, for reports and verdicts.
+pub fn failed_required_checks(run: &ScenarioRun) -> impl Iterator<Item = &CheckResult> {
+    run.checks
+        .iter()
+        .filter(|c| c.required() && c.status == CheckStatus::Failed)
 }
 
 /// Checks that failed or could not be evaluated, for reports.

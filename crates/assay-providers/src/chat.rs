@@ -174,6 +174,10 @@ pub struct ChatRequest {
     /// A JSON schema the answer must follow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<OutputSchema>,
+    /// A sampling seed, sent to APIs that take one (OpenAI-compatible `seed`); part of the
+    /// call cache's key either way, so two samples of one request are two calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl ChatRequest {
@@ -187,6 +191,7 @@ impl ChatRequest {
             tools: Vec::new(),
             tool_choice: None,
             output_schema: None,
+            seed: None,
         }
     }
 
@@ -205,6 +210,7 @@ impl ChatRequest {
             tools: Vec::new(),
             tool_choice: None,
             output_schema: None,
+            seed: None,
         }
     }
 }

@@ -175,6 +175,8 @@ struct ChatBody<'a> {
     tool_choice: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
 }
 
 /// One turn in the chat-completions shape; a user turn that returns tool results becomes one
@@ -331,6 +333,7 @@ impl ChatModel for OpenAiChat {
             tools,
             tool_choice,
             response_format,
+            seed: request.seed,
         };
         let with_name = |e: ProviderError| e.with_model(self.name.clone());
         let answer: ChatAnswer = self

@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use assay_core::simulation::{ScenarioRun, SimReport, Speaker, Verdict, failed_checks};
+use assay_core::simulation::{
+    FailedBy, GateOutcome, ScenarioRun, SimReport, Speaker, Verdict, failed_checks,
+};
 
 fn score(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"))
@@ -22,8 +24,81 @@ fn verdict_word(v: Verdict) -> &'static str {
         Verdict::Pass => "pass",
         Verdict::Fail => "FAIL",
         Verdict::SimulatorFault => "simulator at fault",
+        Verdict::Uncertain => "uncertain",
         Verdict::Error => "ERROR",
     }
+}
+
+/// `FAIL (check)` / `FAIL (judge)` for failed runs, else the verdict's word.
+fn verdict_with_cause(run: &ScenarioRun) -> String {
+    match (run.verdict, run.failed_by) {
+        (Verdict::Fail, Some(FailedBy::Check)) => "FAIL (check)".to_owned(),
+        (Verdict::Fail, Some(FailedBy::Judge)) => "FAIL (judge)".to_owned(),
+        (v, _) => verdict_word(v).to_owned(),
+    }
+}
+
+/// The pass rate with its 95 % interval when known: `80% (95% CI 49–94%)`.
+fn pass_rate(report: &SimReport) -> String {
+    match (report.summary.pass_rate, report.summary.pass_rate_interval) {
+        (Some(r), Some([low, high])) => format!(
+            "{:.0}% (95% CI {:.0}–{:.0}%)",
+            r * 100.0,
+            low * 100.0,
+            high * 100.0
+        ),
+        (r, _) => pct(r),
+    }
+}
+
+/// The gate in a line: which rule, passed or not, and why.
+fn gate_line(gate: &GateOutcome) -> String {
+    format!(
+        "{}{}{}",
+        if gate.implicit {
+            "gate (no `gate:` in the suite: every scored run must pass): "
+        } else {
+            "gate: "
+        },
+        if gate.passed { "passed" } else { "FAILED" },
+        if gate.reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", gate.reasons.join("; "))
+        }
+    )
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_uppercase().collect::<String>() + chars.as_str()
+    })
+}
+
+/// The judge in a line: its version and, with samples, how consistent it was.
+fn judge_line(report: &SimReport) -> Option<String> {
+    let judge = report.judge.as_ref()?;
+    let mut line = format!("judge {} · version {}", report.evaluator_model, judge.version);
+    if let Some(c) = &judge.consistency {
+        let spread = c
+            .criteria
+            .iter()
+            .max_by(|a, b| a.mean_sd.total_cmp(&b.mean_sd))
+            .map_or_else(String::new, |w| {
+                format!(", widest spread `{}` (sd {:.2})", w.id, w.mean_sd)
+            });
+        let _ = write!(
+            line,
+            " · {} samples: verdict flipped in {}/{} runs ({:.0}%), overall sd {:.2}{spread}",
+            judge.samples,
+            c.flipped,
+            c.judged,
+            c.flip_share * 100.0,
+            c.overall_sd
+        );
+    }
+    Some(line)
 }
 
 /// One line, at most `max` characters, for tables.
@@ -63,22 +138,44 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
     );
     let _ = writeln!(
         out,
-        "  passed {}, failed {}, simulator at fault {}, errors {} · mean overall {} · pass rate {}{}",
+        "  passed {}, failed {}{}, simulator at fault {}{}, errors {} · mean overall {} · pass rate {}{}",
         s.passed,
         s.failed,
+        if s.failed > 0 {
+            format!(" ({} by a check, {} by the judge)", s.failed_by_check, s.failed_by_judge)
+        } else {
+            String::new()
+        },
         s.simulator_fault,
+        if s.uncertain > 0 {
+            format!(", uncertain {}", s.uncertain)
+        } else {
+            String::new()
+        },
         s.errors,
         score(s.mean_overall),
-        pct(s.pass_rate),
+        pass_rate(report),
         match (report.repeat, s.pass_all_scenarios) {
             (k, Some((all, of))) if k > 1 => format!(" · pass^{k} {all}/{of} scenarios"),
             _ => String::new(),
         }
     );
+    if s.judge_passed_failed_check > 0 {
+        let _ = writeln!(
+            out,
+            "  the judge passed {} run(s) whose state check failed: it was fooled (the check decided)",
+            s.judge_passed_failed_check
+        );
+    }
+    let by_check: Vec<&ScenarioRun> = report
+        .runs
+        .iter()
+        .filter(|r| r.verdict == Verdict::Fail && r.failed_by == Some(FailedBy::Check))
+        .collect();
     let mut failing: Vec<&ScenarioRun> = report
         .runs
         .iter()
-        .filter(|r| r.verdict == Verdict::Fail)
+        .filter(|r| r.verdict == Verdict::Fail && r.failed_by != Some(FailedBy::Check))
         .collect();
     failing.sort_by(|a, b| {
         a.overall
@@ -86,7 +183,16 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
             .total_cmp(&b.overall.unwrap_or(0.0))
     });
     for (title, runs) in [
-        ("Lowest failing runs", failing),
+        ("Failed by a state check", by_check),
+        ("Lowest runs failed by the judge", failing),
+        (
+            "Uncertain (the judge's samples disagree; not counted)",
+            report
+                .runs
+                .iter()
+                .filter(|r| r.verdict == Verdict::Uncertain)
+                .collect(),
+        ),
         (
             "Errors (not scored)",
             report
@@ -109,9 +215,21 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
         }
         let _ = writeln!(out, "  {title}:");
         for run in runs.iter().take(3) {
-            let why = match run.verdict {
-                Verdict::Error => one_line(run.error.as_deref().unwrap_or(""), 140),
-                Verdict::SimulatorFault => one_line(
+            let why = match (run.verdict, run.failed_by) {
+                (Verdict::Fail, Some(FailedBy::Check)) | (Verdict::Uncertain, _) => {
+                    let judge = match run.judge_verdict {
+                        Some(v) if run.verdict == Verdict::Fail => {
+                            format!(" (the judge said {})", verdict_word(v))
+                        }
+                        _ => String::new(),
+                    };
+                    format!(
+                        "{}{judge}",
+                        one_line(run.reason.as_deref().unwrap_or(""), 140)
+                    )
+                }
+                (Verdict::Error, _) => one_line(run.error.as_deref().unwrap_or(""), 140),
+                (Verdict::SimulatorFault, _) => one_line(
                     run.judgement
                         .as_ref()
                         .map_or("", |j| j.simulator_issue.as_str()),
@@ -132,16 +250,10 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
         }
     }
     if let Some(gate) = &report.gate {
-        let _ = writeln!(
-            out,
-            "  gate: {}{}",
-            if gate.passed { "passed" } else { "FAILED" },
-            if gate.reasons.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", gate.reasons.join("; "))
-            }
-        );
+        let _ = writeln!(out, "  {}", gate_line(gate));
+    }
+    if let Some(line) = judge_line(report) {
+        let _ = writeln!(out, "  {line}");
     }
     if let Some(path) = report_path {
         let _ = writeln!(
@@ -175,20 +287,38 @@ pub fn markdown(report: &SimReport) -> String {
     let _ = writeln!(md, "## Summary\n");
     let _ = writeln!(
         md,
-        "| runs | passed | failed | simulator at fault | errors | mean overall | pass rate |"
+        "| runs | passed | failed (by check / by judge) | uncertain | simulator at fault | errors | mean overall | pass rate (95% CI) |"
     );
-    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {} ({} / {}) | {} | {} | {} | {} | {} |\n",
         s.runs,
         s.passed,
         s.failed,
+        s.failed_by_check,
+        s.failed_by_judge,
+        s.uncertain,
         s.simulator_fault,
         s.errors,
         score(s.mean_overall),
-        pct(s.pass_rate)
+        pass_rate(report)
     );
+    let _ = writeln!(
+        md,
+        "Objective checks decide: a run whose required state check failed is failed by the check, whatever the judge scored.{}\n",
+        if s.judge_passed_failed_check > 0 {
+            format!(
+                " **The judge passed {} run(s) whose state check failed**: it was fooled by the reply; see below.",
+                s.judge_passed_failed_check
+            )
+        } else {
+            String::new()
+        }
+    );
+    if let Some(line) = judge_line(report) {
+        let _ = writeln!(md, "{}.\n", capitalise(&line));
+    }
     if s.simulator_fault > 0 || s.errors > 0 {
         let _ = writeln!(
             md,
@@ -196,16 +326,7 @@ pub fn markdown(report: &SimReport) -> String {
         );
     }
     if let Some(gate) = &report.gate {
-        let _ = writeln!(
-            md,
-            "**Gate: {}**{}\n",
-            if gate.passed { "passed" } else { "FAILED" },
-            if gate.reasons.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", gate.reasons.join("; "))
-            }
-        );
+        let _ = writeln!(md, "**{}**\n", gate_line(gate));
     }
 
     let _ = writeln!(md, "## Scenarios\n");
@@ -227,7 +348,7 @@ pub fn markdown(report: &SimReport) -> String {
             .filter(|r| r.scenario_id == sc.id)
             .collect();
         if report.repeat > 1 {
-            let verdicts: Vec<&str> = runs.iter().map(|r| verdict_word(r.verdict)).collect();
+            let verdicts: Vec<String> = runs.iter().map(|r| verdict_with_cause(r)).collect();
             let _ = writeln!(
                 md,
                 "| {} (`{}`) | {} | {} ({}–{}) | {}/{} | {} | {} |",
@@ -253,9 +374,12 @@ pub fn markdown(report: &SimReport) -> String {
                 sc.name,
                 sc.id,
                 score(run.overall),
-                verdict_word(run.verdict),
-                match run.verdict {
-                    Verdict::Error => one_line(run.error.as_deref().unwrap_or(""), 100),
+                verdict_with_cause(run),
+                match (run.verdict, run.failed_by) {
+                    (Verdict::Error, _) => one_line(run.error.as_deref().unwrap_or(""), 100),
+                    (Verdict::Fail, Some(FailedBy::Check)) | (Verdict::Uncertain, _) => {
+                        one_line(run.reason.as_deref().unwrap_or(""), 100)
+                    }
                     _ => weakest(run).map(|w| one_line(&w, 100)).unwrap_or_default(),
                 }
             );
@@ -290,9 +414,18 @@ pub fn markdown(report: &SimReport) -> String {
                 "### {} #{} — {} ({})\n",
                 run.scenario_id,
                 run.repeat,
-                verdict_word(run.verdict),
+                verdict_with_cause(run),
                 score(run.overall)
             );
+            if let Some(reason) = &run.reason {
+                let judge = match (run.verdict, run.failed_by, run.judge_verdict) {
+                    (Verdict::Fail, Some(FailedBy::Check), Some(j)) => {
+                        format!(" The judge alone said **{}**.", verdict_word(j))
+                    }
+                    _ => String::new(),
+                };
+                let _ = writeln!(md, "Why: {}.{judge}\n", one_line(reason, 400));
+            }
             if let Some(error) = &run.error {
                 let _ = writeln!(md, "Error: {}\n", one_line(error, 400));
             }
@@ -317,8 +450,9 @@ pub fn markdown(report: &SimReport) -> String {
             for c in failed_checks(run) {
                 let _ = writeln!(
                     md,
-                    "- state check **{}** {:?}: {}",
+                    "- state check **{}**{} {:?}: {}",
                     c.name,
+                    if c.advisory { " (advisory)" } else { "" },
                     c.status,
                     c.details.join("; ")
                 );
@@ -327,7 +461,7 @@ pub fn markdown(report: &SimReport) -> String {
         }
     }
 
-    let _ = writeln!(md, "## Transcripts\n");
+    let _ = writeln!(md, "\n## Transcripts\n");
     let _ = writeln!(
         md,
         "First repeat of each scenario, turns cut at 400 characters and tool results at 200; the full transcripts are in the JSON report and the transcript files.\n"

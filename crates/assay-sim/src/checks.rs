@@ -130,6 +130,7 @@ pub fn evaluate(check: &CheckConfig, source: Result<String, String>) -> CheckRes
         name: check.name.clone(),
         status,
         details,
+        advisory: check.advisory,
     };
     let text = match source {
         Ok(text) => text,

@@ -182,7 +182,87 @@ pub fn prompt(
     p
 }
 
+/// Bumped whenever the judge's prompt layout changes in a way that can change verdicts; part
+/// of [`version`].
+const PROMPT_LAYOUT: &str = "judge-prompt-2";
+
+/// The judge's version: the first 16 hex digits of a SHA-256 over everything that shapes its
+/// verdicts besides the transcript: the instructions, the prompt layout, the answer schema,
+/// and the suite's criteria (ids, names, scales, rubrics, default weights), each scenario's
+/// weights and the pass threshold. Reports carry it; comparisons warn when two differ.
+pub fn version(suite: &crate::suite::Suite) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut add = |part: &str| {
+        h.update(part.len().to_le_bytes());
+        h.update(part.as_bytes());
+    };
+    add(SYSTEM);
+    add(PROMPT_LAYOUT);
+    add(&schema(suite.criteria()).to_string());
+    for c in suite.criteria() {
+        add(&c.id);
+        add(c.display_name());
+        add(&c.scale.to_string());
+        add(&c.rubric);
+        add(&c.weight.to_string());
+    }
+    for scenario in &suite.scenarios {
+        add(&scenario.config.id);
+        for (id, w) in &scenario.weights {
+            add(id);
+            add(&w.to_string());
+        }
+    }
+    add(&suite.config.pass_threshold.to_string());
+    let digest = h.finalize();
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Which of several judge samples a call is: sample 0 asks as a single judge would; later
+/// samples list the criteria in another order (a seeded shuffle) and carry a seed, so each is
+/// its own call (and its own cache entry) and order effects show up as disagreement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// 0-based.
+    pub index: u32,
+    /// How many samples in all.
+    pub of: u32,
+}
+
+impl Sample {
+    /// Sample `index` of `of`.
+    pub fn new(index: u32, of: u32) -> Sample {
+        Sample { index, of }
+    }
+
+    /// One judge, as without `--judge-samples`.
+    pub fn single() -> Sample {
+        Sample { index: 0, of: 1 }
+    }
+
+    /// The criteria in this sample's order.
+    fn order<'c>(&self, criteria: &'c [CriterionConfig]) -> Vec<&'c CriterionConfig> {
+        let mut order: Vec<&CriterionConfig> = criteria.iter().collect();
+        if self.index > 0 {
+            // Fisher-Yates with splitmix64, seeded by the sample: the same order every run.
+            let mut state = 0x9E37_79B9_7F4A_7C15_u64.wrapping_mul(u64::from(self.index) + 1);
+            for i in (1..order.len()).rev() {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                let j = usize::try_from(z % (i as u64 + 1)).unwrap_or(0);
+                order.swap(i, j);
+            }
+        }
+        order
+    }
+}
+
 /// Asks the judge, validates the reply, and weighs the scores.
+#[allow(clippy::too_many_arguments)]
 pub async fn judge(
     model: &dyn ChatModel,
     criteria: &[CriterionConfig],
@@ -191,12 +271,14 @@ pub async fn judge(
     fixture: Option<&Value>,
     transcript: &Transcript,
     checks: &[CheckResult],
+    sample: Sample,
 ) -> Result<(Judgement, Usage), ProviderError> {
-    let check = SchemaCheck::new("verdict", schema(criteria))?;
-    let request = ChatRequest::new(
+    let ordered: Vec<CriterionConfig> = sample.order(criteria).into_iter().cloned().collect();
+    let check = SchemaCheck::new("verdict", schema(&ordered))?;
+    let mut request = ChatRequest::new(
         Some(SYSTEM.to_owned()),
         prompt(
-            criteria,
+            &ordered,
             scenario,
             assistant_system_prompt,
             fixture,
@@ -205,6 +287,9 @@ pub async fn judge(
         ),
         JUDGE_MAX_TOKENS,
     );
+    if sample.index > 0 {
+        request.seed = Some(u64::from(sample.index));
+    }
     let answer = ask_structured::<Reply>(
         model,
         request,

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use assay_core::simulation::{
-    CriterionSummary, GateOutcome, SIM_SCHEMA_VERSION, ScenarioRun, ScenarioSummary, SimReport,
-    SimSummary, Verdict,
+    CheckResult, CheckStatus, CriterionScore, CriterionSpread, CriterionSummary, FailedBy,
+    GateOutcome, JudgeConsistency, JudgeInfo, Judgement, SIM_SCHEMA_VERSION, ScenarioRun,
+    ScenarioSummary, SimGate, SimReport, SimSummary, Verdict,
 };
+use assay_core::simulation::Ending;
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
-
-use assay_core::simulation::Ending;
 
 use crate::checks;
 use crate::conversation::{Conversation, now};
@@ -65,6 +65,10 @@ pub struct SimOptions {
     pub work_root: PathBuf,
     /// Keep scratch folders after the run.
     pub keep_workdirs: bool,
+    /// Times the judge scores each transcript (criteria in another order and another seed each
+    /// time); more than 1 measures the judge's consistency and makes runs whose samples
+    /// disagree `uncertain`.
+    pub judge_samples: u32,
     /// The environment (for `${VAR}` and `PATH`).
     pub env: EnvLookup,
     /// Called after each scenario run finishes (progress).
@@ -299,8 +303,12 @@ async fn run_one(
         scenario_name: scenario.config.name.clone(),
         repeat,
         verdict: Verdict::Error,
+        failed_by: None,
+        judge_verdict: None,
+        reason: None,
         overall: None,
         judgement: None,
+        judge_samples: Vec::new(),
         checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
@@ -415,37 +423,204 @@ async fn run_one(
         match (outcome, &run.transcript) {
             (Err(e), _) => Err(e),
             (Ok(()), None) => Err("no conversation took place".into()),
-            (Ok(()), Some(transcript)) => judge::judge(
-                models.judge.as_ref(),
-                suite.criteria(),
-                scenario,
-                &suite.system_prompt,
-                suite.fixture.as_ref().map(|(_, v)| v),
-                transcript,
-                &run.checks,
-            )
-            .await
-            .map(|(judgement, _)| judgement)
-            .map_err(|e| format!("judge: {e}")),
+            (Ok(()), Some(transcript)) => {
+                let samples = options.judge_samples.max(1);
+                let asks = (0..samples).map(|sample| {
+                    judge::judge(
+                        models.judge.as_ref(),
+                        suite.criteria(),
+                        scenario,
+                        &suite.system_prompt,
+                        suite.fixture.as_ref().map(|(_, v)| v),
+                        transcript,
+                        &run.checks,
+                        judge::Sample::new(sample, samples),
+                    )
+                });
+                futures_util::future::join_all(asks)
+                    .await
+                    .into_iter()
+                    .map(|r| r.map(|(judgement, _)| judgement))
+                    .collect::<Result<Vec<Judgement>, _>>()
+                    .map_err(|e| format!("judge: {e}"))
+            }
         }
     };
-    let ((), verdict) = tokio::join!(cleanup, judging);
-    match verdict {
-        Err(e) => run.error = Some(e),
-        Ok(judgement) => {
-            run.overall = Some(judgement.overall);
-            run.verdict = if !judgement.simulator_kept_persona {
-                Verdict::SimulatorFault
-            } else if judgement.overall >= suite.config.pass_threshold {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            };
-            run.judgement = Some(judgement);
-        }
+    let ((), judged) = tokio::join!(cleanup, judging);
+    let decision = decide(&run.checks, judged, suite.config.pass_threshold);
+    run.verdict = decision.verdict.unwrap_or(Verdict::Error);
+    run.failed_by = decision.failed_by;
+    run.judge_verdict = decision.judge_verdict;
+    run.reason = decision.reason;
+    if let Some(error) = decision.error {
+        run.error = Some(error);
     }
+    if let Some(warning) = decision.warning {
+        run.warnings.push(warning);
+    }
+    run.overall = decision.judgement.as_ref().map(|j| j.overall);
+    run.judgement = decision.judgement;
+    run.judge_samples = decision.samples;
     run.duration_ms = started.elapsed().as_millis() as u64;
     run
+}
+
+/// A run's verdict, decided from its checks and its judge samples.
+#[derive(Debug, Default)]
+struct Decision {
+    verdict: Option<Verdict>,
+    failed_by: Option<FailedBy>,
+    judge_verdict: Option<Verdict>,
+    reason: Option<String>,
+    error: Option<String>,
+    warning: Option<String>,
+    judgement: Option<Judgement>,
+    samples: Vec<Judgement>,
+}
+
+/// The judge's verdict on one sample.
+fn sample_verdict(j: &Judgement, threshold: f64) -> Verdict {
+    if !j.simulator_kept_persona {
+        Verdict::SimulatorFault
+    } else if j.overall >= threshold {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    }
+}
+
+/// Several judge samples as one judgement: each criterion's mean score, the mean overall, the
+/// persona verdict of the majority, the first sample's texts, every call counted.
+fn combine(samples: &[Judgement]) -> Option<Judgement> {
+    let first = samples.first()?;
+    if samples.len() == 1 {
+        return Some(first.clone());
+    }
+    let n = samples.len() as f64;
+    let scores = first
+        .scores
+        .iter()
+        .map(|c| {
+            let mean = samples
+                .iter()
+                .filter_map(|s| s.scores.iter().find(|x| x.id == c.id))
+                .map(|x| x.score)
+                .sum::<f64>()
+                / n;
+            CriterionScore {
+                score: mean,
+                ..c.clone()
+            }
+        })
+        .collect();
+    let kept = samples.iter().filter(|s| s.simulator_kept_persona).count();
+    Some(Judgement {
+        scores,
+        overall: samples.iter().map(|s| s.overall).sum::<f64>() / n,
+        simulator_kept_persona: 2 * kept >= samples.len(),
+        simulator_issue: samples
+            .iter()
+            .find(|s| !s.simulator_kept_persona)
+            .map_or_else(String::new, |s| s.simulator_issue.clone()),
+        summary: first.summary.clone(),
+        calls: samples.iter().map(|s| s.calls).sum(),
+    })
+}
+
+/// Evidence first: a required check that failed fails the run whatever the judge said; a
+/// required check that could not be read makes the run an error; otherwise the judge decides,
+/// and a judge whose samples disagree on pass or fail leaves the run uncertain.
+fn decide(
+    checks: &[CheckResult],
+    judged: Result<Vec<Judgement>, String>,
+    threshold: f64,
+) -> Decision {
+    let failed: Vec<&CheckResult> = checks
+        .iter()
+        .filter(|c| c.required() && c.status == CheckStatus::Failed)
+        .collect();
+    let unreadable: Vec<&CheckResult> = checks
+        .iter()
+        .filter(|c| c.required() && c.status == CheckStatus::Error)
+        .collect();
+    let (samples, judge_error) = match judged {
+        Ok(samples) => (samples, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let judgement = combine(&samples);
+    let verdicts: Vec<Verdict> = samples
+        .iter()
+        .map(|s| sample_verdict(s, threshold))
+        .collect();
+    let judge_verdict = judgement.as_ref().map(|j| {
+        let passes = verdicts.iter().filter(|v| **v == Verdict::Pass).count();
+        let fails = verdicts.iter().filter(|v| **v == Verdict::Fail).count();
+        if passes > 0 && fails > 0 {
+            Verdict::Uncertain
+        } else {
+            sample_verdict(j, threshold)
+        }
+    });
+    let mut d = Decision {
+        judge_verdict,
+        samples: if samples.len() > 1 { samples.clone() } else { Vec::new() },
+        judgement,
+        ..Decision::default()
+    };
+    let names = |list: &[&CheckResult]| {
+        list.iter()
+            .map(|c| {
+                format!(
+                    "`{}`{}",
+                    c.name,
+                    c.details
+                        .first()
+                        .map_or_else(String::new, |d| format!(" ({d})"))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !failed.is_empty() {
+        d.verdict = Some(Verdict::Fail);
+        d.failed_by = Some(FailedBy::Check);
+        d.reason = Some(format!("failed check {}", names(&failed)));
+        if let Some(e) = judge_error {
+            d.warning = Some(format!("the judge could not score the run ({e}); the failed check decided"));
+        }
+        return d;
+    }
+    if !unreadable.is_empty() {
+        d.verdict = Some(Verdict::Error);
+        d.error = Some(format!(
+            "expected_state: check {} could not be evaluated",
+            names(&unreadable)
+        ));
+        return d;
+    }
+    if let Some(e) = judge_error {
+        d.verdict = Some(Verdict::Error);
+        d.error = Some(e);
+        return d;
+    }
+    d.verdict = d.judge_verdict;
+    match d.verdict {
+        Some(Verdict::Fail) => {
+            d.failed_by = Some(FailedBy::Judge);
+            d.reason = d.judgement.as_ref().map(|j| {
+                format!("judged {:.2} < pass threshold {threshold:.1}", j.overall)
+            });
+        }
+        Some(Verdict::Uncertain) => {
+            let passes = verdicts.iter().filter(|v| **v == Verdict::Pass).count();
+            d.reason = Some(format!(
+                "the judge passed {passes} of {} samples",
+                verdicts.len()
+            ));
+        }
+        _ => {}
+    }
+    d
 }
 
 fn mean_sd(values: &[f64]) -> (Option<f64>, Option<f64>) {
@@ -520,14 +695,28 @@ fn aggregate(
     let (passed, failed) = (count(Verdict::Pass), count(Verdict::Fail));
     let all_scored: Vec<&ScenarioSummary> =
         scenarios.iter().filter(|s| s.pass_all.is_some()).collect();
+    let failed_by = |by: FailedBy| {
+        runs.iter()
+            .filter(|r| r.verdict == Verdict::Fail && r.failed_by == Some(by))
+            .count() as u32
+    };
     let summary = SimSummary {
         runs: runs.len() as u32,
         passed,
         failed,
         simulator_fault: count(Verdict::SimulatorFault),
         errors: count(Verdict::Error),
+        failed_by_check: failed_by(FailedBy::Check),
+        failed_by_judge: failed_by(FailedBy::Judge),
+        judge_passed_failed_check: runs
+            .iter()
+            .filter(|r| r.failed_by == Some(FailedBy::Check) && r.judge_verdict == Some(Verdict::Pass))
+            .count() as u32,
+        uncertain: count(Verdict::Uncertain),
         mean_overall: mean_sd(&overall).0,
         pass_rate: (passed + failed > 0).then(|| f64::from(passed) / f64::from(passed + failed)),
+        pass_rate_interval: assay_core::stats::wilson(u64::from(passed), u64::from(passed + failed), 0.05)
+            .map(|i| [i.low, i.high]),
         pass_all_scenarios: (!all_scored.is_empty()).then(|| {
             (
                 all_scored
@@ -538,31 +727,8 @@ fn aggregate(
             )
         }),
     };
-    let gate = suite.config.gate.as_ref().map(|config| {
-        let mut reasons = Vec::new();
-        if let Some(min) = config.min_mean_overall {
-            match summary.mean_overall {
-                Some(m) if m >= min => {}
-                Some(m) => reasons.push(format!("mean overall {m:.2} < {min}")),
-                None => reasons.push("no scenario run was scored".to_owned()),
-            }
-        }
-        if let Some(min) = config.min_pass_rate {
-            match summary.pass_rate {
-                Some(r) if r >= min => {}
-                Some(r) => {
-                    reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0));
-                }
-                None => reasons.push("no scenario run was scored".to_owned()),
-            }
-        }
-        reasons.dedup();
-        GateOutcome {
-            config: config.clone(),
-            passed: reasons.is_empty(),
-            reasons,
-        }
-    });
+    let gate = Some(gate_outcome(suite.config.gate.as_ref(), &summary, &runs));
+    let judge = Some(judge_info(suite, options, &runs));
     SimReport {
         schema_version: SIM_SCHEMA_VERSION,
         suite: suite.config.name.clone(),
@@ -581,5 +747,121 @@ fn aggregate(
         criteria,
         runs,
         usage: Vec::new(),
+        judge,
+    }
+}
+
+/// The suite's gate, or without one the default rule: every scored run passes. Failed runs
+/// are allowed only by a gate that says how many may fail (`min_pass_rate`).
+fn gate_outcome(config: Option<&SimGate>, summary: &SimSummary, runs: &[ScenarioRun]) -> GateOutcome {
+    let mut reasons = Vec::new();
+    let allows_failures = config.is_some_and(|c| c.min_pass_rate.is_some());
+    if summary.failed > 0 && !allows_failures {
+        let failing: Vec<String> = runs
+            .iter()
+            .filter(|r| r.verdict == Verdict::Fail)
+            .map(|r| format!("{} #{}", r.scenario_id, r.repeat))
+            .collect();
+        let shown = failing.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let more = failing.len().saturating_sub(5);
+        reasons.push(format!(
+            "{} scored run(s) failed ({shown}{}){}",
+            summary.failed,
+            if more > 0 { format!(", and {more} more") } else { String::new() },
+            if config.is_some() {
+                "; only `gate.min_pass_rate` allows failing runs"
+            } else {
+                "; a suite without a `gate:` allows none"
+            }
+        ));
+    }
+    if let Some(config) = config {
+        if let Some(min) = config.min_mean_overall {
+            match summary.mean_overall {
+                Some(m) if m >= min => {}
+                Some(m) => reasons.push(format!("mean overall {m:.2} < {min}")),
+                None => reasons.push("no scenario run was scored".to_owned()),
+            }
+        }
+        if let Some(min) = config.min_pass_rate {
+            match summary.pass_rate {
+                Some(r) if r >= min => {}
+                Some(r) => {
+                    reasons.push(format!("pass rate {:.0}% < {:.0}%", r * 100.0, min * 100.0));
+                }
+                None => reasons.push("no scenario run was scored".to_owned()),
+            }
+        }
+    }
+    reasons.dedup();
+    GateOutcome {
+        config: config.cloned().unwrap_or_default(),
+        passed: reasons.is_empty(),
+        implicit: config.is_none(),
+        reasons,
+    }
+}
+
+/// The judge's version and, with several samples, its consistency.
+fn judge_info(suite: &Suite, options: &SimOptions, runs: &[ScenarioRun]) -> JudgeInfo {
+    let samples = options.judge_samples.max(1);
+    let consistency = (samples > 1).then(|| {
+        let sampled: Vec<&ScenarioRun> =
+            runs.iter().filter(|r| r.judge_samples.len() > 1).collect();
+        let flipped = sampled
+            .iter()
+            .filter(|r| r.judge_verdict == Some(Verdict::Uncertain))
+            .count() as u32;
+        let sd = |values: &[f64]| mean_sd(values).1.unwrap_or(0.0);
+        let criteria = suite
+            .criteria()
+            .iter()
+            .map(|c| {
+                let per_run: Vec<(f64, bool)> = sampled
+                    .iter()
+                    .map(|r| {
+                        let scores: Vec<f64> = r
+                            .judge_samples
+                            .iter()
+                            .filter_map(|j| j.scores.iter().find(|s| s.id == c.id))
+                            .map(|s| s.score)
+                            .collect();
+                        let varied = scores.windows(2).any(|w| w[0] != w[1]);
+                        (sd(&scores), varied)
+                    })
+                    .collect();
+                let sds: Vec<f64> = per_run.iter().map(|(s, _)| *s).collect();
+                CriterionSpread {
+                    id: c.id.clone(),
+                    mean_sd: mean_sd(&sds).0.unwrap_or(0.0),
+                    max_sd: sds.iter().copied().fold(0.0, f64::max),
+                    varied_share: if per_run.is_empty() {
+                        0.0
+                    } else {
+                        per_run.iter().filter(|(_, v)| *v).count() as f64 / per_run.len() as f64
+                    },
+                }
+            })
+            .collect();
+        let overall_sds: Vec<f64> = sampled
+            .iter()
+            .map(|r| sd(&r.judge_samples.iter().map(|j| j.overall).collect::<Vec<_>>()))
+            .collect();
+        JudgeConsistency {
+            judged: sampled.len() as u32,
+            flipped,
+            flip_share: if sampled.is_empty() {
+                0.0
+            } else {
+                f64::from(flipped) / sampled.len() as f64
+            },
+            criteria,
+            overall_sd: mean_sd(&overall_sds).0.unwrap_or(0.0),
+        }
+    });
+    JudgeInfo {
+        version: judge::version(suite),
+        samples,
+        consistency,
     }
 }

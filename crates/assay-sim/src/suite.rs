@@ -211,6 +211,10 @@ pub struct CheckConfig {
     pub command: Option<Vec<String>>,
     /// What must hold of that JSON.
     pub expect: Vec<Expectation>,
+    /// Reported, but does not decide the verdict (default false: a failed check fails the run,
+    /// whatever the judge scored).
+    #[serde(default)]
+    pub advisory: bool,
 }
 
 /// One assertion on a JSON value at a dot path.

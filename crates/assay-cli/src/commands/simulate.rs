@@ -114,6 +114,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         runs_in_flight,
         work_root: scratch.dir().to_owned(),
         keep_workdirs: args.keep_workdirs,
+        judge_samples: args.judge_samples,
         env: Arc::new(|name: &str| std::env::var(name).ok()),
         on_finished: Some(Arc::new(move |run| {
             progress.set_message(format!("{} #{}", run.scenario_id, run.repeat));

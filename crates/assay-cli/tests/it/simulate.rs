@@ -148,7 +148,7 @@ fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
     // Every tool call is in the transcript with arguments and the server's real result.
     let calls = tool_calls(chore);
     let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(&names[..2], ["get_quest_state", "log_chore"]);
+    assert_eq!(&names[..3], ["get_quest_state", "log_chore", "log_chore"]);
     assert_eq!(calls[1]["server"], "scout");
     assert_eq!(
         calls[1]["arguments"]["chore"],
@@ -161,14 +161,9 @@ fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
             .unwrap()
             .contains("Test Scout Will")
     );
-    // The expected-state check read the database after the conversation: one chore, not two.
-    assert_eq!(chore["checks"][0]["status"], "failed");
-    assert!(
-        chore["checks"][0]["details"][0]
-            .as_str()
-            .unwrap()
-            .contains("length 1, expected 2")
-    );
+    // The expected-state check read the database after the conversation: both chores.
+    assert_eq!(chore["checks"][0]["status"], "passed", "{}", chore["checks"]);
+    assert_eq!(chore["verdict"], "pass");
 
     // The email went through the youth-protection rule with the parent in cc.
     let email = run_of(&report, "counselor_prep");
@@ -964,13 +959,41 @@ fn expected_state_reads_a_tool_a_resource_and_a_command() {
 "
         ),
     );
-    let out = simulate(
-        &scratch,
-        &[&ANTHROPIC[..], &["--scenarios", "goal_change", "--json"]].concat(),
-        &[],
+    let args = [&ANTHROPIC[..], &["--scenarios", "goal_change", "--json"]].concat();
+    // A failed required check fails the run (exit 1), and says which.
+    let out = simulate(&scratch, &args, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let report = out.json();
+    let run = run_of(&report, "goal_change");
+    assert_eq!((run["verdict"].as_str(), run["failed_by"].as_str()), (Some("fail"), Some("check")));
+    assert!(run["reason"].as_str().unwrap().contains("`a check that fails`"), "{run}");
+    // Advisory, it no longer decides; the check that cannot be read makes the run an error
+    // (exit 3): a verdict needs every required check.
+    scratch.edit(
+        "sim/scenarios/goal_change.yaml",
+        "  - name: a check that fails\n",
+        "  - name: a check that fails\n    advisory: true\n",
     );
+    let out = simulate(&scratch, &args, &[]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let report = out.json();
+    let run = run_of(&report, "goal_change");
+    assert_eq!(run["verdict"], "error");
+    assert!(
+        run["error"].as_str().unwrap().contains("`a check that cannot be read`")
+            && run["error"].as_str().unwrap().contains("could not be evaluated"),
+        "{run}"
+    );
+    // Both advisory: the judge decides, and every check is still reported.
+    scratch.edit(
+        "sim/scenarios/goal_change.yaml",
+        "  - name: a check that cannot be read\n",
+        "  - name: a check that cannot be read\n    advisory: true\n",
+    );
+    let out = simulate(&scratch, &args, &[]);
     assert_eq!(out.code, 0, "{out:?}");
     let report = out.json();
+    assert_eq!(run_of(&report, "goal_change")["verdict"], "pass");
     let checks = run_of(&report, "goal_change")["checks"]
         .as_array()
         .unwrap()
@@ -1093,4 +1116,138 @@ fn scratch_folders_go_after_every_run_and_a_killed_runs_on_the_next_start() {
     );
     assert!(out.code == 0 || out.code == 1, "{out:?}");
     assert_eq!(sim_scratch(&scratch), kept);
+}
+
+const OPENAI: [&str; 6] = [
+    "--model",
+    "openai/coach-under-test",
+    "--simulator-model",
+    "openai/scout-sim",
+    "--evaluator-model",
+    "openai/judge",
+];
+
+/// Issue 18: an assistant that claims an action its tools never performed, before a judge that
+/// believes it. The state check decides: the run fails, the command exits 1, and the reports
+/// name the check and count the judge's error; an advisory check does not decide.
+#[test]
+fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
+    let provider = provider(Behaviour::default());
+    for models in [ANTHROPIC, OPENAI] {
+        let scratch = project(&provider);
+        let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
+        scratch.write(
+            "sim/prompts/coach_system_prompt.md",
+            &format!("{prompt}\nCLAIM_WITHOUT_TOOLS\n"),
+        );
+        // No gate: the default rule, every scored run must pass.
+        let suite = scratch.read("sim/suite.yaml");
+        scratch.write(
+            "sim/suite.yaml",
+            &suite.replace("gate:\n  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n", ""),
+        );
+        let out = simulate(
+            &scratch,
+            &[&models[..], &["--scenarios", "daily_chore,off_topic"]].concat(),
+            &[],
+        );
+        assert_eq!(out.code, 1, "{models:?}: {out:?}");
+        assert!(out.stdout.contains("Failed by a state check"), "{}", out.stdout);
+        assert!(
+            out.stdout
+                .contains("failed check `exactly the two chores Will did are logged for today` (chores_today: length 0, expected 2)"),
+            "{}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("(the judge said pass)"), "{}", out.stdout);
+        assert!(
+            out.stdout
+                .contains("the judge passed 1 run(s) whose state check failed"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout
+                .contains("gate (no `gate:` in the suite: every scored run must pass): FAILED (1 scored run(s) failed (daily_chore #1)"),
+            "{}",
+            out.stdout
+        );
+        let report: Value =
+            serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
+        assert_eq!(report["schema_version"], 2);
+        let chore = run_of(&report, "daily_chore");
+        assert_eq!(chore["verdict"], "fail");
+        assert_eq!(chore["failed_by"], "check");
+        assert_eq!(chore["judge_verdict"], "pass");
+        assert!(chore["overall"].as_f64().unwrap() >= 7.0, "the judge was fooled");
+        assert!(tool_calls(chore).is_empty(), "no tool was called");
+        assert_eq!(report["summary"]["failed_by_check"], 1);
+        assert_eq!(report["summary"]["judge_passed_failed_check"], 1);
+        assert_eq!(run_of(&report, "off_topic")["verdict"], "pass");
+        let md = scratch.read("sim/reports/latest.md");
+        assert!(md.contains("daily_chore #1 — FAIL (check)"), "{md}");
+        assert!(md.contains("The judge alone said **pass**"), "{md}");
+        assert!(md.contains("The judge passed 1 run(s) whose state check failed"), "{md}");
+
+        // The same check marked advisory: reported, but the judge decides (and passes).
+        scratch.edit(
+            "sim/scenarios/daily_chore.yaml",
+            "  - name: exactly the two chores Will did are logged for today\n",
+            "  - name: exactly the two chores Will did are logged for today\n    advisory: true\n",
+        );
+        let out = simulate(
+            &scratch,
+            &[&models[..], &["--scenarios", "daily_chore"]].concat(),
+            &[],
+        );
+        assert_eq!(out.code, 0, "{models:?}: {out:?}");
+        let report: Value =
+            serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
+        let chore = run_of(&report, "daily_chore");
+        assert_eq!(chore["verdict"], "pass");
+        assert_eq!(chore["checks"][0]["status"], "failed");
+        assert_eq!(chore["checks"][0]["advisory"], true);
+        let md = scratch.read("sim/reports/latest.md");
+        assert!(md.contains("(advisory) Failed"), "{md}");
+    }
+}
+
+/// Issue 18: with a gate that allows some failures (`min_pass_rate`), a failed run does not
+/// fail the command by itself; without one, one failed run does.
+#[test]
+fn only_a_pass_rate_gate_allows_failing_runs() {
+    let provider = provider(Behaviour::default());
+    let scratch = project(&provider);
+    let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
+    scratch.write(
+        "sim/prompts/coach_system_prompt.md",
+        &format!("{prompt}\nCLAIM_WITHOUT_TOOLS\n"),
+    );
+    let suite = scratch.read("sim/suite.yaml");
+    scratch.write(
+        "sim/suite.yaml",
+        &suite.replace("  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n", "  min_pass_rate: 0.5\n"),
+    );
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--scenarios", "daily_chore,off_topic"]].concat(),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("gate: passed"), "{}", out.stdout);
+    scratch.write(
+        "sim/suite.yaml",
+        &suite.replace("  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n", "  min_mean_overall: 1.0\n"),
+    );
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--scenarios", "daily_chore,off_topic"]].concat(),
+        &[],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stdout.contains("only `gate.min_pass_rate` allows failing runs"),
+        "{}",
+        out.stdout
+    );
 }

@@ -37,6 +37,7 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         tools: Vec::new(),
         tool_choice: None,
         output_schema: None,
+        seed: None,
     };
     let response = chat.chat(&request).await.unwrap();
 
@@ -105,6 +106,7 @@ async fn optional_fields_are_left_out_and_non_text_blocks_ignored() {
         tools: Vec::new(),
         tool_choice: None,
         output_schema: None,
+        seed: None,
     };
     let response = client(&server).chat(&request).await.unwrap();
     assert_eq!(
@@ -225,6 +227,7 @@ async fn tool_calls_and_results_use_content_blocks() {
         }],
         tool_choice: Some(ToolChoice::Auto),
         output_schema: None,
+        seed: None,
     };
     let response = client(&server).chat(&request).await.unwrap();
     assert_eq!(

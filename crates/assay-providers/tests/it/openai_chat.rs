@@ -33,6 +33,7 @@ async fn sends_the_documented_request_and_parses_the_answer() {
         tools: Vec::new(),
         tool_choice: None,
         output_schema: None,
+        seed: None,
     };
     let response = chat.chat(&request).await.unwrap();
 
@@ -94,6 +95,7 @@ async fn a_local_server_needs_no_key_and_gets_no_auth_header() {
         tools: Vec::new(),
         tool_choice: None,
         output_schema: None,
+        seed: None,
     };
     chat.chat(&request).await.unwrap();
     let r = &server.requests()[0];
@@ -228,6 +230,7 @@ async fn tool_calls_and_results_use_function_messages() {
         }],
         tool_choice: Some(ToolChoice::Tool("log_chore".into())),
         output_schema: None,
+        seed: None,
     };
     let response = chat.chat(&request).await.unwrap();
     assert_eq!(
