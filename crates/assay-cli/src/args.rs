@@ -24,9 +24,23 @@ pub struct Cli {
 pub enum Command {
     /// Run test banks against a project and report scores and health.
     ///
-    /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, or below [gate] in
-    /// assay.toml), 2 bad input, 3 infrastructure errors.
+    /// With --baseline, the run is compared case by case with a saved run: the console leads
+    /// with what differs between the two runs' setups and the regressions, the reports gain a
+    /// "Compared with" section, and [gate]'s regression rules apply (no_new_hard_fails and
+    /// no_new_critical, on by default; max_score_drop).
+    ///
+    /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, below [gate] in assay.toml,
+    /// or a regression rule broken; the cases are named), 2 bad input, 3 infrastructure errors.
     Run(RunArgs),
+    /// The saved runs of a project: list them, or compare two case by case (what the web UI's
+    /// run diff shows).
+    Runs {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
     /// Print each semantic case's resolved expectations and where they came from, or record a
     /// human override (`assay expectations override`).
     Expectations(ExpectationsArgs),
@@ -313,6 +327,34 @@ pub struct RunArgs {
     /// finished cases are not run again.
     #[arg(long)]
     pub resume: bool,
+
+    /// Compare with a saved run: a results JSON file, a saved run's id (its stamp, like
+    /// 2026-11-25-0915, or its run_id) or `latest` (the newest saved run before this one).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+}
+
+/// `assay runs …`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// The saved runs, newest first.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two runs case by case: what differs in their setups, regressions, topics,
+    /// improvements, and the paired comparison of their per-case scores. Each run is a saved
+    /// run's id, `latest`, or a results JSON file.
+    Diff {
+        /// The first run (the baseline).
+        before: String,
+        /// The second run.
+        after: String,
+        /// Print the comparison as JSON (every case, unchanged ones included).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `assay retrieve`

@@ -1,5 +1,8 @@
 //! Comparing two runs case by case: which cases got better, which got worse, which stayed the
-//! same, and which only one run has or could not score.
+//! same, and which only one run has or could not score; which cases newly hard-fail or newly
+//! fail critically; how each topic moved; and, first of all, what differs between the two
+//! runs' setups (settings, embedder and reranker, the knowledge base's entities), so that a
+//! change in results can be read against a change in what was run.
 //!
 //! ```
 //! use assay_core::rundiff::{CaseScore, diff_scores};
@@ -10,12 +13,14 @@
 //! assert_eq!(diff.unchanged.len(), 1);
 //! ```
 
-use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
 
 use crate::runlog::RunLog;
 
 /// One case's score in a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseScore {
     /// The bank's key (`semantic`, `state`, `pattern`, `always`).
     pub bank: String,
@@ -25,8 +30,11 @@ pub struct CaseScore {
     pub score: Option<u32>,
     /// Whether it hard-failed.
     pub is_hard_fail: bool,
+    /// Whether it is a critical failure (a missed crisis, or a crisis false alarm).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_critical_failure: bool,
     /// The infrastructure error, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -38,6 +46,7 @@ impl CaseScore {
             test_id: test_id.to_owned(),
             score,
             is_hard_fail: false,
+            is_critical_failure: false,
             error: None,
         }
     }
@@ -52,6 +61,7 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
             test_id: c.test_id.clone(),
             score: c.score,
             is_hard_fail: c.is_hard_fail,
+            is_critical_failure: false,
             error: c.error.clone(),
         }));
     }
@@ -60,6 +70,7 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
         test_id: test_id.to_owned(),
         score: Some(score),
         is_hard_fail,
+        is_critical_failure: false,
         error: None,
     };
     if let Some(r) = &log.state {
@@ -70,11 +81,10 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
         );
     }
     if let Some(r) = &log.pattern {
-        out.extend(
-            r.results
-                .iter()
-                .map(|c| scored("pattern", &c.test_id, c.score, c.is_hard_fail)),
-        );
+        out.extend(r.results.iter().map(|c| CaseScore {
+            is_critical_failure: c.is_critical_failure,
+            ..scored("pattern", &c.test_id, c.score, c.is_hard_fail)
+        }));
     }
     if let Some(r) = &log.always {
         out.extend(
@@ -87,7 +97,7 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
 }
 
 /// One case in both runs (or in one of them).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseChange {
     /// The bank's key.
     pub bank: String,
@@ -103,16 +113,29 @@ pub struct CaseChange {
     pub was_hard_fail: bool,
     /// Hard-failed in the second run.
     pub is_hard_fail: bool,
+    /// A critical failure in the first run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub was_critical_failure: bool,
+    /// A critical failure in the second run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_critical_failure: bool,
     /// The error in the first run, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_error: Option<String>,
     /// The error in the second run, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_error: Option<String>,
 }
 
+impl CaseChange {
+    /// `bank/test_id`, as messages name a case.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.bank, self.test_id)
+    }
+}
+
 /// Two runs compared case by case. Cases are matched by bank and `test_id`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseDiff {
     /// Cases whose score rose, the largest rise first.
     pub better: Vec<CaseChange>,
@@ -127,6 +150,16 @@ pub struct CaseDiff {
     pub added: Vec<CaseChange>,
     /// Cases only the first run has.
     pub removed: Vec<CaseChange>,
+    /// Cases that hard-fail in the second run but did not in the first (new cases included),
+    /// in run order.
+    #[serde(default)]
+    pub new_hard_fails: Vec<CaseChange>,
+    /// Cases that hard-failed in the first run and no longer do.
+    #[serde(default)]
+    pub fixed_hard_fails: Vec<CaseChange>,
+    /// Cases that are a critical failure in the second run but were not in the first.
+    #[serde(default)]
+    pub new_critical: Vec<CaseChange>,
 }
 
 /// Compares two runs' case scores.
@@ -149,9 +182,20 @@ pub fn diff_scores(before: &[CaseScore], after: &[CaseScore]) -> CaseDiff {
             },
             was_hard_fail: a.is_some_and(|a| a.is_hard_fail),
             is_hard_fail: b.is_hard_fail,
+            was_critical_failure: a.is_some_and(|a| a.is_critical_failure),
+            is_critical_failure: b.is_critical_failure,
             before_error: a.and_then(|a| a.error.clone()),
             after_error: b.error.clone(),
         };
+        if change.is_hard_fail && !change.was_hard_fail {
+            diff.new_hard_fails.push(change.clone());
+        }
+        if change.was_hard_fail && !change.is_hard_fail && change.after.is_some() {
+            diff.fixed_hard_fails.push(change.clone());
+        }
+        if change.is_critical_failure && !change.was_critical_failure {
+            diff.new_critical.push(change.clone());
+        }
         match (a, change.delta) {
             (None, _) => diff.added.push(change),
             (Some(_), None) => diff.errored.push(change),
@@ -170,6 +214,8 @@ pub fn diff_scores(before: &[CaseScore], after: &[CaseScore]) -> CaseDiff {
                 delta: None,
                 was_hard_fail: a.is_hard_fail,
                 is_hard_fail: false,
+                was_critical_failure: a.is_critical_failure,
+                is_critical_failure: false,
                 before_error: a.error.clone(),
                 after_error: None,
             });
@@ -182,7 +228,7 @@ pub fn diff_scores(before: &[CaseScore], after: &[CaseScore]) -> CaseDiff {
 }
 
 /// The headline of one run in a comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunHeadline {
     /// The run's id.
     pub run_id: String,
@@ -215,24 +261,238 @@ impl RunHeadline {
     }
 }
 
-/// Two runs compared: their headlines, the change in weighted score, and the cases.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One setting or part of the setup that differs between two runs (`None`: not set there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingChange {
+    /// The dotted key (`retrieval.score_threshold`) or the setup's part (`semantic`).
+    pub key: String,
+    /// Its value in the first run.
+    pub before: Option<String>,
+    /// Its value in the second run.
+    pub after: Option<String>,
+}
+
+/// How the knowledge base differs between two runs, by entity content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KbChanges {
+    /// Whether both runs recorded their entities (runs of very large knowledge bases, and runs
+    /// written before RunLog version 2, record only a digest of the whole).
+    pub by_entity: bool,
+    /// Whether the knowledge bases differ at all.
+    pub differ: bool,
+    /// Entities whose content changed.
+    #[serde(default)]
+    pub changed: Vec<String>,
+    /// Entities only the second run had.
+    #[serde(default)]
+    pub added: Vec<String>,
+    /// Entities only the first run had.
+    #[serde(default)]
+    pub removed: Vec<String>,
+}
+
+impl KbChanges {
+    /// Compares two runs' knowledge bases.
+    pub fn of(before: &KbFingerprint, after: &KbFingerprint) -> KbChanges {
+        let differ = before.digest != after.digest;
+        let by_entity = !before.entities.is_empty() || !after.entities.is_empty();
+        if !differ || !by_entity {
+            return KbChanges {
+                by_entity,
+                differ,
+                ..KbChanges::default()
+            };
+        }
+        let mut changes = KbChanges {
+            by_entity,
+            differ,
+            ..KbChanges::default()
+        };
+        for (id, digest) in &after.entities {
+            match before.entities.get(id) {
+                None => changes.added.push(id.clone()),
+                Some(d) if d != digest => changes.changed.push(id.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.removed = before
+            .entities
+            .keys()
+            .filter(|id| !after.entities.contains_key(*id))
+            .cloned()
+            .collect();
+        changes
+    }
+
+    /// Entities changed, added or removed.
+    pub fn count(&self) -> usize {
+        self.changed.len() + self.added.len() + self.removed.len()
+    }
+}
+
+/// What a run's knowledge base held: a digest of the whole and, for knowledge bases up to
+/// [`KbFingerprint::MAX_ENTITIES`] entities, a digest of each entity's content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KbFingerprint {
+    /// A digest of every entity (id and content), in id order.
+    pub digest: String,
+    /// Entities in the knowledge base (active or not).
+    pub count: usize,
+    /// Each entity's content digest, by id (empty beyond [`KbFingerprint::MAX_ENTITIES`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entities: BTreeMap<String, String>,
+}
+
+impl KbFingerprint {
+    /// Beyond this many entities only the whole is digested (a run record stays small).
+    pub const MAX_ENTITIES: usize = 50_000;
+}
+
+/// A topic whose average moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopicChange {
+    /// The topic.
+    pub topic: String,
+    /// Its average in the first run (`None`: no case of it there).
+    pub before: Option<f64>,
+    /// Its average in the second run.
+    pub after: Option<f64>,
+    /// `after - before`, one decimal, when both exist.
+    pub delta: Option<f64>,
+}
+
+/// Two runs compared: their headlines, what differs in their setups, the change in weighted
+/// score, how topics moved, and the cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDiff {
+    /// What the first run is called where it came from (its results file), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The first run (the baseline).
     pub before: RunHeadline,
     /// The second run.
     pub after: RunHeadline,
+    /// Settings and setup (embedder, reranker) that differ, in key order: why results may
+    /// differ, shown first.
+    #[serde(default)]
+    pub setup_changes: Vec<SettingChange>,
+    /// How the knowledge base differs.
+    #[serde(default)]
+    pub kb_changes: KbChanges,
     /// `after.combined_score - before.combined_score`, one decimal.
     pub score_delta: f64,
     /// How many cases fall in each group (`better`, `worse`, `unchanged`, `errored`, `added`,
-    /// `removed`).
-    pub counts: std::collections::BTreeMap<&'static str, usize>,
+    /// `removed`, `new_hard_fails`, `fixed_hard_fails`, `new_critical`).
+    pub counts: BTreeMap<String, usize>,
+    /// Semantic topics whose average moved (by the largest fall first), and topics only one
+    /// run has.
+    #[serde(default)]
+    pub topic_changes: Vec<TopicChange>,
+    /// The paired comparison of the cases both runs scored: the mean change with its
+    /// bootstrap interval and whether the second run is better, worse or not distinguishable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significance: Option<crate::stats::PairedComparison>,
+    /// The regression gate's verdict, when the comparison was a gate (`assay run --baseline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<RegressionGate>,
     /// The cases.
     #[serde(flatten)]
     pub cases: CaseDiff,
 }
 
-/// Compares run `before` with run `after`.
+/// The verdict of `[gate]`'s regression rules on a comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegressionGate {
+    /// Whether every rule held.
+    pub passed: bool,
+    /// One line per rule that failed, naming the cases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// The cases that broke a rule (`bank/test_id`), each once, in the order found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<String>,
+}
+
+impl RunDiff {
+    /// Whether anything differs: setup, knowledge base, or any case's score or presence.
+    pub fn is_unchanged(&self) -> bool {
+        self.setup_changes.is_empty()
+            && !self.kb_changes.differ
+            && self.cases.better.is_empty()
+            && self.cases.worse.is_empty()
+            && self.cases.errored.is_empty()
+            && self.cases.added.is_empty()
+            && self.cases.removed.is_empty()
+    }
+
+    /// Drops the unchanged cases (kept as a count), for a record embedded in a report.
+    pub fn without_unchanged(mut self) -> RunDiff {
+        self.cases.unchanged.clear();
+        self
+    }
+}
+
+/// The settings and setup entries that differ between two maps, in key order.
+pub fn setting_changes(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Vec<SettingChange> {
+    let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    keys.into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| SettingChange {
+            key: k.clone(),
+            before: before.get(k).cloned(),
+            after: after.get(k).cloned(),
+        })
+        .collect()
+}
+
+fn topic_changes(before: &RunLog, after: &RunLog) -> Vec<TopicChange> {
+    let empty = BTreeMap::new();
+    let of = |log: &RunLog| {
+        log.semantic
+            .as_ref()
+            .map_or(&empty, |s| &s.topic_scores)
+            .clone()
+    };
+    let (a, b) = (of(before), of(after));
+    let topics: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let mut out: Vec<TopicChange> = topics
+        .into_iter()
+        .filter_map(|t| {
+            let (x, y) = (a.get(t).map(|g| g.avg), b.get(t).map(|g| g.avg));
+            let delta = x.zip(y).map(|(x, y)| ((y - x) * 10.0).round() / 10.0);
+            (delta != Some(0.0)).then(|| TopicChange {
+                topic: t.clone(),
+                before: x,
+                after: y,
+                delta,
+            })
+        })
+        .collect();
+    out.sort_by(|p, q| {
+        p.delta
+            .unwrap_or(0.0)
+            .total_cmp(&q.delta.unwrap_or(0.0))
+            .then_with(|| p.topic.cmp(&q.topic))
+    });
+    out
+}
+
+/// The setup entries a run records besides its settings: the systems under test.
+fn setup_entries(log: &RunLog) -> BTreeMap<String, String> {
+    let mut all: BTreeMap<String, String> = log
+        .setup
+        .iter()
+        .map(|(k, v)| (format!("setup.{k}"), v.clone()))
+        .collect();
+    all.extend(log.settings.iter().map(|(k, v)| (k.clone(), v.clone())));
+    all
+}
+
+/// Compares run `before` with run `after`, with the paired bootstrap (seeded, 95 %) on the
+/// cases both scored.
 pub fn diff_runs(before: &RunLog, after: &RunLog) -> RunDiff {
     let cases = diff_scores(&case_scores(before), &case_scores(after));
     let counts = [
@@ -242,15 +502,32 @@ pub fn diff_runs(before: &RunLog, after: &RunLog) -> RunDiff {
         ("errored", cases.errored.len()),
         ("added", cases.added.len()),
         ("removed", cases.removed.len()),
+        ("new_hard_fails", cases.new_hard_fails.len()),
+        ("fixed_hard_fails", cases.fixed_hard_fails.len()),
+        ("new_critical", cases.new_critical.len()),
     ]
     .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
     .collect();
+    let pairs: Vec<(f64, f64)> = cases
+        .better
+        .iter()
+        .chain(&cases.worse)
+        .chain(&cases.unchanged)
+        .filter_map(|c| Some((f64::from(c.before?), f64::from(c.after?))))
+        .collect();
     let delta = after.summary.combined_score - before.summary.combined_score;
     RunDiff {
+        label: None,
         before: RunHeadline::of(before),
         after: RunHeadline::of(after),
+        setup_changes: setting_changes(&setup_entries(before), &setup_entries(after)),
+        kb_changes: KbChanges::of(&before.kb, &after.kb),
         score_delta: (delta * 10.0).round() / 10.0,
         counts,
+        topic_changes: topic_changes(before, after),
+        significance: crate::stats::paired_comparison(&pairs),
+        gate: None,
         cases,
     }
 }

@@ -13,8 +13,13 @@ use crate::bank::{BankType, ExpectationSet};
 use crate::ir::{IrMetrics, IrSummary};
 use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
 
-/// The RunLog schema version; changes are additive only.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The RunLog schema version; changes are additive only. Version 2 added `settings`, `kb`
+/// and `baseline`: what a comparison with a later run needs.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest RunLog a baseline comparison accepts: older runs do not record their settings
+/// and knowledge base, so a comparison could not say why results differ.
+pub const BASELINE_OLDEST: u32 = 2;
 
 /// Overall health (000 §9.4), ordered from worst to best.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -730,6 +735,16 @@ pub struct RunLog {
     /// Warnings raised while loading (unknown fields, unknown entities, pre-V2 banks).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The project settings that shape results (`assay.toml`'s `[weights]`, `[semantic]`,
+    /// `[retrieval]`, `[embedder]` and `[gate]`, as dotted keys with their values as written).
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    /// What the knowledge base held.
+    #[serde(default)]
+    pub kb: crate::rundiff::KbFingerprint,
+    /// The comparison with a baseline run (`assay run --baseline`), unchanged cases left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<crate::rundiff::RunDiff>>,
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod banks;
+pub mod baseline;
 pub mod calibrate;
 pub mod compare;
 pub mod engine;

@@ -5,6 +5,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use assay_core::bank::BankType;
+use assay_core::rundiff::KbFingerprint;
 use assay_core::runlog::{
     AlwaysResults, BankResults, PatternResults, RunFilters, RunLog, SCHEMA_VERSION,
     SemanticCaseResult, SemanticResults, StateResults,
@@ -362,6 +363,40 @@ pub async fn run(
         pattern: results.pattern,
         always: results.always,
         warnings,
+        settings: project.settings.recorded.clone(),
+        kb: kb_fingerprint(backends.kb)?,
+        baseline: None,
+    })
+}
+
+/// What a run's knowledge base holds: a SHA-256 digest (16 hex digits) of every entity, active
+/// or not, in id order, and of each entity alone when there are not too many.
+pub fn kb_fingerprint(kb: &dyn KnowledgeBase) -> Result<KbFingerprint, HarnessError> {
+    use sha2::{Digest, Sha256};
+    let mut entities = kb.list(&assay_kb::EntityFilter::default())?;
+    entities.sort_by(|a, b| a.entity_id.cmp(&b.entity_id));
+    let hex = |d: &[u8]| {
+        d.iter().take(8).fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+    };
+    let mut whole = Sha256::new();
+    let mut each = std::collections::BTreeMap::new();
+    let keep = entities.len() <= KbFingerprint::MAX_ENTITIES;
+    for e in &entities {
+        let text = json(e);
+        whole.update(e.entity_id.as_bytes());
+        whole.update(text.as_bytes());
+        if keep {
+            each.insert(e.entity_id.clone(), hex(&Sha256::digest(text.as_bytes())));
+        }
+    }
+    Ok(KbFingerprint {
+        digest: hex(&whole.finalize()),
+        count: entities.len(),
+        entities: each,
     })
 }
 

@@ -34,7 +34,7 @@ pub enum JournalMode {
 
 /// The choices of a run beyond its [`RunRequest`]: each `None` falls back to the environment,
 /// then `assay.toml`, then the default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunSetup {
     /// The embedder (`--embedder`).
     pub embedder: Option<String>,
@@ -48,6 +48,9 @@ pub struct RunSetup {
     pub journal: JournalMode,
     /// Save `results/results_<stamp>.json` and `results/report_<stamp>.md` / `.html`.
     pub save: bool,
+    /// A baseline to compare the run with ([`crate::baseline::load`]): the comparison and the
+    /// regression rules' verdict go into the RunLog (`baseline`) and every report.
+    pub baseline: Option<crate::baseline::Baseline>,
 }
 
 /// What a run produced.
@@ -173,7 +176,11 @@ pub async fn execute(
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
         journal: journal.as_mut(),
     };
-    let log = run::run(project, request, backends, options, observer).await?;
+    let mut log = run::run(project, request, backends, options, observer).await?;
+    if let Some(baseline) = &setup.baseline {
+        let diff = crate::baseline::compare(baseline, &log, &settings.regression);
+        log.baseline = Some(Box::new(diff.without_unchanged()));
+    }
 
     let json = assay_report::json(&log);
     let saved = if setup.save {

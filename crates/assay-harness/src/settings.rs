@@ -67,6 +67,15 @@ pub struct GateConfig {
     pub min_health: String,
     /// The lowest combined score that passes (default 0).
     pub min_score: f64,
+    /// With `--baseline`: fail when a case hard-fails that did not in the baseline (default
+    /// true).
+    pub no_new_hard_fails: bool,
+    /// With `--baseline`: fail when a case is a critical failure that was not in the baseline
+    /// (default true).
+    pub no_new_critical: bool,
+    /// With `--baseline`: fail when the combined score falls by more than this many points
+    /// (0-100; default: no limit).
+    pub max_score_drop: Option<f64>,
 }
 
 impl Default for GateConfig {
@@ -74,8 +83,22 @@ impl Default for GateConfig {
         GateConfig {
             min_health: "POOR".into(),
             min_score: 0.0,
+            no_new_hard_fails: true,
+            no_new_critical: true,
+            max_score_drop: None,
         }
     }
+}
+
+/// The regression rules of `[gate]`, applied when a run is compared with a baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RegressionRules {
+    /// No case newly hard-fails.
+    pub no_new_hard_fails: bool,
+    /// No case newly fails critically.
+    pub no_new_critical: bool,
+    /// The combined score falls by at most this much.
+    pub max_score_drop: Option<f64>,
 }
 
 /// `[semantic]`: the semantic bank's pipeline sizes (000 §6.1).
@@ -432,6 +455,43 @@ pub struct ProjectSettings {
     pub simulate: SimulateConfig,
     /// Prompt-optimizer settings.
     pub optimize: OptimizeConfig,
+    /// `[gate]`'s regression rules (for `--baseline`).
+    pub regression: RegressionRules,
+    /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
+    /// `[retrieval]`, `[embedder]` and `[gate]` tables as dotted keys (`retrieval.top_k`) and
+    /// their TOML values. A run records them, so a comparison of two runs can say which
+    /// differ; a setting left at its default is not listed (the assay version decides it).
+    pub recorded: std::collections::BTreeMap<String, String>,
+}
+
+/// The `assay.toml` tables whose values a run records ([`ProjectSettings::recorded`]).
+pub const RECORDED_TABLES: [&str; 5] = ["weights", "semantic", "retrieval", "embedder", "gate"];
+
+/// The recorded settings of a parsed `assay.toml`.
+fn recorded(table: &toml::Table) -> std::collections::BTreeMap<String, String> {
+    fn flatten(
+        prefix: &str,
+        value: &toml::Value,
+        out: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        match value {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    flatten(&format!("{prefix}.{k}"), v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_owned(), other.to_string());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for name in RECORDED_TABLES {
+        if let Some(v) = table.get(name) {
+            flatten(name, v, &mut out);
+        }
+    }
+    out
 }
 
 /// The dotted key of the first float in `value` that is not finite, if any.
@@ -478,9 +538,8 @@ impl ProjectSettings {
                 }
             })?;
             // TOML can write `inf` and `nan`; no setting means either.
-            if let Ok(table) = text.parse::<toml::Table>()
-                && let Some(key) = non_finite(&toml::Value::Table(table), "")
-            {
+            let table = text.parse::<toml::Table>().unwrap_or_default();
+            if let Some(key) = non_finite(&toml::Value::Table(table.clone()), "") {
                 let last = key.rsplit('.').next().unwrap_or(&key).to_owned();
                 return Err(DataError {
                     path: path.clone(),
@@ -492,11 +551,15 @@ impl ProjectSettings {
                     message: format!("{key}: must be a finite number (not inf or nan)"),
                 });
             }
-            config
+            (config, recorded(&table))
         } else {
-            ProjectConfig::default()
+            (ProjectConfig::default(), std::collections::BTreeMap::new())
         };
-        ProjectSettings::resolve(root, config).map_err(|m| DataError::new(&path, m))
+        let (config, recorded) = config;
+        let mut settings =
+            ProjectSettings::resolve(root, config).map_err(|m| DataError::new(&path, m))?;
+        settings.recorded = recorded;
+        Ok(settings)
     }
 
     /// Validates and resolves a config.
@@ -532,6 +595,13 @@ impl ProjectSettings {
                 config.gate.min_health
             )
         })?;
+        if config
+            .gate
+            .max_score_drop
+            .is_some_and(|d| !(0.0..=100.0).contains(&d))
+        {
+            return Err("gate.max_score_drop: must be between 0 and 100 points".into());
+        }
         if !(0.0..=100.0).contains(&config.gate.min_score) {
             return Err(format!(
                 "gate.min_score: must be between 0 and 100, found {}",
@@ -689,6 +759,12 @@ impl ProjectSettings {
             calibration: config.calibration,
             simulate: config.simulate,
             optimize: config.optimize,
+            regression: RegressionRules {
+                no_new_hard_fails: config.gate.no_new_hard_fails,
+                no_new_critical: config.gate.no_new_critical,
+                max_score_drop: config.gate.max_score_drop,
+            },
+            recorded: std::collections::BTreeMap::new(),
         })
     }
 }

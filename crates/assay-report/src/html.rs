@@ -208,6 +208,13 @@ pub fn body(log: &RunLog) -> String {
         s.error_count
     );
 
+    if let Some(diff) = &log.baseline {
+        let label = diff
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("run {}", diff.before.run_id));
+        out.push_str(&crate::rundiff::html(diff, &label));
+    }
     critical(&mut out, log);
     errors(&mut out, log);
     components(&mut out, log);

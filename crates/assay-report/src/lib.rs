@@ -7,6 +7,8 @@
 //!   content the web UI's run page shows;
 //! * [`junit::render`]: JUnit XML for CI systems;
 //! * [`json`]: the RunLog itself, pretty-printed;
+//! * [`rundiff`]: a comparison of two runs for the console, as a Markdown section and as an
+//!   HTML section (a report's "Compared with", the web UI's run diff);
 //! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
 //!   of a conversation simulation, from its [`assay_core::simulation::SimReport`].
 //!
@@ -21,6 +23,7 @@ pub mod experiment;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod rundiff;
 mod select;
 pub mod simulation;
 

@@ -166,6 +166,13 @@ pub fn render(log: &RunLog) -> String {
         "**Run:** `{}` (assay {})\n",
         log.run_id, log.assay_version
     );
+    if let Some(diff) = &log.baseline {
+        let label = diff
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("run `{}`", diff.before.run_id));
+        out.push_str(&crate::rundiff::markdown(diff, &label));
+    }
 
     if !s.critical_failures.is_empty() {
         let _ = writeln!(out, "## 🚨 Critical Failures\n");

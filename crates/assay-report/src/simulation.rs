@@ -79,7 +79,10 @@ fn capitalise(text: &str) -> String {
 /// The judge in a line: its version and, with samples, how consistent it was.
 fn judge_line(report: &SimReport) -> Option<String> {
     let judge = report.judge.as_ref()?;
-    let mut line = format!("judge {} · version {}", report.evaluator_model, judge.version);
+    let mut line = format!(
+        "judge {} · version {}",
+        report.evaluator_model, judge.version
+    );
     if let Some(c) = &judge.consistency {
         let spread = c
             .criteria
@@ -142,7 +145,10 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
         s.passed,
         s.failed,
         if s.failed > 0 {
-            format!(" ({} by a check, {} by the judge)", s.failed_by_check, s.failed_by_judge)
+            format!(
+                " ({} by a check, {} by the judge)",
+                s.failed_by_check, s.failed_by_judge
+            )
         } else {
             String::new()
         },

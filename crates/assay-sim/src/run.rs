@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use assay_core::simulation::Ending;
 use assay_core::simulation::{
     CheckResult, CheckStatus, CriterionScore, CriterionSpread, CriterionSummary, FailedBy,
     GateOutcome, JudgeConsistency, JudgeInfo, Judgement, SIM_SCHEMA_VERSION, ScenarioRun,
     ScenarioSummary, SimGate, SimReport, SimSummary, Verdict,
 };
-use assay_core::simulation::Ending;
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
 
@@ -563,7 +563,11 @@ fn decide(
     });
     let mut d = Decision {
         judge_verdict,
-        samples: if samples.len() > 1 { samples.clone() } else { Vec::new() },
+        samples: if samples.len() > 1 {
+            samples.clone()
+        } else {
+            Vec::new()
+        },
         judgement,
         ..Decision::default()
     };
@@ -586,7 +590,9 @@ fn decide(
         d.failed_by = Some(FailedBy::Check);
         d.reason = Some(format!("failed check {}", names(&failed)));
         if let Some(e) = judge_error {
-            d.warning = Some(format!("the judge could not score the run ({e}); the failed check decided"));
+            d.warning = Some(format!(
+                "the judge could not score the run ({e}); the failed check decided"
+            ));
         }
         return d;
     }
@@ -607,9 +613,10 @@ fn decide(
     match d.verdict {
         Some(Verdict::Fail) => {
             d.failed_by = Some(FailedBy::Judge);
-            d.reason = d.judgement.as_ref().map(|j| {
-                format!("judged {:.2} < pass threshold {threshold:.1}", j.overall)
-            });
+            d.reason = d
+                .judgement
+                .as_ref()
+                .map(|j| format!("judged {:.2} < pass threshold {threshold:.1}", j.overall));
         }
         Some(Verdict::Uncertain) => {
             let passes = verdicts.iter().filter(|v| **v == Verdict::Pass).count();
@@ -710,13 +717,19 @@ fn aggregate(
         failed_by_judge: failed_by(FailedBy::Judge),
         judge_passed_failed_check: runs
             .iter()
-            .filter(|r| r.failed_by == Some(FailedBy::Check) && r.judge_verdict == Some(Verdict::Pass))
+            .filter(|r| {
+                r.failed_by == Some(FailedBy::Check) && r.judge_verdict == Some(Verdict::Pass)
+            })
             .count() as u32,
         uncertain: count(Verdict::Uncertain),
         mean_overall: mean_sd(&overall).0,
         pass_rate: (passed + failed > 0).then(|| f64::from(passed) / f64::from(passed + failed)),
-        pass_rate_interval: assay_core::stats::wilson(u64::from(passed), u64::from(passed + failed), 0.05)
-            .map(|i| [i.low, i.high]),
+        pass_rate_interval: assay_core::stats::wilson(
+            u64::from(passed),
+            u64::from(passed + failed),
+            0.05,
+        )
+        .map(|i| [i.low, i.high]),
         pass_all_scenarios: (!all_scored.is_empty()).then(|| {
             (
                 all_scored
@@ -753,7 +766,11 @@ fn aggregate(
 
 /// The suite's gate, or without one the default rule: every scored run passes. Failed runs
 /// are allowed only by a gate that says how many may fail (`min_pass_rate`).
-fn gate_outcome(config: Option<&SimGate>, summary: &SimSummary, runs: &[ScenarioRun]) -> GateOutcome {
+fn gate_outcome(
+    config: Option<&SimGate>,
+    summary: &SimSummary,
+    runs: &[ScenarioRun],
+) -> GateOutcome {
     let mut reasons = Vec::new();
     let allows_failures = config.is_some_and(|c| c.min_pass_rate.is_some());
     if summary.failed > 0 && !allows_failures {
@@ -762,12 +779,21 @@ fn gate_outcome(config: Option<&SimGate>, summary: &SimSummary, runs: &[Scenario
             .filter(|r| r.verdict == Verdict::Fail)
             .map(|r| format!("{} #{}", r.scenario_id, r.repeat))
             .collect();
-        let shown = failing.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let shown = failing
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
         let more = failing.len().saturating_sub(5);
         reasons.push(format!(
             "{} scored run(s) failed ({shown}{}){}",
             summary.failed,
-            if more > 0 { format!(", and {more} more") } else { String::new() },
+            if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            },
             if config.is_some() {
                 "; only `gate.min_pass_rate` allows failing runs"
             } else {
@@ -845,7 +871,13 @@ fn judge_info(suite: &Suite, options: &SimOptions, runs: &[ScenarioRun]) -> Judg
             .collect();
         let overall_sds: Vec<f64> = sampled
             .iter()
-            .map(|r| sd(&r.judge_samples.iter().map(|j| j.overall).collect::<Vec<_>>()))
+            .map(|r| {
+                sd(&r
+                    .judge_samples
+                    .iter()
+                    .map(|j| j.overall)
+                    .collect::<Vec<_>>())
+            })
             .collect();
         JudgeConsistency {
             judged: sampled.len() as u32,

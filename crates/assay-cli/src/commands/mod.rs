@@ -12,6 +12,7 @@ mod optimize;
 mod prompts;
 mod retrieve;
 mod run;
+mod runs;
 mod serve;
 mod simulate;
 mod state;
@@ -24,6 +25,7 @@ use crate::exit::Exit;
 pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Run(args) => run::run(&args),
+        Command::Runs { project, command } => runs::run(&project, &command),
         Command::Expectations(args) => expectations::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Banks {

@@ -27,6 +27,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     };
     let project = Project::load(&args.dir)?;
     log_warnings(&project.warnings);
+    // The baseline is found and checked before anything runs: a bad one writes nothing.
+    let baseline = args
+        .baseline
+        .as_deref()
+        .map(|spec| assay_harness::baseline::load(&project, spec))
+        .transpose()?;
     let setup = RunSetup {
         embedder: args.embedder.clone(),
         reranker: args.reranker.clone(),
@@ -38,6 +44,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             JournalMode::Start
         },
         save: !args.no_save,
+        baseline,
     };
     let show_progress =
         !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
@@ -66,7 +73,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         } else {
             Listing::Summary
         };
-        let mut text = assay_report::console::render(log, listing);
+        let mut text = String::new();
+        // A comparison leads: what differs between the runs, then the regressions.
+        if let Some(diff) = &log.baseline {
+            let label = diff.label.clone().unwrap_or_default();
+            text.push_str(&assay_report::rundiff::console(diff, &label));
+            text.push_str(
+                "  (the report's \"Compared with\" section and --json's `baseline` list every changed case)\n\n",
+            );
+        }
+        text.push_str(&assay_report::console::render(log, listing));
         if !outcome.usage_report.is_empty() {
             text.push('\n');
             text.push_str(&outcome.usage_report);
@@ -82,9 +98,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         out(&text);
     }
 
+    let regression_failed = log
+        .baseline
+        .as_ref()
+        .and_then(|d| d.gate.as_ref())
+        .is_some_and(|g| !g.passed);
+    if regression_failed && let Some(g) = log.baseline.as_ref().and_then(|d| d.gate.as_ref()) {
+        tracing::error!(
+            "the run regressed against the baseline: {}",
+            g.cases.join(", ")
+        );
+    }
     Ok(if log.summary.error_count > 0 {
         Exit::Infrastructure
-    } else if gate_passed(log, &project.settings) {
+    } else if gate_passed(log, &project.settings) && !regression_failed {
         Exit::Success
     } else {
         Exit::GateFailed

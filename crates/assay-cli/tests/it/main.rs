@@ -1,6 +1,7 @@
 //! Integration tests: the real `assay` binary on real project files.
 
 mod bad_input;
+mod baseline;
 mod calibrate;
 mod data;
 mod eval_set;

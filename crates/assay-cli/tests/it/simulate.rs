@@ -162,7 +162,11 @@ fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
             .contains("Test Scout Will")
     );
     // The expected-state check read the database after the conversation: both chores.
-    assert_eq!(chore["checks"][0]["status"], "passed", "{}", chore["checks"]);
+    assert_eq!(
+        chore["checks"][0]["status"], "passed",
+        "{}",
+        chore["checks"]
+    );
     assert_eq!(chore["verdict"], "pass");
 
     // The email went through the youth-protection rule with the parent in cc.
@@ -965,8 +969,17 @@ fn expected_state_reads_a_tool_a_resource_and_a_command() {
     assert_eq!(out.code, 1, "{out:?}");
     let report = out.json();
     let run = run_of(&report, "goal_change");
-    assert_eq!((run["verdict"].as_str(), run["failed_by"].as_str()), (Some("fail"), Some("check")));
-    assert!(run["reason"].as_str().unwrap().contains("`a check that fails`"), "{run}");
+    assert_eq!(
+        (run["verdict"].as_str(), run["failed_by"].as_str()),
+        (Some("fail"), Some("check"))
+    );
+    assert!(
+        run["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`a check that fails`"),
+        "{run}"
+    );
     // Advisory, it no longer decides; the check that cannot be read makes the run an error
     // (exit 3): a verdict needs every required check.
     scratch.edit(
@@ -980,8 +993,14 @@ fn expected_state_reads_a_tool_a_resource_and_a_command() {
     let run = run_of(&report, "goal_change");
     assert_eq!(run["verdict"], "error");
     assert!(
-        run["error"].as_str().unwrap().contains("`a check that cannot be read`")
-            && run["error"].as_str().unwrap().contains("could not be evaluated"),
+        run["error"]
+            .as_str()
+            .unwrap()
+            .contains("`a check that cannot be read`")
+            && run["error"]
+                .as_str()
+                .unwrap()
+                .contains("could not be evaluated"),
         "{run}"
     );
     // Both advisory: the judge decides, and every check is still reported.
@@ -1152,14 +1171,22 @@ fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
             &[],
         );
         assert_eq!(out.code, 1, "{models:?}: {out:?}");
-        assert!(out.stdout.contains("Failed by a state check"), "{}", out.stdout);
+        assert!(
+            out.stdout.contains("Failed by a state check"),
+            "{}",
+            out.stdout
+        );
         assert!(
             out.stdout
                 .contains("failed check `exactly the two chores Will did are logged for today` (chores_today: length 0, expected 2)"),
             "{}",
             out.stdout
         );
-        assert!(out.stdout.contains("(the judge said pass)"), "{}", out.stdout);
+        assert!(
+            out.stdout.contains("(the judge said pass)"),
+            "{}",
+            out.stdout
+        );
         assert!(
             out.stdout
                 .contains("the judge passed 1 run(s) whose state check failed"),
@@ -1172,14 +1199,16 @@ fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
             "{}",
             out.stdout
         );
-        let report: Value =
-            serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
+        let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
         assert_eq!(report["schema_version"], 2);
         let chore = run_of(&report, "daily_chore");
         assert_eq!(chore["verdict"], "fail");
         assert_eq!(chore["failed_by"], "check");
         assert_eq!(chore["judge_verdict"], "pass");
-        assert!(chore["overall"].as_f64().unwrap() >= 7.0, "the judge was fooled");
+        assert!(
+            chore["overall"].as_f64().unwrap() >= 7.0,
+            "the judge was fooled"
+        );
         assert!(tool_calls(chore).is_empty(), "no tool was called");
         assert_eq!(report["summary"]["failed_by_check"], 1);
         assert_eq!(report["summary"]["judge_passed_failed_check"], 1);
@@ -1187,7 +1216,10 @@ fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
         let md = scratch.read("sim/reports/latest.md");
         assert!(md.contains("daily_chore #1 — FAIL (check)"), "{md}");
         assert!(md.contains("The judge alone said **pass**"), "{md}");
-        assert!(md.contains("The judge passed 1 run(s) whose state check failed"), "{md}");
+        assert!(
+            md.contains("The judge passed 1 run(s) whose state check failed"),
+            "{md}"
+        );
 
         // The same check marked advisory: reported, but the judge decides (and passes).
         scratch.edit(
@@ -1201,8 +1233,7 @@ fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
             &[],
         );
         assert_eq!(out.code, 0, "{models:?}: {out:?}");
-        let report: Value =
-            serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
+        let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
         let chore = run_of(&report, "daily_chore");
         assert_eq!(chore["verdict"], "pass");
         assert_eq!(chore["checks"][0]["status"], "failed");
@@ -1226,7 +1257,10 @@ fn only_a_pass_rate_gate_allows_failing_runs() {
     let suite = scratch.read("sim/suite.yaml");
     scratch.write(
         "sim/suite.yaml",
-        &suite.replace("  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n", "  min_pass_rate: 0.5\n"),
+        &suite.replace(
+            "  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n",
+            "  min_pass_rate: 0.5\n",
+        ),
     );
     let out = simulate(
         &scratch,
@@ -1237,7 +1271,10 @@ fn only_a_pass_rate_gate_allows_failing_runs() {
     assert!(out.stdout.contains("gate: passed"), "{}", out.stdout);
     scratch.write(
         "sim/suite.yaml",
-        &suite.replace("  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n", "  min_mean_overall: 1.0\n"),
+        &suite.replace(
+            "  min_mean_overall: 7.0\n  min_pass_rate: 0.8\n",
+            "  min_mean_overall: 1.0\n",
+        ),
     );
     let out = simulate(
         &scratch,
@@ -1246,7 +1283,8 @@ fn only_a_pass_rate_gate_allows_failing_runs() {
     );
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stdout.contains("only `gate.min_pass_rate` allows failing runs"),
+        out.stdout
+            .contains("only `gate.min_pass_rate` allows failing runs"),
         "{}",
         out.stdout
     );

@@ -233,6 +233,8 @@ async fn diff(
         .collect();
     body.push_str(&counts.join(", "));
     body.push_str(".</p>");
+    // What the CLI's `assay runs diff` and a report's "Compared with" say, in the same words.
+    body.push_str(&assay_report::rundiff::html_overview(&d));
     change_rows(&mut body, "Worse", "worse", &d.cases.worse, "worse");
     change_rows(&mut body, "Better", "better", &d.cases.better, "better");
     change_rows(

@@ -1,0 +1,89 @@
+//! `assay runs list` and `assay runs diff A B`.
+
+use std::path::Path;
+
+use assay_harness::HarnessError;
+use assay_harness::baseline;
+use assay_harness::settings::ProjectSettings;
+
+use super::out;
+use crate::args::RunsCommand;
+use crate::exit::Exit;
+
+pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
+    let settings = ProjectSettings::load(dir)?;
+    let results = &settings.results_dir;
+    match command {
+        RunsCommand::List { json } => {
+            let runs = assay_harness::runs::list_runs(results)
+                .map_err(|e| HarnessError::Usage(e.to_string()))?;
+            if *json {
+                out(&format!("{}\n", serde_json::to_string_pretty(&runs)?));
+            } else if runs.is_empty() {
+                out(&format!("no saved runs in {}\n", results.display()));
+            } else {
+                let mut text = format!(
+                    "{:<20} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}\n",
+                    "id", "started", "score", "health", "cases", "hard", "errors"
+                );
+                for r in &runs {
+                    text.push_str(&format!(
+                        "{:<20} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}\n",
+                        r.id,
+                        r.timestamp,
+                        r.combined_score,
+                        r.health_status.to_string(),
+                        r.total_tests,
+                        r.hard_fails,
+                        r.error_count
+                    ));
+                }
+                out(&text);
+            }
+        }
+        RunsCommand::Diff {
+            before,
+            after,
+            json,
+        } => {
+            let a = baseline::resolve(results, before)?;
+            let b = baseline::resolve(results, after)?;
+            let (a_log, b_log) = (read(&a)?, read(&b)?);
+            let mut diff = assay_core::rundiff::diff_runs(&a_log, &b_log);
+            diff.label = Some(a.display().to_string());
+            if *json {
+                out(&format!("{}\n", serde_json::to_string_pretty(&diff)?));
+            } else {
+                let mut text = assay_report::rundiff::console(&diff, &a.display().to_string());
+                text.push_str(&format!(
+                    "  (second run: {}; --json gives every case)\n",
+                    b.display()
+                ));
+                out(&text);
+            }
+        }
+    }
+    Ok(Exit::Success)
+}
+
+/// A results file of any RunLog version (a comparison of runs older than version 2 cannot say
+/// which settings or entities differ, and says so).
+fn read(path: &Path) -> Result<assay_core::runlog::RunLog, HarnessError> {
+    match baseline::read_file(path) {
+        Ok(log) => Ok(log),
+        Err(e) if e.to_string().contains("written by an older assay") => {
+            tracing::warn!(
+                "{}: an older RunLog: settings and knowledge-base changes are not recorded in it",
+                path.display()
+            );
+            let text = std::fs::read_to_string(path).map_err(|e| HarnessError::io(path, &e))?;
+            serde_json::from_str(&text).map_err(|e| {
+                HarnessError::Data(assay_kb::datafile::DataError::new(
+                    path,
+                    format!("not a RunLog: {e}"),
+                ))
+            })
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,337 @@
+//! Comparing a run with a baseline run (`assay run --baseline`): finding the baseline, checking
+//! it belongs to this project and is recent enough to compare, and the regression rules of
+//! `[gate]` (`no_new_hard_fails`, `no_new_critical`, `max_score_drop`).
+//!
+//! A baseline is a results file, a saved run's id (its stamp, or the RunLog's `run_id`), or
+//! `latest` (the newest saved run before this one). It is resolved and checked before the run
+//! starts, so a bad baseline stops the run with nothing written.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), assay_harness::HarnessError> {
+//! use assay_harness::{baseline, project::Project};
+//! let project = Project::load(std::path::Path::new("examples/coparent"))?;
+//! let base = baseline::load(&project, "latest")?;
+//! println!("comparing with {}", base.label);
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use assay_core::rundiff::{RegressionGate, RunDiff, case_scores, diff_runs};
+use assay_core::runlog::{BASELINE_OLDEST, RunLog, SCHEMA_VERSION};
+use assay_kb::datafile::DataError;
+
+use crate::HarnessError;
+use crate::project::Project;
+use crate::runs::{self, RunsError};
+use crate::settings::RegressionRules;
+
+/// A baseline run, read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The run.
+    pub log: RunLog,
+    /// What to call it: the file it was read from.
+    pub label: String,
+}
+
+fn data(path: &Path, message: impl Into<String>) -> HarnessError {
+    HarnessError::Data(DataError::new(path, message))
+}
+
+/// Reads a RunLog file for a comparison: it must be a RunLog of a version this assay compares.
+pub fn read_file(path: &Path) -> Result<RunLog, HarnessError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| data(path, format!("cannot read the baseline: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        HarnessError::Data(DataError {
+            path: path.to_owned(),
+            line: Some(e.line()),
+            column: Some(e.column()),
+            message: format!("not JSON: {e}"),
+        })
+    })?;
+    let version = value
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| {
+            data(
+                path,
+                "not a run's results file (no `schema_version`; expected results/results_<stamp>.json)",
+            )
+        })?;
+    if version < u64::from(BASELINE_OLDEST) {
+        return Err(data(
+            path,
+            format!(
+                "written by an older assay (RunLog version {version}; comparisons need version {BASELINE_OLDEST} or later, which records the settings and knowledge base a run used): run the baseline again with this assay"
+            ),
+        ));
+    }
+    if version > u64::from(SCHEMA_VERSION) {
+        return Err(data(
+            path,
+            format!(
+                "written by a newer assay (RunLog version {version}; this assay reads up to {SCHEMA_VERSION})"
+            ),
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| data(path, format!("not a RunLog: {e}")))
+}
+
+/// Finds and reads the baseline `spec` names: a file, `latest`, a saved run's stamp or its
+/// `run_id`. Then checks that it is a run of `project`.
+pub fn load(project: &Project, spec: &str) -> Result<Baseline, HarnessError> {
+    let path = resolve(&project.settings.results_dir, spec)?;
+    let log = read_file(&path)?;
+    check_project(&log, project, &path)?;
+    Ok(Baseline {
+        log,
+        label: path.display().to_string(),
+    })
+}
+
+/// The results file `spec` names: a file, `latest` (the newest saved run in `results_dir`), a
+/// saved run's stamp, or a saved run's `run_id`.
+pub fn resolve(results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> {
+    let dir = results_dir;
+    let spec = spec.trim();
+    let path: PathBuf = if spec == "latest" {
+        let newest = runs::list_runs(dir)
+            .map_err(runs_error)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                HarnessError::Usage(format!(
+                    "`latest`: there is no saved run in {} yet (run once without --baseline, or name a results file)",
+                    dir.display()
+                ))
+            })?;
+        newest.json
+    } else if Path::new(spec).is_file() {
+        PathBuf::from(spec)
+    } else if runs::check_run_id(spec).is_ok() {
+        dir.join(format!("results_{spec}.json"))
+    } else if let Some(entry) = runs::list_runs(dir)
+        .map_err(runs_error)?
+        .into_iter()
+        .find(|r| r.run_id == spec)
+    {
+        entry.json
+    } else {
+        return Err(HarnessError::Usage(format!(
+            "`{spec}`: not a file, `latest`, a saved run's id (like 2026-11-25-0915) or a run_id in {}",
+            dir.display()
+        )));
+    };
+    if !path.is_file() {
+        return Err(HarnessError::Usage(format!(
+            "`{spec}`: no saved run ({} does not exist)",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn runs_error(e: RunsError) -> HarnessError {
+    HarnessError::Usage(e.to_string())
+}
+
+/// A baseline of another project shares no case with this one: comparing would call every
+/// case added and every old case removed.
+fn check_project(log: &RunLog, project: &Project, path: &Path) -> Result<(), HarnessError> {
+    let cases = case_scores(log);
+    if cases.is_empty() {
+        return Ok(());
+    }
+    let b = &project.banks;
+    let mine: HashSet<(&str, &str)> = b
+        .semantic
+        .iter()
+        .map(|c| ("semantic", c.case.test_id.as_str()))
+        .chain(b.state.iter().map(|c| ("state", c.case.test_id.as_str())))
+        .chain(
+            b.pattern
+                .iter()
+                .map(|c| ("pattern", c.case.test_id.as_str())),
+        )
+        .chain(b.always.iter().map(|c| ("always", c.case.test_id.as_str())))
+        .collect();
+    if cases
+        .iter()
+        .any(|c| mine.contains(&(c.bank.as_str(), c.test_id.as_str())))
+    {
+        return Ok(());
+    }
+    Err(data(
+        path,
+        format!(
+            "a run of another project (`{}`): none of its {} cases is a case of {}",
+            log.project,
+            cases.len(),
+            project.settings.root.display()
+        ),
+    ))
+}
+
+/// Compares `current` with the baseline and applies the regression rules.
+pub fn compare(baseline: &Baseline, current: &RunLog, rules: &RegressionRules) -> RunDiff {
+    let mut diff = diff_runs(&baseline.log, current);
+    diff.label = Some(baseline.label.clone());
+    diff.gate = Some(gate(&diff, rules));
+    diff
+}
+
+/// How many cases a gate message names before "and N more".
+const NAMED: usize = 8;
+
+fn named(cases: &[String]) -> String {
+    let shown = cases
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if cases.len() > NAMED {
+        format!("{shown}, and {} more", cases.len() - NAMED)
+    } else {
+        shown
+    }
+}
+
+/// Applies the regression rules to a comparison.
+pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
+    let mut reasons = Vec::new();
+    let mut cases: Vec<String> = Vec::new();
+    let note = |list: Vec<String>, cases: &mut Vec<String>| {
+        for c in list {
+            if !cases.contains(&c) {
+                cases.push(c);
+            }
+        }
+    };
+    if rules.no_new_hard_fails && !diff.cases.new_hard_fails.is_empty() {
+        let list: Vec<String> = diff.cases.new_hard_fails.iter().map(|c| c.name()).collect();
+        reasons.push(format!(
+            "{} new hard fail(s): {} (no_new_hard_fails)",
+            list.len(),
+            named(&list)
+        ));
+        note(list, &mut cases);
+    }
+    if rules.no_new_critical && !diff.cases.new_critical.is_empty() {
+        let list: Vec<String> = diff.cases.new_critical.iter().map(|c| c.name()).collect();
+        reasons.push(format!(
+            "{} new critical failure(s): {} (no_new_critical)",
+            list.len(),
+            named(&list)
+        ));
+        note(list, &mut cases);
+    }
+    if let Some(max) = rules.max_score_drop
+        && -diff.score_delta > max
+    {
+        let list: Vec<String> = diff.cases.worse.iter().map(|c| c.name()).collect();
+        reasons.push(format!(
+            "the combined score fell {:.1} points ({:.1} → {:.1}), more than max_score_drop {max}; cases that fell, worst first: {}",
+            -diff.score_delta,
+            diff.before.combined_score,
+            diff.after.combined_score,
+            named(&list)
+        ));
+        note(list, &mut cases);
+    }
+    RegressionGate {
+        passed: reasons.is_empty(),
+        reasons,
+        cases,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::rundiff::{CaseChange, CaseDiff, KbChanges, RunHeadline};
+    use assay_core::runlog::Health;
+
+    fn headline(score: f64) -> RunHeadline {
+        RunHeadline {
+            run_id: "r".into(),
+            timestamp: "t".into(),
+            combined_score: score,
+            health_status: Health::Good,
+            total_tests: 3,
+            hard_fails: 0,
+            error_count: 0,
+        }
+    }
+
+    fn change(id: &str, before: u32, after: u32, hard: bool, critical: bool) -> CaseChange {
+        CaseChange {
+            bank: "pattern".into(),
+            test_id: id.into(),
+            before: Some(before),
+            after: Some(after),
+            delta: Some(i64::from(after) - i64::from(before)),
+            was_hard_fail: false,
+            is_hard_fail: hard,
+            was_critical_failure: false,
+            is_critical_failure: critical,
+            before_error: None,
+            after_error: None,
+        }
+    }
+
+    fn diff(score_delta: f64, cases: CaseDiff) -> RunDiff {
+        RunDiff {
+            label: None,
+            before: headline(90.0),
+            after: headline(90.0 + score_delta),
+            setup_changes: Vec::new(),
+            kb_changes: KbChanges::default(),
+            score_delta,
+            counts: Default::default(),
+            topic_changes: Vec::new(),
+            significance: None,
+            gate: None,
+            cases,
+        }
+    }
+
+    #[test]
+    fn each_rule_names_its_cases_once() {
+        let crit = change("P1", 100, 0, true, true);
+        let hard = change("P2", 80, 0, true, false);
+        let worse = change("P3", 90, 70, false, false);
+        let d = diff(
+            -6.0,
+            CaseDiff {
+                worse: vec![crit.clone(), hard.clone(), worse],
+                new_hard_fails: vec![crit.clone(), hard],
+                new_critical: vec![crit],
+                ..CaseDiff::default()
+            },
+        );
+        let all = RegressionRules {
+            no_new_hard_fails: true,
+            no_new_critical: true,
+            max_score_drop: Some(5.0),
+        };
+        let g = gate(&d, &all);
+        assert!(!g.passed);
+        assert_eq!(g.reasons.len(), 3, "{:?}", g.reasons);
+        assert!(g.reasons[0].contains("2 new hard fail(s): pattern/P1, pattern/P2"));
+        assert!(g.reasons[1].contains("1 new critical failure(s): pattern/P1"));
+        assert!(g.reasons[2].contains("fell 6.0 points"));
+        assert_eq!(g.cases, ["pattern/P1", "pattern/P2", "pattern/P3"]);
+        // Rules switched off, and a drop within the limit, pass.
+        let none = RegressionRules {
+            no_new_hard_fails: false,
+            no_new_critical: false,
+            max_score_drop: Some(6.0),
+        };
+        assert!(gate(&d, &none).passed);
+        assert!(gate(&diff(0.0, CaseDiff::default()), &all).passed);
+    }
+}
