@@ -8,6 +8,8 @@
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
 //! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
+//! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
+//!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -27,6 +29,7 @@ pub mod rundiff;
 pub mod runlog;
 pub mod scoring;
 pub mod simulation;
+pub mod stats;
 
 /// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
 /// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2
