@@ -260,15 +260,9 @@ pub struct McNemar {
     pub method: McNemarMethod,
 }
 
-/// How [`McNemar::p_value`] was computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McNemarMethod {
-    /// Exact binomial test on the discordant pairs.
-    Exact,
-    /// Chi-square with one degree of freedom and continuity correction.
-    Chi2,
-}
+/// How [`McNemar::p_value`] was computed (the shared statistics' enum, serialized as `exact` or
+/// `chi2`).
+pub use crate::stats::McNemarMethod;
 
 /// The paired bootstrap on composite scores.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,8 @@
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
 //! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
+//! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
+//!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```

@@ -1,104 +1,1178 @@
-//! Statistics shared by the harness, the simulator and the optimizer (provisional: Wilson).
+//! The statistics that the optimizer, the simulator and the harness share: intervals for a
+//! proportion and for a mean, paired comparisons with a verdict, McNemar's test, agreement
+//! between two raters (Cohen's kappa, plain and quadratic-weighted; Spearman's rank
+//! correlation; mean absolute error; a confusion table). Pure functions of their input; no I/O,
+//! no clock, no global random state.
+//!
+//! * [`wilson`] / [`wilson_z`]: the Wilson score interval of `k` successes in `n` trials.
+//! * [`bootstrap_mean`]: a percentile bootstrap interval of one sample's mean.
+//! * [`paired_bootstrap`]: the mean of `b − a` over paired values with its percentile interval,
+//!   a bootstrap p-value and a [`Verdict`] ([`PairedComparison`]).
+//! * [`mcnemar`] / [`mcnemar_paired`]: McNemar's test on paired pass/fail outcomes
+//!   ([`McNemarTest`], with its own [`McNemarTest::verdict`]).
+//! * [`cohen_kappa`] (nominal categories) and [`quadratic_kappa`] (ordinal scores).
+//! * [`spearman`] (average ranks for ties, [`average_ranks`]), [`mean_absolute_error`],
+//!   [`confusion_table`].
+//! * Helpers: [`normal_critical_value`], [`erfc`], [`chi2_1_sf`],
+//!   [`exact_binomial_two_sided`], and the seeded generator [`SplitMix64`].
+//!
+//! Every function returns `None` where its statistic is undefined for the input (each says
+//! when); none panics on any input. Float inputs must be finite: a NaN or an infinity gives
+//! `None`. An `alpha` must lie strictly between 0 and 1.
+//!
+//! **Paired inputs are slices of pairs** `(a, b)` (`(human, judge)`, `(baseline, candidate)`),
+//! so the two sides can never differ in length.
+//!
+//! # The verdict
+//!
+//! A paired comparison at level `α` says [`Verdict::Better`] when its `1 − α` interval of the
+//! mean difference `b − a` lies entirely above 0, [`Verdict::Worse`] when it lies entirely below
+//! 0, and [`Verdict::NotDistinguishable`] when it contains 0. McNemar's verdict is `Better`
+//! (`Worse`) when `b` passes more (fewer) cases than `a` and `p < α`.
+//!
+//! # The bootstrap, exactly (for a reimplementation)
+//!
+//! `crates/assay-core/tests/stats_reference.py` reimplements it in Python and gets the same
+//! numbers bit for bit.
+//!
+//! 1. The generator is SplitMix64 ([`SplitMix64`]) whose state starts at the seed itself:
+//!    each draw adds `0x9E3779B97F4A7C15` to the state (mod 2⁶⁴) and returns
+//!    `z ^ (z >> 31)` where `z` is the new state passed through
+//!    `z = (z ^ (z >> 30)) · 0xBF58476D1CE4E5B9` and `z = (z ^ (z >> 27)) · 0x94D049BB133111EB`
+//!    (products mod 2⁶⁴).
+//! 2. An index below `n` is `(draw · n) >> 64`, the high half of the 128-bit product
+//!    (Lemire's multiply-shift without rejection: its bias is below `n / 2⁶⁴`).
+//! 3. For each of the `B` resamples in turn, `n` indices are drawn in turn and the values at
+//!    them added left to right in `f64`, starting from 0, then divided by `n`: that
+//!    resample's mean.
+//! 4. The `B` means are sorted ascending. With `lo = α / 2` and `hi = 1 − α / 2` (both computed
+//!    in `f64`), the interval is `[means[i(lo)], means[i(hi)]]` where
+//!    `i(q) = min(B − 1, round(q · (B − 1)))`, rounding halves away from zero.
+//! 5. The estimate is the sample's own mean (left-to-right sum, divided by `n`); the paired
+//!    bootstrap's sample is the differences `b − a`, one per pair, in input order. Its p-value
+//!    is `min(1, 2 · min(#{means ≤ 0}, #{means ≥ 0}) / B)`.
+//!
+//! # Degenerate cases
+//!
+//! | function | input | result |
+//! |---|---|---|
+//! | [`wilson`] | `n = 0`, or `k > n` | `None` |
+//! | [`bootstrap_mean`], [`paired_bootstrap`] | fewer than 2 values, `B = 0` | `None` |
+//! | [`mcnemar`] | no discordant pair | `p = 1`, not distinguishable |
+//! | [`cohen_kappa`], [`quadratic_kappa`] | observed agreement perfect (also when both raters used one and the same category throughout, where chance agreement is perfect too and the ratio is 0/0) | `1` (scikit-learn returns NaN for the 0/0 case) |
+//! | [`cohen_kappa`], [`quadratic_kappa`] | no pairs | `None` |
+//! | [`spearman`] | fewer than 2 pairs, or either side constant | `None` |
+//! | [`mean_absolute_error`] | no pairs | `None` |
+//!
+//! ```
+//! use assay_core::stats::{paired_bootstrap, wilson, BootstrapSettings, Verdict};
+//! let ci = wilson(8, 10, 0.05).unwrap();
+//! assert!(ci.low < 0.8 && 0.8 < ci.high && ci.high < 1.0);
+//! let pairs = [(0.2, 0.6), (0.4, 0.7), (0.5, 0.9), (0.1, 0.5), (0.3, 0.6), (0.6, 0.8)];
+//! let c = paired_bootstrap(&pairs, BootstrapSettings { seed: 7, ..Default::default() }).unwrap();
+//! assert_eq!(c.verdict, Verdict::Better);
+//! assert!((c.difference.estimate - 0.3333333333333333).abs() < 1e-12);
+//! ```
 
-/// A confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
-    /// Lower bound.
-    pub low: f64,
-    /// Upper bound.
-    pub high: f64,
-}
+use std::collections::BTreeMap;
 
-/// The Wilson score interval of `k` successes in `n` trials at level `1 - alpha`.
-pub fn wilson(k: u64, n: u64, alpha: f64) -> Option<Interval> {
-    if n == 0 {
-        return None;
-    }
-    let _ = alpha;
-    let z = 1.959_963_984_540_054_f64;
-    let n = n as f64;
-    let p = k as f64 / n;
-    let denom = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / denom;
-    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / denom;
-    Some(Interval {
-        low: (centre - half).max(0.0),
-        high: (centre + half).min(1.0),
-    })
-}
+use serde::{Deserialize, Serialize};
 
-/// Which way a paired comparison goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The default significance level: 95% intervals.
+pub const DEFAULT_ALPHA: f64 = 0.05;
+/// The default number of bootstrap resamples.
+pub const DEFAULT_RESAMPLES: usize = 10_000;
+/// From this many discordant pairs on, [`mcnemar`] uses the chi-square approximation instead of
+/// the exact binomial test.
+pub const MCNEMAR_EXACT_BELOW: usize = 25;
+
+/// How an [`Interval`] was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Difference {
-    /// The second is better: the interval of the mean change lies above 0.
+pub enum IntervalMethod {
+    /// The Wilson score interval of a proportion ([`wilson`]).
+    Wilson,
+    /// The percentile bootstrap of one sample's mean ([`bootstrap_mean`]).
+    BootstrapPercentile,
+    /// The percentile bootstrap of the mean paired difference ([`paired_bootstrap`]).
+    PairedBootstrapPercentile,
+}
+
+/// A point estimate with its confidence interval, as reports carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// How it was computed.
+    pub method: IntervalMethod,
+    /// The point estimate (a proportion, a mean, a mean difference).
+    pub estimate: f64,
+    /// The interval's low end.
+    pub low: f64,
+    /// The interval's high end.
+    pub high: f64,
+    /// The confidence level, `1 − α` (0.95 by default).
+    pub level: f64,
+    /// Trials, values or pairs it was computed from.
+    pub n: usize,
+    /// Bootstrap resamples (bootstrap methods only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resamples: Option<usize>,
+    /// The bootstrap's seed (bootstrap methods only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Interval {
+    /// Whether `x` lies in the closed interval.
+    pub fn contains(&self, x: f64) -> bool {
+        self.low <= x && x <= self.high
+    }
+
+    /// `high − low`.
+    pub fn width(&self) -> f64 {
+        self.high - self.low
+    }
+}
+
+/// Whether `b` differs from `a` in a paired comparison (see the module's "The verdict").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// `b` is better than `a`: the interval of `b − a` lies above 0.
     Better,
-    /// The second is worse: the interval lies below 0.
+    /// `b` is worse than `a`: the interval of `b − a` lies below 0.
     Worse,
-    /// The interval holds 0.
+    /// The data cannot tell them apart: the interval contains 0.
     NotDistinguishable,
 }
 
-/// A paired comparison of per-case values (second minus first).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PairedComparison {
-    /// Pairs compared.
-    pub n: usize,
-    /// Mean of `second - first`.
-    pub mean_delta: f64,
-    /// Lower bound of the interval of the mean change.
-    pub low: f64,
-    /// Upper bound.
-    pub high: f64,
-    /// Confidence level (0.95).
-    pub level: f64,
-    /// The verdict at `1 - level`.
-    pub verdict: Difference,
-    /// The method.
-    pub method: String,
+impl Verdict {
+    /// The verdict on a difference `b − a` whose interval is `[low, high]`.
+    pub fn of_interval(low: f64, high: f64) -> Verdict {
+        if low > 0.0 {
+            Verdict::Better
+        } else if high < 0.0 {
+            Verdict::Worse
+        } else {
+            Verdict::NotDistinguishable
+        }
+    }
 }
 
-/// A seeded paired bootstrap (provisional).
-pub fn paired_comparison(pairs: &[(f64, f64)]) -> Option<PairedComparison> {
-    if pairs.is_empty() {
-        return None;
+/// A paired comparison of `b` against `a` ([`paired_bootstrap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairedComparison {
+    /// The mean of `b − a` and its `1 − alpha` percentile interval.
+    pub difference: Interval,
+    /// The significance level the verdict is at.
+    pub alpha: f64,
+    /// The two-sided bootstrap p-value: twice the smaller share of resampled means at or below
+    /// 0 and at or above 0, at most 1.
+    pub p_value: f64,
+    /// Better, worse or not distinguishable at `alpha`.
+    pub verdict: Verdict,
+}
+
+/// How a bootstrap resamples: how many times, from which seed, at which level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BootstrapSettings {
+    /// Resamples (`B`); [`DEFAULT_RESAMPLES`] by default.
+    pub resamples: usize,
+    /// The generator's seed; 0 by default.
+    pub seed: u64,
+    /// The interval is `1 − alpha`; [`DEFAULT_ALPHA`] by default.
+    pub alpha: f64,
+}
+
+impl Default for BootstrapSettings {
+    fn default() -> Self {
+        BootstrapSettings {
+            resamples: DEFAULT_RESAMPLES,
+            seed: 0,
+            alpha: DEFAULT_ALPHA,
+        }
     }
-    let deltas: Vec<f64> = pairs.iter().map(|(a, b)| b - a).collect();
-    let n = deltas.len();
-    let mean = deltas.iter().sum::<f64>() / n as f64;
-    let mut state = 0x5EED_u64;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
+}
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): a small seeded generator whose stream is the same
+/// on every platform and in every version of assay. The algorithm is spelled out in the module
+/// docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator whose state starts at `seed`.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
-    };
-    let mut means: Vec<f64> = (0..2000)
-        .map(|_| {
-            (0..n)
-                .map(|_| deltas[usize::try_from(next() % n as u64).unwrap_or(0)])
-                .sum::<f64>()
-                / n as f64
-        })
+    }
+
+    /// An index in `0..n` (0 when `n` is 0): the high 64 bits of `next_u64() · n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+}
+
+fn valid_alpha(alpha: f64) -> bool {
+    alpha > 0.0 && alpha < 1.0
+}
+
+fn all_finite(values: impl IntoIterator<Item = f64>) -> bool {
+    values.into_iter().all(f64::is_finite)
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// The `B` resampled means, sorted ascending (steps 1–4 of the module docs).
+fn resampled_means(values: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
+    let n = values.len();
+    let mut rng = SplitMix64::new(seed);
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64)
         .collect();
     means.sort_by(f64::total_cmp);
-    let low = means[49];
-    let high = means[1949];
-    let verdict = if low > 0.0 {
-        Difference::Better
-    } else if high < 0.0 {
-        Difference::Worse
-    } else {
-        Difference::NotDistinguishable
-    };
-    Some(PairedComparison {
-        n,
-        mean_delta: mean,
+    means
+}
+
+/// The percentile interval of sorted resampled means.
+fn percentile_interval(sorted: &[f64], alpha: f64) -> (f64, f64) {
+    let last = sorted.len() - 1;
+    let at = |q: f64| sorted[((q * last as f64).round() as usize).min(last)];
+    (at(alpha / 2.0), at(1.0 - alpha / 2.0))
+}
+
+fn bootstrap_ok(n: usize, settings: &BootstrapSettings) -> bool {
+    n >= 2 && settings.resamples > 0 && valid_alpha(settings.alpha)
+}
+
+/// The percentile bootstrap interval of the mean of `values` (for example the overall agreement
+/// between a judge and humans, as the mean of 1-or-0 per case). `None` with fewer than two
+/// values, no resamples, an `alpha` outside (0, 1) or a non-finite value.
+pub fn bootstrap_mean(values: &[f64], settings: BootstrapSettings) -> Option<Interval> {
+    if !bootstrap_ok(values.len(), &settings) || !all_finite(values.iter().copied()) {
+        return None;
+    }
+    let means = resampled_means(values, settings.resamples, settings.seed);
+    let (low, high) = percentile_interval(&means, settings.alpha);
+    Some(Interval {
+        method: IntervalMethod::BootstrapPercentile,
+        estimate: mean(values),
         low,
         high,
-        level: 0.95,
-        verdict,
-        method: "paired bootstrap".into(),
+        level: 1.0 - settings.alpha,
+        n: values.len(),
+        resamples: Some(settings.resamples),
+        seed: Some(settings.seed),
     })
+}
+
+/// The paired bootstrap of `b` against `a`: the differences `b − a` (one per pair) resampled
+/// with replacement, their mean with its `1 − alpha` percentile interval, the bootstrap
+/// p-value and the [`Verdict`]. `None` with fewer than two pairs, no resamples, an `alpha`
+/// outside (0, 1) or a non-finite value.
+pub fn paired_bootstrap(
+    pairs: &[(f64, f64)],
+    settings: BootstrapSettings,
+) -> Option<PairedComparison> {
+    if !bootstrap_ok(pairs.len(), &settings) {
+        return None;
+    }
+    let differences: Vec<f64> = pairs.iter().map(|&(a, b)| b - a).collect();
+    if !all_finite(differences.iter().copied()) {
+        return None;
+    }
+    let b = settings.resamples;
+    let means = resampled_means(&differences, b, settings.seed);
+    let (low, high) = percentile_interval(&means, settings.alpha);
+    let at_or_below = means.iter().filter(|m| **m <= 0.0).count();
+    let at_or_above = means.iter().filter(|m| **m >= 0.0).count();
+    let p_value = (2.0 * at_or_below.min(at_or_above) as f64 / b as f64).min(1.0);
+    Some(PairedComparison {
+        difference: Interval {
+            method: IntervalMethod::PairedBootstrapPercentile,
+            estimate: mean(&differences),
+            low,
+            high,
+            level: 1.0 - settings.alpha,
+            n: pairs.len(),
+            resamples: Some(b),
+            seed: Some(settings.seed),
+        },
+        alpha: settings.alpha,
+        p_value,
+        verdict: Verdict::of_interval(low, high),
+    })
+}
+
+/// The Wilson score interval of `successes` in `trials` at level `1 − alpha`, as statsmodels'
+/// `proportion_confint(method="wilson")`; its ends are clipped to [0, 1] (and are exactly 0
+/// with no success, exactly 1 with no failure). `None` when `trials` is 0, `successes >
+/// trials` or `alpha` is outside (0, 1).
+pub fn wilson(successes: usize, trials: usize, alpha: f64) -> Option<Interval> {
+    let z = normal_critical_value(alpha)?;
+    wilson_interval(successes, trials, z, 1.0 - alpha)
+}
+
+/// [`wilson`] with the critical value `z` given instead of `alpha` (1.96 for about 95%); the
+/// interval's `level` is `erf(z / √2)`. `None` also when `z` is not positive and finite.
+pub fn wilson_z(successes: usize, trials: usize, z: f64) -> Option<Interval> {
+    if !(z.is_finite() && z > 0.0) {
+        return None;
+    }
+    wilson_interval(
+        successes,
+        trials,
+        z,
+        1.0 - erfc(z / std::f64::consts::SQRT_2),
+    )
+}
+
+fn wilson_interval(successes: usize, trials: usize, z: f64, level: f64) -> Option<Interval> {
+    if trials == 0 || successes > trials {
+        return None;
+    }
+    let n = trials as f64;
+    let p = successes as f64 / n;
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n;
+    let center = (p + z2 / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
+    let low = if successes == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let high = if successes == trials {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    Some(Interval {
+        method: IntervalMethod::Wilson,
+        estimate: p,
+        low,
+        high,
+        level,
+        n: trials,
+        resamples: None,
+        seed: None,
+    })
+}
+
+/// How a [`McNemarTest`]'s p-value was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McNemarMethod {
+    /// Exact binomial test on the discordant pairs.
+    Exact,
+    /// Chi-square with one degree of freedom and continuity correction.
+    Chi2,
+}
+
+/// McNemar's test on paired pass/fail outcomes of `a` and `b` ([`mcnemar`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct McNemarTest {
+    /// Pairs where only `a` passed.
+    pub a_only: usize,
+    /// Pairs where only `b` passed.
+    pub b_only: usize,
+    /// The test statistic: `min(a_only, b_only)` for the exact test, the corrected chi-square
+    /// for the approximation (as statsmodels reports them).
+    pub statistic: f64,
+    /// The two-sided p-value.
+    pub p_value: f64,
+    /// Exact or chi-square.
+    pub method: McNemarMethod,
+}
+
+impl McNemarTest {
+    /// The discordant pairs, `a_only + b_only`.
+    pub fn discordant(&self) -> usize {
+        self.a_only + self.b_only
+    }
+
+    /// [`Verdict::Better`] when `b` passes more cases and `p < alpha`, [`Verdict::Worse`] when
+    /// it passes fewer and `p < alpha`, else [`Verdict::NotDistinguishable`].
+    pub fn verdict(&self, alpha: f64) -> Verdict {
+        if self.p_value >= alpha || self.a_only == self.b_only {
+            Verdict::NotDistinguishable
+        } else if self.b_only > self.a_only {
+            Verdict::Better
+        } else {
+            Verdict::Worse
+        }
+    }
+}
+
+/// McNemar's test for `a_only` and `b_only` discordant pairs (the pairs where only one side
+/// passed; concordant pairs carry no information). Below [`MCNEMAR_EXACT_BELOW`] discordant
+/// pairs: the exact two-sided binomial test, `p = min(1, 2·P[X ≤ min(a_only, b_only)])` with
+/// `X ~ Bin(a_only + b_only, ½)`, as statsmodels' `mcnemar(exact=True)`. From there on: the
+/// chi-square statistic with continuity correction, `max(0, |a_only − b_only| − 1)² /
+/// (a_only + b_only)`, with one degree of freedom, as `mcnemar(exact=False, correction=True)`
+/// except when `a_only = b_only`, where statsmodels' statistic is `1 / (a_only + b_only)` and
+/// this one is 0 (p = 1: equal counts are no evidence either way).
+pub fn mcnemar(a_only: usize, b_only: usize) -> McNemarTest {
+    let n = a_only + b_only;
+    let (statistic, p_value, method) = if n < MCNEMAR_EXACT_BELOW {
+        let k = a_only.min(b_only);
+        (
+            k as f64,
+            exact_binomial_two_sided(k, n),
+            McNemarMethod::Exact,
+        )
+    } else {
+        let diff = (a_only as f64 - b_only as f64).abs() - 1.0;
+        let stat = diff.max(0.0).powi(2) / n as f64;
+        (stat, chi2_1_sf(stat), McNemarMethod::Chi2)
+    };
+    McNemarTest {
+        a_only,
+        b_only,
+        statistic,
+        p_value,
+        method,
+    }
+}
+
+/// [`mcnemar`] on paired outcomes `(a passed, b passed)`.
+pub fn mcnemar_paired(pairs: &[(bool, bool)]) -> McNemarTest {
+    let a_only = pairs.iter().filter(|&&(a, b)| a && !b).count();
+    let b_only = pairs.iter().filter(|&&(a, b)| !a && b).count();
+    mcnemar(a_only, b_only)
+}
+
+/// `min(1, 2·P[X ≤ k])` for `X ~ Bin(n, ½)`: the exact two-sided binomial test of `k`
+/// successes against one half (for `k ≤ n / 2`); 1 when `n` is 0.
+pub fn exact_binomial_two_sided(k: usize, n: usize) -> f64 {
+    if n == 0 {
+        return 1.0;
+    }
+    // P[X = i] = C(n, i) / 2^n, summed in log space so large n does not overflow.
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    let mut ln_c = 0.0; // ln C(n, 0)
+    let mut total = 0.0;
+    for i in 0..=k.min(n) {
+        if i > 0 {
+            ln_c += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        total += (ln_c + ln_half_n).exp();
+    }
+    (2.0 * total).min(1.0)
+}
+
+/// The survival function of the chi-square distribution with one degree of freedom,
+/// `P[χ²₁ > x] = erfc(√(x/2))`; 1 for `x ≤ 0` (and for NaN).
+pub fn chi2_1_sf(x: f64) -> f64 {
+    if x.is_nan() || x <= 0.0 {
+        return 1.0;
+    }
+    gamma_q_half(x / 2.0)
+}
+
+/// `ln Γ(½) = ln √π`.
+const LN_SQRT_PI: f64 = 0.572_364_942_924_700_1;
+
+/// The regularized upper incomplete gamma function `Q(½, x)` for `x > 0` (0 at infinity), which is
+/// `erfc(√x)`: the series for `P` below `x = 1.5`, Lentz's continued fraction for `Q` above
+/// (both to double precision).
+fn gamma_q_half(x: f64) -> f64 {
+    const A: f64 = 0.5;
+    const EPS: f64 = 1e-17;
+    const TINY: f64 = 1e-300;
+    if x == f64::INFINITY {
+        return 0.0;
+    }
+    let prefactor = (-x + A * x.ln() - LN_SQRT_PI).exp();
+    if x < A + 1.0 {
+        let (mut ap, mut term) = (A, 1.0 / A);
+        let mut sum = term;
+        for _ in 0..500 {
+            ap += 1.0;
+            term *= x / ap;
+            sum += term;
+            if term.abs() < sum.abs() * EPS {
+                break;
+            }
+        }
+        1.0 - sum * prefactor
+    } else {
+        // Lentz's method for Q = prefactor · 1/(x + 1 − a − 1·(1 − a)/(x + 3 − a − …)).
+        let mut denominator = x + 1.0 - A;
+        let mut upper = 1.0 / TINY;
+        let mut lower = 1.0 / denominator;
+        let mut fraction = lower;
+        for i in 1..500 {
+            let numerator = -f64::from(i) * (f64::from(i) - A);
+            denominator += 2.0;
+            lower = numerator * lower + denominator;
+            if lower.abs() < TINY {
+                lower = TINY;
+            }
+            upper = denominator + numerator / upper;
+            if upper.abs() < TINY {
+                upper = TINY;
+            }
+            lower = 1.0 / lower;
+            let delta = lower * upper;
+            fraction *= delta;
+            if (delta - 1.0).abs() < EPS {
+                break;
+            }
+        }
+        prefactor * fraction
+    }
+}
+
+/// The complementary error function to double precision (through the incomplete gamma
+/// function, `erfc(x) = Q(½, x²)` for `x ≥ 0` and `2 − erfc(−x)` below 0); NaN for NaN.
+pub fn erfc(x: f64) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    let upper = if x == 0.0 { 1.0 } else { gamma_q_half(x * x) };
+    if x >= 0.0 { upper } else { 2.0 - upper }
+}
+
+/// The two-sided critical value `z₁₋α/₂` of the standard normal distribution (1.959963984540054
+/// for `alpha` = 0.05), as `scipy.stats.norm.isf(alpha / 2)`: the root of
+/// `erfc(z / √2) = alpha`, found by Newton's method kept inside a bisection bracket. `None`
+/// when `alpha` is outside (0, 1).
+pub fn normal_critical_value(alpha: f64) -> Option<f64> {
+    if !valid_alpha(alpha) {
+        return None;
+    }
+    let slope = (2.0 / std::f64::consts::PI).sqrt(); // −d/dz erfc(z/√2) at z = 0
+    let (mut lo, mut hi) = (0.0f64, 40.0f64);
+    let mut z = 1.0f64;
+    for _ in 0..200 {
+        let f = erfc(z / std::f64::consts::SQRT_2) - alpha;
+        if f > 0.0 {
+            lo = z;
+        } else {
+            hi = z;
+        }
+        let derivative = slope * (-z * z / 2.0).exp();
+        let mut next = z + f / derivative;
+        if !(next > lo && next < hi) {
+            next = f64::midpoint(lo, hi);
+        }
+        let done = (next - z).abs() <= 4.0 * f64::EPSILON * z.max(1.0);
+        z = next;
+        if done || hi - lo <= f64::EPSILON * hi {
+            break;
+        }
+    }
+    Some(z)
+}
+
+/// Cohen's kappa for two raters' nominal labels, `(rater 1, rater 2)` per item:
+/// `κ = 1 − (1 − pₒ) / (1 − pₑ)`, `pₒ` the share of items they label alike, `pₑ` the agreement
+/// expected by chance from their label frequencies (as scikit-learn's `cohen_kappa_score`).
+/// 1 when every item is labelled alike (including when both used one single label, where
+/// scikit-learn's 0/0 gives NaN); `None` with no pairs.
+pub fn cohen_kappa<T: Ord>(pairs: &[(T, T)]) -> Option<f64> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let n = pairs.len() as f64;
+    let agree = pairs.iter().filter(|(x, y)| x == y).count();
+    if agree == pairs.len() {
+        return Some(1.0);
+    }
+    let mut margins: BTreeMap<&T, (usize, usize)> = BTreeMap::new();
+    for (x, y) in pairs {
+        margins.entry(x).or_default().0 += 1;
+        margins.entry(y).or_default().1 += 1;
+    }
+    let chance: f64 = margins
+        .values()
+        .map(|&(r, c)| r as f64 * c as f64 / n)
+        .sum();
+    // Disagreement observed over disagreement expected, both in counts.
+    Some(1.0 - (n - agree as f64) / (n - chance))
+}
+
+/// Cohen's kappa with quadratic weights for two raters' ordinal scores, `(rater 1, rater 2)` per
+/// item: `κ = 1 − Σ(x − y)² / Σ over all item pairs (i, j) of (xᵢ − yⱼ)² / n`, the weight of a
+/// disagreement being the square of its distance on the score scale. Equivalently `1 − D / E`
+/// with `D` the mean squared difference and `E = var(x) + var(y) + (mean(x) − mean(y))²`
+/// (population variances), computed that way in O(n). For integer scores this is
+/// scikit-learn's `cohen_kappa_score(weights="quadratic")` with `labels` the whole run of
+/// integers between the lowest and highest score (scikit-learn weighs by the distance between
+/// positions in its label list, so without `labels` it differs when a score in between is
+/// unused). 1 when every item is scored alike; `None` with no pairs or a non-finite score.
+pub fn quadratic_kappa(pairs: &[(f64, f64)]) -> Option<f64> {
+    if pairs.is_empty() || !all_finite(pairs.iter().flat_map(|&(x, y)| [x, y])) {
+        return None;
+    }
+    let n = pairs.len() as f64;
+    let observed = pairs.iter().map(|(x, y)| (x - y).powi(2)).sum::<f64>() / n;
+    if observed == 0.0 {
+        return Some(1.0);
+    }
+    let mx = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+    let vx = pairs.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>() / n;
+    let vy = pairs.iter().map(|p| (p.1 - my).powi(2)).sum::<f64>() / n;
+    let expected = vx + vy + (mx - my).powi(2);
+    (expected > 0.0).then(|| 1.0 - observed / expected)
+}
+
+/// The ranks of `values` (1 for the smallest), ties given the average of the ranks they span,
+/// as `scipy.stats.rankdata(method="average")`. NaNs sort last.
+pub fn average_ranks(values: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&i, &j| values[i].total_cmp(&values[j]));
+    let mut ranks = vec![0.0; values.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && values[order[end]] == values[order[start]] {
+            end += 1;
+        }
+        // Positions start..end hold ranks start+1 ..= end; their mean:
+        let rank = (start + 1 + end) as f64 / 2.0;
+        for &i in &order[start..end] {
+            ranks[i] = rank;
+        }
+        start = end;
+    }
+    ranks
+}
+
+/// Spearman's rank correlation of `(x, y)` pairs: the Pearson correlation of their average
+/// ranks ([`average_ranks`]), as `scipy.stats.spearmanr`. `None` with fewer than two pairs,
+/// a non-finite value, or either side constant (the correlation is undefined).
+pub fn spearman(pairs: &[(f64, f64)]) -> Option<f64> {
+    if pairs.len() < 2 || !all_finite(pairs.iter().flat_map(|&(x, y)| [x, y])) {
+        return None;
+    }
+    let rx = average_ranks(&pairs.iter().map(|p| p.0).collect::<Vec<_>>());
+    let ry = average_ranks(&pairs.iter().map(|p| p.1).collect::<Vec<_>>());
+    let (mx, my) = (mean(&rx), mean(&ry));
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (x, y) in rx.iter().zip(&ry) {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx).powi(2);
+        syy += (y - my).powi(2);
+    }
+    if sxx == 0.0 || syy == 0.0 {
+        return None;
+    }
+    Some((sxy / (sxx * syy).sqrt()).clamp(-1.0, 1.0))
+}
+
+/// The mean of `|x − y|` over the pairs; `None` with no pairs or a non-finite value.
+pub fn mean_absolute_error(pairs: &[(f64, f64)]) -> Option<f64> {
+    if pairs.is_empty() || !all_finite(pairs.iter().flat_map(|&(x, y)| [x, y])) {
+        return None;
+    }
+    Some(pairs.iter().map(|(x, y)| (x - y).abs()).sum::<f64>() / pairs.len() as f64)
+}
+
+/// Counts of `(row label, column label)` pairs over given categories ([`confusion_table`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfusionTable<T> {
+    /// The row categories (the first of each pair: the human label, by convention).
+    pub rows: Vec<T>,
+    /// The column categories (the second of each pair: the judge's label).
+    pub columns: Vec<T>,
+    /// `counts[r][c]`: pairs whose first label is `rows[r]` and second is `columns[c]`.
+    pub counts: Vec<Vec<usize>>,
+    /// Pairs left out because a label is in neither list.
+    pub unlisted: usize,
+}
+
+impl<T> ConfusionTable<T> {
+    /// The pairs counted in the table (not the unlisted ones).
+    pub fn total(&self) -> usize {
+        self.counts.iter().flatten().sum()
+    }
+}
+
+/// The confusion table of `pairs` over the given categories: rows are the first label (the
+/// human's), columns the second (the judge's), in the order given. A pair whose row label is
+/// not in `rows` or whose column label is not in `columns` is counted in
+/// [`ConfusionTable::unlisted`], never silently dropped; a category listed twice counts at its
+/// first place. To tabulate 0–10 scores in bins, map each score to its bin first.
+pub fn confusion_table<T: PartialEq + Clone>(
+    pairs: &[(T, T)],
+    rows: &[T],
+    columns: &[T],
+) -> ConfusionTable<T> {
+    let mut counts = vec![vec![0; columns.len()]; rows.len()];
+    let mut unlisted = 0;
+    for (r, c) in pairs {
+        match (
+            rows.iter().position(|x| x == r),
+            columns.iter().position(|x| x == c),
+        ) {
+            (Some(i), Some(j)) => counts[i][j] += 1,
+            _ => unlisted += 1,
+        }
+    }
+    ConfusionTable {
+        rows: rows.to_vec(),
+        columns: columns.to_vec(),
+        counts,
+        unlisted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn close(a: f64, b: f64, tol: f64) {
+        assert!((a - b).abs() <= tol, "{a} vs {b}");
+    }
+
+    #[test]
+    fn splitmix64_is_the_reference_stream() {
+        // The reference SplitMix64 from seed 0 (Vigna's splitmix64.c): 0xe220a8397b1dcdaf,
+        // 0x6e789e6aa1b965f4.
+        let mut r = SplitMix64::new(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(r.below(10), 0);
+        assert_eq!(SplitMix64::new(5).below(0), 0);
+        let mut r = SplitMix64::new(99);
+        assert!((0..1000).all(|_| r.below(7) < 7));
+    }
+
+    // The optimizer's former `assay_experiment::stats::paired_bootstrap` (on differences),
+    // compiled from its last source: the same numbers bit for bit.
+    #[test]
+    fn paired_bootstrap_gives_the_optimizers_former_numbers() {
+        let check = |d: &[f64], resamples: usize, seed: u64, want: [f64; 4]| {
+            let pairs: Vec<(f64, f64)> = d.iter().map(|&x| (0.0, x)).collect();
+            let s = BootstrapSettings {
+                resamples,
+                seed,
+                alpha: 0.05,
+            };
+            let c = paired_bootstrap(&pairs, s).unwrap();
+            let got = [
+                c.difference.estimate,
+                c.difference.low,
+                c.difference.high,
+                c.p_value,
+            ];
+            assert_eq!(got, want);
+        };
+        check(
+            &[0.2, 0.1, 0.3, 0.0, 0.25, 0.15, 0.2, 0.1, 0.3, 0.05],
+            2000,
+            42,
+            [0.165, 0.105_000_000_000_000_01, 0.225, 0.0],
+        );
+        check(&[0.1, -0.1, 0.1, -0.1], 2000, 1, [0.0, -0.1, 0.1, 1.0]);
+        let e: Vec<f64> = (0..30)
+            .map(|i| f64::from((i * 37 % 11) - 4) / 10.0)
+            .collect();
+        check(
+            &e,
+            10_000,
+            7,
+            [
+                0.083_333_333_333_333_33,
+                -0.029_999_999_999_999_99,
+                0.196_666_666_666_666_68,
+                0.1472,
+            ],
+        );
+    }
+
+    #[test]
+    fn paired_bootstrap_verdicts() {
+        let s = BootstrapSettings {
+            resamples: 2000,
+            seed: 3,
+            ..Default::default()
+        };
+        let up: Vec<(f64, f64)> = (0..12)
+            .map(|i| (0.5, 0.6 + f64::from(i % 3) / 20.0))
+            .collect();
+        let c = paired_bootstrap(&up, s).unwrap();
+        assert_eq!(c.verdict, Verdict::Better);
+        assert!(c.difference.low > 0.0 && c.p_value < 0.05);
+        assert_eq!(c.difference.n, 12);
+        assert_eq!(
+            c.difference.method,
+            IntervalMethod::PairedBootstrapPercentile
+        );
+        assert_eq!(
+            (c.difference.resamples, c.difference.seed),
+            (Some(2000), Some(3))
+        );
+        close(c.difference.level, 0.95, 1e-15);
+        let down: Vec<(f64, f64)> = up.iter().map(|&(a, b)| (b, a)).collect();
+        let c = paired_bootstrap(&down, s).unwrap();
+        assert_eq!(c.verdict, Verdict::Worse);
+        assert!(c.difference.high < 0.0);
+        let mixed = [(0.5, 0.6), (0.5, 0.4), (0.3, 0.4), (0.4, 0.3)];
+        let c = paired_bootstrap(&mixed, s).unwrap();
+        assert_eq!(c.verdict, Verdict::NotDistinguishable);
+        assert!(c.difference.contains(0.0));
+        // A wider interval at a smaller alpha, from the same resamples.
+        let strict = paired_bootstrap(&up, BootstrapSettings { alpha: 0.001, ..s }).unwrap();
+        let loose = paired_bootstrap(&up, s).unwrap();
+        assert!(strict.difference.width() >= loose.difference.width());
+        assert_eq!(strict.alpha, 0.001);
+        // Deterministic given the seed; another seed moves the interval.
+        assert_eq!(paired_bootstrap(&mixed, s), paired_bootstrap(&mixed, s));
+        let e: Vec<(f64, f64)> = (0..30).map(|i| (0.0, f64::from(i % 7))).collect();
+        let other = BootstrapSettings { seed: 4, ..s };
+        assert_ne!(paired_bootstrap(&e, s), paired_bootstrap(&e, other));
+    }
+
+    #[test]
+    fn bootstrap_refuses_what_it_cannot_do() {
+        let s = BootstrapSettings::default();
+        assert!(paired_bootstrap(&[(0.1, 0.2)], s).is_none());
+        assert!(paired_bootstrap(&[], s).is_none());
+        let two = [(0.1, 0.2), (0.3, 0.2)];
+        assert!(paired_bootstrap(&two, BootstrapSettings { resamples: 0, ..s }).is_none());
+        assert!(paired_bootstrap(&two, BootstrapSettings { alpha: 0.0, ..s }).is_none());
+        assert!(paired_bootstrap(&two, BootstrapSettings { alpha: 1.0, ..s }).is_none());
+        assert!(
+            paired_bootstrap(
+                &two,
+                BootstrapSettings {
+                    alpha: f64::NAN,
+                    ..s
+                }
+            )
+            .is_none()
+        );
+        assert!(paired_bootstrap(&[(0.1, f64::NAN), (0.3, 0.2)], s).is_none());
+        assert!(paired_bootstrap(&[(f64::INFINITY, 1.0), (0.3, 0.2)], s).is_none());
+        assert!(bootstrap_mean(&[1.0], s).is_none());
+        assert!(bootstrap_mean(&[1.0, f64::NAN], s).is_none());
+        // One resample: both ends are that resample's mean.
+        let one = bootstrap_mean(&[1.0, 2.0], BootstrapSettings { resamples: 1, ..s }).unwrap();
+        assert_eq!(one.low, one.high);
+    }
+
+    #[test]
+    fn bootstrap_mean_of_agreement_indicators() {
+        let agree: Vec<f64> = (0..40)
+            .map(|i| if i % 5 == 0 { 0.0 } else { 1.0 })
+            .collect();
+        let s = BootstrapSettings {
+            resamples: 4000,
+            seed: 11,
+            ..Default::default()
+        };
+        let ci = bootstrap_mean(&agree, s).unwrap();
+        assert_eq!(ci.method, IntervalMethod::BootstrapPercentile);
+        close(ci.estimate, 0.8, 1e-15);
+        assert!(ci.low < 0.8 && ci.high > 0.8 && ci.low > 0.5 && ci.high <= 1.0);
+        // Every resampled mean of 0/1 values over 40 is a multiple of 1/40.
+        close((ci.low * 40.0).round(), ci.low * 40.0, 1e-9);
+        assert_eq!(bootstrap_mean(&agree, s), bootstrap_mean(&agree, s));
+        // A constant sample has a zero-width interval at its value.
+        let flat = bootstrap_mean(&[0.5; 5], s).unwrap();
+        assert_eq!((flat.low, flat.estimate, flat.high), (0.5, 0.5, 0.5));
+    }
+
+    // Reference: statsmodels.stats.proportion.proportion_confint(k, n, alpha, method="wilson").
+    // 8 of 10: [0.49016247153664183, 0.9433178485456247]; 0 of 10: [0, 0.27753279986288926].
+    #[test]
+    fn wilson_interval() {
+        let ci = wilson(8, 10, 0.05).unwrap();
+        close(ci.low, 0.490_162_471_536_641_83, 1e-12);
+        close(ci.high, 0.943_317_848_545_624_7, 1e-12);
+        assert_eq!(
+            (ci.estimate, ci.n, ci.method),
+            (0.8, 10, IntervalMethod::Wilson)
+        );
+        close(ci.level, 0.95, 1e-15);
+        let zero = wilson(0, 10, 0.05).unwrap();
+        assert_eq!(zero.low, 0.0);
+        close(zero.high, 0.277_532_799_862_889_26, 1e-12);
+        let all = wilson(10, 10, 0.05).unwrap();
+        assert_eq!(all.high, 1.0);
+        close(all.low, 1.0 - 0.277_532_799_862_889_26, 1e-12);
+        let z = wilson_z(8, 10, normal_critical_value(0.05).unwrap()).unwrap();
+        close(z.low, ci.low, 1e-15);
+        close(z.level, 0.95, 1e-12);
+        assert!(wilson(1, 0, 0.05).is_none());
+        assert!(wilson(0, 0, 0.05).is_none());
+        assert!(wilson(11, 10, 0.05).is_none());
+        assert!(wilson(5, 10, 0.0).is_none());
+        assert!(wilson(5, 10, 1.5).is_none());
+        assert!(wilson_z(5, 10, 0.0).is_none());
+        assert!(wilson_z(5, 10, f64::INFINITY).is_none());
+        // Narrower at a larger alpha.
+        assert!(wilson(5, 10, 0.2).unwrap().width() < wilson(5, 10, 0.05).unwrap().width());
+    }
+
+    // scipy.stats.norm.isf(alpha / 2) for alpha = 0.05, 0.01, 0.1, 0.8, 1e-10.
+    #[test]
+    fn normal_critical_values() {
+        close(
+            normal_critical_value(0.05).unwrap(),
+            1.959_963_984_540_054_5,
+            1e-14,
+        );
+        close(
+            normal_critical_value(0.01).unwrap(),
+            2.575_829_303_548_901,
+            1e-14,
+        );
+        close(
+            normal_critical_value(0.1).unwrap(),
+            1.644_853_626_951_472_9,
+            1e-14,
+        );
+        close(
+            normal_critical_value(0.8).unwrap(),
+            0.253_347_103_135_799_7,
+            1e-14,
+        );
+        close(
+            normal_critical_value(1e-10).unwrap(),
+            6.466_951_087_240_516,
+            1e-12,
+        );
+        assert!(normal_critical_value(0.0).is_none());
+        assert!(normal_critical_value(1.0).is_none());
+        assert!(normal_critical_value(-0.1).is_none());
+    }
+
+    // Python's math.erfc.
+    #[test]
+    fn erfc_to_double_precision() {
+        for (x, want) in [
+            (0.0, 1.0),
+            (0.1, 0.887_537_083_981_715_2),
+            (1.0, 0.157_299_207_050_285_13),
+            (-1.0, 1.842_700_792_949_715),
+            (3.0, 2.209_049_699_858_543_8e-5),
+            (6.0, 2.151_973_671_249_891_6e-17),
+        ] {
+            let got = erfc(x);
+            assert!(
+                (got - want).abs() <= 1e-14 * want,
+                "erfc({x}) = {got}, want {want}"
+            );
+        }
+        assert!(erfc(f64::NAN).is_nan());
+        assert_eq!(erfc(f64::INFINITY), 0.0);
+        assert_eq!(erfc(f64::NEG_INFINITY), 2.0);
+    }
+
+    // Reference values: the exact binomial tail with rational arithmetic, which is what
+    // scipy.stats.binomtest(k, n, 0.5).pvalue and statsmodels' mcnemar(exact=True) return:
+    // python3 -c "from fractions import Fraction as F; from math import comb;
+    //   p=lambda k,n: min(1, 2*F(sum(comb(n,i) for i in range(k+1)), 2**n)); print(float(p(1,10)), float(p(0,6)), float(p(0,5)), float(p(3,12)), float(p(10,24)))"
+    // -> 0.021484375 0.03125 0.0625 0.14599609375 0.5412561893463135
+    #[test]
+    fn exact_mcnemar_matches_the_binomial_reference() {
+        close(exact_binomial_two_sided(1, 10), 0.021_484_375, 1e-12);
+        close(exact_binomial_two_sided(0, 6), 0.031_25, 1e-12);
+        close(exact_binomial_two_sided(0, 5), 0.0625, 1e-12);
+        close(exact_binomial_two_sided(3, 12), 0.145_996_093_75, 1e-12);
+        close(
+            exact_binomial_two_sided(10, 24),
+            0.541_256_189_346_313_5,
+            1e-12,
+        );
+        assert_eq!(exact_binomial_two_sided(0, 0), 1.0);
+        assert_eq!(exact_binomial_two_sided(5, 10), 1.0);
+        assert_eq!(exact_binomial_two_sided(50, 10), 1.0);
+        let t = mcnemar(9, 1);
+        assert_eq!(t.method, McNemarMethod::Exact);
+        assert_eq!((t.statistic, t.discordant()), (1.0, 10));
+        // The optimizer's former implementation gave these bits.
+        assert_eq!(t.p_value, 0.021_484_375_000_000_003);
+        assert_eq!(mcnemar(3, 9).p_value, 0.145_996_093_750_000_06);
+        assert_eq!(t.verdict(0.05), Verdict::Worse);
+        assert_eq!(mcnemar(1, 9).verdict(0.05), Verdict::Better);
+        assert_eq!(mcnemar(1, 9).verdict(0.01), Verdict::NotDistinguishable);
+        let none = mcnemar(0, 0);
+        assert_eq!(
+            (none.p_value, none.verdict(0.05)),
+            (1.0, Verdict::NotDistinguishable)
+        );
+        let paired = [
+            (true, false),
+            (true, true),
+            (false, true),
+            (false, true),
+            (false, false),
+        ];
+        let t = mcnemar_paired(&paired);
+        assert_eq!((t.a_only, t.b_only), (1, 2));
+    }
+
+    // Reference: statsmodels mcnemar([[0,10],[20,0]], exact=False, correction=True) is
+    // chi2 = (|10-20|-1)^2/30 = 2.7, p = scipy.stats.chi2.sf(2.7, 1) = 0.10034824646229054;
+    // (|30-12|-1)^2/42: p = 0.008711912962379598.
+    #[test]
+    fn large_counts_use_chi_square_with_continuity_correction() {
+        let t = mcnemar(10, 20);
+        assert_eq!(t.method, McNemarMethod::Chi2);
+        close(t.statistic, 2.7, 1e-15);
+        close(t.p_value, 0.100_348_246_462_290_54, 1e-15);
+        close(mcnemar(30, 12).p_value, 0.008_711_912_962_379_598, 1e-16);
+        assert_eq!(mcnemar(30, 12).verdict(0.05), Verdict::Worse);
+        close(chi2_1_sf(8.1), 0.004_426_525_857_919_833, 1e-16);
+        assert_eq!(chi2_1_sf(0.0), 1.0);
+        assert_eq!(chi2_1_sf(-1.0), 1.0);
+        assert_eq!(chi2_1_sf(f64::INFINITY), 0.0);
+        assert!(chi2_1_sf(1e4) < 1e-300);
+        // Equal counts: statistic 0 and p = 1 (statsmodels would say 1/26).
+        let even = mcnemar(13, 13);
+        assert_eq!((even.statistic, even.p_value), (0.0, 1.0));
+        assert_eq!(mcnemar(40, 41).p_value, 1.0);
+        assert_eq!(mcnemar(12, 12).method, McNemarMethod::Exact);
+    }
+
+    // By hand: 10 items, 7 alike; rater 1 says yes 6 times, rater 2 5 times:
+    // pₑ = (6·5 + 4·5) / 100 = 0.5, κ = (0.7 − 0.5) / 0.5 = 0.4.
+    #[test]
+    fn cohen_kappa_nominal() {
+        let r1 = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0];
+        let r2 = [1, 1, 1, 1, 0, 0, 1, 0, 0, 0];
+        let pairs: Vec<(i32, i32)> = r1.into_iter().zip(r2).collect();
+        close(cohen_kappa(&pairs).unwrap(), 0.4, 1e-15);
+        // Labels of any ordered type.
+        let words = [
+            ("pass", "pass"),
+            ("fail", "pass"),
+            ("fail", "fail"),
+            ("pass", "pass"),
+        ];
+        // pₒ = 0.75, pₑ = (2·3 + 2·1)/16 = 0.5, κ = 0.5.
+        close(cohen_kappa(&words).unwrap(), 0.5, 1e-15);
+        // Complete disagreement on two balanced labels: κ = −1.
+        close(cohen_kappa(&[(0, 1), (1, 0)]).unwrap(), -1.0, 1e-15);
+        // Degenerate: perfect agreement, also on one single label; none at all.
+        assert_eq!(cohen_kappa(&[(2, 2), (2, 2)]), Some(1.0));
+        assert_eq!(cohen_kappa(&[(1, 1), (2, 2)]), Some(1.0));
+        assert_eq!(cohen_kappa::<u8>(&[]), None);
+        // Both raters constant, different labels: pₒ = 0 = pₑ, κ = 0.
+        assert_eq!(cohen_kappa(&[(1, 2), (1, 2)]), Some(0.0));
+    }
+
+    // By hand: x = [0, 1, 2], y = [0, 2, 2]: D = 1/3; means 1 and 4/3, variances 2/3 and 8/9,
+    // E = 2/3 + 8/9 + 1/9 = 5/3, κ = 1 − (1/3)/(5/3) = 0.8.
+    #[test]
+    fn quadratic_kappa_ordinal() {
+        let pairs = [(0.0, 0.0), (1.0, 2.0), (2.0, 2.0)];
+        close(quadratic_kappa(&pairs).unwrap(), 0.8, 1e-15);
+        // A near miss costs less than a far one (unlike plain kappa, which sees both as misses).
+        let near = [(0.0, 0.0), (5.0, 6.0), (10.0, 10.0), (3.0, 3.0)];
+        let far = [(0.0, 0.0), (5.0, 10.0), (10.0, 10.0), (3.0, 3.0)];
+        assert!(quadratic_kappa(&near).unwrap() > quadratic_kappa(&far).unwrap());
+        // Reversed scores on a symmetric set: κ = −1.
+        close(
+            quadratic_kappa(&[(0.0, 2.0), (2.0, 0.0)]).unwrap(),
+            -1.0,
+            1e-15,
+        );
+        assert_eq!(quadratic_kappa(&[(7.0, 7.0), (7.0, 7.0)]), Some(1.0));
+        assert_eq!(quadratic_kappa(&[(3.0, 5.0), (3.0, 5.0)]), Some(0.0));
+        assert_eq!(quadratic_kappa(&[]), None);
+        assert_eq!(quadratic_kappa(&[(1.0, f64::NAN)]), None);
+    }
+
+    // scipy.stats.rankdata([3, 1, 4, 1, 5, 9, 2, 6, 5]) = [4, 1.5, 5, 1.5, 6.5, 9, 3, 8, 6.5].
+    #[test]
+    fn spearman_with_ties() {
+        assert_eq!(
+            average_ranks(&[3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0]),
+            [4.0, 1.5, 5.0, 1.5, 6.5, 9.0, 3.0, 8.0, 6.5]
+        );
+        assert!(average_ranks(&[]).is_empty());
+        // Monotone but not linear: 1; reversed: −1.
+        let up: Vec<(f64, f64)> = (1..=6)
+            .map(|i| (f64::from(i), f64::from(i).exp()))
+            .collect();
+        close(spearman(&up).unwrap(), 1.0, 1e-15);
+        let down: Vec<(f64, f64)> = up.iter().map(|&(x, y)| (x, -y)).collect();
+        close(spearman(&down).unwrap(), -1.0, 1e-15);
+        // By hand: x ranks [1, 2, 3, 4], y = [1, 3, 2, 2] ranks [1, 4, 2.5, 2.5]:
+        // deviations x [−1.5, −0.5, 0.5, 1.5], y [−1.5, 1.5, 0, 0]: Σxy = 1.5, Σx² = 5,
+        // Σy² = 4.5, ρ = 1.5 / √22.5.
+        let tied = [(1.0, 1.0), (2.0, 3.0), (3.0, 2.0), (4.0, 2.0)];
+        close(spearman(&tied).unwrap(), 1.5 / 22.5f64.sqrt(), 1e-15);
+        assert_eq!(spearman(&[(1.0, 2.0), (2.0, 2.0), (3.0, 2.0)]), None);
+        assert_eq!(spearman(&[(1.0, 2.0)]), None);
+        assert_eq!(spearman(&[(1.0, 2.0), (f64::NAN, 1.0)]), None);
+        close(spearman(&[(1.0, 5.0), (2.0, 3.0)]).unwrap(), -1.0, 1e-15);
+    }
+
+    #[test]
+    fn mean_absolute_error_and_confusion_table() {
+        close(
+            mean_absolute_error(&[(1.0, 3.0), (4.0, 4.0), (2.0, 1.0)]).unwrap(),
+            1.0,
+            1e-15,
+        );
+        assert_eq!(mean_absolute_error(&[]), None);
+        assert_eq!(mean_absolute_error(&[(1.0, f64::INFINITY)]), None);
+
+        let pairs = [
+            ("pass", "pass"),
+            ("pass", "fail"),
+            ("fail", "fail"),
+            ("pass", "pass"),
+            ("fail", "unsure"),
+            ("skip", "pass"),
+        ];
+        let t = confusion_table(&pairs, &["pass", "fail"], &["pass", "fail", "unsure"]);
+        assert_eq!(t.counts, [[2, 1, 0], [0, 1, 1]]);
+        assert_eq!((t.unlisted, t.total()), (1, 5));
+        assert_eq!(t.rows, ["pass", "fail"]);
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["counts"][0][0], 2);
+        let empty = confusion_table::<u8>(&[], &[], &[]);
+        assert_eq!((empty.total(), empty.unlisted), (0, 0));
+    }
+
+    #[test]
+    fn results_serialize_for_reports() {
+        let c = paired_bootstrap(
+            &[(0.1, 0.5), (0.2, 0.6), (0.3, 0.5), (0.2, 0.3)],
+            BootstrapSettings {
+                resamples: 500,
+                seed: 9,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let json = serde_json::to_value(c).unwrap();
+        assert_eq!(json["verdict"], "better");
+        assert_eq!(json["difference"]["method"], "paired_bootstrap_percentile");
+        assert_eq!(json["difference"]["seed"], 9);
+        assert_eq!(json["difference"]["resamples"], 500);
+        assert_eq!(json["alpha"], 0.05);
+        let back: PairedComparison = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+        let w = serde_json::to_value(wilson(3, 4, 0.05).unwrap()).unwrap();
+        assert_eq!(w["method"], "wilson");
+        assert!(w.get("seed").is_none() && w.get("resamples").is_none());
+        assert_eq!(
+            serde_json::to_value(Verdict::NotDistinguishable).unwrap(),
+            "not_distinguishable"
+        );
+        let m = serde_json::to_value(mcnemar(30, 12)).unwrap();
+        assert_eq!(m["method"], "chi2");
+    }
 }

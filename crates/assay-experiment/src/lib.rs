@@ -14,7 +14,8 @@
 //!   factual-correctness check.
 //! * [`run`]: the three steps (baseline, the study, evaluation), the journal and `--resume`,
 //!   the budget and racing.
-//! * [`stats`]: McNemar, the paired bootstrap and the minimum detectable effect.
+//! * [`stats`]: baseline vs optimized on the same cases: McNemar and the paired bootstrap from
+//!   [`assay_core::stats`], and the optimizer's minimum detectable effect.
 //! * [`tracking`]: MLflow runs over REST, the local tracking store, the Optuna journal export.
 //! * [`testdata`]: `test_data/versions.json` and the versioned case sets: resolution (CLI >
 //!   latest), creation (validated, copied, never overwritten), the latest pointers.
