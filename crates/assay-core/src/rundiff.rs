@@ -526,7 +526,10 @@ pub fn diff_runs(before: &RunLog, after: &RunLog) -> RunDiff {
         score_delta: (delta * 10.0).round() / 10.0,
         counts,
         topic_changes: topic_changes(before, after),
-        significance: crate::stats::paired_comparison(&pairs),
+        significance: crate::stats::paired_bootstrap(
+            &pairs,
+            crate::stats::BootstrapSettings::default(),
+        ),
         gate: None,
         cases,
     }

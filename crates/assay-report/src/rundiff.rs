@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use assay_core::rundiff::{CaseChange, RunDiff, SettingChange};
-use assay_core::stats::Difference;
+use assay_core::stats::Verdict;
 
 use crate::html::escape as esc;
 
@@ -84,17 +84,18 @@ pub fn setup_lines(d: &RunDiff) -> Vec<String> {
 fn significance_line(d: &RunDiff) -> Option<String> {
     let s = d.significance.as_ref()?;
     let verdict = match s.verdict {
-        Difference::Better => "better",
-        Difference::Worse => "worse",
-        Difference::NotDistinguishable => "not distinguishable",
+        Verdict::Better => "better",
+        Verdict::Worse => "worse",
+        Verdict::NotDistinguishable => "not distinguishable",
     };
+    let i = &s.difference;
     Some(format!(
         "per-case score change {:+.2} ({:.0}% CI {:+.2} to {:+.2}, paired bootstrap over {} cases): {verdict}",
-        s.mean_delta,
-        s.level * 100.0,
-        s.low,
-        s.high,
-        s.n
+        i.estimate,
+        i.level * 100.0,
+        i.low,
+        i.high,
+        i.n
     ))
 }
 

@@ -725,8 +725,8 @@ fn aggregate(
         mean_overall: mean_sd(&overall).0,
         pass_rate: (passed + failed > 0).then(|| f64::from(passed) / f64::from(passed + failed)),
         pass_rate_interval: assay_core::stats::wilson(
-            u64::from(passed),
-            u64::from(passed + failed),
+            passed as usize,
+            (passed + failed) as usize,
             0.05,
         )
         .map(|i| [i.low, i.high]),
