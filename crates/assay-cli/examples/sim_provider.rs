@@ -86,6 +86,8 @@ struct Req {
     messages: Vec<Msg>,
     tools: Vec<String>,
     schema: Option<Value>,
+    /// The request's sampling seed (OpenAI-compatible `seed`), when given.
+    seed: Option<u64>,
 }
 
 /// What to answer.
@@ -196,6 +198,7 @@ fn parse_openai(body: &Value) -> Req {
                 .to_owned(),
         );
     }
+    req.seed = body["seed"].as_u64();
     if body["response_format"]["type"] == "json_schema" {
         req.schema = Some(body["response_format"]["json_schema"]["schema"].clone());
     }
@@ -216,6 +219,8 @@ fn judge(req: &Req) -> Answer {
     // A judge taken in by a confident reply: the assistant claimed actions it never took, and
     // this judge believes the claim (it scores everything high).
     let fooled = prompt.contains("CLAIM_WITHOUT_TOOLS");
+    // A judge that changes its mind: every resample (a request with a seed) fails the run.
+    let fickle = prompt.contains("FICKLE") && req.seed.is_some();
     let schema = req.schema.clone().unwrap_or(Value::Null);
     let criteria = &schema["properties"]["scores"]["properties"];
     let used_tools = prompt.contains("[tool call]");
@@ -226,7 +231,9 @@ fn judge(req: &Req) -> Answer {
     let mut scores = serde_json::Map::new();
     for (id, spec) in criteria.as_object().into_iter().flatten() {
         let pass_fail = spec["properties"]["score"]["enum"].is_array();
-        let score = if fooled {
+        let score = if fickle {
+            if pass_fail { 0 } else { 2 }
+        } else if fooled {
             if pass_fail { 10 } else { 9 }
         } else if pass_fail {
             if email_failed { 0 } else { 10 }

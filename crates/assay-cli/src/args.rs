@@ -814,6 +814,19 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub judge_samples: u32,
 
+    /// Compare with a saved report (JSON, or the Markdown with its JSON beside it) and fail
+    /// (exit 1) on a significant regression: the per-scenario mean overall falls (paired
+    /// bootstrap over scenarios, 95 %), or a scenario with two or more scored runs on each side
+    /// falls (bootstrap over its runs).
+    #[arg(long, value_name = "REPORT")]
+    pub baseline: Option<PathBuf>,
+
+    /// With --baseline: compare even when the baseline was judged by another judge (model or
+    /// version); by default that is refused, since a change of judge would pass for a change of
+    /// model.
+    #[arg(long, requires = "baseline")]
+    pub allow_judge_change: bool,
+
     /// Keep this simulation's scratch folder (under DIR/.assay/sim/, marked KEPT): assay never
     /// removes a kept folder; other runs' folders are removed when they end, or, when killed,
     /// by the next simulation.
@@ -826,8 +839,11 @@ pub struct SimulateArgs {
 pub enum SimulateCommand {
     /// Put several simulation reports side by side: models as columns, scenarios as rows.
     ///
-    /// Takes the JSON reports (or the Markdown reports with their JSON beside them). Prints
-    /// Markdown; --html writes a colour-coded HTML page too.
+    /// Takes the JSON reports (or the Markdown reports with their JSON beside them). Each cell
+    /// is a scenario's mean overall score with its 95 % bootstrap interval over the repeats;
+    /// each pair of reports gets a verdict (better, worse, not distinguishable), scenario by
+    /// scenario and over all scenarios. Warns when the reports were judged differently.
+    /// Prints Markdown; --html writes a colour-coded HTML page too; --json the comparison.
     Compare(CompareArgs),
 }
 
@@ -845,6 +861,10 @@ pub struct CompareArgs {
     /// Write the Markdown here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Print the comparison as JSON instead of Markdown.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `assay optimize`

@@ -458,6 +458,9 @@ pub struct SimReport {
     /// reports written before version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeInfo>,
+    /// The comparison with a baseline report (`--baseline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<SimBaseline>,
 }
 
 /// The judge's identity and consistency.
@@ -520,7 +523,9 @@ impl SimReport {
     pub fn outcome(&self) -> Outcome {
         if self.summary.errors > 0 {
             Outcome::Errors
-        } else if self.gate.as_ref().is_some_and(|g| !g.passed) {
+        } else if self.gate.as_ref().is_some_and(|g| !g.passed)
+            || self.baseline.as_ref().is_some_and(|b| !b.passed)
+        {
             Outcome::GateFailed
         } else {
             Outcome::Passed
@@ -540,4 +545,351 @@ pub fn failed_checks(run: &ScenarioRun) -> impl Iterator<Item = &CheckResult> {
     run.checks
         .iter()
         .filter(|c| c.status != CheckStatus::Passed)
+}
+
+/// Several simulation reports compared (`assay simulate compare`, `assay simulate
+/// --baseline`): per report and per scenario the mean overall score with its bootstrap
+/// interval over the scored runs, and for every pair of reports, scenario by scenario and
+/// overall, whether the second is better, worse or not distinguishable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimComparison {
+    /// The reports, in the order given.
+    pub reports: Vec<ComparedReport>,
+    /// What makes the comparison less than clean: reports judged by another judge (version or
+    /// model), other suites, other pass thresholds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Scenario by scenario, in id order.
+    pub scenarios: Vec<ComparedScenario>,
+    /// Every pair `(a, b)` with `a < b`: `b` against `a`.
+    pub pairs: Vec<ComparedPair>,
+}
+
+/// One report in a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedReport {
+    /// Where it came from (its file).
+    pub label: String,
+    /// The model under test.
+    pub model: String,
+    /// The judge's model.
+    pub evaluator_model: String,
+    /// The judge's version, when the report records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_version: Option<String>,
+    /// The mean overall score over scored runs, with its bootstrap interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_overall: Option<crate::stats::Interval>,
+    /// The pass rate with its Wilson interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_rate: Option<crate::stats::Interval>,
+}
+
+/// One scenario across the reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedScenario {
+    /// The scenario.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Per report (`None`: not run there).
+    pub cells: Vec<Option<ScenarioCell>>,
+}
+
+/// A scenario's result in one report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioCell {
+    /// Mean overall over its scored runs.
+    pub mean: Option<f64>,
+    /// Its bootstrap interval (two or more scored runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<crate::stats::Interval>,
+    /// Scored runs.
+    pub scored: u32,
+    /// Passing runs.
+    pub passed: u32,
+    /// Runs.
+    pub runs: u32,
+    /// Whether the mean passes the report's threshold.
+    pub passes: Option<bool>,
+}
+
+/// Report `b` against report `a`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedPair {
+    /// Index of the first report.
+    pub a: usize,
+    /// Index of the second.
+    pub b: usize,
+    /// Paired over the scenarios both scored (each scenario's mean overall): the mean change,
+    /// its interval and the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall: Option<crate::stats::PairedComparison>,
+    /// Per scenario, over the two reports' scored runs (two or more on each side): the change
+    /// in mean overall and the verdict.
+    #[serde(default)]
+    pub scenarios: Vec<(String, crate::stats::PairedComparison)>,
+    /// Paired over the scenarios both scored: the change in each scenario's pass rate. Failed
+    /// checks count here even when the judge scored the run well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall_pass_rate: Option<crate::stats::PairedComparison>,
+    /// Per scenario, over the two reports' scored runs (two or more on each side): the change
+    /// in pass rate (each run 1 when it passed, else 0).
+    #[serde(default)]
+    pub scenario_pass_rates: Vec<(String, crate::stats::PairedComparison)>,
+}
+
+impl ComparedPair {
+    /// The scenarios this pair finds worse, on score or on pass rate.
+    pub fn worse_scenarios(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self
+            .scenarios
+            .iter()
+            .chain(&self.scenario_pass_rates)
+            .filter(|(_, c)| c.verdict == crate::stats::Verdict::Worse)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+fn scored_passes(report: &SimReport, scenario: &str) -> Vec<f64> {
+    report
+        .runs
+        .iter()
+        .filter(|r| r.scenario_id == scenario && r.verdict.is_scored())
+        .map(|r| if r.verdict == Verdict::Pass { 1.0 } else { 0.0 })
+        .collect()
+}
+
+fn scored_overall(report: &SimReport, scenario: Option<&str>) -> Vec<f64> {
+    report
+        .runs
+        .iter()
+        .filter(|r| scenario.is_none_or(|s| r.scenario_id == s))
+        .filter(|r| r.verdict.is_scored())
+        .filter_map(|r| r.overall)
+        .collect()
+}
+
+/// Compares reports (each with a label, usually its file). Seeded: the same reports give the
+/// same intervals.
+pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
+    use crate::stats::{
+        BootstrapSettings, bootstrap_difference, bootstrap_mean, paired_bootstrap, wilson,
+    };
+    let settings = BootstrapSettings::default();
+    let mut warnings = Vec::new();
+    if let Some((_, first)) = reports.first() {
+        let version = |r: &SimReport| r.judge.as_ref().map(|j| j.version.clone());
+        for (label, r) in &reports[1..] {
+            if r.suite != first.suite {
+                warnings.push(format!(
+                    "{label} is of another suite (`{}`, not `{}`)",
+                    r.suite, first.suite
+                ));
+            }
+            if r.evaluator_model != first.evaluator_model || version(r) != version(first) {
+                warnings.push(format!(
+                    "{label} was judged differently (judge {} version {}, not {} version {}): its scores mix a change of judge with the change under test",
+                    r.evaluator_model,
+                    version(r).unwrap_or_else(|| "unrecorded".into()),
+                    first.evaluator_model,
+                    version(first).unwrap_or_else(|| "unrecorded".into())
+                ));
+            }
+            if (r.pass_threshold - first.pass_threshold).abs() > f64::EPSILON {
+                warnings.push(format!(
+                    "{label} has pass threshold {}, not {}",
+                    r.pass_threshold, first.pass_threshold
+                ));
+            }
+        }
+    }
+    let compared: Vec<ComparedReport> = reports
+        .iter()
+        .map(|(label, r)| ComparedReport {
+            label: label.clone(),
+            model: r.model.clone(),
+            evaluator_model: r.evaluator_model.clone(),
+            judge_version: r.judge.as_ref().map(|j| j.version.clone()),
+            mean_overall: bootstrap_mean(&scored_overall(r, None), settings),
+            pass_rate: wilson(
+                r.summary.passed as usize,
+                (r.summary.passed + r.summary.failed) as usize,
+                settings.alpha,
+            ),
+        })
+        .collect();
+    let mut ids: Vec<(String, String)> = reports
+        .iter()
+        .flat_map(|(_, r)| r.scenarios.iter().map(|s| (s.id.clone(), s.name.clone())))
+        .collect();
+    ids.sort();
+    ids.dedup_by(|a, b| a.0 == b.0);
+    let scenarios: Vec<ComparedScenario> = ids
+        .iter()
+        .map(|(id, name)| ComparedScenario {
+            id: id.clone(),
+            name: name.clone(),
+            cells: reports
+                .iter()
+                .map(|(_, r)| {
+                    let s = r.scenarios.iter().find(|s| &s.id == id)?;
+                    let values = scored_overall(r, Some(id));
+                    Some(ScenarioCell {
+                        mean: s.mean,
+                        interval: bootstrap_mean(&values, settings),
+                        scored: s.scored,
+                        passed: s.passed,
+                        runs: s.runs,
+                        passes: s.mean.map(|m| m >= r.pass_threshold),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    let mut pairs = Vec::new();
+    for a in 0..reports.len() {
+        for b in a + 1..reports.len() {
+            let (ra, rb) = (reports[a].1, reports[b].1);
+            let means: Vec<(f64, f64)> = scenarios
+                .iter()
+                .filter_map(|s| {
+                    let x = s.cells[a].as_ref()?.mean?;
+                    let y = s.cells[b].as_ref()?.mean?;
+                    Some((x, y))
+                })
+                .collect();
+            let per_scenario = scenarios
+                .iter()
+                .filter_map(|s| {
+                    let c = bootstrap_difference(
+                        &scored_overall(ra, Some(&s.id)),
+                        &scored_overall(rb, Some(&s.id)),
+                        settings,
+                    )?;
+                    Some((s.id.clone(), c))
+                })
+                .collect();
+            let rates: Vec<(f64, f64)> = scenarios
+                .iter()
+                .filter_map(|s| {
+                    let x = s.cells[a].as_ref().filter(|c| c.scored > 0)?;
+                    let y = s.cells[b].as_ref().filter(|c| c.scored > 0)?;
+                    Some((
+                        f64::from(x.passed) / f64::from(x.scored),
+                        f64::from(y.passed) / f64::from(y.scored),
+                    ))
+                })
+                .collect();
+            let pass_rates = scenarios
+                .iter()
+                .filter_map(|s| {
+                    let c = bootstrap_difference(
+                        &scored_passes(ra, &s.id),
+                        &scored_passes(rb, &s.id),
+                        settings,
+                    )?;
+                    Some((s.id.clone(), c))
+                })
+                .collect();
+            pairs.push(ComparedPair {
+                a,
+                b,
+                overall: paired_bootstrap(&means, settings),
+                scenarios: per_scenario,
+                overall_pass_rate: paired_bootstrap(&rates, settings),
+                scenario_pass_rates: pass_rates,
+            });
+        }
+    }
+    SimComparison {
+        reports: compared,
+        warnings,
+        scenarios,
+        pairs,
+    }
+}
+
+/// A simulation compared with its baseline report (`assay simulate --baseline`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimBaseline {
+    /// The baseline report's file.
+    pub label: String,
+    /// The baseline (report 0) and this simulation (report 1).
+    pub comparison: SimComparison,
+    /// Whether there is no significant regression: neither paired comparison over the
+    /// scenarios (mean overall, pass rate) is worse, and no scenario with two or more scored
+    /// runs on each side is worse on either.
+    pub passed: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+impl SimBaseline {
+    /// Compares `current` with `baseline` and decides the regression gate.
+    pub fn of(label: &str, baseline: &SimReport, current: &SimReport) -> SimBaseline {
+        let comparison = compare_reports(&[
+            (label.to_owned(), baseline),
+            ("this simulation".to_owned(), current),
+        ]);
+        let mut reasons = Vec::new();
+        if let Some(pair) = comparison.pairs.first() {
+            if let Some(o) = &pair.overall
+                && o.verdict == crate::stats::Verdict::Worse
+            {
+                reasons.push(format!(
+                    "the mean overall score per scenario fell {:.2} ({:.0}% CI {:+.2} to {:+.2}, over {} scenarios)",
+                    -o.difference.estimate,
+                    o.difference.level * 100.0,
+                    o.difference.low,
+                    o.difference.high,
+                    o.difference.n
+                ));
+            }
+            if let Some(o) = &pair.overall_pass_rate
+                && o.verdict == crate::stats::Verdict::Worse
+            {
+                reasons.push(format!(
+                    "the pass rate per scenario fell {:.0} points ({:.0}% CI {:+.0} to {:+.0})",
+                    -o.difference.estimate * 100.0,
+                    o.difference.level * 100.0,
+                    o.difference.low * 100.0,
+                    o.difference.high * 100.0
+                ));
+            }
+            for (id, c) in &pair.scenarios {
+                if c.verdict == crate::stats::Verdict::Worse {
+                    reasons.push(format!(
+                        "scenario `{id}`: mean overall fell {:.2} ({:.0}% CI {:+.2} to {:+.2})",
+                        -c.difference.estimate,
+                        c.difference.level * 100.0,
+                        c.difference.low,
+                        c.difference.high
+                    ));
+                }
+            }
+            for (id, c) in &pair.scenario_pass_rates {
+                if c.verdict == crate::stats::Verdict::Worse {
+                    reasons.push(format!(
+                        "scenario `{id}`: pass rate fell {:.0} points ({:.0}% CI {:+.0} to {:+.0})",
+                        -c.difference.estimate * 100.0,
+                        c.difference.level * 100.0,
+                        c.difference.low * 100.0,
+                        c.difference.high * 100.0
+                    ));
+                }
+            }
+        }
+        SimBaseline {
+            label: label.to_owned(),
+            comparison,
+            passed: reasons.is_empty(),
+            reasons,
+        }
+    }
 }

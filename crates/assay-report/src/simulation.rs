@@ -4,12 +4,13 @@
 //! calls) and the comparison of several reports (models as columns, scenarios as rows) in
 //! Markdown and HTML.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use assay_core::simulation::{
-    FailedBy, GateOutcome, ScenarioRun, SimReport, Speaker, Verdict, failed_checks,
+    FailedBy, GateOutcome, ScenarioCell, ScenarioRun, SimBaseline, SimComparison, SimReport,
+    Speaker, Verdict, failed_checks,
 };
+use assay_core::stats::Verdict as StatVerdict;
 
 fn score(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"))
@@ -258,6 +259,11 @@ pub fn console(report: &SimReport, report_path: Option<&str>) -> String {
     if let Some(gate) = &report.gate {
         let _ = writeln!(out, "  {}", gate_line(gate));
     }
+    if let Some(b) = &report.baseline {
+        for line in baseline_lines(b) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if let Some(line) = judge_line(report) {
         let _ = writeln!(out, "  {line}");
     }
@@ -333,6 +339,14 @@ pub fn markdown(report: &SimReport) -> String {
     }
     if let Some(gate) = &report.gate {
         let _ = writeln!(md, "**{}**\n", gate_line(gate));
+    }
+    if let Some(b) = &report.baseline {
+        let lines = baseline_lines(b);
+        let _ = writeln!(md, "**{}**\n", capitalise(&lines[0]));
+        for line in &lines[1..] {
+            let _ = writeln!(md, "- {}", line.trim());
+        }
+        md.push('\n');
     }
 
     let _ = writeln!(md, "## Scenarios\n");
@@ -526,40 +540,90 @@ pub fn markdown(report: &SimReport) -> String {
     md
 }
 
-/// One comparison cell: the mean over a model's scored runs of a scenario, with a mark.
-fn cell(report: &SimReport, scenario: &str) -> (Option<f64>, &'static str) {
-    let Some(s) = report.scenarios.iter().find(|s| s.id == scenario) else {
-        return (None, "not run");
+/// A cell's mark: at or above the report's pass threshold, within 1.5 below it, lower, or none.
+fn mark(report: &SimReport, cell: Option<&ScenarioCell>) -> &'static str {
+    let Some(c) = cell else {
+        return "not run";
     };
-    match s.mean {
-        None => (None, "no verdict"),
-        Some(m) if m >= report.pass_threshold => (Some(m), "pass"),
-        Some(m) if m >= report.pass_threshold - 1.5 => (Some(m), "near"),
-        Some(m) => (Some(m), "fail"),
+    match c.mean {
+        None => "no verdict",
+        Some(m) if m >= report.pass_threshold => "pass",
+        Some(m) if m >= report.pass_threshold - 1.5 => "near",
+        Some(_) => "fail",
     }
 }
 
-fn scenario_rows(reports: &[SimReport]) -> Vec<(String, String)> {
-    let mut seen = BTreeSet::new();
-    let mut rows = Vec::new();
-    for r in reports {
-        for s in &r.scenarios {
-            if seen.insert(s.id.clone()) {
-                rows.push((s.id.clone(), s.name.clone()));
+/// `7.40 [6.90–7.80]`: a mean with its interval when there is one.
+fn with_interval(cell: Option<&ScenarioCell>) -> String {
+    match cell {
+        None => "–".to_owned(),
+        Some(c) => match (c.mean, &c.interval) {
+            (Some(m), Some(i)) => format!("{m:.2} [{:.2}–{:.2}]", i.low, i.high),
+            (m, _) => score(m),
+        },
+    }
+}
+
+fn verdict_text(v: StatVerdict) -> &'static str {
+    match v {
+        StatVerdict::Better => "better",
+        StatVerdict::Worse => "worse",
+        StatVerdict::NotDistinguishable => "not distinguishable",
+    }
+}
+
+/// One line per pair of reports: the overall verdict and the scenarios that moved.
+fn pair_lines(reports: &[SimReport], c: &SimComparison) -> Vec<String> {
+    c.pairs
+        .iter()
+        .map(|p| {
+            let (a, b) = (&reports[p.a].model, &reports[p.b].model);
+            let overall = p.overall.as_ref().map_or_else(
+                || "too few scenarios in common for a verdict".to_owned(),
+                |o| {
+                    format!(
+                        "{} ({:+.2} per scenario, {:.0}% CI {:+.2} to {:+.2}, {} scenarios)",
+                        verdict_text(o.verdict),
+                        o.difference.estimate,
+                        o.difference.level * 100.0,
+                        o.difference.low,
+                        o.difference.high,
+                        o.difference.n
+                    )
+                },
+            );
+            let moved = |v: StatVerdict| {
+                p.scenarios
+                    .iter()
+                    .filter(|(_, s)| s.verdict == v)
+                    .map(|(id, s)| format!("{id} {:+.2}", s.difference.estimate))
+                    .collect::<Vec<_>>()
+            };
+            let (worse, better) = (moved(StatVerdict::Worse), moved(StatVerdict::Better));
+            let mut line = format!("{b} against {a}: {overall}");
+            if !worse.is_empty() {
+                let _ = write!(line, "; worse on {}", worse.join(", "));
             }
-        }
-    }
-    rows.sort();
-    rows
+            if !better.is_empty() {
+                let _ = write!(line, "; better on {}", better.join(", "));
+            }
+            line
+        })
+        .collect()
 }
 
-/// Models as columns, scenarios as rows, in Markdown (✅ at or above each report's pass
-/// threshold, ⚠️ within 1.5 below it, ❌ lower, – no verdict).
-pub fn compare_markdown(reports: &[SimReport]) -> String {
+/// Models as columns, scenarios as rows, in Markdown: each cell the scenario's mean overall
+/// with its 95 % bootstrap interval over the repeats (✅ at or above the report's pass
+/// threshold, ⚠️ within 1.5 below it, ❌ lower, – no verdict), then a verdict for every pair of
+/// reports.
+pub fn compare_markdown(reports: &[SimReport], c: &SimComparison) -> String {
     let mut md = String::from("# Model comparison\n\n");
+    for w in &c.warnings {
+        let _ = writeln!(md, "> **Warning:** {w}\n");
+    }
     let _ = writeln!(
         md,
-        "Mean overall score (0-10) per scenario over scored runs. ✅ passes the report's threshold, ⚠️ within 1.5 below it, ❌ lower, – no verdict.\n"
+        "Mean overall score (0-10) per scenario over scored runs, with its 95% bootstrap interval over the repeats. ✅ passes the report's threshold, ⚠️ within 1.5 below it, ❌ lower, – no verdict.\n"
     );
     let mut header = "| scenario |".to_owned();
     let mut rule = "|---|".to_owned();
@@ -568,27 +632,45 @@ pub fn compare_markdown(reports: &[SimReport]) -> String {
         rule.push_str("---:|");
     }
     let _ = writeln!(md, "{header}\n{rule}");
-    for (id, name) in scenario_rows(reports) {
-        let _ = write!(md, "| {name} (`{id}`) |");
-        for r in reports {
-            let (value, mark) = cell(r, &id);
-            let symbol = match mark {
+    for row in &c.scenarios {
+        let _ = write!(md, "| {} (`{}`) |", row.name, row.id);
+        for (r, cell) in reports.iter().zip(&row.cells) {
+            let symbol = match mark(r, cell.as_ref()) {
                 "pass" => "✅",
                 "near" => "⚠️",
                 "fail" => "❌",
                 _ => "–",
             };
-            let _ = write!(md, " {} {symbol} |", score(value));
+            let _ = write!(md, " {} {symbol} |", with_interval(cell.as_ref()));
         }
         md.push('\n');
     }
     let _ = write!(md, "| **mean overall** |");
-    for r in reports {
-        let _ = write!(md, " **{}** |", score(r.summary.mean_overall));
+    for cr in &c.reports {
+        let _ = write!(
+            md,
+            " **{}** |",
+            cr.mean_overall.as_ref().map_or_else(
+                || "–".to_owned(),
+                |i| format!("{:.2} [{:.2}–{:.2}]", i.estimate, i.low, i.high)
+            )
+        );
     }
     let _ = write!(md, "\n| pass rate |");
-    for r in reports {
-        let _ = write!(md, " {} |", pct(r.summary.pass_rate));
+    for cr in &c.reports {
+        let _ = write!(
+            md,
+            " {} |",
+            cr.pass_rate.as_ref().map_or_else(
+                || "–".to_owned(),
+                |i| format!(
+                    "{:.0}% [{:.0}–{:.0}%]",
+                    i.estimate * 100.0,
+                    i.low * 100.0,
+                    i.high * 100.0
+                )
+            )
+        );
     }
     let _ = write!(md, "\n| errors / simulator at fault |");
     for r in reports {
@@ -598,47 +680,125 @@ pub fn compare_markdown(reports: &[SimReport]) -> String {
             r.summary.errors, r.summary.simulator_fault
         );
     }
-    md.push('\n');
+    let _ = write!(md, "\n| judge |");
+    for cr in &c.reports {
+        let _ = write!(
+            md,
+            " {} {} |",
+            cr.evaluator_model,
+            cr.judge_version
+                .as_deref()
+                .unwrap_or("(version unrecorded)")
+        );
+    }
+    md.push_str("\n\n");
+    let lines = pair_lines(reports, c);
+    if !lines.is_empty() {
+        let _ = writeln!(md, "## Verdicts\n");
+        let _ = writeln!(
+            md,
+            "Over all scenarios: a paired bootstrap of the scenarios' means; per scenario: a bootstrap of the two reports' runs (two or more scored runs on each side). Better or worse when the 95% interval of the change excludes 0.\n"
+        );
+        for line in lines {
+            let _ = writeln!(md, "- {line}");
+        }
+    }
     md
 }
 
 use crate::junit::escape as esc;
 
-/// The same comparison as one self-contained HTML page, cells colour-coded.
-pub fn compare_html(reports: &[SimReport]) -> String {
+/// The same comparison as one self-contained HTML page, cells colour-coded (and marked, so
+/// colour is not the only cue).
+pub fn compare_html(reports: &[SimReport], c: &SimComparison) -> String {
     let mut h = String::from(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>assay: model comparison</title>\n<style>\nbody{font:15px/1.4 system-ui,sans-serif;margin:2rem;color:#222}\ntable{border-collapse:collapse}th,td{padding:.4rem .7rem;border:1px solid #ccc}\ntd.num{text-align:right;font-variant-numeric:tabular-nums}\n.pass{background:#d7f5dd}.near{background:#fff1c2}.fail{background:#fbd5d5}.none{background:#eee;color:#777}\n</style></head><body>\n<h1>Model comparison</h1>\n<p>Mean overall score (0-10) per scenario over scored runs; green passes the report's threshold, amber is within 1.5 below it, red is lower.</p>\n<table><thead><tr><th>scenario</th>",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>assay: model comparison</title>\n<style>\nbody{font:15px/1.4 system-ui,sans-serif;margin:2rem;color:#222}\ntable{border-collapse:collapse}th,td{padding:.4rem .7rem;border:1px solid #ccc}\ntd.num{text-align:right;font-variant-numeric:tabular-nums}\n.pass{background:#d7f5dd}.near{background:#fff1c2}.fail{background:#fbd5d5}.none{background:#eee;color:#777}\n.warn{background:#fff1c2;padding:.5rem}\n</style></head><body>\n<h1>Model comparison</h1>\n",
     );
+    for w in &c.warnings {
+        let _ = write!(h, "<p class=\"warn\"><b>Warning:</b> {}</p>", esc(w));
+    }
+    h.push_str("<p>Mean overall score (0-10) per scenario over scored runs, with its 95% bootstrap interval; green (✓) passes the report's threshold, amber (~) is within 1.5 below it, red (✗) is lower.</p>\n<table><thead><tr><th>scenario</th>");
     for r in reports {
         let _ = write!(h, "<th>{}</th>", esc(&r.model));
     }
     h.push_str("</tr></thead><tbody>\n");
-    for (id, name) in scenario_rows(reports) {
-        let _ = write!(h, "<tr><td>{} (<code>{}</code>)</td>", esc(&name), esc(&id));
-        for r in reports {
-            let (value, mark) = cell(r, &id);
-            let class = match mark {
-                "pass" | "near" | "fail" => mark,
-                _ => "none",
+    for row in &c.scenarios {
+        let _ = write!(
+            h,
+            "<tr><td>{} (<code>{}</code>)</td>",
+            esc(&row.name),
+            esc(&row.id)
+        );
+        for (r, cell) in reports.iter().zip(&row.cells) {
+            let m = mark(r, cell.as_ref());
+            let (class, sign) = match m {
+                "pass" => ("pass", "✓"),
+                "near" => ("near", "~"),
+                "fail" => ("fail", "✗"),
+                _ => ("none", ""),
             };
-            let _ = write!(h, "<td class=\"num {class}\">{}</td>", score(value));
+            let _ = write!(
+                h,
+                "<td class=\"num {class}\">{} {sign}</td>",
+                esc(&with_interval(cell.as_ref()))
+            );
         }
         h.push_str("</tr>\n");
     }
     h.push_str("<tr><th>mean overall</th>");
-    for r in reports {
+    for cr in &c.reports {
         let _ = write!(
             h,
             "<td class=\"num\"><b>{}</b></td>",
-            score(r.summary.mean_overall)
+            cr.mean_overall.as_ref().map_or_else(
+                || "–".to_owned(),
+                |i| format!("{:.2} [{:.2}–{:.2}]", i.estimate, i.low, i.high)
+            )
         );
     }
     h.push_str("</tr>\n<tr><th>pass rate</th>");
     for r in reports {
         let _ = write!(h, "<td class=\"num\">{}</td>", pct(r.summary.pass_rate));
     }
-    h.push_str("</tr>\n</tbody></table>\n</body></html>\n");
+    h.push_str("</tr>\n</tbody></table>\n");
+    let lines = pair_lines(reports, c);
+    if !lines.is_empty() {
+        h.push_str("<h2>Verdicts</h2><ul>");
+        for line in lines {
+            let _ = write!(h, "<li>{}</li>", esc(&line));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</body></html>\n");
     h
+}
+
+/// The comparison with a baseline, in lines (console and Markdown).
+fn baseline_lines(b: &SimBaseline) -> Vec<String> {
+    let mut lines = vec![format!(
+        "compared with {}: {}",
+        b.label,
+        if b.passed {
+            "no significant regression"
+        } else {
+            "REGRESSED"
+        }
+    )];
+    lines.extend(b.reasons.iter().map(|r| format!("  {r}")));
+    for w in &b.comparison.warnings {
+        lines.push(format!("  warning: {w}"));
+    }
+    if let Some(o) = b.comparison.pairs.first().and_then(|p| p.overall.as_ref()) {
+        lines.push(format!(
+            "  per-scenario mean overall {:+.2} ({:.0}% CI {:+.2} to {:+.2}): {}",
+            o.difference.estimate,
+            o.difference.level * 100.0,
+            o.difference.low,
+            o.difference.high,
+            verdict_text(o.verdict)
+        ));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod checks;
 pub mod conversation;
 pub mod judge;
 pub mod mcp;
+pub mod report;
 pub mod run;
 pub mod scratch;
 pub mod suite;

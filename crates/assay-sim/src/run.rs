@@ -761,6 +761,7 @@ fn aggregate(
         runs,
         usage: Vec::new(),
         judge,
+        baseline: None,
     }
 }
 

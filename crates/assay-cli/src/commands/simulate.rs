@@ -29,6 +29,33 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     let settings = ProjectSettings::load(dir)?;
     let suite = assay_sim::load(dir)?;
     log_warnings(&suite.warnings);
+    // The baseline is read and checked before anything runs.
+    let baseline = match &args.baseline {
+        None => None,
+        Some(path) => {
+            let base = assay_sim::report::read(path)?;
+            if base.suite != suite.config.name {
+                return Err(HarnessError::Usage(format!(
+                    "--baseline {}: a report of suite `{}`, not `{}`",
+                    path.display(),
+                    base.suite,
+                    suite.config.name
+                ))
+                .into());
+            }
+            let version = assay_sim::judge::version(&suite);
+            let theirs = base.judge.as_ref().map(|j| j.version.clone());
+            if theirs.as_deref() != Some(version.as_str()) && !args.allow_judge_change {
+                return Err(HarnessError::Usage(format!(
+                    "--baseline {}: judged by judge version {} and this suite's judge is version {version} (its instructions, criteria, rubrics or weights changed): a comparison would mix the judge's change with the model's; judge the baseline again, or pass --allow-judge-change",
+                    path.display(),
+                    theirs.as_deref().unwrap_or("(unrecorded)")
+                ))
+                .into());
+            }
+            Some((path.display().to_string(), base))
+        }
+    };
 
     let wanted: Option<Vec<String>> = match args.scenarios.trim() {
         "all" | "" => None,
@@ -137,6 +164,18 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         .map_err(preflight_error)?;
     let mut report = rt.block_on(assay_sim::simulate(&suite, &models, &options, &selected));
     bar.finish_and_clear();
+    if let Some((label, base)) = &baseline {
+        if base.evaluator_model != report.evaluator_model && !args.allow_judge_change {
+            tracing::warn!(
+                "the baseline was judged by {} and this simulation by {}",
+                base.evaluator_model,
+                report.evaluator_model
+            );
+        }
+        report.baseline = Some(assay_core::simulation::SimBaseline::of(
+            label, base, &report,
+        ));
+    }
 
     let snapshot = calls.usage();
     for name in [
@@ -263,38 +302,28 @@ fn save(dir: &Path, output: Option<&Path>, report: &SimReport) -> anyhow::Result
     Ok(markdown_path)
 }
 
-fn read_report(path: &Path) -> anyhow::Result<SimReport> {
-    let json_path = if path.extension().is_some_and(|e| e == "json") {
-        path.to_owned()
-    } else {
-        path.with_extension("json")
-    };
-    let text = std::fs::read_to_string(&json_path).map_err(|e| {
-        HarnessError::Usage(format!(
-            "{}: cannot read the JSON report: {e}",
-            json_path.display()
-        ))
-    })?;
-    let report: SimReport = serde_json::from_str(&text).map_err(|e| {
-        HarnessError::Usage(format!(
-            "{}:{}:{}: not a simulation report: {e}",
-            json_path.display(),
-            e.line(),
-            e.column()
-        ))
-    })?;
-    Ok(report)
-}
-
 fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     let reports = args
         .reports
         .iter()
-        .map(|p| read_report(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let markdown = report::compare_markdown(&reports);
+        .map(|p| {
+            assay_sim::report::read(p)
+                .map(|r| (assay_sim::report::json_path(p).display().to_string(), r))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let labelled: Vec<(String, &SimReport)> = reports.iter().map(|(l, r)| (l.clone(), r)).collect();
+    let comparison = assay_core::simulation::compare_reports(&labelled);
+    for w in &comparison.warnings {
+        tracing::warn!("{w}");
+    }
+    if args.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&comparison)?));
+        return Ok(Exit::Success);
+    }
+    let only: Vec<SimReport> = reports.into_iter().map(|(_, r)| r).collect();
+    let markdown = report::compare_markdown(&only, &comparison);
     if let Some(path) = &args.html {
-        write_replace(path, report::compare_html(&reports).as_bytes())
+        write_replace(path, report::compare_html(&only, &comparison).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     match &args.output {
