@@ -221,6 +221,15 @@ fn judge(req: &Req) -> Answer {
     let fooled = prompt.contains("CLAIM_WITHOUT_TOOLS");
     // A judge that changes its mind: every resample (a request with a seed) fails the run.
     let fickle = prompt.contains("FICKLE") && req.seed.is_some();
+    // Scores that differ by scenario and criterion (for measuring agreement): a hash of the
+    // scenario line and the criterion, 0-10.
+    let varied = prompt.contains("VARIED_SCORES").then(|| {
+        prompt
+            .lines()
+            .find(|l| l.starts_with("# Scenario:"))
+            .unwrap_or_default()
+            .to_owned()
+    });
     let schema = req.schema.clone().unwrap_or(Value::Null);
     let criteria = &schema["properties"]["scores"]["properties"];
     let used_tools = prompt.contains("[tool call]");
@@ -231,7 +240,16 @@ fn judge(req: &Req) -> Answer {
     let mut scores = serde_json::Map::new();
     for (id, spec) in criteria.as_object().into_iter().flatten() {
         let pass_fail = spec["properties"]["score"]["enum"].is_array();
-        let score = if fickle {
+        let score = if let Some(scenario) = &varied {
+            let h = format!("{scenario}/{id}")
+                .bytes()
+                .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+            if pass_fail {
+                if h % 2 == 0 { 10 } else { 0 }
+            } else {
+                (h % 11) as i64
+            }
+        } else if fickle {
             if pass_fail { 0 } else { 2 }
         } else if fooled {
             if pass_fail { 10 } else { 9 }

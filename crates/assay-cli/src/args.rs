@@ -32,6 +32,17 @@ pub enum Command {
     /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, below [gate] in assay.toml,
     /// or a regression rule broken; the cases are named), 2 bad input, 3 infrastructure errors.
     Run(RunArgs),
+    /// Measure a judge against people: the simulator's judge or the optimizer's llm-rubric
+    /// grader scores items people labelled, and the agreement is reported per criterion
+    /// (Cohen's kappa, Spearman, mean absolute error, a confusion table) and overall (with a
+    /// bootstrap interval). See docs/judges.md.
+    Judge {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: JudgeCommand,
+    },
     /// The saved runs of a project: list them, or compare two case by case (what the web UI's
     /// run diff shows).
     Runs {
@@ -332,6 +343,46 @@ pub struct RunArgs {
     /// 2026-11-25-0915, or its run_id) or `latest` (the newest saved run before this one).
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
+}
+
+/// `assay judge …`
+#[derive(Debug, Subcommand)]
+pub enum JudgeCommand {
+    /// Judge the labelled items again and measure the agreement with the labels.
+    ///
+    /// Exit codes: 0 measured; 1 a criterion's kappa is below --min-kappa; 2 bad labels
+    /// (unknown criteria, scores off the scale, runs the report does not have); 3 the judge
+    /// failed on some items (reported apart, left out of the measures).
+    Agree {
+        /// The labels file (YAML or JSON; `judge: simulation` or `judge: rubric`).
+        labels: PathBuf,
+        /// The judge's `vendor/model` (default: [simulate] evaluator_model for simulation
+        /// labels, [optimize] grader_model for rubric labels).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        model: Option<String>,
+        /// Judge each item K times (another criteria order and seed each time) and report how
+        /// often its verdict flips.
+        #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        judge_samples: u32,
+        /// Fail (exit 1) when a criterion's kappa is below this (or undefined).
+        #[arg(long, value_name = "KAPPA")]
+        min_kappa: Option<f64>,
+        /// Call cache mode: read-write, off or replay.
+        #[arg(long)]
+        cache: Option<String>,
+        /// Print the agreement as JSON (every item).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a labels file to fill in for a saved simulation report: every run, every
+    /// criterion left empty (label blind: the judge's scores are not shown).
+    Template {
+        /// The simulation report (JSON, or the Markdown with its JSON beside it).
+        report: PathBuf,
+        /// Write here instead of stdout (never over an existing file).
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `assay runs …`

@@ -358,6 +358,10 @@ pub struct ExperimentReport {
     pub target: String,
     /// The grader's `vendor/model`.
     pub grader: String,
+    /// The llm-rubric grader's version (a digest of its instructions, prompt and schema):
+    /// experiments graded by different versions are not comparable score for score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader_version: Option<String>,
     /// The rubric threshold.
     pub threshold: f64,
     /// The objectives and their directions, e.g. `["maximize factually_correct_count", …]`.

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agreement;
 pub mod bank;
 pub mod condition;
 pub mod entity;

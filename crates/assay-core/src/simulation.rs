@@ -626,15 +626,16 @@ pub struct ComparedPair {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overall: Option<crate::stats::PairedComparison>,
     /// Per scenario, over the two reports' scored runs (two or more on each side): the change
-    /// in mean overall and the verdict.
+    /// in mean overall (Welch's t) and the verdict, corrected for the number of scenarios
+    /// (Holm).
     #[serde(default)]
     pub scenarios: Vec<(String, crate::stats::PairedComparison)>,
     /// Paired over the scenarios both scored: the change in each scenario's pass rate. Failed
     /// checks count here even when the judge scored the run well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overall_pass_rate: Option<crate::stats::PairedComparison>,
-    /// Per scenario, over the two reports' scored runs (two or more on each side): the change
-    /// in pass rate (each run 1 when it passed, else 0).
+    /// Per scenario, over the two reports' scored runs: the change in pass rate (Newcombe's
+    /// interval, Fisher's exact test), corrected as `scenarios`.
     #[serde(default)]
     pub scenario_pass_rates: Vec<(String, crate::stats::PairedComparison)>,
 }
@@ -655,13 +656,20 @@ impl ComparedPair {
     }
 }
 
-fn scored_passes(report: &SimReport, scenario: &str) -> Vec<f64> {
-    report
-        .runs
-        .iter()
-        .filter(|r| r.scenario_id == scenario && r.verdict.is_scored())
-        .map(|r| if r.verdict == Verdict::Pass { 1.0 } else { 0.0 })
-        .collect()
+/// Per-scenario comparisons with their verdicts corrected for testing many scenarios at once
+/// (Holm): a verdict stands only when its p-value survives the correction, so the same model
+/// twice is called better or worse on some scenario about 5 % of the time, not 5 % a scenario.
+fn holm_corrected(
+    mut list: Vec<(String, crate::stats::PairedComparison)>,
+    alpha: f64,
+) -> Vec<(String, crate::stats::PairedComparison)> {
+    let p: Vec<f64> = list.iter().map(|(_, c)| c.p_value).collect();
+    for ((_, c), keep) in list.iter_mut().zip(crate::stats::holm(&p, alpha)) {
+        if !keep {
+            c.verdict = crate::stats::Verdict::NotDistinguishable;
+        }
+    }
+    list
 }
 
 fn scored_overall(report: &SimReport, scenario: Option<&str>) -> Vec<f64> {
@@ -678,7 +686,8 @@ fn scored_overall(report: &SimReport, scenario: Option<&str>) -> Vec<f64> {
 /// same intervals.
 pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
     use crate::stats::{
-        BootstrapSettings, bootstrap_difference, bootstrap_mean, paired_bootstrap, wilson,
+        BootstrapSettings, bootstrap_mean, paired_bootstrap_t, proportion_difference,
+        stratified_bootstrap_mean, t_interval, welch_difference, wilson,
     };
     let settings = BootstrapSettings::default();
     let mut warnings = Vec::new();
@@ -715,7 +724,19 @@ pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
             model: r.model.clone(),
             evaluator_model: r.evaluator_model.clone(),
             judge_version: r.judge.as_ref().map(|j| j.version.clone()),
-            mean_overall: bootstrap_mean(&scored_overall(r, None), settings),
+            mean_overall: {
+                // Within scenarios when each has two or more scored runs (the error of
+                // measuring this suite); over runs otherwise.
+                let groups: Vec<Vec<f64>> = r
+                    .scenarios
+                    .iter()
+                    .map(|s| scored_overall(r, Some(&s.id)))
+                    .filter(|g| !g.is_empty())
+                    .collect();
+                let refs: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
+                stratified_bootstrap_mean(&refs, settings)
+                    .or_else(|| bootstrap_mean(&scored_overall(r, None), settings))
+            },
             pass_rate: wilson(
                 r.summary.passed as usize,
                 (r.summary.passed + r.summary.failed) as usize,
@@ -741,7 +762,7 @@ pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
                     let values = scored_overall(r, Some(id));
                     Some(ScenarioCell {
                         mean: s.mean,
-                        interval: bootstrap_mean(&values, settings),
+                        interval: t_interval(&values, settings.alpha),
                         scored: s.scored,
                         passed: s.passed,
                         runs: s.runs,
@@ -763,17 +784,20 @@ pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
                     Some((x, y))
                 })
                 .collect();
-            let per_scenario = scenarios
-                .iter()
-                .filter_map(|s| {
-                    let c = bootstrap_difference(
-                        &scored_overall(ra, Some(&s.id)),
-                        &scored_overall(rb, Some(&s.id)),
-                        settings,
-                    )?;
-                    Some((s.id.clone(), c))
-                })
-                .collect();
+            let per_scenario = holm_corrected(
+                scenarios
+                    .iter()
+                    .filter_map(|s| {
+                        let c = welch_difference(
+                            &scored_overall(ra, Some(&s.id)),
+                            &scored_overall(rb, Some(&s.id)),
+                            settings.alpha,
+                        )?;
+                        Some((s.id.clone(), c))
+                    })
+                    .collect(),
+                settings.alpha,
+            );
             let rates: Vec<(f64, f64)> = scenarios
                 .iter()
                 .filter_map(|s| {
@@ -785,23 +809,29 @@ pub fn compare_reports(reports: &[(String, &SimReport)]) -> SimComparison {
                     ))
                 })
                 .collect();
-            let pass_rates = scenarios
-                .iter()
-                .filter_map(|s| {
-                    let c = bootstrap_difference(
-                        &scored_passes(ra, &s.id),
-                        &scored_passes(rb, &s.id),
-                        settings,
-                    )?;
-                    Some((s.id.clone(), c))
-                })
-                .collect();
+            let pass_rates = holm_corrected(
+                scenarios
+                    .iter()
+                    .filter_map(|s| {
+                        let (x, y) = (s.cells[a].as_ref()?, s.cells[b].as_ref()?);
+                        let c = proportion_difference(
+                            x.passed as usize,
+                            x.scored as usize,
+                            y.passed as usize,
+                            y.scored as usize,
+                            settings.alpha,
+                        )?;
+                        Some((s.id.clone(), c))
+                    })
+                    .collect(),
+                settings.alpha,
+            );
             pairs.push(ComparedPair {
                 a,
                 b,
-                overall: paired_bootstrap(&means, settings),
+                overall: paired_bootstrap_t(&means, settings),
                 scenarios: per_scenario,
-                overall_pass_rate: paired_bootstrap(&rates, settings),
+                overall_pass_rate: paired_bootstrap_t(&rates, settings),
                 scenario_pass_rates: pass_rates,
             });
         }

@@ -109,6 +109,27 @@ pub struct Grader<'a> {
     pub threshold: f64,
 }
 
+/// The grader's version: the first 16 hex digits of a SHA-256 over its instructions, its
+/// prompt (with placeholders) and its answer schema. Reports carry it, so two runs graded
+/// differently can be told apart.
+pub fn version() -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        SYSTEM.to_owned(),
+        rubric_prompt("{question}", "{expected}", "{output}"),
+        rubric_schema().to_string(),
+    ] {
+        h.update(part.len().to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 impl Grader<'_> {
     /// Grades one answer with the rubric.
     pub async fn rubric(
@@ -117,15 +138,30 @@ impl Grader<'_> {
         expected: &str,
         output: &str,
     ) -> Result<RubricGrade, GradeError> {
+        self.rubric_sample(question, expected, output, 0).await
+    }
+
+    /// [`Grader::rubric`], sample `sample`: sample 0 is the grader as it always asks; later
+    /// samples carry a seed, so each is a call (and a cache entry) of its own.
+    pub async fn rubric_sample(
+        &self,
+        question: &str,
+        expected: &str,
+        output: &str,
+        sample: u32,
+    ) -> Result<RubricGrade, GradeError> {
         let schema = SchemaCheck::new("rubric_grade", rubric_schema()).map_err(|e| GradeError {
             model: self.model.model().to_owned(),
             source: e,
         })?;
-        let request = ChatRequest::new(
+        let mut request = ChatRequest::new(
             Some(SYSTEM.to_owned()),
             rubric_prompt(question, expected, output),
             GRADER_MAX_TOKENS,
         );
+        if sample > 0 {
+            request.seed = Some(u64::from(sample));
+        }
         let answer = ask_structured::<Reply>(
             self.model,
             request,

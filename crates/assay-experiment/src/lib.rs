@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agree;
 pub mod cases;
 pub mod error;
 pub mod grade;

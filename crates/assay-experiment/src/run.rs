@@ -998,6 +998,7 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         seed: options.seed,
         target: x.services.target.describe(),
         grader: x.services.grader.model().to_owned(),
+        grader_version: Some(crate::grade::version()),
         threshold: options.threshold,
         directions: header.directions.clone(),
         agents: x

@@ -166,12 +166,16 @@ pub fn markdown(report: &ExperimentReport) -> String {
     let _ = writeln!(s, "# Prompt optimization: {}\n", report.name);
     let _ = writeln!(
         s,
-        "- Started {}, finished {}\n- Target: {}\n- Grader: {} (llm-rubric threshold {})\n- Objectives: {}\n- Trials: {} requested, {}; seed {}\n- Agents: {}",
+        "- Started {}, finished {}\n- Target: {}\n- Grader: {} (llm-rubric threshold {}{})\n- Objectives: {}\n- Trials: {} requested, {}; seed {}\n- Agents: {}",
         report.started,
         report.finished,
         report.target,
         report.grader,
         report.threshold,
+        report
+            .grader_version
+            .as_deref()
+            .map_or_else(String::new, |v| format!(", grader version {v}")),
         report.directions.join(", "),
         report.trials_requested,
         report.search_mode,
@@ -367,6 +371,7 @@ mod tests {
             seed: 42,
             target: "built-in chain (planner → finalizer)".into(),
             grader: "anthropic/claude-sonnet-4-6".into(),
+        grader_version: None,
             threshold: 0.8,
             directions: vec![
                 "maximize factually_correct_count".into(),

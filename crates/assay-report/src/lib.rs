@@ -2,6 +2,7 @@
 //! and never compute scores; they only read the record.
 //!
 //! * [`console::render`]: the terminal summary of `assay run`;
+//! * [`agreement`]: a judge's agreement with people (`assay judge agree`);
 //! * [`markdown::render`]: the Markdown report (000 §6.6), critical failures first;
 //! * [`html::render`]: the self-contained HTML report (inline CSS and SVG charts), the same
 //!   content the web UI's run page shows;
@@ -18,6 +19,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agreement;
 pub mod console;
 pub mod experiment;
 pub mod html;

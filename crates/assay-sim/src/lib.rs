@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agree;
 pub mod checks;
 pub mod conversation;
 pub mod judge;

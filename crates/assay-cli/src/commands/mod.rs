@@ -6,6 +6,7 @@ mod data;
 mod embed;
 mod expectations;
 mod init;
+mod judge;
 mod kb;
 mod kb_compare;
 mod optimize;
@@ -26,6 +27,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Run(args) => run::run(&args),
         Command::Runs { project, command } => runs::run(&project, &command),
+        Command::Judge { project, command } => judge::run(&project, &command),
         Command::Expectations(args) => expectations::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Banks {

@@ -689,3 +689,47 @@ fn command_and_http_targets_receive_the_prompts_and_the_optimizer_finds_the_best
     assert_eq!(p.stats.agent.load(Ordering::SeqCst), 0);
     assert!(p.stats.grader.load(Ordering::SeqCst) > 0);
 }
+
+/// Issue 18: the bundled gaia-mini grader labels, measured against the scripted grader (which
+/// gives 1.0 when the answer contains the expected one, else 0.2): the measure of a grader
+/// whose calls on correctness match the labels exactly, and whose 0-1 scores are coarser.
+#[test]
+fn the_example_grader_labels_measure_the_llm_rubric_grader() {
+    let p = provider(Duration::ZERO);
+    let s = Scratch::copy_of(&crate::support::repo_path("examples/gaia-mini"));
+    let toml = s.read("assay.toml").replace(
+        "grader_model = \"anthropic/claude-sonnet-4-6\"",
+        "grader_model = \"openai/fake-grader\"",
+    );
+    s.write(
+        "assay.toml",
+        &format!("{toml}\n[providers]\nopenai_base_url = \"{}/v1\"\n", p.url),
+    );
+    let root = s.root.to_str().unwrap().to_owned();
+    let labels = s.path("labels/grader_labels.yaml");
+    let run = crate::support::assay_env(
+        &["judge", "agree", labels.to_str().unwrap(), "--project", &root, "--json"],
+        &ENV,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let a = run.json();
+    assert_eq!((a["kind"].as_str(), a["items"].as_u64()), (Some("rubric"), Some(10)));
+    let criterion = |id: &str| {
+        a["measurement"]["criteria"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {a}"))
+            .clone()
+    };
+    // The scripted grader's correctness calls are the labels' (containment), so plain kappa 1.
+    assert_eq!(criterion("factually_correct")["kappa"], 1.0);
+    assert_eq!(criterion("factually_correct")["kappa_weights"], "none");
+    // Its overall is 1.0 or 0.2 where the labels say 1.0 or 0.1-0.2: all within a point of ten.
+    assert_eq!(criterion("overall")["agreement"], 1.0);
+    let v = &a["measurement"]["verdicts"];
+    assert_eq!((v["n"].as_u64(), v["agreement"].as_f64()), (Some(10), Some(1.0)));
+    assert_eq!(a["judge_version"].as_str().unwrap().len(), 16);
+    assert_eq!(p.stats.grader.load(std::sync::atomic::Ordering::SeqCst), 10, "one grading a label");
+}

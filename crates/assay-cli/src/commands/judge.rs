@@ -1,0 +1,110 @@
+//! `assay judge agree` and `assay judge template`.
+
+use std::path::Path;
+
+use assay_harness::HarnessError;
+use assay_harness::engine::{ProviderCalls, build_chat_model};
+use assay_harness::settings::ProjectSettings;
+
+use super::{env, out, runtime};
+use crate::args::JudgeCommand;
+use crate::exit::Exit;
+
+pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
+    match command {
+        JudgeCommand::Template { report, output } => template(dir, report, output.as_deref()),
+        JudgeCommand::Agree {
+            labels,
+            model,
+            judge_samples,
+            min_kappa,
+            cache,
+            json,
+        } => {
+            if min_kappa.is_some_and(|k| !(-1.0..=1.0).contains(&k)) {
+                return Err(HarnessError::Usage("--min-kappa: must be between -1 and 1".into()).into());
+            }
+            let settings = ProjectSettings::load(dir)?;
+            let kind = assay_sim::agree::labels_kind(labels)?;
+            let rt = runtime()?;
+            let report = match kind.as_str() {
+                "simulation" => {
+                    let suite = assay_sim::load(dir)?;
+                    let loaded = assay_sim::agree::load_labels(labels, &suite)?;
+                    let name = model.clone().unwrap_or_else(|| settings.simulate.evaluator_model.clone());
+                    let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
+                    let judge = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
+                    rt.block_on(assay_sim::agree::agree(&suite, &loaded, judge.as_ref(), *judge_samples))
+                }
+                "rubric" => {
+                    let loaded =
+                        assay_experiment::agree::load_labels(labels, settings.optimize.threshold)?;
+                    let name = model.clone().unwrap_or_else(|| settings.optimize.grader_model.clone());
+                    let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
+                    let model = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
+                    let grader = assay_experiment::grade::Grader {
+                        model: model.as_ref(),
+                        threshold: settings.optimize.threshold,
+                    };
+                    rt.block_on(assay_experiment::agree::agree(&grader, &loaded, *judge_samples))
+                }
+                other => {
+                    return Err(HarnessError::Data(assay_kb::datafile::DataError::new(
+                        labels,
+                        format!("judge: `{other}` is not `simulation` or `rubric`"),
+                    ))
+                    .into());
+                }
+            };
+            if *json {
+                out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+            } else {
+                out(&assay_report::agreement::console(&report));
+            }
+            let below: Vec<String> = min_kappa
+                .map(|min| {
+                    report
+                        .measurement
+                        .criteria
+                        .iter()
+                        .filter(|c| c.kappa.is_none_or(|k| k < min))
+                        .map(|c| c.id.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !below.is_empty() {
+                tracing::error!(
+                    "kappa below {} on: {}",
+                    min_kappa.unwrap_or_default(),
+                    below.join(", ")
+                );
+            }
+            Ok(if !report.errors.is_empty() {
+                Exit::Infrastructure
+            } else if !below.is_empty() {
+                Exit::GateFailed
+            } else {
+                Exit::Success
+            })
+        }
+    }
+}
+
+fn template(dir: &Path, report: &Path, output: Option<&Path>) -> anyhow::Result<Exit> {
+    let suite = assay_sim::load(dir)?;
+    let sim = assay_sim::report::read(report)?;
+    let json = assay_sim::report::json_path(report);
+    let base = output
+        .and_then(Path::parent)
+        .map_or_else(|| std::path::PathBuf::from("."), Path::to_owned);
+    let text = assay_sim::agree::template(&json, &sim, &suite, &base);
+    match output {
+        Some(path) => {
+            assay_harness::results::write_new(path, text.as_bytes())
+                .map_err(|e| HarnessError::Usage(format!("{}: {e}", path.display())))?;
+            out(&format!("wrote {}\n", path.display()));
+        }
+        None => out(&text),
+    }
+    Ok(Exit::Success)
+}
