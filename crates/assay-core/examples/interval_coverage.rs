@@ -195,7 +195,10 @@ fn main() {
         let second = report(&truths, a.repeats, a.noise, &mut rng);
         let c = compare_reports(&[("a".into(), &first), ("b".into(), &second)]);
         let r = &c.reports[0];
-        if r.mean_overall.as_ref().is_some_and(|i| i.contains(true_mean)) {
+        if r.mean_overall
+            .as_ref()
+            .is_some_and(|i| i.contains(true_mean))
+        {
             overall_hits += 1;
         }
         if r.pass_rate.as_ref().is_some_and(|i| i.contains(true_pass)) {

@@ -76,7 +76,12 @@ impl Scale {
     /// The confusion table's category of a score.
     fn category(self, score: f64) -> String {
         if self.is_binary() {
-            return if self.tenths(score) >= 5.0 { "pass" } else { "fail" }.to_owned();
+            return if self.tenths(score) >= 5.0 {
+                "pass"
+            } else {
+                "fail"
+            }
+            .to_owned();
         }
         let t = self.tenths(score);
         if t < 3.5 {
@@ -216,10 +221,8 @@ pub fn measure(observations: &[Observation], verdicts: &[VerdictPair]) -> Measur
     let criteria = order
         .iter()
         .map(|(id, scale)| {
-            let of: Vec<&Observation> = observations
-                .iter()
-                .filter(|o| o.criterion == *id)
-                .collect();
+            let of: Vec<&Observation> =
+                observations.iter().filter(|o| o.criterion == *id).collect();
             let pairs: Vec<(f64, f64)> = of.iter().map(|o| (o.human, o.judge)).collect();
             let kappa = if scale.is_binary() {
                 let cats: Vec<(String, String)> = of
@@ -246,7 +249,12 @@ pub fn measure(observations: &[Observation], verdicts: &[VerdictPair]) -> Measur
                 scale: *scale,
                 n: of.len(),
                 kappa,
-                kappa_weights: if scale.is_binary() { "none" } else { "quadratic" }.to_owned(),
+                kappa_weights: if scale.is_binary() {
+                    "none"
+                } else {
+                    "quadratic"
+                }
+                .to_owned(),
                 spearman: spearman(&pairs),
                 mae: mean_absolute_error(&pairs),
                 agreement: share(of.iter().map(|o| o.agrees())),
@@ -309,7 +317,11 @@ fn share(flags: impl Iterator<Item = bool>) -> f64 {
         all += 1;
         yes += usize::from(f);
     }
-    if all == 0 { 0.0 } else { yes as f64 / all as f64 }
+    if all == 0 {
+        0.0
+    } else {
+        yes as f64 / all as f64
+    }
 }
 
 /// A judge's agreement with people: what `assay judge agree` reports.
@@ -374,7 +386,13 @@ mod tests {
         for i in 0..10 {
             let s = f64::from(i);
             let judge = if i == 3 { 10.0 } else { s };
-            obs.push(Observation::new(&format!("i{i}"), "c", Scale::ZeroToTen, s, judge));
+            obs.push(Observation::new(
+                &format!("i{i}"),
+                "c",
+                Scale::ZeroToTen,
+                s,
+                judge,
+            ));
             let pass = i % 2 == 0;
             obs.push(Observation::new(
                 &format!("i{i}"),
@@ -398,10 +416,16 @@ mod tests {
         assert!((c.agreement - 0.9).abs() < 1e-12);
         assert_eq!(m.criteria[1].kappa_weights, "none");
         assert!((m.criteria[1].agreement - 0.9).abs() < 1e-12);
-        assert_eq!(m.disagreements[0].item, "i4", "the pass/fail miss is the largest gap");
+        assert_eq!(
+            m.disagreements[0].item, "i4",
+            "the pass/fail miss is the largest gap"
+        );
         assert_eq!(m.disagreements[1].item, "i3");
         let v = m.verdicts.unwrap();
-        assert_eq!((v.n, v.judge_too_lenient.as_slice()), (10, ["i9".to_owned()].as_slice()));
+        assert_eq!(
+            (v.n, v.judge_too_lenient.as_slice()),
+            (10, ["i9".to_owned()].as_slice())
+        );
         assert!((v.agreement - 0.9).abs() < 1e-12);
         assert!(v.interval.unwrap().contains(0.9));
         assert_eq!(v.confusion.total(), 10);

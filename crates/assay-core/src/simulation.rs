@@ -14,10 +14,12 @@ pub const SIM_SCHEMA_VERSION: u32 = 2;
 /// The oldest [`SimReport`] shape this version reads.
 pub const SIM_SCHEMA_OLDEST: u32 = 1;
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

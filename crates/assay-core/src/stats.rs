@@ -386,7 +386,10 @@ pub fn bootstrap_difference(
 /// the model's variation) and not the spread between them. Each group's values are first
 /// spread by √(k/(k−1)) around the group's mean (k its size), so the resampled variance is
 /// unbiased. `None` when a group has fewer than two values, as [`bootstrap_mean`] otherwise.
-pub fn stratified_bootstrap_mean(groups: &[&[f64]], settings: BootstrapSettings) -> Option<Interval> {
+pub fn stratified_bootstrap_mean(
+    groups: &[&[f64]],
+    settings: BootstrapSettings,
+) -> Option<Interval> {
     let n: usize = groups.iter().map(|g| g.len()).sum();
     if groups.is_empty()
         || groups.iter().any(|g| g.len() < 2)
@@ -461,6 +464,7 @@ fn ln_gamma(x: f64) -> f64 {
 }
 
 /// The regularised incomplete beta function I_x(a, b) (Lentz's continued fraction).
+#[allow(clippy::many_single_char_names)] // the textbook's names
 fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
     if x <= 0.0 {
         return 0.0;
@@ -471,9 +475,8 @@ fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
     if x > (a + 1.0) / (a + b + 2.0) {
         return 1.0 - incomplete_beta(1.0 - x, b, a);
     }
-    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln())
-        .exp()
-        / a;
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp() / a;
     let tiny = 1e-300;
     let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
     if d.abs() < tiny {
@@ -484,7 +487,10 @@ fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
     for m in 1..400 {
         let m = f64::from(m);
         let numerator = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
-        for num in [numerator, -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0))] {
+        for num in [
+            numerator,
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
             d = 1.0 + num * d;
             if d.abs() < tiny {
                 d = tiny;
@@ -544,7 +550,8 @@ pub fn t_interval(values: &[f64], alpha: f64) -> Option<Interval> {
         return None;
     }
     let m = mean(values);
-    let half = t_quantile(1.0 - alpha / 2.0, (n - 1) as f64)? * (variance(values) / n as f64).sqrt();
+    let half =
+        t_quantile(1.0 - alpha / 2.0, (n - 1) as f64)? * (variance(values) / n as f64).sqrt();
     Some(Interval {
         method: IntervalMethod::StudentT,
         estimate: m,
@@ -563,7 +570,8 @@ pub fn t_interval(values: &[f64], alpha: f64) -> Option<Interval> {
 /// samples that are both constant and equal give a zero interval (not distinguishable).
 /// `None` when a side has fewer than two values, as [`t_interval`] otherwise.
 pub fn welch_difference(a: &[f64], b: &[f64], alpha: f64) -> Option<PairedComparison> {
-    if a.len() < 2 || b.len() < 2 || !valid_alpha(alpha) || !all_finite(a.iter().chain(b).copied()) {
+    if a.len() < 2 || b.len() < 2 || !valid_alpha(alpha) || !all_finite(a.iter().chain(b).copied())
+    {
         return None;
     }
     let (va, vb) = (variance(a) / a.len() as f64, variance(b) / b.len() as f64);
@@ -610,14 +618,20 @@ fn ln_choose(n: usize, k: usize) -> f64 {
 /// Fisher's exact test of two proportions, two-sided (scipy's `fisher_exact`): the probability,
 /// with the table's margins fixed, of a table no more likely than the one seen. `None` when a
 /// count exceeds its trials or a side has no trial.
-pub fn fisher_exact(a_successes: usize, a_trials: usize, b_successes: usize, b_trials: usize) -> Option<f64> {
+pub fn fisher_exact(
+    a_successes: usize,
+    a_trials: usize,
+    b_successes: usize,
+    b_trials: usize,
+) -> Option<f64> {
     if a_trials == 0 || b_trials == 0 || a_successes > a_trials || b_successes > b_trials {
         return None;
     }
     let total = a_trials + b_trials;
     let successes = a_successes + b_successes;
     let ln_p = |x: usize| {
-        ln_choose(successes, x) + ln_choose(total - successes, a_trials - x) - ln_choose(total, a_trials)
+        ln_choose(successes, x) + ln_choose(total - successes, a_trials - x)
+            - ln_choose(total, a_trials)
     };
     let lo = successes.saturating_sub(b_trials);
     let hi = successes.min(a_trials);
@@ -662,7 +676,11 @@ pub fn proportion_difference(
         alpha,
         p_value,
         verdict: if p_value < alpha {
-            if d > 0.0 { Verdict::Better } else { Verdict::Worse }
+            if d > 0.0 {
+                Verdict::Better
+            } else {
+                Verdict::Worse
+            }
         } else {
             Verdict::NotDistinguishable
         },
@@ -1187,9 +1205,15 @@ mod tests {
         let w = welch_difference(&[5.0, 5.5, 6.0, 5.2, 5.8], &[8.0, 8.4, 7.9, 8.2], 0.05).unwrap();
         assert_eq!(w.verdict, Verdict::Better);
         assert!((w.difference.estimate - 2.625).abs() < 1e-12);
-        assert!((w.p_value - 1.263_031_571_150_862_5e-5).abs() < 1e-12, "{w:?}");
+        assert!(
+            (w.p_value - 1.263_031_571_150_862_5e-5).abs() < 1e-12,
+            "{w:?}"
+        );
         let same = welch_difference(&[7.0, 7.0], &[7.0, 7.0], 0.05).unwrap();
-        assert_eq!((same.verdict, same.p_value), (Verdict::NotDistinguishable, 1.0));
+        assert_eq!(
+            (same.verdict, same.p_value),
+            (Verdict::NotDistinguishable, 1.0)
+        );
         let t = t_interval(&[4.0, 5.0, 6.0], 0.05).unwrap();
         assert!((t.high - 7.484_137_711_719_546).abs() < 1e-9, "{t:?}");
         assert_eq!(holm(&[0.01, 0.04, 0.03], 0.05), vec![true, false, false]);
@@ -1197,7 +1221,11 @@ mod tests {
         assert!((fisher_exact(3, 3, 0, 3).unwrap() - 0.1).abs() < 1e-12);
         assert!((fisher_exact(10, 12, 3, 12).unwrap() - 0.012_278_137_799_742_322).abs() < 1e-12);
         let d = proportion_difference(3, 3, 0, 3, 0.05).unwrap();
-        assert_eq!(d.verdict, Verdict::NotDistinguishable, "three runs a side prove little");
+        assert_eq!(
+            d.verdict,
+            Verdict::NotDistinguishable,
+            "three runs a side prove little"
+        );
         assert_eq!(d.difference.estimate, -1.0);
         assert!((d.p_value - 0.1).abs() < 1e-12);
         let d = proportion_difference(10, 12, 3, 12, 0.05).unwrap();
@@ -1205,7 +1233,11 @@ mod tests {
         assert_eq!(holm(&[0.01, 0.02, 0.012], 0.05), vec![true, true, true]);
         let groups: [&[f64]; 2] = [&[1.0, 1.0, 1.0], &[9.0, 9.0, 9.0]];
         let s = stratified_bootstrap_mean(&groups, BootstrapSettings::default()).unwrap();
-        assert_eq!((s.estimate, s.low, s.high), (5.0, 5.0, 5.0), "no spread within groups");
+        assert_eq!(
+            (s.estimate, s.low, s.high),
+            (5.0, 5.0, 5.0),
+            "no spread within groups"
+        );
     }
 
     #[test]

@@ -173,9 +173,8 @@ fn score_of(grade: &RubricGrade, criterion: &str) -> f64 {
 pub async fn agree(grader: &Grader<'_>, labels: &Labels, samples: u32) -> AgreementReport {
     let samples = samples.max(1);
     let asks = labels.labels.iter().map(|label| async move {
-        let calls = (0..samples).map(|k| {
-            grader.rubric_sample(&label.question, &label.expected, &label.answer, k)
-        });
+        let calls = (0..samples)
+            .map(|k| grader.rubric_sample(&label.question, &label.expected, &label.answer, k));
         let out: Result<Vec<RubricGrade>, String> = futures_util::future::join_all(calls)
             .await
             .into_iter()
@@ -196,7 +195,10 @@ pub async fn agree(grader: &Grader<'_>, labels: &Labels, samples: u32) -> Agreem
             }
         };
         judged += 1;
-        let passes: Vec<bool> = grades.iter().map(|g| g.overall >= grader.threshold).collect();
+        let passes: Vec<bool> = grades
+            .iter()
+            .map(|g| g.overall >= grader.threshold)
+            .collect();
         if passes.iter().any(|p| *p) && passes.iter().any(|p| !*p) {
             flipped += 1;
         }
@@ -276,12 +278,30 @@ mod tests {
         assert_eq!(l.labels[0].verdict, Some(true), "derived from overall");
         assert_eq!(l.labels[0].scores.len(), 1, "an empty score is not scored");
         for (text, needle) in [
-            (ok.replace("overall: 0.9", "overal: 0.9"), "unknown criterion `overal`"),
-            (ok.replace("overall: 0.9", "overall: 7"), "7 is not on the grader's scale"),
-            (ok.replace("judge: rubric", "judge: simulation"), "is not `rubric`"),
-            (ok.replace("answer: A", "answer: \"\""), "answer: must not be empty"),
-            (ok.replace("    factually_correct: true\n", "    colour: red\n"), "unknown field `colour`"),
-            ("judge: rubric\nitems: []\n".to_owned(), "no labelled answer"),
+            (
+                ok.replace("overall: 0.9", "overal: 0.9"),
+                "unknown criterion `overal`",
+            ),
+            (
+                ok.replace("overall: 0.9", "overall: 7"),
+                "7 is not on the grader's scale",
+            ),
+            (
+                ok.replace("judge: rubric", "judge: simulation"),
+                "is not `rubric`",
+            ),
+            (
+                ok.replace("answer: A", "answer: \"\""),
+                "answer: must not be empty",
+            ),
+            (
+                ok.replace("    factually_correct: true\n", "    colour: red\n"),
+                "unknown field `colour`",
+            ),
+            (
+                "judge: rubric\nitems: []\n".to_owned(),
+                "no labelled answer",
+            ),
         ] {
             let (_d, p) = write(&text);
             let e = load_labels(&p, 0.8).unwrap_err().to_string();

@@ -126,8 +126,11 @@ pub fn version() -> String {
     h.finalize()
         .iter()
         .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 impl Grader<'_> {

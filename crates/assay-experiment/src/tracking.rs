@@ -611,7 +611,7 @@ mod tests {
             seed: 42,
             target: "chain".into(),
             grader: "test/grader".into(),
-        grader_version: None,
+            grader_version: None,
             threshold: 0.8,
             directions: vec![
                 "maximize factually_correct_count".into(),

@@ -134,6 +134,7 @@ pub fn resolve(results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> 
     Ok(path)
 }
 
+#[allow(clippy::needless_pass_by_value)] // used as map_err(runs_error)
 fn runs_error(e: RunsError) -> HarnessError {
     HarnessError::Usage(e.to_string())
 }
@@ -212,7 +213,12 @@ pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
         }
     };
     if rules.no_new_hard_fails && !diff.cases.new_hard_fails.is_empty() {
-        let list: Vec<String> = diff.cases.new_hard_fails.iter().map(|c| c.name()).collect();
+        let list: Vec<String> = diff
+            .cases
+            .new_hard_fails
+            .iter()
+            .map(assay_core::rundiff::CaseChange::name)
+            .collect();
         reasons.push(format!(
             "{} new hard fail(s): {} (no_new_hard_fails)",
             list.len(),
@@ -221,7 +227,12 @@ pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
         note(list, &mut cases);
     }
     if rules.no_new_critical && !diff.cases.new_critical.is_empty() {
-        let list: Vec<String> = diff.cases.new_critical.iter().map(|c| c.name()).collect();
+        let list: Vec<String> = diff
+            .cases
+            .new_critical
+            .iter()
+            .map(assay_core::rundiff::CaseChange::name)
+            .collect();
         reasons.push(format!(
             "{} new critical failure(s): {} (no_new_critical)",
             list.len(),
@@ -232,7 +243,12 @@ pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
     if let Some(max) = rules.max_score_drop
         && -diff.score_delta > max
     {
-        let list: Vec<String> = diff.cases.worse.iter().map(|c| c.name()).collect();
+        let list: Vec<String> = diff
+            .cases
+            .worse
+            .iter()
+            .map(assay_core::rundiff::CaseChange::name)
+            .collect();
         reasons.push(format!(
             "the combined score fell {:.1} points ({:.1} → {:.1}), more than max_score_drop {max}; cases that fell, worst first: {}",
             -diff.score_delta,
@@ -291,7 +307,7 @@ mod tests {
             setup_changes: Vec::new(),
             kb_changes: KbChanges::default(),
             score_delta,
-            counts: Default::default(),
+            counts: std::collections::BTreeMap::default(),
             topic_changes: Vec::new(),
             significance: None,
             gate: None,

@@ -371,7 +371,7 @@ mod tests {
             seed: 42,
             target: "built-in chain (planner → finalizer)".into(),
             grader: "anthropic/claude-sonnet-4-6".into(),
-        grader_version: None,
+            grader_version: None,
             threshold: 0.8,
             directions: vec![
                 "maximize factually_correct_count".into(),

@@ -767,6 +767,9 @@ pub(crate) mod tests {
             pattern: banks.pattern,
             always: banks.always,
             warnings: vec![format!("unknown field{inject}")],
+            settings: std::collections::BTreeMap::new(),
+            kb: assay_core::rundiff::KbFingerprint::default(),
+            baseline: None,
         }
     }
 

@@ -250,7 +250,7 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
         );
     }
     if let Some(line) = significance_line(d) {
-        let _ = writeln!(md, "{}.\n", line);
+        let _ = writeln!(md, "{line}.\n");
     }
     let c = &d.cases;
     for (title, list) in [

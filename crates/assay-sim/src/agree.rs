@@ -173,9 +173,8 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
                 let (scenario_id, repeat) = match run.split_once('#') {
                     Some((s, r)) => (
                         s.to_owned(),
-                        r.parse::<u32>().map_err(|_| {
-                            at("run: the repeat after `#` is not a number".into())
-                        })?,
+                        r.parse::<u32>()
+                            .map_err(|_| at("run: the repeat after `#` is not a number".into()))?,
                     ),
                     None => (run.clone(), 1),
                 };
@@ -203,8 +202,9 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
                 found.clone()
             }
             (None, Some(file)) => {
-                let real = datafile::file_inside(&suite.project, base, file, "the project's folder")
-                    .map_err(|e| at(format!("transcript: {e}")))?;
+                let real =
+                    datafile::file_inside(&suite.project, base, file, "the project's folder")
+                        .map_err(|e| at(format!("transcript: {e}")))?;
                 let mut ignore = |_: String| {};
                 let transcript: Transcript = datafile::read(&real, &mut ignore)?;
                 ScenarioRun {
@@ -226,7 +226,9 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
                 }
             }
             _ => {
-                return Err(at("give exactly one of `run` (with the file's `report`) or `transcript`".into()));
+                return Err(at(
+                    "give exactly one of `run` (with the file's `report`) or `transcript`".into(),
+                ));
             }
         };
         let scenario_id = run.scenario_id.clone();
@@ -438,7 +440,12 @@ pub async fn agree(
 
 /// A labels file to fill in for a saved report: every run with a transcript, with empty
 /// scores for every criterion (people label blind: the judge's scores are not shown).
-pub fn template(report_path: &Path, report: &SimReport, suite: &Suite, relative_to: &Path) -> String {
+pub fn template(
+    report_path: &Path,
+    report: &SimReport,
+    suite: &Suite,
+    relative_to: &Path,
+) -> String {
     let shown = pathdiff(report_path, relative_to);
     let mut out = format!(
         "# Labels for `assay judge agree`: score each run's transcript yourself, then compare the judge.\n\
@@ -446,7 +453,10 @@ pub fn template(report_path: &Path, report: &SimReport, suite: &Suite, relative_
          judge: simulation\nreport: {shown}\nitems:\n"
     );
     for run in report.runs.iter().filter(|r| r.transcript.is_some()) {
-        out.push_str(&format!("  - run: {}#{}\n    scores:\n", run.scenario_id, run.repeat));
+        out.push_str(&format!(
+            "  - run: {}#{}\n    scores:\n",
+            run.scenario_id, run.repeat
+        ));
         for c in suite.criteria() {
             let scale = match c.scale {
                 Scale::ZeroToTen => "0-10",
@@ -468,4 +478,3 @@ fn pathdiff(path: &Path, base: &Path) -> String {
     p.strip_prefix(&b)
         .map_or_else(|_| path.display().to_string(), |r| r.display().to_string())
 }
-

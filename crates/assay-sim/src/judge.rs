@@ -216,7 +216,11 @@ pub fn version(suite: &crate::suite::Suite) -> String {
     }
     add(&suite.config.pass_threshold.to_string());
     let digest = h.finalize();
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    digest.iter().take(8).fold(String::new(), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Which of several judge samples a call is: sample 0 asks as a single judge would; later
@@ -242,7 +246,7 @@ impl Sample {
     }
 
     /// The criteria in this sample's order.
-    fn order<'c>(&self, criteria: &'c [CriterionConfig]) -> Vec<&'c CriterionConfig> {
+    fn order(self, criteria: &[CriterionConfig]) -> Vec<&CriterionConfig> {
         let mut order: Vec<&CriterionConfig> = criteria.iter().collect();
         if self.index > 0 {
             // Fisher-Yates with splitmix64, seeded by the sample: the same order every run.

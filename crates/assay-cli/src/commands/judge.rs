@@ -22,7 +22,9 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
             json,
         } => {
             if min_kappa.is_some_and(|k| !(-1.0..=1.0).contains(&k)) {
-                return Err(HarnessError::Usage("--min-kappa: must be between -1 and 1".into()).into());
+                return Err(
+                    HarnessError::Usage("--min-kappa: must be between -1 and 1".into()).into(),
+                );
             }
             let settings = ProjectSettings::load(dir)?;
             let kind = assay_sim::agree::labels_kind(labels)?;
@@ -31,22 +33,35 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                 "simulation" => {
                     let suite = assay_sim::load(dir)?;
                     let loaded = assay_sim::agree::load_labels(labels, &suite)?;
-                    let name = model.clone().unwrap_or_else(|| settings.simulate.evaluator_model.clone());
+                    let name = model
+                        .clone()
+                        .unwrap_or_else(|| settings.simulate.evaluator_model.clone());
                     let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
                     let judge = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
-                    rt.block_on(assay_sim::agree::agree(&suite, &loaded, judge.as_ref(), *judge_samples))
+                    rt.block_on(assay_sim::agree::agree(
+                        &suite,
+                        &loaded,
+                        judge.as_ref(),
+                        *judge_samples,
+                    ))
                 }
                 "rubric" => {
                     let loaded =
                         assay_experiment::agree::load_labels(labels, settings.optimize.threshold)?;
-                    let name = model.clone().unwrap_or_else(|| settings.optimize.grader_model.clone());
+                    let name = model
+                        .clone()
+                        .unwrap_or_else(|| settings.optimize.grader_model.clone());
                     let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
                     let model = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
                     let grader = assay_experiment::grade::Grader {
                         model: model.as_ref(),
                         threshold: settings.optimize.threshold,
                     };
-                    rt.block_on(assay_experiment::agree::agree(&grader, &loaded, *judge_samples))
+                    rt.block_on(assay_experiment::agree::agree(
+                        &grader,
+                        &loaded,
+                        *judge_samples,
+                    ))
                 }
                 other => {
                     return Err(HarnessError::Data(assay_kb::datafile::DataError::new(

@@ -708,12 +708,22 @@ fn the_example_grader_labels_measure_the_llm_rubric_grader() {
     let root = s.root.to_str().unwrap().to_owned();
     let labels = s.path("labels/grader_labels.yaml");
     let run = crate::support::assay_env(
-        &["judge", "agree", labels.to_str().unwrap(), "--project", &root, "--json"],
+        &[
+            "judge",
+            "agree",
+            labels.to_str().unwrap(),
+            "--project",
+            &root,
+            "--json",
+        ],
         &ENV,
     );
     assert_eq!(run.code, 0, "{run:?}");
     let a = run.json();
-    assert_eq!((a["kind"].as_str(), a["items"].as_u64()), (Some("rubric"), Some(10)));
+    assert_eq!(
+        (a["kind"].as_str(), a["items"].as_u64()),
+        (Some("rubric"), Some(10))
+    );
     let criterion = |id: &str| {
         a["measurement"]["criteria"]
             .as_array()
@@ -729,7 +739,14 @@ fn the_example_grader_labels_measure_the_llm_rubric_grader() {
     // Its overall is 1.0 or 0.2 where the labels say 1.0 or 0.1-0.2: all within a point of ten.
     assert_eq!(criterion("overall")["agreement"], 1.0);
     let v = &a["measurement"]["verdicts"];
-    assert_eq!((v["n"].as_u64(), v["agreement"].as_f64()), (Some(10), Some(1.0)));
+    assert_eq!(
+        (v["n"].as_u64(), v["agreement"].as_f64()),
+        (Some(10), Some(1.0))
+    );
     assert_eq!(a["judge_version"].as_str().unwrap().len(), 16);
-    assert_eq!(p.stats.grader.load(std::sync::atomic::Ordering::SeqCst), 10, "one grading a label");
+    assert_eq!(
+        p.stats.grader.load(std::sync::atomic::Ordering::SeqCst),
+        10,
+        "one grading a label"
+    );
 }

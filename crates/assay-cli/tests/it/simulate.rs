@@ -1467,7 +1467,8 @@ fn sklearn_kappa(human: &[f64], judge: &[f64], quadratic: bool) -> f64 {
     let script = format!(
         "import json,sys\nfrom sklearn.metrics import cohen_kappa_score\nh={h}\nj={j}\n{call}\n",
         h = serde_json::to_string(&human.iter().map(|v| *v as i64).collect::<Vec<_>>()).unwrap(),
-        j = serde_json::to_string(&judge.iter().map(|v| v.round() as i64).collect::<Vec<_>>()).unwrap(),
+        j = serde_json::to_string(&judge.iter().map(|v| v.round() as i64).collect::<Vec<_>>())
+            .unwrap(),
         call = if quadratic {
             "print(cohen_kappa_score(h, j, weights='quadratic', labels=list(range(11))))"
         } else {
@@ -1478,7 +1479,11 @@ fn sklearn_kappa(human: &[f64], judge: &[f64], quadratic: bool) -> f64 {
         .args(["-c", &script])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
@@ -1494,7 +1499,11 @@ fn judge_agree_measures_a_judge_whose_disagreement_is_known() {
         "sim/prompts/coach_system_prompt.md",
         &format!("{prompt}\nVARIED_SCORES\n"),
     );
-    let out = simulate(&scratch, &[&ANTHROPIC[..], &["--repeat", "2"]].concat(), &[]);
+    let out = simulate(
+        &scratch,
+        &[&ANTHROPIC[..], &["--repeat", "2"]].concat(),
+        &[],
+    );
     assert!(out.code <= 1, "{out:?}");
     let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
     std::fs::copy(
@@ -1579,15 +1588,27 @@ fn judge_agree_measures_a_judge_whose_disagreement_is_known() {
     assert_eq!(c["n"], n);
     assert_eq!(c["kappa_weights"], "quadratic");
     let expected_agreement = (n - flipped_ordinal.len()) as f64 / n as f64;
-    assert!((c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12, "{c}");
+    assert!(
+        (c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12,
+        "{c}"
+    );
     let kappa = sklearn_kappa(&human.0, &judge_scores(ordinal), true);
-    assert!((c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9, "{c} vs sklearn {kappa}");
+    assert!(
+        (c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9,
+        "{c} vs sklearn {kappa}"
+    );
     let c = criterion(binary);
     assert_eq!(c["kappa_weights"], "none");
     let expected_agreement = (n - flipped_binary.len()) as f64 / n as f64;
-    assert!((c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12, "{c}");
+    assert!(
+        (c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12,
+        "{c}"
+    );
     let kappa = sklearn_kappa(&human.1, &judge_scores(binary), false);
-    assert!((c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9, "{c} vs sklearn {kappa}");
+    assert!(
+        (c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9,
+        "{c} vs sklearn {kappa}"
+    );
     assert_eq!(
         a["measurement"]["disagreements"].as_array().unwrap().len(),
         flipped_ordinal.len() + flipped_binary.len()
@@ -1595,20 +1616,47 @@ fn judge_agree_measures_a_judge_whose_disagreement_is_known() {
     // The console says the same in a few lines; --min-kappa above it fails.
     let console = crate::support::assay_env(
         &[
-            "judge", "agree", scratch.path("sim/labels.yaml").to_str().unwrap(),
-            "--model", "anthropic/judge", "--project", &root, "--min-kappa", "0.99",
+            "judge",
+            "agree",
+            scratch.path("sim/labels.yaml").to_str().unwrap(),
+            "--model",
+            "anthropic/judge",
+            "--project",
+            &root,
+            "--min-kappa",
+            "0.99",
         ],
         &env,
     );
     assert_eq!(console.code, 1, "{console:?}");
-    assert!(console.stdout.contains("overall agreement"), "{}", console.stdout);
-    assert!(console.stdout.contains("largest disagreements"), "{}", console.stdout);
+    assert!(
+        console.stdout.contains("overall agreement"),
+        "{}",
+        console.stdout
+    );
+    assert!(
+        console.stdout.contains("largest disagreements"),
+        "{}",
+        console.stdout
+    );
 
     // Bad labels: exit 2, naming the file and the problem.
     for (from, to, needle) in [
-        (ordinal, "requirement_acuracy", "unknown criterion `requirement_acuracy`"),
-        (&format!("{binary}: 10"), &format!("{binary}: 5"), "5 is not on the criterion's scale (0 or 10)"),
-        ("report: reports/labelled.json", "report: ../../../etc/hostname", "leaves the project's folder"),
+        (
+            ordinal,
+            "requirement_acuracy",
+            "unknown criterion `requirement_acuracy`",
+        ),
+        (
+            &format!("{binary}: 10"),
+            &format!("{binary}: 5"),
+            "5 is not on the criterion's scale (0 or 10)",
+        ),
+        (
+            "report: reports/labelled.json",
+            "report: ../../../etc/hostname",
+            "leaves the project's folder",
+        ),
     ] {
         let text = labels.replacen(from, to, 1);
         if text == labels {
@@ -1616,20 +1664,42 @@ fn judge_agree_measures_a_judge_whose_disagreement_is_known() {
         }
         scratch.write("sim/bad-labels.yaml", &text);
         let bad = crate::support::assay_env(
-            &["judge", "agree", scratch.path("sim/bad-labels.yaml").to_str().unwrap(), "--project", &root],
+            &[
+                "judge",
+                "agree",
+                scratch.path("sim/bad-labels.yaml").to_str().unwrap(),
+                "--project",
+                &root,
+            ],
             &env,
         );
         assert_eq!(bad.code, 2, "{needle}: {bad:?}");
-        assert!(bad.stderr.contains("bad-labels.yaml") && bad.stderr.contains(needle), "{needle}: {}", bad.stderr);
+        assert!(
+            bad.stderr.contains("bad-labels.yaml") && bad.stderr.contains(needle),
+            "{needle}: {}",
+            bad.stderr
+        );
     }
     // The template lists every run and every criterion, scores left empty.
     let template = crate::support::assay_env(
-        &["judge", "template", scratch.path("sim/reports/labelled.json").to_str().unwrap(), "--project", &root],
+        &[
+            "judge",
+            "template",
+            scratch.path("sim/reports/labelled.json").to_str().unwrap(),
+            "--project",
+            &root,
+        ],
         &env,
     );
     assert_eq!(template.code, 0, "{template:?}");
     assert_eq!(template.stdout.matches("  - run: ").count(), n);
-    assert!(template.stdout.contains("      requirement_accuracy:    # 0-10"), "{}", template.stdout);
+    assert!(
+        template
+            .stdout
+            .contains("      requirement_accuracy:    # 0-10"),
+        "{}",
+        template.stdout
+    );
 }
 
 /// Issue 18: the bundled scout-quest labels (hand-written transcripts, no report) load and are
@@ -1645,7 +1715,10 @@ fn the_example_judge_labels_are_measured() {
         &[
             "judge",
             "agree",
-            scratch.path("sim/labels/judge_labels.yaml").to_str().unwrap(),
+            scratch
+                .path("sim/labels/judge_labels.yaml")
+                .to_str()
+                .unwrap(),
             "--model",
             "anthropic/judge",
             "--project",
@@ -1656,9 +1729,18 @@ fn the_example_judge_labels_are_measured() {
         &env,
     );
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("against 6 labelled item(s)"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("against 6 labelled item(s)"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stdout.contains("state_management"), "{}", run.stdout);
     assert!(run.stdout.contains("verdicts: agree on"), "{}", run.stdout);
-    assert!(run.stdout.contains("self-consistency: the verdict flipped between samples on 0% of items"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("self-consistency: the verdict flipped between samples on 0% of items"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(provider.stats.judge.load(Ordering::SeqCst), 12);
 }
