@@ -209,6 +209,12 @@ pub struct SemanticCaseResult {
     /// case errored or expects nothing (and in RunLogs written before these metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ir: Option<IrMetrics>,
+    /// With `assay run --repeat`: each repeat's score (`null` for an error), in repeat order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeat_scores: Vec<Option<u32>>,
+    /// With `--repeat`: the repeats disagreed on whether the primary expectation held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unstable: bool,
 }
 
 /// One state case's result (000 §6.2).
@@ -343,8 +349,27 @@ pub struct SemanticResults {
     /// Mean IR metrics per topic.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub topic_ir: BTreeMap<String, IrSummary>,
+    /// Times each case ran (`--repeat`; 1 when absent).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeats: u32,
+    /// With repeats: the average's 95 % interval (a bootstrap within cases over their repeats:
+    /// the uncertainty the stochastic stage adds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub average_interval: Option<crate::stats::Interval>,
+    /// With repeats: the cases whose repeats disagreed on the primary expectation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unstable: Vec<String>,
     /// Every case.
     pub results: Vec<SemanticCaseResult>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl SemanticResults {
@@ -382,8 +407,42 @@ impl SemanticResults {
             hard_fails: scored.iter().filter(|r| r.is_hard_fail).count(),
             score_distribution: ScoreDistribution::of(scores.iter().copied()),
             topic_scores,
+            repeats: 1,
+            average_interval: None,
+            unstable: Vec::new(),
             results,
         }
+    }
+
+    /// Records that each case ran `repeats` times: the average's interval over the repeats
+    /// and the unstable cases.
+    pub fn with_repeats(mut self, repeats: u32) -> SemanticResults {
+        self.repeats = repeats.max(1);
+        if self.repeats > 1 {
+            let groups: Vec<Vec<f64>> = self
+                .results
+                .iter()
+                .map(|r| {
+                    r.repeat_scores
+                        .iter()
+                        .filter_map(|s| s.map(f64::from))
+                        .collect::<Vec<f64>>()
+                })
+                .filter(|g| g.len() >= 2)
+                .collect();
+            let refs: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
+            self.average_interval = crate::stats::stratified_bootstrap_mean(
+                &refs,
+                crate::stats::BootstrapSettings::default(),
+            );
+            self.unstable = self
+                .results
+                .iter()
+                .filter(|r| r.unstable)
+                .map(|r| r.test_id.clone())
+                .collect();
+        }
+        self
     }
 
     fn scored(&self) -> usize {

@@ -1071,6 +1071,21 @@ impl SemanticRetriever for SemanticSearch<'_> {
         prompt: &str,
         user_state: &UserState,
     ) -> Result<SemanticRetrieval, String> {
+        self.retrieve_sample(prompt, user_state, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        self.reranker
+            .as_ref()
+            .is_some_and(|(r, _)| r.is_stochastic())
+    }
+
+    async fn retrieve_sample(
+        &self,
+        prompt: &str,
+        user_state: &UserState,
+        sample: u32,
+    ) -> Result<SemanticRetrieval, String> {
         let query = match self.queries.get(prompt) {
             Some(Ok(q)) => q,
             Some(Err(e)) => return Err(e.clone()),
@@ -1104,7 +1119,7 @@ impl SemanticRetriever for SemanticSearch<'_> {
                 })
                 .collect();
             let reranking = reranker
-                .rerank(prompt, &docs, self.top_k)
+                .rerank_sample(prompt, &docs, self.top_k, sample)
                 .await
                 .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
             reranking

@@ -77,6 +77,8 @@ pub struct RunOptions<'a> {
     pub concurrency: usize,
     /// Where finished cases are journaled (and, on resume, found).
     pub journal: Option<&'a mut Journal>,
+    /// Times each semantic case runs (`--repeat`; 1 by default).
+    pub repeat: u32,
 }
 
 impl Default for RunOptions<'_> {
@@ -84,6 +86,7 @@ impl Default for RunOptions<'_> {
         RunOptions {
             concurrency: 4,
             journal: None,
+            repeat: 1,
         }
     }
 }
@@ -252,13 +255,15 @@ pub async fn run(
                     }
                 }
                 let cases = &semantic_cases;
+                let repeats = options.repeat.max(1);
                 let mut running = futures_util::stream::iter(todo)
                     .map(|i| async move {
                         let case = cases[i];
                         let resolved = project.expectations.resolve(case);
                         (
                             i,
-                            runners::run_semantic_case(retriever, case, &resolved).await,
+                            runners::run_semantic_repeated(retriever, case, &resolved, repeats)
+                                .await,
                         )
                     })
                     .buffer_unordered(options.concurrency.max(1));
@@ -270,9 +275,10 @@ pub async fn run(
                     out[i] = Some(r);
                 }
                 observer.bank_finished(*bank);
-                results.semantic = Some(SemanticResults::from_results(
-                    out.into_iter().flatten().collect(),
-                ));
+                results.semantic = Some(
+                    SemanticResults::from_results(out.into_iter().flatten().collect())
+                        .with_repeats(repeats),
+                );
             }
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)

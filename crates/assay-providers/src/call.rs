@@ -1136,13 +1136,35 @@ impl Reranker for GuardedReranker {
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError> {
+        self.rerank_sample(query, documents, top_k, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        self.inner.is_stochastic()
+    }
+
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
         if documents.is_empty() || top_k == 0 {
-            return self.inner.rerank(query, documents, top_k).await;
+            return self
+                .inner
+                .rerank_sample(query, documents, top_k, sample)
+                .await;
+        }
+        // A repeat's sample is part of the cache key (sample 0 keys as a plain call always did).
+        let mut request = json!({"query": query, "documents": documents, "top_k": top_k});
+        if sample > 0 && self.inner.is_stochastic() {
+            request["sample"] = json!(sample);
         }
         let call = Call {
             kind: CallKind::Rerank,
             model: self.inner.model(),
-            request: json!({"query": query, "documents": documents, "top_k": top_k}),
+            request,
             description: format!(
                 "query {}, {} documents, top {top_k}",
                 first_words(query, 8),
@@ -1153,7 +1175,9 @@ impl Reranker for GuardedReranker {
         };
         let reranking = self
             .ctx
-            .run(call, || self.inner.rerank(query, documents, top_k))
+            .run(call, || {
+                self.inner.rerank_sample(query, documents, top_k, sample)
+            })
             .await?;
         // A cache entry is trusted only as far as the contract: valid, distinct, at most top_k.
         let mut seen = std::collections::HashSet::new();

@@ -167,10 +167,27 @@ impl Reranker for LlmReranker {
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError> {
+        self.rerank_sample(query, documents, top_k, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        true
+    }
+
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
         if documents.is_empty() || top_k == 0 {
             return Ok(Reranking::default());
         }
-        let request = LlmReranker::request(query, documents, top_k);
+        let mut request = LlmReranker::request(query, documents, top_k);
+        if sample > 0 {
+            request.seed = Some(u64::from(sample));
+        }
         let schema = schema()?;
         let answer = ask_structured::<RankedIds>(
             self.chat.as_ref(),

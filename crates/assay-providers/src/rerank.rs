@@ -64,4 +64,24 @@ pub trait Reranker: fmt::Debug + Send + Sync {
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError>;
+
+    /// Whether two calls with the same input may answer differently (an LLM reranker), so that
+    /// repeating a run measures something.
+    fn is_stochastic(&self) -> bool {
+        false
+    }
+
+    /// [`Reranker::rerank`], sample `sample` of a repeated run (`assay run --repeat`): sample 0
+    /// is the plain call; a stochastic reranker makes each later sample a call of its own (its
+    /// own seed, its own cache entry). A deterministic one answers the same.
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
+        let _ = sample;
+        self.rerank(query, documents, top_k).await
+    }
 }

@@ -673,6 +673,8 @@ pub(crate) mod tests {
                 is_hard_fail: true,
                 error: None,
                 ir: None,
+                repeat_scores: Vec::new(),
+                unstable: false,
             },
             SemanticCaseResult {
                 test_id: "S-2".into(),
@@ -700,6 +702,8 @@ pub(crate) mod tests {
                 is_hard_fail: false,
                 error: None,
                 ir: None,
+                repeat_scores: Vec::new(),
+                unstable: false,
             },
         ]);
         let pattern = PatternResults::from_results(vec![PatternCaseResult {

@@ -271,3 +271,71 @@ fn an_interrupted_run_resumes_without_redoing_finished_cases() {
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("no interrupted run"), "{again:?}");
 }
+
+/// Issue 18: `--repeat K` with an LLM reranker runs each semantic case K times, each repeat its
+/// own call and cache entry; a replay of the same run makes no call. Without a stochastic stage
+/// it is refused.
+#[test]
+fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(entity_ids(&project), Faults::default());
+    configure(&project, &server, "");
+    let run = project.assay_env(
+        &[
+            "run",
+            "--banks",
+            "semantic",
+            "--repeat",
+            "3",
+            "--json",
+            "--no-save",
+        ],
+        &[KEY],
+    );
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    let log = run.json();
+    assert_eq!(log["semantic"]["repeats"], 3);
+    let results = semantic_results(&log);
+    assert_eq!(results.len(), 94);
+    for r in results {
+        let scores = r["repeat_scores"].as_array().unwrap();
+        assert_eq!(scores.len(), 3, "{r}");
+        // The scripted reranker answers the same each time: the mean is each repeat's score.
+        assert!(scores.iter().all(|s| s == &r["score"]), "{r}");
+        assert!(r.get("unstable").is_none(), "{r}");
+    }
+    assert!(log["semantic"]["average_interval"]["low"].is_number());
+    let chat = server.counts.chat.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(chat, 3 * 94, "one reranker call per case and repeat");
+    // The same repeated run again: every repeat comes from the cache.
+    let again = project.assay_env(
+        &[
+            "run",
+            "--banks",
+            "semantic",
+            "--repeat",
+            "3",
+            "--json",
+            "--no-save",
+            "--cache",
+            "replay",
+        ],
+        &[KEY],
+    );
+    assert!(matches!(again.code, 0 | 1), "{again:?}");
+    assert_eq!(
+        server.counts.chat.load(std::sync::atomic::Ordering::SeqCst),
+        chat
+    );
+    assert_eq!(semantic_results(&again.json()), results);
+
+    // No stochastic stage: refused, nothing run.
+    let plain = Scratch::example();
+    let refused = plain.assay(&["run", "--repeat", "2"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("no stochastic stage"),
+        "{}",
+        refused.stderr
+    );
+}
