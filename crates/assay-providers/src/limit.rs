@@ -20,9 +20,10 @@
 //!    what holds callers back, the limit settles at what that pace needs (Little's law, with
 //!    headroom); when latency climbs far above its baseline, it is cut by a quarter.
 //! 2. **A shared gate.** A 429's `retry-after` closes the gate for the whole model until then
-//!    (plus up to 20 % jitter); when the provider gives no headers, waiting callers are then
-//!    released one by one, spaced by the `retry-after` it gave (a token bucket's time for one
-//!    token), a spacing that relaxes with each success. They never all wake at once.
+//!    (plus up to 20 % jitter); when the provider gives no rate-limit headers, waiting callers
+//!    are then released one by one, spaced by the longest `retry-after` it gave lately (a token
+//!    bucket's time for one token; at most 100 ms, widening a little if 429s continue), a
+//!    spacing that relaxes with each success. They never all wake at once.
 //! 3. **Pacing by the provider's headers.** Each response's `limit`/`remaining`/`reset` give the
 //!    bucket's size and refill rate (`(limit - remaining) / reset`); the limiter keeps its own
 //!    estimate of what is left (corrected by every response for the requests sent since), and
@@ -594,11 +595,12 @@ impl State {
         match outcome {
             Outcome::Success => {
                 self.successes += 1;
-                // Relax slowly: a provider that gave no headers is found again by its 429s.
+                // Relax with each success: a provider that gave no headers is found again by its
+                // 429s, and a stray 429 slows nothing for long.
                 self.spacing = if self.spacing < Duration::from_millis(1) {
                     Duration::ZERO
                 } else {
-                    self.spacing.mul_f64(0.98)
+                    self.spacing.mul_f64(0.9)
                 };
                 self.hint_max = self.hint_max.mul_f64(0.995);
                 let ewma = self.latency.map_or(latency, |l| 0.8 * l + 0.2 * latency);
@@ -610,16 +612,21 @@ impl State {
                 };
                 self.latency_base = Some(base);
                 let cap = self.cap();
-                if let Some(rate) = self.paced_rate.take() {
-                    // The provider's pace holds callers back: keep as many in flight as that
-                    // pace needs (Little's law), with headroom.
-                    let target = (1.5 * rate * ewma).ceil() + 1.0;
-                    if target < self.limit {
-                        self.set_limit(model, target, "settled at the provider's pace");
-                    }
+                // When the provider's pace holds callers back, keep as many in flight as that
+                // pace needs (Little's law), with headroom.
+                let pace_target = self
+                    .paced_rate
+                    .take()
+                    .map(|rate| (1.5 * rate * ewma).ceil() + 1.0);
+                if let Some(target) = pace_target.filter(|t| *t < self.limit) {
+                    self.set_limit(model, target, "settled at the provider's pace");
                 } else if self.saturated && self.successes >= cap && cap < self.ceiling {
                     self.set_limit(model, self.limit.floor() + 1.0, "calls succeed");
-                } else if ewma > 4.0 * base && self.successes >= 2 * cap && cap > 1 {
+                } else if pace_target.is_none()
+                    && ewma > 4.0 * base
+                    && self.successes >= 2 * cap
+                    && cap > 1
+                {
                     self.set_limit(model, self.limit * 0.75, "latency climbs");
                     self.latency_base = Some(ewma);
                 }
@@ -641,22 +648,25 @@ impl State {
                 self.not_before = Some(self.not_before.map_or(gate, |t| t.max(gate)));
                 if !paced_by_headers {
                     // Space starts by the longest retry-after seen lately (a token bucket's
-                    // time between tokens); if 429s come anyway, a little more each event, up to
-                    // four times that.
+                    // time between tokens), at most 100 ms (a whole-second retry-after says
+                    // when to try again, not how fast); if 429s come anyway, a little more each
+                    // event, up to four times that and at most 250 ms. The concurrency limit
+                    // does the rest.
                     if let Some(h) = retry_after {
                         self.hint_max = self.hint_max.max(h);
                     }
-                    let (base, most) = if self.hint_max.is_zero() {
-                        (Duration::from_millis(50), Duration::from_secs(1))
+                    let base = if self.hint_max.is_zero() {
+                        Duration::from_millis(50)
                     } else {
-                        (self.hint_max, self.hint_max * 4)
+                        self.hint_max.min(Duration::from_millis(100))
                     };
+                    let most = (base * 4).min(Duration::from_millis(250));
                     self.spacing = if fresh && self.spacing >= base {
-                        self.spacing.mul_f64(1.25).min(most.max(base))
+                        self.spacing.mul_f64(1.25).min(most)
                     } else {
                         self.spacing.max(base)
                     }
-                    .clamp(Duration::from_millis(1), Duration::from_secs(1));
+                    .max(Duration::from_millis(1));
                 }
                 tracing::debug!(
                     model,
@@ -705,7 +715,7 @@ impl Drop for Permit {
     }
 }
 
-/// Counts a caller as waiting while it lives.
+/// Counts a caller as held back by a limit while it lives (made with the count raised).
 struct Waiting<'a>(&'a Limiter);
 
 impl Drop for Waiting<'_> {
@@ -771,16 +781,14 @@ impl Limiter {
         must_fit: bool,
     ) -> Result<Permit, Blocked> {
         let mut waited = Duration::ZERO;
-        let mut waiting: Option<Waiting<'_>> = None;
         loop {
-            let (wait, notified, counts) = {
+            let (wait, notified, held) = {
                 let mut state = self.lock();
                 let now = Instant::now();
                 match state.try_start(now, cost, must_fit)? {
                     Ok(ticket) => {
                         state.waited += waited;
                         drop(state);
-                        drop(waiting);
                         return Ok(Permit {
                             limiter: Arc::clone(self),
                             ticket: Some(ticket),
@@ -796,17 +804,17 @@ impl Limiter {
                                 return Err(Blocked::PastDeadline);
                             }
                         }
-                        if waiting.is_none() {
-                            state.waiting += 1;
-                            waiting = Some(Waiting(self));
-                        }
                         // Waiting for a slot counts as held back only below the ceiling: at the
                         // ceiling it is the configured concurrency doing its job.
-                        let counts = match wait {
+                        let held = match wait {
                             Wait::Slot => state.cap() < state.ceiling,
                             Wait::Until(..) => true,
-                        };
-                        (wait, self.changed.notified(), counts)
+                        }
+                        .then(|| {
+                            state.waiting += 1;
+                            Waiting(self)
+                        });
+                        (wait, self.changed.notified(), held)
                     }
                 }
             };
@@ -819,9 +827,10 @@ impl Limiter {
                 () = notified => {}
                 () = tokio::time::sleep_until(until) => {}
             }
-            if counts {
+            if held.is_some() {
                 waited += started.elapsed();
             }
+            drop(held);
             if matches!(wait, Wait::Slot) && Instant::now() >= deadline {
                 return Err(Blocked::PastDeadline);
             }
