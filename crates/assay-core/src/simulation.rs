@@ -385,6 +385,9 @@ pub struct SimReport {
     /// Model usage (filled in by the caller, which owns the accounting).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<RoleUsage>,
+    /// How the providers' rate limits shaped the calls, per model (filled in by the caller).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
 }
 
 /// What a simulation's outcome means for the exit code.

@@ -266,6 +266,7 @@ pub fn body(log: &RunLog) -> String {
         );
     }
     failures(&mut out, log);
+    out.push_str(&crate::limits::html(&log.rate_limits, escape));
     if !log.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
         for w in &log.warnings {
@@ -760,6 +761,7 @@ pub(crate) mod tests {
             pattern: banks.pattern,
             always: banks.always,
             warnings: vec![format!("unknown field{inject}")],
+            rate_limits: Vec::new(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod console;
 pub mod experiment;
 pub mod html;
 pub mod junit;
+mod limits;
 pub mod markdown;
 mod select;
 pub mod simulation;
