@@ -108,6 +108,7 @@ pub async fn execute(
             != RerankerSpec::None
             || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?.is_in_process());
     let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, remote)?;
+    observer.rate_limits(calls.limits());
 
     let semantic = if wants_semantic {
         let reranker = match engine::build_reranker(settings, setup.reranker.as_deref(), env)? {
@@ -173,7 +174,8 @@ pub async fn execute(
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
         journal: journal.as_mut(),
     };
-    let log = run::run(project, request, backends, options, observer).await?;
+    let mut log = run::run(project, request, backends, options, observer).await?;
+    log.rate_limits = calls.rate_limit_records();
 
     let json = assay_report::json(&log);
     let saved = if setup.save {

@@ -581,5 +581,6 @@ fn aggregate(
         criteria,
         runs,
         usage: Vec::new(),
+        rate_limits: Vec::new(),
     }
 }
