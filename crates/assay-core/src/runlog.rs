@@ -804,6 +804,48 @@ pub struct RunLog {
     /// The comparison with a baseline run (`assay run --baseline`), unchanged cases left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<crate::rundiff::RunDiff>>,
+    /// How the providers' rate limits shaped the calls, per remote model that was sent
+    /// requests (absent when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<RateLimitRecord>,
+}
+
+/// How a provider's rate limits shaped the calls to one model: the 429s it answered, the time
+/// callers were held back, and the concurrency the adaptive limit settled at. Recorded in the
+/// RunLog, the simulation report and the experiment report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitRecord {
+    /// `vendor/model` (or `llm:vendor/model` for an LLM reranker).
+    pub model: String,
+    /// HTTP requests sent.
+    pub requests: u64,
+    /// Answers that said "slow down" (HTTP 429, or Anthropic's 529).
+    pub throttled: u64,
+    /// Milliseconds callers were held back by a limit, summed over calls.
+    pub wait_ms: u64,
+    /// The concurrency limit it settled at (at the end).
+    pub concurrency: usize,
+    /// The lowest the limit went.
+    pub min_concurrency: usize,
+    /// The ceiling: the configured concurrency.
+    pub ceiling: usize,
+}
+
+impl RateLimitRecord {
+    /// Whether a limit showed itself: an answer said slow down, a caller was held back, or
+    /// the concurrency went below the ceiling.
+    pub fn limited(&self) -> bool {
+        self.throttled > 0 || self.wait_ms > 0 || self.min_concurrency < self.ceiling
+    }
+
+    /// The share of requests answered 429/529, in percent.
+    pub fn throttled_percent(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.throttled as f64 * 100.0 / self.requests as f64
+        }
+    }
 }
 
 #[cfg(test)]

@@ -99,6 +99,10 @@ pub trait RunObserver {
     fn case_finished(&mut self, _bank: BankType, _test_id: &str, _score: Option<u32>) {}
     /// A bank finished.
     fn bank_finished(&mut self, _bank: BankType) {}
+    /// The run's provider calls go through `limits` (called before any bank starts, when the
+    /// run calls providers): [`assay_providers::RateLimits::held_back`] says whether a rate
+    /// limit holds callers back, for a progress display to show.
+    fn rate_limits(&mut self, _limits: std::sync::Arc<assay_providers::RateLimits>) {}
 }
 
 /// An observer that ignores everything.
@@ -369,6 +373,7 @@ pub async fn run(
         pattern: results.pattern,
         always: results.always,
         warnings,
+        rate_limits: Vec::new(),
         settings: project.settings.recorded.clone(),
         kb: kb_fingerprint(backends.kb)?,
         baseline: None,

@@ -115,6 +115,7 @@ pub async fn execute(
             != RerankerSpec::None
             || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?.is_in_process());
     let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, remote)?;
+    observer.rate_limits(calls.limits());
 
     let semantic = if wants_semantic {
         let reranker = match engine::build_reranker(settings, setup.reranker.as_deref(), env)? {
@@ -203,6 +204,7 @@ pub async fn execute(
         repeat: setup.repeat.max(1),
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
+    log.rate_limits = calls.rate_limit_records();
     if let Some(baseline) = &setup.baseline {
         let diff = crate::baseline::compare(baseline, &log, &settings.regression);
         log.baseline = Some(Box::new(diff.without_unchanged()));

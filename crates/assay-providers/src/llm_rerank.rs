@@ -18,10 +18,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::ProviderError;
 use crate::chat::{ChatModel, ChatRequest};
 use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
 use crate::structured::{SchemaCheck, ask_structured};
+use crate::{ProviderError, RequestCost};
 
 /// The system prompt of every reranking call.
 const SYSTEM_PROMPT: &str = "You are a precise search-relevance judge. You rank knowledge-base \
@@ -159,6 +159,10 @@ pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
 impl Reranker for LlmReranker {
     fn model(&self) -> &str {
         &self.name
+    }
+
+    fn request_cost(&self, query: &str, documents: &[RerankDocument], top_k: usize) -> RequestCost {
+        RequestCost::of_chat(&LlmReranker::request(query, documents, top_k))
     }
 
     async fn rerank(

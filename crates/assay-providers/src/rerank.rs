@@ -5,7 +5,7 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ProviderError, Usage};
+use crate::{ProviderError, RequestCost, Usage};
 
 /// A candidate to rerank: a knowledge-base entity's id and the text the reranker sees.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +56,20 @@ pub struct Reranking {
 pub trait Reranker: fmt::Debug + Send + Sync {
     /// The name: `voyage/rerank-2.5`, `llm:anthropic/claude-haiku-4-5`, …
     fn model(&self) -> &str;
+
+    /// What one call for `query` and `documents` is expected to use of the provider's token
+    /// limits, for the call wrapper's pacing. By default the characters of the query and the
+    /// documents, about four a token.
+    fn request_cost(&self, query: &str, documents: &[RerankDocument], top_k: usize) -> RequestCost {
+        let _ = top_k;
+        RequestCost::of_text(
+            query.len()
+                + documents
+                    .iter()
+                    .map(|d| d.id.len() + d.title.len() + d.summary.len() + 2)
+                    .sum::<usize>(),
+        )
+    }
 
     /// Reranks `documents` for `query` and keeps the best `top_k`.
     async fn rerank(

@@ -273,6 +273,7 @@ pub fn body(log: &RunLog) -> String {
         );
     }
     failures(&mut out, log);
+    out.push_str(&crate::limits::html(&log.rate_limits, escape));
     if !log.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
         for w in &log.warnings {
@@ -774,6 +775,7 @@ pub(crate) mod tests {
             settings: std::collections::BTreeMap::new(),
             kb: assay_core::rundiff::KbFingerprint::default(),
             baseline: None,
+            rate_limits: Vec::new(),
         }
     }
 

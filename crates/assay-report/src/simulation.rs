@@ -537,6 +537,11 @@ pub fn markdown(report: &SimReport) -> String {
             );
         }
     }
+    let limits = crate::limits::markdown(&report.rate_limits);
+    if !limits.is_empty() {
+        md.push('\n');
+        md.push_str(&limits);
+    }
     md
 }
 

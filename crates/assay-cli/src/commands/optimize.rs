@@ -123,7 +123,8 @@ fn build(
 ) -> anyhow::Result<Built> {
     let o = &settings.optimize;
     let target_calls = ProviderCalls::open(settings, cache, &env, true)?;
-    let grader_calls = ProviderCalls::open(settings, cache, &env, true)?;
+    let grader_calls =
+        ProviderCalls::open(settings, cache, &env, true)?.sharing_limits_with(&target_calls);
     let grader = grader_calls.chat(build_chat_model(
         settings,
         &o.grader_model,
@@ -195,6 +196,11 @@ impl Built {
             target: totals(&self.target_calls.usage()),
             grader: totals(&self.grader_calls.usage()),
             target_runs: 0,
+            rate_limits: {
+                let mut records = self.target_calls.rate_limit_records();
+                records.extend(self.grader_calls.rate_limit_records());
+                records
+            },
         }
     }
 }

@@ -125,6 +125,12 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         bar.set_style(style.progress_chars("=> "));
     }
     let progress = bar.clone();
+    let message = Arc::new(std::sync::Mutex::new(String::new()));
+    let last_run = Arc::clone(&message);
+    // Says so on the bar while a provider's rate limit holds calls back.
+    let watch = show_bar.then(|| {
+        crate::progress::LimitWatch::start(bar.clone(), calls.limits(), Arc::clone(&message))
+    });
     // Removed when this function returns, however it returns; what killed runs left is swept
     // first.
     let scratch =
@@ -144,7 +150,13 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         judge_samples: args.judge_samples,
         env: Arc::new(|name: &str| std::env::var(name).ok()),
         on_finished: Some(Arc::new(move |run| {
-            progress.set_message(format!("{} #{}", run.scenario_id, run.repeat));
+            let text = format!("{} #{}", run.scenario_id, run.repeat);
+            text.clone_into(
+                &mut last_run
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            progress.set_message(text);
             progress.inc(1);
         })),
     };
@@ -163,6 +175,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     rt.block_on(assay_sim::preflight(&suite, &options))
         .map_err(preflight_error)?;
     let mut report = rt.block_on(assay_sim::simulate(&suite, &models, &options, &selected));
+    drop(watch);
     bar.finish_and_clear();
     if let Some((label, base)) = &baseline {
         if base.evaluator_model != report.evaluator_model && !args.allow_judge_change {
@@ -197,6 +210,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             });
         }
     }
+
+    report.rate_limits = calls.rate_limit_records();
 
     let saved = save(dir, args.output.as_deref(), &report)?;
     if args.json {
