@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod aggregate;
 pub mod agreement;
 pub mod bank;
 pub mod condition;

@@ -494,7 +494,18 @@ fn setup_entries(log: &RunLog) -> BTreeMap<String, String> {
 /// Compares run `before` with run `after`, with the paired bootstrap (seeded, 95 %) on the
 /// cases both scored.
 pub fn diff_runs(before: &RunLog, after: &RunLog) -> RunDiff {
-    let cases = diff_scores(&case_scores(before), &case_scores(after));
+    diff_runs_scored(before, after, &case_scores(before), &case_scores(after))
+}
+
+/// [`diff_runs`] with the runs' case scores given: a run whose RunLog lists only its worst
+/// cases has them all in its run log.
+pub fn diff_runs_scored(
+    before: &RunLog,
+    after: &RunLog,
+    before_cases: &[CaseScore],
+    after_cases: &[CaseScore],
+) -> RunDiff {
+    let cases = diff_scores(before_cases, after_cases);
     let counts = [
         ("better", cases.better.len()),
         ("worse", cases.worse.len()),

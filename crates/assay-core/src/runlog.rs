@@ -14,8 +14,10 @@ use crate::ir::{IrMetrics, IrSummary};
 use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
 
 /// The RunLog schema version; changes are additive only. Version 2 added `settings`, `kb`
-/// and `baseline`: what a comparison with a later run needs.
-pub const SCHEMA_VERSION: u32 = 2;
+/// and `baseline`: what a comparison with a later run needs. Version 3 added the run log
+/// (`cases`: every case in `results/cases_<stamp>.jsonl`, the RunLog's lists then holding the
+/// worst cases only) and `notable`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest RunLog a baseline comparison accepts: older runs do not record their settings
 /// and knowledge base, so a comparison could not say why results differ.
@@ -89,14 +91,6 @@ pub fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-fn average(scores: &[u32]) -> f64 {
-    if scores.is_empty() {
-        0.0
-    } else {
-        round1(scores.iter().map(|s| f64::from(*s)).sum::<f64>() / scores.len() as f64)
-    }
-}
-
 /// Scores of a group of cases (a topic, a handler, a pattern type).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupScore {
@@ -106,35 +100,6 @@ pub struct GroupScore {
     pub tests: usize,
     /// Hard fails in the group.
     pub hard_fails: usize,
-}
-
-#[derive(Default)]
-struct GroupAcc {
-    scores: Vec<u32>,
-    hard_fails: usize,
-}
-
-fn group_scores<'a>(
-    items: impl IntoIterator<Item = (&'a str, u32, bool)>,
-) -> BTreeMap<String, GroupScore> {
-    let mut acc: BTreeMap<String, GroupAcc> = BTreeMap::new();
-    for (key, score, hard_fail) in items {
-        let g = acc.entry(key.to_owned()).or_default();
-        g.scores.push(score);
-        g.hard_fails += usize::from(hard_fail);
-    }
-    acc.into_iter()
-        .map(|(k, g)| {
-            (
-                k,
-                GroupScore {
-                    avg: average(&g.scores),
-                    tests: g.scores.len(),
-                    hard_fails: g.hard_fails,
-                },
-            )
-        })
-        .collect()
 }
 
 /// A semantic candidate from the first stage (embedding search).
@@ -373,47 +338,6 @@ fn is_one(n: &u32) -> bool {
 }
 
 impl SemanticResults {
-    /// Aggregates case results.
-    pub fn from_results(results: Vec<SemanticCaseResult>) -> SemanticResults {
-        let scored: Vec<&SemanticCaseResult> =
-            results.iter().filter(|r| r.score.is_some()).collect();
-        let scores: Vec<u32> = scored.iter().filter_map(|r| r.score).collect();
-        let topic_scores = group_scores(scored.iter().flat_map(|r| {
-            r.topics
-                .iter()
-                .map(|t| (t.as_str(), r.score.unwrap_or(0), r.is_hard_fail))
-        }));
-        let with_ir: Vec<(&SemanticCaseResult, &IrMetrics)> = scored
-            .iter()
-            .filter_map(|r| r.ir.as_ref().map(|m| (*r, m)))
-            .collect();
-        let ir = IrSummary::of(with_ir.iter().map(|(_, m)| *m));
-        let mut by_topic: BTreeMap<&str, Vec<&IrMetrics>> = BTreeMap::new();
-        for (r, m) in &with_ir {
-            for t in &r.topics {
-                by_topic.entry(t.as_str()).or_default().push(m);
-            }
-        }
-        let topic_ir = by_topic
-            .into_iter()
-            .filter_map(|(t, ms)| IrSummary::of(ms).map(|s| (t.to_owned(), s)))
-            .collect();
-        SemanticResults {
-            tests_run: results.len(),
-            errors: results.len() - scored.len(),
-            ir,
-            topic_ir,
-            average_score: average(&scores),
-            hard_fails: scored.iter().filter(|r| r.is_hard_fail).count(),
-            score_distribution: ScoreDistribution::of(scores.iter().copied()),
-            topic_scores,
-            repeats: 1,
-            average_interval: None,
-            unstable: Vec::new(),
-            results,
-        }
-    }
-
     /// Records that each case ran `repeats` times: the average's interval over the repeats
     /// and the unstable cases.
     pub fn with_repeats(mut self, repeats: u32) -> SemanticResults {
@@ -467,26 +391,6 @@ pub struct StateResults {
     pub results: Vec<StateCaseResult>,
 }
 
-impl StateResults {
-    /// Aggregates case results.
-    pub fn from_results(results: Vec<StateCaseResult>) -> StateResults {
-        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
-        let handler_scores = group_scores(results.iter().flat_map(|r| {
-            r.expected_handlers
-                .iter()
-                .map(|h| (h.as_str(), r.score, r.is_hard_fail))
-        }));
-        StateResults {
-            tests_run: results.len(),
-            average_score: average(&scores),
-            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
-            score_distribution: ScoreDistribution::of(scores.iter().copied()),
-            handler_scores,
-            results,
-        }
-    }
-}
-
 /// Pattern bank results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PatternResults {
@@ -506,30 +410,6 @@ pub struct PatternResults {
     pub results: Vec<PatternCaseResult>,
 }
 
-impl PatternResults {
-    /// Aggregates case results.
-    pub fn from_results(results: Vec<PatternCaseResult>) -> PatternResults {
-        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
-        PatternResults {
-            tests_run: results.len(),
-            average_score: average(&scores),
-            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
-            score_distribution: ScoreDistribution::of(scores.iter().copied()),
-            pattern_type_scores: group_scores(
-                results
-                    .iter()
-                    .map(|r| (r.pattern_type.as_str(), r.score, r.is_hard_fail)),
-            ),
-            critical_failures: results
-                .iter()
-                .filter(|r| r.is_critical_failure)
-                .map(|r| r.test_id.clone())
-                .collect(),
-            results,
-        }
-    }
-}
-
 /// Always bank results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AlwaysResults {
@@ -543,20 +423,6 @@ pub struct AlwaysResults {
     pub hard_fails: usize,
     /// Every case.
     pub results: Vec<AlwaysCaseResult>,
-}
-
-impl AlwaysResults {
-    /// Aggregates case results.
-    pub fn from_results(results: Vec<AlwaysCaseResult>) -> AlwaysResults {
-        let scores: Vec<u32> = results.iter().map(|r| r.score).collect();
-        AlwaysResults {
-            tests_run: results.len(),
-            average_score: average(&scores),
-            all_passed: results.iter().all(|r| r.score == 100),
-            hard_fails: results.iter().filter(|r| r.is_hard_fail).count(),
-            results,
-        }
-    }
 }
 
 /// The weight of each bank in the combined score.
@@ -804,10 +670,49 @@ pub struct RunLog {
     /// The comparison with a baseline run (`assay run --baseline`), unchanged cases left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<crate::rundiff::RunDiff>>,
+    /// Where every case is, when the banks' `results` hold only the worst of each bank (a run
+    /// saved with its run log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cases: Option<CaseLog>,
+    /// What the summary shows besides the numbers (cases below 100, why, errors by message);
+    /// absent in RunLogs before version 3, where [`RunLog::notable`] computes it.
+    #[serde(default, rename = "notable", skip_serializing_if = "Option::is_none")]
+    pub notable_cases: Option<crate::aggregate::Notable>,
     /// How the providers' rate limits shaped the calls, per remote model that was sent
     /// requests (absent when none was).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<RateLimitRecord>,
+}
+
+/// The run log of a saved run: one JSON line per case (`{"bank": …, "result": …}`) after a
+/// header line, in the order the cases finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseLog {
+    /// Its file name, beside the RunLog (`cases_<stamp>.jsonl`).
+    pub file: String,
+    /// Cases it holds.
+    pub count: usize,
+}
+
+impl RunLog {
+    /// What the summary shows besides the numbers: recorded with the run, or computed from
+    /// the case lists of a RunLog that predates it (whose lists are complete).
+    pub fn notable(&self) -> crate::aggregate::Notable {
+        self.notable_cases.clone().unwrap_or_else(|| {
+            crate::aggregate::Notable::of(&BankResults {
+                semantic: self.semantic.clone(),
+                state: self.state.clone(),
+                pattern: self.pattern.clone(),
+                always: self.always.clone(),
+            })
+        })
+    }
+
+    /// Whether the banks' `results` hold every case (else the worst of each bank, the rest
+    /// being in the run log, [`RunLog::cases`]).
+    pub fn is_complete(&self) -> bool {
+        self.notable_cases.as_ref().is_none_or(|n| n.complete)
+    }
 }
 
 /// How a provider's rate limits shaped the calls to one model: the 429s it answered, the time
@@ -951,7 +856,21 @@ mod tests {
 
     #[test]
     fn group_scores_average_and_count() {
-        let g = group_scores([("a", 100, false), ("a", 0, true), ("b", 90, false)]);
+        let p = PatternResults::from_results(vec![
+            PatternCaseResult {
+                pattern_type: "a".into(),
+                ..pattern("P1", 100, false)
+            },
+            PatternCaseResult {
+                pattern_type: "a".into(),
+                ..pattern("P2", 0, false)
+            },
+            PatternCaseResult {
+                pattern_type: "b".into(),
+                ..pattern("P3", 90, false)
+            },
+        ]);
+        let g = &p.pattern_type_scores;
         assert_eq!(
             g["a"],
             GroupScore {

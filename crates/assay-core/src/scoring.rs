@@ -180,7 +180,8 @@ pub fn interpret(score: u32) -> &'static str {
 /// The distribution buckets, in report order.
 pub const BUCKETS: [&str; 7] = ["100", "90-99", "80-89", "70-79", "60-69", "1-59", "0"];
 
-fn bucket(score: u32) -> &'static str {
+/// The distribution bucket of a score.
+pub fn bucket(score: u32) -> &'static str {
     match score {
         100.. => BUCKETS[0],
         90..=99 => BUCKETS[1],

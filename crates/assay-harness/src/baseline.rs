@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use assay_core::rundiff::{RegressionGate, RunDiff, case_scores, diff_runs};
+use assay_core::rundiff::{CaseScore, RegressionGate, RunDiff, diff_runs_scored};
 use assay_core::runlog::{BASELINE_OLDEST, RunLog, SCHEMA_VERSION};
 use assay_kb::datafile::DataError;
 
@@ -32,6 +32,8 @@ use crate::settings::RegressionRules;
 pub struct Baseline {
     /// The run.
     pub log: RunLog,
+    /// The score of each of its cases (from its run log when its lists hold only the worst).
+    pub cases: Vec<CaseScore>,
     /// What to call it: the file it was read from.
     pub label: String,
 }
@@ -85,11 +87,21 @@ pub fn read_file(path: &Path) -> Result<RunLog, HarnessError> {
 pub fn load(project: &Project, spec: &str) -> Result<Baseline, HarnessError> {
     let path = resolve(&project.settings.results_dir, spec)?;
     let log = read_file(&path)?;
-    check_project(&log, project, &path)?;
+    let cases = read_cases(&log, &path)?;
+    check_project(&log, &cases, project, &path)?;
     Ok(Baseline {
         log,
+        cases,
         label: path.display().to_string(),
     })
+}
+
+/// The score of every case of the run `log` read from `path`: from its lists, or streamed
+/// from its run log beside it.
+pub fn read_cases(log: &RunLog, path: &Path) -> Result<Vec<CaseScore>, HarnessError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file = crate::caselog::cases_file(dir, log);
+    crate::caselog::case_scores(log, file.as_deref()).map_err(|e| data(path, e.to_string()))
 }
 
 /// The results file `spec` names: a file, `latest` (the newest saved run in `results_dir`), a
@@ -139,10 +151,20 @@ fn runs_error(e: RunsError) -> HarnessError {
     HarnessError::Usage(e.to_string())
 }
 
+/// A case's id, the rest of it skipped.
+#[derive(serde::Deserialize)]
+struct IdOnly {
+    test_id: String,
+}
+
 /// A baseline of another project shares no case with this one: comparing would call every
 /// case added and every old case removed.
-fn check_project(log: &RunLog, project: &Project, path: &Path) -> Result<(), HarnessError> {
-    let cases = case_scores(log);
+fn check_project(
+    log: &RunLog,
+    cases: &[CaseScore],
+    project: &Project,
+    path: &Path,
+) -> Result<(), HarnessError> {
     if cases.is_empty() {
         return Ok(());
     }
@@ -165,6 +187,24 @@ fn check_project(log: &RunLog, project: &Project, path: &Path) -> Result<(), Har
     {
         return Ok(());
     }
+    // The banks a run streams are not held: look for the baseline's cases in their files.
+    let theirs: HashSet<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.bank.as_str(), c.test_id.as_str()))
+        .collect();
+    for streamed in &b.streamed {
+        let mut found = false;
+        let mut quiet = |_: String| {};
+        for file in &streamed.files {
+            crate::banks::for_each_case(file, streamed.bank, &mut quiet, &mut |_, c: IdOnly| {
+                found |= theirs.contains(&(streamed.bank.key(), c.test_id.as_str()));
+                Ok(())
+            })?;
+            if found {
+                return Ok(());
+            }
+        }
+    }
     Err(data(
         path,
         format!(
@@ -176,9 +216,15 @@ fn check_project(log: &RunLog, project: &Project, path: &Path) -> Result<(), Har
     ))
 }
 
-/// Compares `current` with the baseline and applies the regression rules.
-pub fn compare(baseline: &Baseline, current: &RunLog, rules: &RegressionRules) -> RunDiff {
-    let mut diff = diff_runs(&baseline.log, current);
+/// Compares `current` (whose case scores are `current_cases`) with the baseline and applies
+/// the regression rules.
+pub fn compare(
+    baseline: &Baseline,
+    current: &RunLog,
+    current_cases: &[CaseScore],
+    rules: &RegressionRules,
+) -> RunDiff {
+    let mut diff = diff_runs_scored(&baseline.log, current, &baseline.cases, current_cases);
     diff.label = Some(baseline.label.clone());
     diff.gate = Some(gate(&diff, rules));
     diff

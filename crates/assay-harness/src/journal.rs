@@ -19,14 +19,12 @@
 //! take microseconds each, are written together when their bank finishes.
 
 use std::collections::HashMap;
+
+use assay_core::bank::BankType;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use assay_core::bank::BankType;
-use assay_core::runlog::{
-    AlwaysCaseResult, PatternCaseResult, SemanticCaseResult, StateCaseResult,
-};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -50,76 +48,8 @@ pub struct JournalHeader {
     pub setup: String,
 }
 
-/// One finished case.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "bank", content = "result", rename_all = "lowercase")]
-#[allow(clippy::large_enum_variant)] // one entry at a time, written and dropped as a case ends
-pub enum JournalEntry {
-    /// A semantic case.
-    Semantic(SemanticCaseResult),
-    /// A state case.
-    State(StateCaseResult),
-    /// A pattern case.
-    Pattern(PatternCaseResult),
-    /// An always case.
-    Always(AlwaysCaseResult),
-}
-
-impl JournalEntry {
-    /// The bank.
-    pub fn bank(&self) -> BankType {
-        match self {
-            JournalEntry::Semantic(_) => BankType::Semantic,
-            JournalEntry::State(_) => BankType::State,
-            JournalEntry::Pattern(_) => BankType::Pattern,
-            JournalEntry::Always(_) => BankType::Always,
-        }
-    }
-
-    /// The case's score (`None` for a semantic case that errored).
-    pub fn score(&self) -> Option<u32> {
-        match self {
-            JournalEntry::Semantic(r) => r.score,
-            JournalEntry::State(r) => Some(r.score),
-            JournalEntry::Pattern(r) => Some(r.score),
-            JournalEntry::Always(r) => Some(r.score),
-        }
-    }
-
-    /// The case id.
-    pub fn test_id(&self) -> &str {
-        match self {
-            JournalEntry::Semantic(r) => &r.test_id,
-            JournalEntry::State(r) => &r.test_id,
-            JournalEntry::Pattern(r) => &r.test_id,
-            JournalEntry::Always(r) => &r.test_id,
-        }
-    }
-}
-
-/// `SemanticCaseResult::try_from(entry)` and the like: the result, or the entry back when it
-/// is of another bank.
-macro_rules! entry_results {
-    ($($variant:ident($result:ty)),*) => {$(
-        impl TryFrom<JournalEntry> for $result {
-            type Error = JournalEntry;
-
-            fn try_from(entry: JournalEntry) -> Result<$result, JournalEntry> {
-                match entry {
-                    JournalEntry::$variant(r) => Ok(r),
-                    other => Err(other),
-                }
-            }
-        }
-    )*};
-}
-
-entry_results!(
-    Semantic(SemanticCaseResult),
-    State(StateCaseResult),
-    Pattern(PatternCaseResult),
-    Always(AlwaysCaseResult)
-);
+/// One finished case: the journal and the run log hold the same records.
+pub use assay_core::aggregate::CaseRecord as JournalEntry;
 
 /// A JSON-lines journal read back (this run journal, and the optimizer's experiment journal):
 /// the header on line 1, then one entry a line.
@@ -276,9 +206,12 @@ impl Journal {
                 path.display()
             );
         }
+        // A case that ended in an infrastructure error runs again: its entry is dropped, so
+        // the journal (which becomes the run log) holds each case once.
         let done: HashMap<(BankType, String), JournalEntry> = read
             .entries
             .into_iter()
+            .filter(|e| !matches!(e, JournalEntry::Semantic(r) if r.error.is_some()))
             .map(|entry| ((entry.bank(), entry.test_id().to_owned()), entry))
             .collect();
         // Rewrite without the cut-short line, so appends start on a fresh line.
@@ -298,9 +231,7 @@ impl Journal {
     /// The finished result of a case, when the run is resumed and the case finished without
     /// an infrastructure error.
     pub fn finished(&self, bank: BankType, test_id: &str) -> Option<&JournalEntry> {
-        self.done
-            .get(&(bank, test_id.to_owned()))
-            .filter(|e| !matches!(e, JournalEntry::Semantic(r) if r.error.is_some()))
+        self.done.get(&(bank, test_id.to_owned()))
     }
 
     /// How many cases finished before this (resumed) run.
@@ -346,6 +277,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use assay_core::runlog::AlwaysCaseResult;
     use assay_core::scoring::Breakdown;
     use std::fs::OpenOptions;
 

@@ -54,6 +54,18 @@ impl Project {
     /// Loads and validates the project at `root`. Every error names the file, and the line,
     /// column or field where known; nothing is run and nothing is written.
     pub fn load(root: &Path) -> Result<Project, HarnessError> {
+        Project::load_with(root, false)
+    }
+
+    /// [`Project::load`] for a run: every file is read and checked as by `load`, but the
+    /// state, pattern and always banks are checked case by case and not held
+    /// ([`banks::Banks::streamed`]); the run reads them again as it goes. A run's memory then
+    /// does not grow with the number of those cases.
+    pub fn load_for_run(root: &Path) -> Result<Project, HarnessError> {
+        Project::load_with(root, true)
+    }
+
+    fn load_with(root: &Path, streaming: bool) -> Result<Project, HarnessError> {
         if !root.is_dir() {
             return Err(HarnessError::Usage(format!(
                 "project directory `{}` does not exist",
@@ -65,7 +77,7 @@ impl Project {
         // halves of loading take about as long. Errors and warnings come out in the order a
         // one-threaded load would give them.
         let (kb, other) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| load_banks_rules_and_history(&settings));
+            let other = scope.spawn(|| load_banks_rules_and_history(&settings, streaming));
             let kb = load_kb(&settings);
             let other = other
                 .join()
@@ -89,6 +101,9 @@ impl Project {
         let history_dir = history_dir(&settings);
 
         validate_cases(&banks, &kb, &mut warn)?;
+        if let Some(checks) = other.streamed_checks {
+            validate_streamed(&banks, checks, &kb, &mut warn)?;
+        }
         let semantic_ids: std::collections::HashSet<&str> = banks
             .semantic
             .iter()
@@ -148,12 +163,14 @@ struct BanksRulesHistory {
     /// rules' entity check.
     history: Result<ExpectationLoader, DataError>,
     history_warnings: Vec<String>,
+    streamed_checks: Option<banks::StreamedChecks>,
 }
 
 /// Every bank, the pattern rules compiled (when the project has a rules file), and the
 /// expectation history.
 fn load_banks_rules_and_history(
     settings: &ProjectSettings,
+    streaming: bool,
 ) -> Result<BanksRulesHistory, HarnessError> {
     let mut warnings = Vec::new();
     let mut warn = |w: String| warnings.push(w);
@@ -163,7 +180,15 @@ fn load_banks_rules_and_history(
             "no test_banks folder (expected semantic/, state/, pattern/, always/ inside; `assay init` makes one)",
         )));
     }
-    let banks = banks::load_banks(&settings.banks_dir, &mut warn)?;
+    let mut streamed_checks = None;
+    let banks = if streaming {
+        let mut checks = banks::StreamedChecks::default();
+        let banks = banks::load_banks_streaming(&settings.banks_dir, &mut warn, &mut checks)?;
+        streamed_checks = Some(checks);
+        banks
+    } else {
+        banks::load_banks(&settings.banks_dir, &mut warn)?
+    };
     let rules_path =
         banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
     let rules = if rules_path.is_file() {
@@ -171,7 +196,7 @@ fn load_banks_rules_and_history(
         let matcher =
             PatternMatcher::new(&rules).map_err(|e| DataError::new(&rules_path, e.to_string()))?;
         Some((rules, matcher, rules_path))
-    } else if !banks.pattern.is_empty() {
+    } else if banks.count(BankType::Pattern) > 0 {
         return Err(HarnessError::Data(DataError::new(
             &rules_path,
             "the pattern bank has cases but this rules file is missing",
@@ -189,6 +214,7 @@ fn load_banks_rules_and_history(
         warnings,
         history,
         history_warnings,
+        streamed_checks,
     })
 }
 
@@ -303,6 +329,98 @@ fn validate_cases(
                     "{place}: unknown entity `{id}` (not in the knowledge base)"
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The checks of [`validate_cases`] for streamed banks: test ids unique across every bank,
+/// and the entities they name known. Only a 64-bit digest of each id is held (8 bytes a case);
+/// the digests seen twice, if any, are confirmed by reading the banks again for those ids
+/// alone, so a digest collision is never reported as a duplicate.
+fn validate_streamed(
+    banks: &Banks,
+    checks: banks::StreamedChecks,
+    kb: &LoadedKb,
+    warn: &mut dyn FnMut(String),
+) -> Result<(), HarnessError> {
+    let banks::StreamedChecks {
+        ids: mut digests,
+        refs,
+    } = checks;
+    digests.extend(
+        banks
+            .semantic
+            .iter()
+            .map(|c| banks::id_digest(&c.case.test_id)),
+    );
+    digests.sort_unstable();
+    let mut twice: Vec<u64> = digests
+        .windows(2)
+        .filter(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
+        .collect();
+    drop(digests);
+    twice.dedup();
+    if !twice.is_empty() {
+        find_duplicate(banks, &twice)?;
+    }
+    for (id, place) in &refs {
+        if !kb.kb.contains(id)? {
+            warn(format!(
+                "{place}: unknown entity `{id}` (not in the knowledge base)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads every case whose id has one of the `digests` (sorted) and fails on the first id seen
+/// twice, naming both places.
+fn find_duplicate(banks: &Banks, digests: &[u64]) -> Result<(), HarnessError> {
+    let mut first: HashMap<String, String> = HashMap::new();
+    let mut check = |id: &str, file: &Path, place: String| -> Result<(), DataError> {
+        if digests.binary_search(&banks::id_digest(id)).is_err() {
+            return Ok(());
+        }
+        match first.get(id) {
+            Some(at) => Err(DataError::new(
+                file,
+                format!("duplicate test_id `{id}` (first at {at})"),
+            )),
+            None => {
+                first.insert(id.to_owned(), place);
+                Ok(())
+            }
+        }
+    };
+    for c in &banks.semantic {
+        check(&c.case.test_id, &c.file, case_place(c, &c.case.test_id))?;
+    }
+    let mut ignore = |_: String| {};
+    for streamed in &banks.streamed {
+        for path in &streamed.files {
+            let place = |i: usize| format!("{}:tests[{i}]", path.display());
+            match streamed.bank {
+                BankType::State => banks::for_each_case(
+                    path,
+                    streamed.bank,
+                    &mut ignore,
+                    &mut |i, c: assay_core::bank::StateCase| check(&c.test_id, path, place(i)),
+                ),
+                BankType::Pattern => banks::for_each_case(
+                    path,
+                    streamed.bank,
+                    &mut ignore,
+                    &mut |i, c: assay_core::bank::PatternCase| check(&c.test_id, path, place(i)),
+                ),
+                _ => banks::for_each_case(
+                    path,
+                    streamed.bank,
+                    &mut ignore,
+                    &mut |i, c: assay_core::bank::AlwaysCase| check(&c.test_id, path, place(i)),
+                ),
+            }?;
         }
     }
     Ok(())

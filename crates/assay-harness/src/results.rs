@@ -13,15 +13,19 @@ pub struct SavedResults {
     pub markdown: PathBuf,
     /// The self-contained HTML report.
     pub html: PathBuf,
+    /// The run log (every case, one a line), when the run kept one.
+    pub cases: Option<PathBuf>,
 }
 
-/// The rendered reports saved beside a run's JSON.
-#[derive(Debug, Clone, Copy)]
-pub struct Reports<'a> {
+/// A run rendered for saving: the RunLog and its reports.
+#[derive(Debug, Clone, Default)]
+pub struct Rendered {
+    /// The RunLog as JSON.
+    pub json: String,
     /// The Markdown report.
-    pub markdown: &'a str,
+    pub markdown: String,
     /// The HTML report.
-    pub html: &'a str,
+    pub html: String,
 }
 
 /// The file stamp of a run that started at `timestamp` (RFC 3339): `YYYY-MM-DD-HHMM`, UTC.
@@ -61,6 +65,22 @@ pub fn write_new(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes what `write` produces to `target` atomically (a temporary file beside it, synced,
+/// then renamed), replacing it if it exists: for output too large to hold in memory.
+pub fn write_replace_with(
+    target: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let tmp = staged(target, b"")?;
+    let mut out = std::io::BufWriter::new(tmp.as_file());
+    write(&mut out)?;
+    out.flush()?;
+    drop(out);
+    tmp.as_file().sync_all()?;
+    tmp.persist(target).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Writes `contents` to `target` atomically, replacing it if it exists.
 pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     let tmp = staged(target, contents)?;
@@ -68,13 +88,16 @@ pub fn write_replace(target: &Path, contents: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Saves a run's JSON, Markdown and HTML under `dir` with the first free stamp
-/// (`<stamp>`, then `<stamp>-2`, `<stamp>-3`, …). Existing files are never overwritten.
+/// Saves a run under `dir` with the first free stamp (`<stamp>`, then `<stamp>-2`, …): its run
+/// log when it has one (`cases`, moved to `cases_<stamp>.jsonl`), then the RunLog and the
+/// reports `render` makes, given the run log's new file name. Existing files are never
+/// overwritten; a save that fails part way takes back what it wrote (the run log stays where
+/// it was).
 pub fn save(
     dir: &Path,
     stamp: &str,
-    json: &str,
-    reports: Reports<'_>,
+    cases: Option<&Path>,
+    render: &mut dyn FnMut(Option<&str>) -> Rendered,
 ) -> std::io::Result<SavedResults> {
     std::fs::create_dir_all(dir)?;
     for n in 1..10_000 {
@@ -86,29 +109,61 @@ pub fn save(
         let json_path = dir.join(format!("results_{stamp}{suffix}.json"));
         let md_path = dir.join(format!("report_{stamp}{suffix}.md"));
         let html_path = dir.join(format!("report_{stamp}{suffix}.html"));
-        if json_path.exists() || md_path.exists() || html_path.exists() {
+        let cases_name = format!("cases_{stamp}{suffix}.jsonl");
+        let cases_path = dir.join(&cases_name);
+        if [&json_path, &md_path, &html_path, &cases_path]
+            .iter()
+            .any(|p| p.exists())
+        {
             continue;
         }
-        match write_new(&json_path, json.as_bytes()) {
+        // The run log is linked into place (never replacing a file) before the RunLog that
+        // names it is written.
+        let moved = match cases {
+            Some(from) => match link_new(from, &cases_path) {
+                Ok(()) => Some(cases_path.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        let take_back = || {
+            if let Some(p) = &moved {
+                drop(std::fs::remove_file(p));
+            }
+        };
+        let rendered = render(moved.as_ref().map(|_| cases_name.as_str()));
+        match write_new(&json_path, rendered.json.as_bytes()) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+            Err(e) => {
+                take_back();
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    continue;
+                }
+                return Err(e);
+            }
         }
-        let reports = write_new(&md_path, reports.markdown.as_bytes()).and_then(|()| {
-            write_new(&html_path, reports.html.as_bytes())
+        let reports = write_new(&md_path, rendered.markdown.as_bytes()).and_then(|()| {
+            write_new(&html_path, rendered.html.as_bytes())
                 .inspect_err(|_| drop(std::fs::remove_file(&md_path)))
         });
         match reports {
             Ok(()) => {
+                if let Some(from) = cases {
+                    // The run log now lives beside the RunLog.
+                    drop(std::fs::remove_file(from));
+                }
                 return Ok(SavedResults {
                     json: json_path,
                     markdown: md_path,
                     html: html_path,
+                    cases: moved,
                 });
             }
             Err(e) => {
-                // Keep the files together: take back the JSON we just wrote.
+                // Keep the files together: take back what we just wrote.
                 std::fs::remove_file(&json_path)?;
+                take_back();
                 if e.kind() != std::io::ErrorKind::AlreadyExists {
                     return Err(e);
                 }
@@ -120,6 +175,23 @@ pub fn save(
     )))
 }
 
+/// Gives `from` the second name `to` (failing with `AlreadyExists` rather than replacing a
+/// file), synced; copies where a hard link is not possible (another file system).
+fn link_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(e),
+        Err(_) => {
+            let mut tmp = tempfile::Builder::new()
+                .prefix(".assay-tmp-")
+                .tempfile_in(to.parent().unwrap_or(Path::new(".")))?;
+            std::io::copy(&mut std::fs::File::open(from)?, tmp.as_file_mut())?;
+            tmp.persist_noclobber(to).map_err(|e| e.error)?;
+        }
+    }
+    std::fs::File::open(to)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,12 +199,19 @@ mod tests {
     #[test]
     fn never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
-        let r = |markdown| Reports {
-            markdown,
-            html: "<p>a</p>",
+        let r = |json: &str, markdown: &str| Rendered {
+            json: json.into(),
+            markdown: markdown.into(),
+            html: "<p>a</p>".into(),
         };
-        let a = save(dir.path(), "2026-11-21-2040", "{\"a\":1}", r("# a")).unwrap();
-        let b = save(dir.path(), "2026-11-21-2040", "{\"b\":2}", r("# b")).unwrap();
+        let a = save(dir.path(), "2026-11-21-2040", None, &mut |_| {
+            r("{\"a\":1}", "# a")
+        })
+        .unwrap();
+        let b = save(dir.path(), "2026-11-21-2040", None, &mut |_| {
+            r("{\"b\":2}", "# b")
+        })
+        .unwrap();
         assert!(a.json.ends_with("results_2026-11-21-2040.json"));
         assert!(b.json.ends_with("results_2026-11-21-2040-2.json"));
         assert!(b.markdown.ends_with("report_2026-11-21-2040-2.md"));
@@ -143,6 +222,28 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 6, "no temporary files left: {names:?}");
+    }
+
+    #[test]
+    fn the_run_log_moves_beside_the_run_it_belongs_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("journal.jsonl");
+        std::fs::write(&journal, "{}\n").unwrap();
+        // A stamp whose first name is taken by a run log goes to the next.
+        std::fs::write(dir.path().join("cases_2026-11-21-2040.jsonl"), "x").unwrap();
+        let mut named = None;
+        let saved = save(dir.path(), "2026-11-21-2040", Some(&journal), &mut |name| {
+            named = name.map(str::to_owned);
+            Rendered::default()
+        })
+        .unwrap();
+        assert_eq!(named.as_deref(), Some("cases_2026-11-21-2040-2.jsonl"));
+        assert!(saved.json.ends_with("results_2026-11-21-2040-2.json"));
+        assert_eq!(
+            std::fs::read_to_string(saved.cases.unwrap()).unwrap(),
+            "{}\n"
+        );
+        assert!(!journal.exists());
     }
 
     #[test]

@@ -4,12 +4,11 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 
+use assay_core::aggregate::Aggregator;
 use assay_core::bank::BankType;
+use assay_core::bank::{AlwaysCase, PatternCase, StateCase};
 use assay_core::rundiff::KbFingerprint;
-use assay_core::runlog::{
-    AlwaysResults, BankResults, PatternResults, RunFilters, RunLog, SCHEMA_VERSION,
-    SemanticCaseResult, SemanticResults, StateResults,
-};
+use assay_core::runlog::{CaseLog, RunFilters, RunLog, SCHEMA_VERSION};
 
 use assay_kb::KnowledgeBase;
 use assay_retrieval::StateMatcher;
@@ -79,6 +78,9 @@ pub struct RunOptions<'a> {
     pub journal: Option<&'a mut Journal>,
     /// Times each semantic case runs (`--repeat`; 1 by default).
     pub repeat: u32,
+    /// Keep every case in the RunLog's lists, however many (a run whose journal is not kept
+    /// as its run log). Without a journal every case is kept anyway.
+    pub list_all: bool,
 }
 
 impl Default for RunOptions<'_> {
@@ -87,6 +89,7 @@ impl Default for RunOptions<'_> {
             concurrency: 4,
             journal: None,
             repeat: 1,
+            list_all: false,
         }
     }
 }
@@ -223,13 +226,14 @@ pub async fn run(
             ));
         }
     }
+    let streamed_count = |bank: BankType| project.banks.streamed(bank).map_or(0, |s| s.count);
     let selected_total: usize = banks
         .iter()
         .map(|bank| match bank {
             BankType::Semantic => semantic_cases.len(),
-            BankType::State => state_cases.len(),
-            BankType::Pattern => pattern_cases.len(),
-            BankType::Always => always_cases.len(),
+            BankType::State => state_cases.len() + streamed_count(BankType::State),
+            BankType::Pattern => pattern_cases.len() + streamed_count(BankType::Pattern),
+            BankType::Always => always_cases.len() + streamed_count(BankType::Always),
         })
         .sum();
     if selected_total == 0 {
@@ -238,13 +242,17 @@ pub async fn run(
         ));
     }
 
-    let mut results = BankResults::default();
+    // With a journal (the run log) every case is written as it finishes and only the worst
+    // few of each bank stay in memory for the reports; without one the RunLog keeps them all.
+    let keep_all = journal.is_none() || options.list_all;
+    let mut agg = Aggregator::new(LISTED, if keep_all { usize::MAX } else { LISTED_WHOLE });
+    let repeats = options.repeat.max(1);
     for bank in &banks {
         match bank {
             BankType::Semantic => {
                 let Some(retriever) = semantic else { continue };
                 observer.bank_started(*bank, semantic_cases.len());
-                let mut out: Vec<Option<SemanticCaseResult>> = vec![None; semantic_cases.len()];
+                agg.start(*bank, semantic_cases.len());
                 let mut todo = Vec::new();
                 for (i, case) in semantic_cases.iter().enumerate() {
                     match journal
@@ -253,13 +261,12 @@ pub async fn run(
                     {
                         Some(JournalEntry::Semantic(r)) => {
                             observer.case_finished(*bank, &r.test_id, r.score);
-                            out[i] = Some(r.clone());
+                            agg.push(i, JournalEntry::Semantic(r.clone()));
                         }
                         _ => todo.push(i),
                     }
                 }
                 let cases = &semantic_cases;
-                let repeats = options.repeat.max(1);
                 let mut running = futures_util::stream::iter(todo)
                     .map(|i| async move {
                         let case = cases[i];
@@ -272,75 +279,89 @@ pub async fn run(
                     })
                     .buffer_unordered(options.concurrency.max(1));
                 while let Some((i, r)) = running.next().await {
+                    let record = JournalEntry::Semantic(r);
                     if let Some(j) = journal.as_deref_mut() {
-                        j.record(&JournalEntry::Semantic(r.clone()))?;
+                        j.record(&record)?;
                     }
-                    observer.case_finished(*bank, &r.test_id, r.score);
-                    out[i] = Some(r);
+                    observer.case_finished(*bank, record.test_id(), record.score());
+                    agg.push(i, record);
                 }
                 observer.bank_finished(*bank);
-                results.semantic = Some(
-                    SemanticResults::from_results(out.into_iter().flatten().collect())
-                        .with_repeats(repeats),
-                );
             }
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)
                     .map_err(|e| HarnessError::Usage(e.to_string()))?;
-                let out = run_cases(
-                    *bank,
-                    &state_cases,
-                    |c| &c.test_id,
-                    journal.as_deref_mut(),
-                    observer,
-                    |case| Ok(JournalEntry::State(runners::run_state_case(&matcher, case))),
-                )?;
-                results.state = Some(StateResults::from_results(
-                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
-                ));
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                sink.observer
+                    .bank_started(*bank, state_cases.len() + streamed_count(*bank));
+                for case in &state_cases {
+                    sink.case(&case.test_id, |_| {
+                        Ok(JournalEntry::State(runners::run_state_case(&matcher, case)))
+                    })?;
+                }
+                stream_bank(project, *bank, request, &mut |case: StateCase| {
+                    sink.case(&case.test_id, |_| {
+                        Ok(JournalEntry::State(runners::run_state_case(
+                            &matcher, &case,
+                        )))
+                    })
+                })?;
+                sink.finish()?;
             }
             BankType::Pattern => {
-                let out = if let Some(matcher) = &project.patterns {
-                    run_cases(
-                        *bank,
-                        &pattern_cases,
-                        |c| &c.test_id,
-                        journal.as_deref_mut(),
-                        observer,
-                        |case| {
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                sink.observer
+                    .bank_started(*bank, pattern_cases.len() + streamed_count(*bank));
+                if let Some(matcher) = &project.patterns {
+                    for case in &pattern_cases {
+                        sink.case(&case.test_id, |_| {
                             Ok(JournalEntry::Pattern(runners::run_pattern_case(
                                 matcher, case,
                             )))
-                        },
-                    )?
-                } else {
-                    observer.bank_started(*bank, 0);
-                    observer.bank_finished(*bank);
-                    Vec::new()
-                };
-                results.pattern = Some(PatternResults::from_results(
-                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
-                ));
+                        })?;
+                    }
+                    stream_bank(project, *bank, request, &mut |case: PatternCase| {
+                        sink.case(&case.test_id, |_| {
+                            Ok(JournalEntry::Pattern(runners::run_pattern_case(
+                                matcher, &case,
+                            )))
+                        })
+                    })?;
+                }
+                sink.finish()?;
             }
             BankType::Always => {
-                let out = run_cases(
-                    *bank,
-                    &always_cases,
-                    |c| &c.test_id,
-                    journal.as_deref_mut(),
-                    observer,
-                    |case| {
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                sink.observer
+                    .bank_started(*bank, always_cases.len() + streamed_count(*bank));
+                for case in &always_cases {
+                    sink.case(&case.test_id, |_| {
                         runners::run_always_case(backends.kb, case)
                             .map(JournalEntry::Always)
                             .map_err(|e| HarnessError::Infrastructure(e.to_string()))
-                    },
-                )?;
-                results.always = Some(AlwaysResults::from_results(
-                    out.into_iter().filter_map(|e| e.try_into().ok()).collect(),
-                ));
+                    })?;
+                }
+                stream_bank(project, *bank, request, &mut |case: AlwaysCase| {
+                    sink.case(&case.test_id, |_| {
+                        runners::run_always_case(backends.kb, &case)
+                            .map(JournalEntry::Always)
+                            .map_err(|e| HarnessError::Infrastructure(e.to_string()))
+                    })
+                })?;
+                sink.finish()?;
             }
         }
     }
+    let (mut results, notable) = agg.finish();
+    results.semantic = results.semantic.map(|s| s.with_repeats(repeats));
+    let case_count: usize = [
+        results.semantic.as_ref().map_or(0, |r| r.tests_run),
+        results.state.as_ref().map_or(0, |r| r.tests_run),
+        results.pattern.as_ref().map_or(0, |r| r.tests_run),
+        results.always.as_ref().map_or(0, |r| r.tests_run),
+    ]
+    .iter()
+    .sum();
 
     let sources = (!project.banks.semantic.is_empty()).then(|| {
         project
@@ -377,7 +398,156 @@ pub async fn run(
         settings: project.settings.recorded.clone(),
         kb: kb_fingerprint(backends.kb)?,
         baseline: None,
+        // The run log: the journal while the run lives; saving moves it beside the RunLog.
+        cases: (!keep_all).then(|| CaseLog {
+            file: JOURNALED.to_owned(),
+            count: case_count,
+        }),
+        notable_cases: Some(notable),
     })
+}
+
+/// `RunLog.cases.file` while the cases are in the journal; saving the run moves them to
+/// `results/cases_<stamp>.jsonl` and names that file instead.
+pub const JOURNALED: &str = "journal";
+
+/// A run of at most this many cases lists them all in its RunLog (and in the run log).
+pub const LISTED_WHOLE: usize = 5_000;
+
+/// How many of the worst cases of each bank a streamed run's RunLog lists (the run log has
+/// every case).
+pub const LISTED: usize = 100;
+
+/// Where a deterministic bank's finished cases go: the aggregator, the progress observer and
+/// the journal (written in batches: each case takes microseconds, and a crash costs at most a
+/// batch's re-run).
+struct Sink<'a, 'o> {
+    bank: BankType,
+    journal: Option<&'a mut Journal>,
+    observer: &'o mut dyn RunObserver,
+    agg: &'a mut Aggregator,
+    index: usize,
+    batch: Vec<JournalEntry>,
+}
+
+/// Cases journaled per write in a deterministic bank.
+const BATCH: usize = 512;
+
+impl<'a, 'o> Sink<'a, 'o> {
+    fn new(
+        bank: BankType,
+        journal: Option<&'a mut Journal>,
+        observer: &'o mut dyn RunObserver,
+        agg: &'a mut Aggregator,
+    ) -> Self {
+        agg.start(bank, 0);
+        Sink {
+            bank,
+            journal,
+            observer,
+            agg,
+            index: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    /// One case: taken from the journal when a resumed run finished it, else run.
+    fn case(
+        &mut self,
+        test_id: &str,
+        run: impl FnOnce(&str) -> Result<JournalEntry, HarnessError>,
+    ) -> Result<(), HarnessError> {
+        let done = self
+            .journal
+            .as_deref()
+            .and_then(|j| j.finished(self.bank, test_id))
+            .cloned();
+        let (entry, fresh) = match done {
+            Some(entry) => (entry, false),
+            None => (run(test_id)?, true),
+        };
+        self.observer
+            .case_finished(self.bank, entry.test_id(), entry.score());
+        if fresh && self.journal.is_some() {
+            self.batch.push(entry.clone());
+            if self.batch.len() >= BATCH {
+                self.flush()?;
+            }
+        }
+        self.agg.push(self.index, entry);
+        self.index += 1;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), HarnessError> {
+        if let Some(j) = self.journal.as_deref_mut() {
+            j.record_all(self.batch.iter())?;
+        }
+        self.batch.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), HarnessError> {
+        self.flush()?;
+        self.observer.bank_finished(self.bank);
+        Ok(())
+    }
+}
+
+/// Runs `each` on every selected case of a streamed bank, reading its files case by case.
+fn stream_bank<C: serde::de::DeserializeOwned + HasTestId>(
+    project: &Project,
+    bank: BankType,
+    request: &RunRequest,
+    each: &mut dyn FnMut(C) -> Result<(), HarnessError>,
+) -> Result<(), HarnessError> {
+    let Some(streamed) = project.banks.streamed(bank) else {
+        return Ok(());
+    };
+    // Warnings were given when the project was loaded.
+    let mut quiet = |_: String| {};
+    for path in &streamed.files {
+        let mut failure: Option<HarnessError> = None;
+        let mut run_one = |_: usize, case: C| {
+            if request.test.as_deref().is_some_and(|t| case.test_id() != t) {
+                return Ok(());
+            }
+            each(case).map_err(|e| {
+                let message = e.to_string();
+                failure = Some(e);
+                assay_kb::datafile::DataError::new(path, message)
+            })
+        };
+        let read = crate::banks::for_each_case(path, bank, &mut quiet, &mut run_one);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        read?;
+    }
+    Ok(())
+}
+
+/// A case with a test id (for selecting one in a streamed bank).
+trait HasTestId {
+    fn test_id(&self) -> &str;
+}
+
+impl HasTestId for StateCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+}
+
+impl HasTestId for PatternCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+}
+
+impl HasTestId for AlwaysCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
 }
 
 /// What a run's knowledge base holds: a SHA-256 digest (16 hex digits) of every entity, active
@@ -409,38 +579,6 @@ pub fn kb_fingerprint(kb: &dyn KnowledgeBase) -> Result<KbFingerprint, HarnessEr
         count: entities.len(),
         entities: each,
     })
-}
-
-/// Runs the cases of a deterministic bank, taking finished ones from the journal.
-fn run_cases<C>(
-    bank: BankType,
-    cases: &[&C],
-    id: impl Fn(&C) -> &str,
-    journal: Option<&mut Journal>,
-    observer: &mut dyn RunObserver,
-    mut run_one: impl FnMut(&C) -> Result<JournalEntry, HarnessError>,
-) -> Result<Vec<JournalEntry>, HarnessError> {
-    observer.bank_started(bank, cases.len());
-    let mut out = Vec::with_capacity(cases.len());
-    // The cases run here, not taken from the journal: journaled together at the end (each
-    // takes microseconds; a crash before then costs only their re-run).
-    let mut fresh = Vec::new();
-    for case in cases {
-        let entry = if let Some(done) = journal.as_deref().and_then(|j| j.finished(bank, id(case)))
-        {
-            done.clone()
-        } else {
-            fresh.push(out.len());
-            run_one(case)?
-        };
-        observer.case_finished(bank, entry.test_id(), entry.score());
-        out.push(entry);
-    }
-    if let Some(j) = journal {
-        j.record_all(fresh.iter().map(|&i| &out[i]))?;
-    }
-    observer.bank_finished(bank);
-    Ok(out)
 }
 
 /// `banks=…;test=…;topic=…`: a request as the journal header records it.

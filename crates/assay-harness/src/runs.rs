@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use assay_core::rundiff::{RunDiff, diff_runs};
+use assay_core::rundiff::{RunDiff, diff_runs_scored};
 use assay_core::runlog::{Health, RunLog};
 use serde::Serialize;
 
@@ -199,7 +199,14 @@ pub fn load_run(results_dir: &Path, id: &str) -> Result<RunLog, RunsError> {
 pub fn diff(results_dir: &Path, before: &str, after: &str) -> Result<RunDiff, RunsError> {
     let a = load_run(results_dir, before)?;
     let b = load_run(results_dir, after)?;
-    Ok(diff_runs(&a, &b))
+    let scores = |log: &RunLog| {
+        let file = crate::caselog::cases_file(results_dir, log);
+        crate::caselog::case_scores(log, file.as_deref()).map_err(|e| RunsError::Unreadable {
+            path: file.unwrap_or_default(),
+            message: e.to_string(),
+        })
+    };
+    Ok(diff_runs_scored(&a, &b, &scores(&a)?, &scores(&b)?))
 }
 
 #[cfg(test)]

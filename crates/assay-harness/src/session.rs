@@ -13,6 +13,7 @@ use assay_retrieval::pipeline::Pipeline;
 
 use crate::HarnessError;
 use crate::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
+use crate::caselog;
 use crate::engine::{self, ProviderCalls, SemanticSearch};
 use crate::journal::Journal;
 use crate::project::Project;
@@ -202,32 +203,63 @@ pub async fn execute(
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
         journal: journal.as_mut(),
         repeat: setup.repeat.max(1),
+        // An unsaved run keeps no run log: its RunLog must list every case.
+        list_all: !setup.save,
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
     log.rate_limits = calls.rate_limit_records();
+    // Until the run is saved its run log is the journal.
+    let run_log = journal
+        .as_ref()
+        .filter(|_| !log.is_complete())
+        .map(|_| journal_path.clone());
     if let Some(baseline) = &setup.baseline {
-        let diff = crate::baseline::compare(baseline, &log, &settings.regression);
+        let current = caselog::case_scores(&log, run_log.as_deref())
+            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+        let diff = crate::baseline::compare(baseline, &log, &current, &settings.regression);
         log.baseline = Some(Box::new(diff.without_unchanged()));
     }
 
-    let json = assay_report::json(&log);
+    let json;
     let saved = if setup.save {
-        let markdown = assay_report::markdown::render(&log);
-        let html = assay_report::html::render(&log);
-        let reports = results::Reports {
-            markdown: &markdown,
-            html: &html,
-        };
         let dir = &settings.results_dir;
-        Some(
-            results::save(dir, &results::stamp(&log.timestamp), &json, reports).map_err(|e| {
-                HarnessError::Infrastructure(format!(
-                    "cannot save results in {}: {e}",
-                    dir.display()
-                ))
-            })?,
-        )
+        // A run too large to list whole keeps its run log (the journal, moved beside the
+        // RunLog); one whose RunLog lists every case needs no second copy of them.
+        if log.is_complete() {
+            log.cases = None;
+        }
+        let cases = journal
+            .as_ref()
+            .filter(|_| log.cases.is_some())
+            .map(|_| journal_path.as_path());
+        let stamp = results::stamp(&log.timestamp);
+        let mut render = |name: Option<&str>| {
+            if let Some(c) = log.cases.as_mut() {
+                match name {
+                    Some(name) => c.file = name.to_owned(),
+                    None => log.cases = None,
+                }
+            }
+            results::Rendered {
+                json: assay_report::json(&log),
+                markdown: assay_report::markdown::render(&log),
+                html: assay_report::html::render(&log),
+            }
+        };
+        let mut rendered_json = String::new();
+        let saved = results::save(dir, &stamp, cases, &mut |name| {
+            let r = render(name);
+            rendered_json.clone_from(&r.json);
+            r
+        })
+        .map_err(|e| {
+            HarnessError::Infrastructure(format!("cannot save results in {}: {e}", dir.display()))
+        })?;
+        json = rendered_json;
+        Some(saved)
     } else {
+        log.cases = None;
+        json = assay_report::json(&log);
         None
     };
     // Everything is written: the journal has done its job.

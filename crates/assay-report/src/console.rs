@@ -2,9 +2,10 @@
 
 use std::fmt::Write;
 
+use assay_core::aggregate::ReasonTally;
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
-use assay_core::scoring::{Breakdown, Penalty, interpret};
+use assay_core::scoring::{Breakdown, interpret};
 
 use crate::markdown::breakdown_lines;
 
@@ -33,11 +34,8 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     let banks: Vec<&str> = log.filters.banks.iter().map(|b| b.key()).collect();
     let _ = writeln!(out, "assay run: {} ({})\n", log.project, banks.join(", "));
     if !s.critical_failures.is_empty() {
-        let _ = writeln!(
-            out,
-            "!! CRITICAL FAILURES: {}\n",
-            s.critical_failures.join(", ")
-        );
+        let ids: Vec<&str> = s.critical_failures.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "!! CRITICAL FAILURES: {}\n", id_list(&ids, WORST));
     }
     let _ = writeln!(
         out,
@@ -120,6 +118,13 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         );
     }
 
+    let notable = log.notable();
+    let complete = log.is_complete();
+    // Where every case is when the RunLog lists only the worst of each bank.
+    let run_log = log.cases.as_ref().map_or_else(
+        || "the run log".to_owned(),
+        |c| format!("the run log ({})", c.file),
+    );
     let cases = imperfect_cases(log);
     let shown: Vec<&Imperfect> = match listing {
         Listing::Failures => cases
@@ -129,12 +134,18 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         Listing::All => cases.iter().collect(),
         Listing::Summary => cases.iter().take(WORST).collect(),
     };
-    if !cases.is_empty() {
+    if notable.imperfect > 0 {
         let total_cases = s.total_tests;
-        let _ = writeln!(out, "\ncases below 100: {} of {total_cases}", cases.len());
-        render_reasons(&mut out, &cases);
+        let _ = writeln!(
+            out,
+            "\ncases below 100: {} of {total_cases}",
+            notable.imperfect
+        );
+        render_reasons(&mut out, &notable.reasons);
         let heading = match listing {
-            Listing::Summary if cases.len() > shown.len() => format!("worst {}", shown.len()),
+            Listing::Summary if notable.imperfect > shown.len() => {
+                format!("worst {}", shown.len())
+            }
             Listing::Failures => "failures".to_owned(),
             _ => "cases".to_owned(),
         };
@@ -152,44 +163,61 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
                 );
             }
         }
-        let hidden = cases.len() - shown.len();
-        if hidden > 0 {
+        let hidden = notable.imperfect.saturating_sub(shown.len());
+        if hidden > 0 && complete {
             let _ = writeln!(
                 out,
                 "  … {hidden} more below 100: `--all` lists them here; the saved report and `--json` have every case"
             );
+        } else if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "  … {hidden} more below 100: every case is in {run_log}; the saved report lists the worst of each bank"
+            );
         }
     }
-    if let Some(r) = &log.semantic {
-        let errors: Vec<_> = r.results.iter().filter(|c| c.error.is_some()).collect();
-        if !errors.is_empty() {
-            let _ = writeln!(out, "\nerrors (not scored): {}", errors.len());
-            // Grouped by message: one provider outage is one line, not one line per case.
-            let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
-            for c in errors {
+    // Grouped by message: one provider outage is one line, not one line per case.
+    let mut groups: Vec<(String, usize, Vec<&str>)> = Vec::new();
+    match log.semantic.as_ref().filter(|_| complete) {
+        Some(r) => {
+            for c in r.results.iter().filter(|c| c.error.is_some()) {
                 let msg = c.error.as_deref().unwrap_or_default().to_owned();
-                match groups.iter_mut().find(|(m, _)| *m == msg) {
-                    Some((_, ids)) => ids.push(&c.test_id),
-                    None => groups.push((msg, vec![&c.test_id])),
+                match groups.iter_mut().find(|(m, _, _)| *m == msg) {
+                    Some((_, n, ids)) => {
+                        *n += 1;
+                        ids.push(&c.test_id);
+                    }
+                    None => groups.push((msg, 1, vec![&c.test_id])),
                 }
             }
-            groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
-            let all = listing == Listing::All;
-            for (msg, ids) in groups.iter().take(if all { usize::MAX } else { WORST }) {
-                let _ = writeln!(out, "  {:>3} × {msg}", ids.len());
-                let _ = writeln!(
-                    out,
-                    "        {}",
-                    id_list(ids, if all { usize::MAX } else { 6 })
-                );
+        }
+        None => {
+            for g in &notable.errors {
+                let ids = g.test_ids.iter().map(String::as_str).collect();
+                groups.push((g.message.clone(), g.count, ids));
             }
-            if !all && groups.len() > WORST {
-                let _ = writeln!(
-                    out,
-                    "  … {} more kinds of error: `--all` or `--json`",
-                    groups.len() - WORST
-                );
+        }
+    }
+    if !groups.is_empty() {
+        let errors = s.error_count.max(groups.iter().map(|g| g.1).sum());
+        let _ = writeln!(out, "\nerrors (not scored): {errors}");
+        groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+        let all = listing == Listing::All;
+        for (msg, count, ids) in groups.iter().take(if all { usize::MAX } else { WORST }) {
+            let _ = writeln!(out, "  {count:>3} × {msg}");
+            let mut list = id_list(ids, if all { usize::MAX } else { 6 });
+            if ids.len() < *count && (all || ids.len() <= 6) {
+                let _ = write!(list, ", … {} more", count - ids.len());
             }
+            let _ = writeln!(out, "        {list}");
+        }
+        let kinds = notable.error_kinds.max(groups.len());
+        if !all && kinds > WORST {
+            let _ = writeln!(
+                out,
+                "  … {} more kinds of error: `--all` or `--json`",
+                kinds - WORST
+            );
         }
     }
     out
@@ -204,7 +232,6 @@ struct Imperfect {
     score: u32,
     critical: bool,
     why: String,
-    breakdown: Breakdown,
 }
 
 /// Every case below 100 and every critical failure, worst first: critical failures, then by
@@ -222,7 +249,6 @@ fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
             score,
             critical,
             why,
-            breakdown: b.clone(),
         });
     };
     if let Some(r) = &log.semantic {
@@ -260,63 +286,21 @@ fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
 
 /// The reasons cases lost points, with how many cases each touched and, for penalties that
 /// name entities, the entities named most often.
-fn render_reasons(out: &mut String, cases: &[Imperfect]) {
-    const LABELS: [&str; 5] = [
-        "hard fail",
-        "false positives",
-        "secondary missing",
-        "rank violations",
-        "wrong handlers",
-    ];
-    // Per reason: the cases it touched and the entities it named, with counts.
-    let mut touched = [0usize; 5];
-    let mut named: [Vec<(String, usize)>; 5] = Default::default();
-    for c in cases {
-        let b = &c.breakdown;
-        // What each reason names: the hard fail's reason, the entities penalised, and for a
-        // rank violation the entity that should have ranked higher.
-        let names = |p: Option<&Penalty<String>>| p.map(|p| p.items.clone());
-        let hits: [Option<Vec<String>>; 5] = [
-            (b.primary_fail == Some(true)).then(|| b.reason.clone().into_iter().collect()),
-            names(b.false_positives.as_ref()),
-            names(b.secondary_missing.as_ref()),
-            b.rank_violations.as_ref().map(|p| {
-                p.items
-                    .iter()
-                    .map(|v| format!("{} too low", v.expected_higher))
-                    .collect()
-            }),
-            names(b.wrong_handlers.as_ref()),
-        ];
-        for (i, items) in hits.into_iter().enumerate() {
-            let Some(items) = items else { continue };
-            touched[i] += 1;
-            for item in items {
-                match named[i].iter_mut().find(|(n, _)| *n == item) {
-                    Some((_, count)) => *count += 1,
-                    None => named[i].push((item, 1)),
-                }
-            }
-        }
-    }
+fn render_reasons(out: &mut String, reasons: &[ReasonTally]) {
     let _ = writeln!(out, "  {:<18} {:>5}  most often", "reason", "cases");
-    for (i, label) in LABELS.iter().enumerate() {
-        if touched[i] == 0 {
-            continue;
-        }
-        // Most often first; a stable sort keeps first-seen order among equals.
-        named[i].sort_by_key(|n| std::cmp::Reverse(n.1));
-        let mut top = named[i]
+    for r in reasons {
+        let mut top = r
+            .named
             .iter()
             .take(3)
             .map(|(item, n)| format!("{item} ({n})"))
             .collect::<Vec<_>>()
             .join(", ");
-        let more = named[i].len().saturating_sub(3);
+        let more = r.distinct.saturating_sub(3);
         if more > 0 {
             let _ = write!(top, ", {more} more");
         }
-        let line = format!("  {label:<18} {:>5}  {top}", touched[i]);
+        let line = format!("  {:<18} {:>5}  {top}", r.reason, r.cases);
         let _ = writeln!(out, "{}", line.trim_end());
     }
 }

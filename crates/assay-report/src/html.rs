@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use assay_core::bank::ExpectationSet;
+use assay_core::bank::{BankType, ExpectationSet};
 use assay_core::runlog::{GroupScore, LostAt, RunLog, SemanticCaseResult};
 use assay_core::scoring::{Breakdown, interpret};
 
@@ -333,12 +333,22 @@ fn errors(out: &mut String, log: &RunLog) {
         log.summary.error_count
     );
     if let Some(sem) = &log.semantic {
+        let mut listed = 0;
         for r in sem.results.iter().filter(|r| r.error.is_some()) {
+            listed += 1;
             let _ = writeln!(
                 out,
                 "<li><strong>{}</strong>: {}</li>",
                 escape(&r.test_id),
                 escape(r.error.as_deref().unwrap_or_default())
+            );
+        }
+        if listed < log.summary.error_count {
+            let _ = writeln!(
+                out,
+                "<li>… and {} more, in the run log{}</li>",
+                log.summary.error_count - listed,
+                escape(&select::run_log_name(log))
             );
         }
     }
@@ -537,11 +547,18 @@ fn semantic_case(out: &mut String, r: &SemanticCaseResult) {
     out.push_str("</section>\n");
 }
 
+fn partial_note(out: &mut String, log: &RunLog, bank: BankType, shown: usize) {
+    if let Some(note) = select::partial_note(log, bank, shown) {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
+    }
+}
+
 fn failures(out: &mut String, log: &RunLog) {
     {
         let failed = select::semantic_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Semantic test failures</h2>\n");
+            partial_note(out, log, BankType::Semantic, failed.len());
             for r in failed {
                 semantic_case(out, r);
             }
@@ -551,6 +568,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::state_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>State test failures</h2>\n");
+            partial_note(out, log, BankType::State, failed.len());
             for r in failed {
                 case_head(out, &r.test_id, &r.name, r.score);
                 let state = serde_json::to_string(&r.user_state).unwrap_or_default();
@@ -570,6 +588,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::pattern_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Pattern test failures</h2>\n");
+            partial_note(out, log, BankType::Pattern, failed.len());
             for r in failed {
                 case_head(out, &r.test_id, &r.name, r.score);
                 let critical = if r.is_critical_failure {
@@ -594,6 +613,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::always_failures(log);
         if !failed.is_empty() {
             out.push_str("<h2>Always test failures</h2>\n");
+            partial_note(out, log, BankType::Always, failed.len());
             for r in failed {
                 case_head(out, &r.test_id, &r.name, r.score);
                 let _ = writeln!(
@@ -776,6 +796,8 @@ pub(crate) mod tests {
             kb: assay_core::rundiff::KbFingerprint::default(),
             baseline: None,
             rate_limits: Vec::new(),
+            cases: None,
+            notable_cases: None,
         }
     }
 

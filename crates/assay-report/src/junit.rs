@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use assay_core::aggregate::CaseRecord;
+use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
 
 use crate::markdown::breakdown_lines;
@@ -51,144 +53,195 @@ fn outcome(score: u32, pass_score: u32, critical: bool, lines: &[String]) -> Out
     }
 }
 
-/// Renders JUnit XML. `pass_score` is the lowest score that passes.
-pub fn render(log: &RunLog, pass_score: u32) -> String {
-    let mut suites: Vec<(&str, Vec<Case>)> = Vec::new();
-    if let Some(sem) = &log.semantic {
-        let cases = sem
-            .results
-            .iter()
-            .map(|r| Case {
-                id: r.test_id.clone(),
-                name: r.name.clone(),
-                outcome: match (&r.error, r.score) {
-                    (Some(e), _) => Outcome::Error(e.clone()),
-                    (None, score) => outcome(
-                        score.unwrap_or(0),
-                        pass_score,
-                        false,
-                        &breakdown_lines(&r.breakdown),
-                    ),
-                },
-            })
-            .collect();
-        suites.push(("semantic", cases));
-    }
-    if let Some(st) = &log.state {
-        let cases = st
-            .results
-            .iter()
-            .map(|r| Case {
-                id: r.test_id.clone(),
-                name: r.name.clone(),
-                outcome: outcome(r.score, pass_score, false, &breakdown_lines(&r.breakdown)),
-            })
-            .collect();
-        suites.push(("state", cases));
-    }
-    if let Some(p) = &log.pattern {
-        let cases = p
-            .results
-            .iter()
-            .map(|r| Case {
-                id: r.test_id.clone(),
-                name: r.name.clone(),
-                outcome: outcome(
-                    r.score,
-                    pass_score,
-                    r.is_critical_failure,
-                    &breakdown_lines(&r.breakdown),
-                ),
-            })
-            .collect();
-        suites.push(("pattern", cases));
-    }
-    if let Some(a) = &log.always {
-        let cases = a
-            .results
-            .iter()
-            .map(|r| Case {
-                id: r.test_id.clone(),
-                name: r.name.clone(),
-                outcome: outcome(r.score, pass_score, false, &breakdown_lines(&r.breakdown)),
-            })
-            .collect();
-        suites.push(("always", cases));
-    }
+/// Calls its second argument with every case of a bank (every bank with `None`): from a
+/// RunLog's lists, or streamed from its run log. An `Err` stops the walk.
+pub type EachCase<'a> =
+    dyn FnMut(Option<BankType>, &mut dyn FnMut(CaseRecord)) -> Result<(), String> + 'a;
 
-    let count =
-        |cases: &[Case], f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
+fn case_of(record: &CaseRecord, pass_score: u32) -> Case {
+    let (id, name) = match record {
+        CaseRecord::Semantic(r) => (&r.test_id, &r.name),
+        CaseRecord::State(r) => (&r.test_id, &r.name),
+        CaseRecord::Pattern(r) => (&r.test_id, &r.name),
+        CaseRecord::Always(r) => (&r.test_id, &r.name),
+    };
+    let outcome = match record {
+        CaseRecord::Semantic(r) if r.error.is_some() => {
+            Outcome::Error(r.error.clone().unwrap_or_default())
+        }
+        r => outcome(
+            r.score().unwrap_or(0),
+            pass_score,
+            r.is_critical_failure(),
+            &breakdown_lines(r.breakdown()),
+        ),
+    };
+    Case {
+        id: id.clone(),
+        name: name.clone(),
+        outcome,
+    }
+}
+
+fn bank_index(bank: BankType) -> usize {
+    match bank {
+        BankType::Semantic => 0,
+        BankType::State => 1,
+        BankType::Pattern => 2,
+        BankType::Always => 3,
+    }
+}
+
+/// Renders JUnit XML for a RunLog whose lists hold every case. `pass_score` is the lowest
+/// score that passes.
+pub fn render(log: &RunLog, pass_score: u32) -> String {
+    let mut out = Vec::new();
+    let mut from_lists = |bank: Option<BankType>, each: &mut dyn FnMut(CaseRecord)| {
+        for_each_listed(log, bank, each);
+        Ok(())
+    };
+    // Writing to memory cannot fail, and the lists' walk returns no error.
+    let _ = write(log, pass_score, &mut from_lists, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Every case a RunLog lists, in bank order.
+fn for_each_listed(log: &RunLog, bank: Option<BankType>, each: &mut dyn FnMut(CaseRecord)) {
+    let wanted = |b: BankType| bank.is_none_or(|w| w == b);
+    if let Some(r) = log.semantic.as_ref().filter(|_| wanted(BankType::Semantic)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Semantic)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.state.as_ref().filter(|_| wanted(BankType::State)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::State)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.pattern.as_ref().filter(|_| wanted(BankType::Pattern)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Pattern)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.always.as_ref().filter(|_| wanted(BankType::Always)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Always)
+            .for_each(&mut *each);
+    }
+}
+
+/// Writes JUnit XML to `out`, one case at a time: `cases` walks the run's cases (twice: once
+/// to count, once to write), so a run of any size is written in bounded memory.
+pub fn write(
+    log: &RunLog,
+    pass_score: u32,
+    cases: &mut EachCase<'_>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
     let is_failure = |o: &Outcome| matches!(o, Outcome::Failure { .. });
     let is_error = |o: &Outcome| matches!(o, Outcome::Error(_));
-    let total: usize = suites.iter().map(|(_, c)| c.len()).sum();
-    let failures: usize = suites.iter().map(|(_, c)| count(c, is_failure)).sum();
-    let errors: usize = suites.iter().map(|(_, c)| count(c, is_error)).sum();
+    // tests, failures, errors per bank.
+    let mut counts = [[0usize; 3]; 4];
+    cases(None, &mut |r| {
+        let c = case_of(&r, pass_score);
+        let n = &mut counts[bank_index(r.bank())];
+        n[0] += 1;
+        n[1] += usize::from(is_failure(&c.outcome));
+        n[2] += usize::from(is_error(&c.outcome));
+    })?;
+    let total: usize = counts.iter().map(|c| c[0]).sum();
+    let failures: usize = counts.iter().map(|c| c[1]).sum();
+    let errors: usize = counts.iter().map(|c| c[2]).sum();
     let seconds = log.duration_ms as f64 / 1000.0;
+    let io = |e: std::io::Error| format!("cannot write the JUnit XML: {e}");
 
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
-        out,
+        head,
         "<testsuites name=\"assay\" tests=\"{total}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{seconds:.3}\">"
     );
-    for (bank, cases) in &suites {
+    out.write_all(head.as_bytes()).map_err(io)?;
+    let ran = [
+        (BankType::Semantic, log.semantic.is_some()),
+        (BankType::State, log.state.is_some()),
+        (BankType::Pattern, log.pattern.is_some()),
+        (BankType::Always, log.always.is_some()),
+    ];
+    for (bank, _) in ran.into_iter().filter(|(_, ran)| *ran) {
+        let [tests, failures, errors] = counts[bank_index(bank)];
+        let mut text = String::new();
         let _ = writeln!(
-            out,
-            "  <testsuite name=\"{bank}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" timestamp=\"{}\">",
-            cases.len(),
-            count(cases, is_failure),
-            count(cases, is_error),
+            text,
+            "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\" timestamp=\"{}\">",
+            bank.key(),
             escape(&log.timestamp)
         );
-        if *bank == "semantic"
+        if bank == BankType::Semantic
             && let Some(ir) = log.semantic.as_ref().and_then(|s| s.ir.as_ref())
         {
-            let _ = writeln!(out, "    <properties>");
+            let _ = writeln!(text, "    <properties>");
             let _ = writeln!(
-                out,
+                text,
                 "      <property name=\"ir.cases\" value=\"{}\"/>",
                 ir.cases
             );
             for (name, value) in ir.mean.named() {
                 let _ = writeln!(
-                    out,
+                    text,
                     "      <property name=\"ir.{name}\" value=\"{value:.6}\"/>"
                 );
             }
-            let _ = writeln!(out, "    </properties>");
+            let _ = writeln!(text, "    </properties>");
         }
-        for case in cases {
-            let name = if case.name.is_empty() {
-                case.id.clone()
-            } else {
-                format!("{}: {}", case.id, case.name)
-            };
-            let open = format!(
-                "    <testcase classname=\"assay.{bank}\" name=\"{}\"",
-                escape(&name)
-            );
-            match &case.outcome {
-                Outcome::Pass => {
-                    let _ = writeln!(out, "{open}/>");
-                }
-                Outcome::Failure { message, details } => {
-                    let _ = writeln!(
-                        out,
-                        "{open}>\n      <failure message=\"{}\" type=\"assay.score\">{}</failure>\n    </testcase>",
-                        escape(message),
-                        escape(details)
-                    );
-                }
-                Outcome::Error(e) => {
-                    let _ = writeln!(
-                        out,
-                        "{open}>\n      <error message=\"{}\" type=\"assay.infrastructure\"/>\n    </testcase>",
-                        escape(e)
-                    );
-                }
+        out.write_all(text.as_bytes()).map_err(io)?;
+        let mut failed: Option<std::io::Error> = None;
+        cases(Some(bank), &mut |r| {
+            if failed.is_some() {
+                return;
             }
+            let line = testcase(bank.key(), &case_of(&r, pass_score));
+            if let Err(e) = out.write_all(line.as_bytes()) {
+                failed = Some(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(io(e));
         }
-        let _ = writeln!(out, "  </testsuite>");
+        out.write_all(b"  </testsuite>\n").map_err(io)?;
     }
-    out.push_str("</testsuites>\n");
-    out
+    out.write_all(b"</testsuites>\n").map_err(io)?;
+    Ok(())
+}
+
+/// One `<testcase>` element, with its newline.
+fn testcase(bank: &str, case: &Case) -> String {
+    let name = if case.name.is_empty() {
+        case.id.clone()
+    } else {
+        format!("{}: {}", case.id, case.name)
+    };
+    let open = format!(
+        "    <testcase classname=\"assay.{bank}\" name=\"{}\"",
+        escape(&name)
+    );
+    match &case.outcome {
+        Outcome::Pass => format!("{open}/>\n"),
+        Outcome::Failure { message, details } => format!(
+            "{open}>\n      <failure message=\"{}\" type=\"assay.score\">{}</failure>\n    </testcase>\n",
+            escape(message),
+            escape(details)
+        ),
+        Outcome::Error(e) => format!(
+            "{open}>\n      <error message=\"{}\" type=\"assay.infrastructure\"/>\n    </testcase>\n",
+            escape(e)
+        ),
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use assay_core::bank::BankType;
 use assay_core::ir::IrSummary;
 use assay_core::runlog::{GroupScore, Health, RunLog, SemanticResults};
 use assay_core::scoring::{Breakdown, interpret};
@@ -212,12 +213,22 @@ pub fn render(log: &RunLog) -> String {
             s.error_count
         );
         if let Some(sem) = &log.semantic {
+            let mut listed = 0;
             for r in sem.results.iter().filter(|r| r.error.is_some()) {
+                listed += 1;
                 let _ = writeln!(
                     out,
                     "- **{}**: {}",
                     r.test_id,
                     cell(r.error.as_deref().unwrap_or_default())
+                );
+            }
+            if listed < s.error_count {
+                let _ = writeln!(
+                    out,
+                    "- … and {} more, in the run log{}",
+                    s.error_count - listed,
+                    cell(&select::run_log_name(log))
                 );
             }
         }
@@ -330,11 +341,18 @@ fn failure_entry(
     out.push('\n');
 }
 
+fn partial_note(out: &mut String, log: &RunLog, bank: BankType, shown: usize) {
+    if let Some(note) = select::partial_note(log, bank, shown) {
+        let _ = writeln!(out, "{}\n", cell(&note));
+    }
+}
+
 fn failures(out: &mut String, log: &RunLog) {
     {
         let failed = select::semantic_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Semantic Test Failures\n");
+            partial_note(out, log, BankType::Semantic, failed.len());
             for r in failed {
                 let lost: Vec<String> = r
                     .lost
@@ -373,6 +391,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::state_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## State Test Failures\n");
+            partial_note(out, log, BankType::State, failed.len());
             for r in failed {
                 let state = serde_json::to_string(&r.user_state).unwrap_or_default();
                 let details = vec![
@@ -388,6 +407,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::pattern_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Pattern Test Failures\n");
+            partial_note(out, log, BankType::Pattern, failed.len());
             for r in failed {
                 let critical = if r.is_critical_failure {
                     " 🚨 critical failure"
@@ -408,6 +428,7 @@ fn failures(out: &mut String, log: &RunLog) {
         let failed = select::always_failures(log);
         if !failed.is_empty() {
             let _ = writeln!(out, "## Always Test Failures\n");
+            partial_note(out, log, BankType::Always, failed.len());
             for r in failed {
                 let details = vec![
                     format!("**User type:** `{}`", cell(&r.user_type)),

@@ -94,3 +94,22 @@ pub(crate) fn always_failures(log: &RunLog) -> Vec<&AlwaysCaseResult> {
         .filter(|r| r.score < 100)
         .collect()
 }
+
+/// Under a failures heading, when the RunLog lists only the worst cases: how many of how
+/// many, and where the rest are (plain text).
+pub(crate) fn partial_note(log: &RunLog, bank: BankType, shown: usize) -> Option<String> {
+    let all = log.notable().imperfect_in(bank);
+    (!log.is_complete() && all > shown).then(|| {
+        format!(
+            "The worst {shown} of {all} cases below 100; every case is in the run log{}.",
+            run_log_name(log)
+        )
+    })
+}
+
+/// ` (cases_<stamp>.jsonl)` when the run has a run log.
+pub(crate) fn run_log_name(log: &RunLog) -> String {
+    log.cases
+        .as_ref()
+        .map_or_else(String::new, |c| format!(" ({})", c.file))
+}

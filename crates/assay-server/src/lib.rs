@@ -30,6 +30,7 @@
 //! | `GET /admin/kb/stats` | counts by type and load mode, versions, embedding coverage, retrievals |
 //! | `GET /runs` | the saved runs in `results/`, newest first |
 //! | `GET /runs/{id}` | one saved run's RunLog (`id` = the file's stamp, `2026-11-25-0915`) |
+//! | `GET /runs/{id}/cases` | every case of a saved run as JSON Lines, streamed from its run log (`?bank=` for one bank) |
 //! | `GET /runs/{a}/diff/{b}` | cases better, worse, unchanged, errored, added and removed from run `a` to run `b` |
 //!
 //! # The admin token
@@ -311,6 +312,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/admin/kb/stats", get(admin::stats)),
         route(Method::GET, "/runs", get(saved_runs::list)),
         route(Method::GET, "/runs/{id}", get(saved_runs::get)),
+        route(Method::GET, "/runs/{id}/cases", get(saved_runs::cases)),
         route(Method::GET, "/runs/{a}/diff/{b}", get(saved_runs::diff)),
     ]
 }

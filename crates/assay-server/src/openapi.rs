@@ -768,6 +768,23 @@ fn kb_paths() -> Value {
                 ])
             }
         },
+        "/runs/{id}/cases": {
+            "get": {
+                "operationId": "getRunCases",
+                "summary": "Every case of a saved run as JSON Lines, one {\"bank\", \"result\"} record a line, streamed from the run's run log (a large run's RunLog lists only the worst cases of each bank).",
+                "parameters": [
+                    path("id", "The run's id."),
+                    {"name": "bank", "in": "query", "required": false, "description": "Only this bank's cases: semantic, state, pattern or always.", "schema": {"type": "string", "enum": ["semantic", "state", "pattern", "always"]}}
+                ],
+                "responses": {
+                    "200": {"description": "One case a line.", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                    "400": error_response("The id is not a run id, or the bank is unknown."),
+                    "404": error_response("No saved run has this id."),
+                    "422": error_response("The results file is not a RunLog, or assay.toml does not load."),
+                    "500": error_response("The run's run log is missing.")
+                }
+            }
+        },
         "/runs/{a}/diff/{b}": {
             "get": {
                 "operationId": "diffRuns",

@@ -1,5 +1,5 @@
-//! The saved runs, read-only (`GET /runs`, `GET /runs/{id}`, `GET /runs/{a}/diff/{b}`): what a
-//! dashboard shows. No token is needed; ids are checked before they name a file
+//! The saved runs, read-only (`GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/cases`,
+//! `GET /runs/{a}/diff/{b}`): what a dashboard shows. No token is needed; ids are checked before they name a file
 //! ([`assay_harness::runs::check_run_id`]).
 
 use axum::Json;
@@ -77,4 +77,73 @@ pub async fn diff(
     runs::check_run_id(&b)?;
     let dir = results_dir(&state).await?;
     blocking(move || Ok(Json(runs::diff(&dir, &a, &b)?))).await
+}
+
+/// Bytes sent per chunk of a streamed run log.
+const CHUNK: usize = 64 * 1024;
+
+/// `GET /runs/{id}/cases[?bank=state]`: every case of the run as JSON Lines
+/// (`{"bank": …, "result": …}` a line), streamed from its run log (or from its RunLog's lists
+/// when they are complete), so a run of any size is served in bounded memory.
+pub async fn cases(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    uri: Uri,
+) -> Result<axum::response::Response, ApiError> {
+    let Path(id) = id.map_err(|e| path_error(&e))?;
+    let params = Params::parse(&uri, &["bank"])?;
+    let bank = params
+        .one("bank")?
+        .map(|b| {
+            assay_core::bank::BankType::from_key(b).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "query parameter `bank`: unknown bank `{b}` (expected semantic, state, pattern or always)"
+                ))
+            })
+        })
+        .transpose()?;
+    runs::check_run_id(&id)?;
+    let dir = results_dir(&state).await?;
+    let log = {
+        let dir = dir.clone();
+        blocking(move || Ok(runs::load_run(&dir, &id)?)).await?
+    };
+    let file = assay_harness::caselog::cases_file(&dir, &log);
+    if let Some(f) = &file
+        && !f.is_file()
+    {
+        return Err(ApiError::internal(format!(
+            "the run log of this run is missing ({})",
+            f.display()
+        )));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+        let walked = assay_harness::caselog::for_each_case(&log, file.as_deref(), bank, &mut |r| {
+            serde_json::to_writer(&mut buf, &r).map_err(|e| e.to_string())?;
+            buf.push(b'\n');
+            if buf.len() >= CHUNK {
+                let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK));
+                // The client went away: stop reading.
+                tx.blocking_send(Ok(chunk))
+                    .map_err(|_| "closed".to_owned())?;
+            }
+            Ok(())
+        });
+        match walked {
+            Ok(()) => drop(tx.blocking_send(Ok(buf))),
+            Err(e) => {
+                tracing::warn!("streaming a run log: {e}");
+                drop(tx.blocking_send(Err(std::io::Error::other(e.to_string()))));
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    axum::response::Response::builder()
+        .header(axum::http::header::CONTENT_TYPE, "application/x-ndjson")
+        .body(axum::body::Body::from_stream(stream))
+        .map_err(|e| ApiError::internal(e.to_string()))
 }

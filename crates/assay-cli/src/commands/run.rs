@@ -2,8 +2,10 @@
 
 use std::io::IsTerminal;
 
+use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
 use assay_harness::HarnessError;
+use assay_harness::caselog;
 use assay_harness::project::Project;
 use assay_harness::results;
 use assay_harness::run::{RunRequest, gate_passed};
@@ -25,7 +27,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         test: args.test.clone(),
         topic: args.topic.clone(),
     };
-    let project = Project::load(&args.dir)?;
+    // A run streams its state, pattern and always banks from their files (memory that does
+    // not grow with them); one case by id is looked up in the banks held whole.
+    let project = if args.test.is_some() {
+        Project::load(&args.dir)?
+    } else {
+        Project::load_for_run(&args.dir)?
+    };
     log_warnings(&project.warnings);
     // The baseline is found and checked before anything runs: a bad one writes nothing.
     let baseline = args
@@ -57,11 +65,30 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         tracing::warn!("{w}");
     }
     if let Some(path) = &args.junit {
-        let xml = assay_report::junit::render(log, project.settings.report.junit_pass_score);
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
         }
-        results::write_replace(path, xml.as_bytes()).map_err(|e| HarnessError::io(path, &e))?;
+        // One case at a time, from the run log when the RunLog lists only the worst.
+        let run_log = outcome.saved.as_ref().and_then(|s| s.cases.clone());
+        let pass_score = project.settings.report.junit_pass_score;
+        let mut failed: Option<String> = None;
+        results::write_replace_with(path, &mut |out| {
+            let mut cases = |bank: Option<BankType>, each: &mut dyn FnMut(CaseRecord)| {
+                caselog::for_each_case(log, run_log.as_deref(), bank, &mut |r| {
+                    each(r);
+                    Ok(())
+                })
+                .map_err(|e| e.to_string())
+            };
+            assay_report::junit::write(log, pass_score, &mut cases, out).map_err(|e| {
+                failed = Some(e.clone());
+                std::io::Error::other(e)
+            })
+        })
+        .map_err(|e| match failed.take() {
+            Some(why) => HarnessError::Infrastructure(format!("{}: {why}", path.display())),
+            None => HarnessError::io(path, &e),
+        })?;
     }
 
     if args.json {

@@ -49,7 +49,12 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
             let a = baseline::resolve(results, before)?;
             let b = baseline::resolve(results, after)?;
             let (a_log, b_log) = (read(&a)?, read(&b)?);
-            let mut diff = assay_core::rundiff::diff_runs(&a_log, &b_log);
+            // Every case of each run: from its lists, or streamed from its run log when the
+            // RunLog lists only the worst.
+            let a_cases = baseline::read_cases(&a_log, &a)?;
+            let b_cases = baseline::read_cases(&b_log, &b)?;
+            let mut diff =
+                assay_core::rundiff::diff_runs_scored(&a_log, &b_log, &a_cases, &b_cases);
             diff.label = Some(a.display().to_string());
             if *json {
                 out(&format!("{}\n", serde_json::to_string_pretty(&diff)?));

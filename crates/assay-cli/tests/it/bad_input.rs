@@ -85,6 +85,34 @@ fn duplicate_test_id_across_banks_is_rejected() {
 }
 
 #[test]
+fn duplicate_test_id_in_a_streamed_bank_names_both_places() {
+    let p = Scratch::example();
+    let rel = "test_banks/state/state_handler_tests.json";
+    let mut bank = p.json(rel);
+    bank["tests"][5]["test_id"] = "V2-GR-001".into(); // a semantic case's id
+    bank["tests"][9]["test_id"] = "STATE-002".into(); // tests[1]'s
+    p.write_json(rel, &bank);
+    let run = rejected(&p);
+    assert!(
+        run.stderr
+            .contains("duplicate test_id `V2-GR-001` (first at ")
+            && run.stderr.contains("parent_test_bank.json"),
+        "{run:?}"
+    );
+
+    // Within one file.
+    bank["tests"][5]["test_id"] = "STATE-006".into();
+    p.write_json(rel, &bank);
+    let run = rejected(&p);
+    assert!(
+        run.stderr
+            .contains("duplicate test_id `STATE-002` (first at ")
+            && run.stderr.contains("state_handler_tests.json:tests[1]"),
+        "{run:?}"
+    );
+}
+
+#[test]
 fn unknown_bank_type_is_rejected() {
     let p = Scratch::example();
     p.edit(

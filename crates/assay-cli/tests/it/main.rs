@@ -20,6 +20,7 @@ mod providers;
 mod quality;
 mod retrieve;
 mod run;
+mod scale;
 mod serve;
 #[path = "../../examples/sim_provider.rs"]
 mod sim_provider;

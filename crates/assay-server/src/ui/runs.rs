@@ -135,7 +135,8 @@ async fn detail(
     })
     .await?;
     let body = format!(
-        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / {}</p><style>{}</style>{}",
+        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / {} · <a href=\"/runs/{}/cases\">every case (JSON Lines)</a></p><style>{}</style>{}",
+        esc(&id),
         esc(&id),
         assay_report::html::STYLE,
         assay_report::html::body(&log)

@@ -1,4 +1,4 @@
-//! The saved runs, read-only: `/runs`, `/runs/{id}`, `/runs/{a}/diff/{b}`.
+//! The saved runs, read-only: `/runs`, `/runs/{id}`, `/runs/{id}/cases`, `/runs/{a}/diff/{b}`.
 
 use axum::http::{Method, StatusCode};
 use serde_json::Value;
@@ -91,6 +91,44 @@ async fn runs_list_read_and_compare() {
         .get(&format!("/runs/2099-01-01-0000/diff/{first}"))
         .await;
     assert_eq!(back["better"][0]["test_id"], worse_id.as_str());
+
+    // Every case as JSON Lines, all banks or one.
+    let lines = |body: &[u8]| -> Vec<Value> {
+        std::str::from_utf8(body)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let resp = server
+        .raw(Method::GET, &format!("/runs/{first}/cases"), None, &[])
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let all = lines(&body);
+    assert_eq!(all.len(), total);
+    assert!(all.iter().all(|c| c["result"]["test_id"].is_string()));
+    let resp = server
+        .raw(
+            Method::GET,
+            &format!("/runs/{first}/cases?bank=always"),
+            None,
+            &[],
+        )
+        .await;
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let always = lines(&body);
+    assert!(!always.is_empty() && always.len() < total);
+    assert!(always.iter().all(|c| c["bank"] == "always"));
+    let got = server.get(&format!("/runs/{first}/cases?bank=nope")).await;
+    assert_error(&got, StatusCode::BAD_REQUEST, "unknown bank `nope`");
 
     let got = server.get("/runs/2000-01-01-0000").await;
     assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, "not a RunLog");

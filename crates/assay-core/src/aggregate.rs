@@ -1,0 +1,854 @@
+//! Summarising a run case by case as the cases finish, in memory that does not grow with the
+//! number of cases: [`Aggregator`] takes each finished case ([`CaseRecord`]) once and keeps only
+//! what the summary and the reports need: counts, sums, per-topic, per-handler and
+//! per-pattern-type tallies, the worst few cases of each bank, the critical failures and the
+//! errors (both bounded), and a tally of the reasons cases lost points ([`Notable`]). The cases
+//! themselves go to the run log (`results/cases_<stamp>.jsonl`) as they finish.
+//!
+//! [`SemanticResults::from_results`] and its siblings go through the same accumulators, so a
+//! run summarised from a list and a run summarised as it streams give the same numbers.
+//!
+//! ```
+//! use assay_core::aggregate::{Aggregator, CaseRecord};
+//! use assay_core::runlog::AlwaysCaseResult;
+//! use assay_core::scoring::Breakdown;
+//! let mut agg = Aggregator::new(10, 0);
+//! for (i, score) in [100u32, 0].into_iter().enumerate() {
+//!     agg.push(i, CaseRecord::Always(AlwaysCaseResult {
+//!         test_id: format!("A{i}"), name: String::new(), user_type: "PARENT".into(),
+//!         loaded_entities: vec![], expected_always: vec![], missing: vec![], score,
+//!         breakdown: Breakdown::default(), is_hard_fail: score == 0,
+//!     }));
+//! }
+//! let (banks, notable) = agg.finish();
+//! assert_eq!(banks.always.unwrap().average_score, 50.0);
+//! assert_eq!(notable.imperfect, 1);
+//! ```
+
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bank::BankType;
+use crate::ir::{IrMetrics, IrSummary};
+use crate::runlog::{
+    AlwaysCaseResult, AlwaysResults, BankResults, GroupScore, PatternCaseResult, PatternResults,
+    SemanticCaseResult, SemanticResults, StateCaseResult, StateResults, round1,
+};
+use crate::scoring::{Breakdown, Penalty, ScoreDistribution};
+
+/// One finished case, as the run log and the journal hold it: `{"bank": "state", "result":
+/// {…}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "bank", content = "result", rename_all = "lowercase")]
+#[allow(clippy::large_enum_variant)] // one record at a time, written and dropped as a case ends
+pub enum CaseRecord {
+    /// A semantic case.
+    Semantic(SemanticCaseResult),
+    /// A state case.
+    State(StateCaseResult),
+    /// A pattern case.
+    Pattern(PatternCaseResult),
+    /// An always case.
+    Always(AlwaysCaseResult),
+}
+
+impl CaseRecord {
+    /// The bank.
+    pub fn bank(&self) -> BankType {
+        match self {
+            CaseRecord::Semantic(_) => BankType::Semantic,
+            CaseRecord::State(_) => BankType::State,
+            CaseRecord::Pattern(_) => BankType::Pattern,
+            CaseRecord::Always(_) => BankType::Always,
+        }
+    }
+
+    /// The case's id.
+    pub fn test_id(&self) -> &str {
+        match self {
+            CaseRecord::Semantic(r) => &r.test_id,
+            CaseRecord::State(r) => &r.test_id,
+            CaseRecord::Pattern(r) => &r.test_id,
+            CaseRecord::Always(r) => &r.test_id,
+        }
+    }
+
+    /// The score (`None`: an error kept the case from one).
+    pub fn score(&self) -> Option<u32> {
+        match self {
+            CaseRecord::Semantic(r) => r.score,
+            CaseRecord::State(r) => Some(r.score),
+            CaseRecord::Pattern(r) => Some(r.score),
+            CaseRecord::Always(r) => Some(r.score),
+        }
+    }
+
+    /// Whether it is a critical failure.
+    pub fn is_critical_failure(&self) -> bool {
+        matches!(self, CaseRecord::Pattern(r) if r.is_critical_failure)
+    }
+
+    /// Whether it hard-failed.
+    pub fn is_hard_fail(&self) -> bool {
+        match self {
+            CaseRecord::Semantic(r) => r.is_hard_fail,
+            CaseRecord::State(r) => r.is_hard_fail,
+            CaseRecord::Pattern(r) => r.is_hard_fail,
+            CaseRecord::Always(r) => r.is_hard_fail,
+        }
+    }
+
+    /// Its score, as a run comparison takes it.
+    pub fn case_score(&self) -> crate::rundiff::CaseScore {
+        crate::rundiff::CaseScore {
+            bank: self.bank().key().to_owned(),
+            test_id: self.test_id().to_owned(),
+            score: self.score(),
+            is_hard_fail: self.is_hard_fail(),
+            is_critical_failure: self.is_critical_failure(),
+            error: match self {
+                CaseRecord::Semantic(r) => r.error.clone(),
+                _ => None,
+            },
+        }
+    }
+
+    /// Why it lost points.
+    pub fn breakdown(&self) -> &Breakdown {
+        match self {
+            CaseRecord::Semantic(r) => &r.breakdown,
+            CaseRecord::State(r) => &r.breakdown,
+            CaseRecord::Pattern(r) => &r.breakdown,
+            CaseRecord::Always(r) => &r.breakdown,
+        }
+    }
+}
+
+/// Integer sums for exact, order-free averages of 0-100 scores.
+#[derive(Debug, Clone, Default)]
+struct Sums {
+    n: usize,
+    sum: u64,
+    hard: usize,
+}
+
+impl Sums {
+    fn add(&mut self, score: u32, hard: bool) {
+        self.n += 1;
+        self.sum += u64::from(score);
+        self.hard += usize::from(hard);
+    }
+
+    fn average(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            round1(self.sum as f64 / self.n as f64)
+        }
+    }
+
+    fn group(&self) -> GroupScore {
+        GroupScore {
+            avg: self.average(),
+            tests: self.n,
+            hard_fails: self.hard,
+        }
+    }
+}
+
+fn groups(map: BTreeMap<String, Sums>) -> BTreeMap<String, GroupScore> {
+    map.into_iter().map(|(k, s)| (k, s.group())).collect()
+}
+
+#[derive(Debug, Default)]
+struct Distribution(BTreeMap<&'static str, usize>);
+
+impl Distribution {
+    fn add(&mut self, score: u32) {
+        *self.0.entry(crate::scoring::bucket(score)).or_default() += 1;
+    }
+
+    fn finish(&self) -> ScoreDistribution {
+        let mut d = ScoreDistribution::of(std::iter::empty());
+        for (k, v) in &self.0 {
+            d.0.insert((*k).to_owned(), *v);
+        }
+        d
+    }
+}
+
+/// What a semantic case leaves for the summary (kept by case index, so sums of IR metrics run
+/// in case order whatever order the cases finished in).
+#[derive(Debug, Clone)]
+struct SemanticEntry {
+    score: Option<u32>,
+    hard: bool,
+    topics: Vec<String>,
+    ir: Option<IrMetrics>,
+}
+
+/// A case kept for the reports, ordered worst first (lowest score, then first in the run).
+#[derive(Debug)]
+struct Kept {
+    score: u32,
+    index: usize,
+    record: CaseRecord,
+}
+
+impl PartialEq for Kept {
+    fn eq(&self, other: &Self) -> bool {
+        (self.score, self.index) == (other.score, other.index)
+    }
+}
+impl Eq for Kept {}
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Kept {
+    /// The heap's top is the best of the kept cases: the first to go when a worse one comes.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.score, self.index).cmp(&(other.score, other.index))
+    }
+}
+
+/// One reason cases lost points, with how many cases it touched and what it named most often.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasonTally {
+    /// `hard fail`, `false positives`, `secondary missing`, `rank violations`, `wrong handlers`.
+    pub reason: String,
+    /// Cases it touched.
+    pub cases: usize,
+    /// What it named (an entity, a reason text), with how often, most often first (at most
+    /// [`Notable::NAMED`]).
+    pub named: Vec<(String, usize)>,
+    /// How many distinct things it named in all.
+    pub distinct: usize,
+}
+
+/// Semantic errors with one message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorGroup {
+    /// The message.
+    pub message: String,
+    /// How many cases.
+    pub count: usize,
+    /// The first of them (at most [`Notable::IDS`]).
+    pub test_ids: Vec<String>,
+}
+
+/// What the summary and reports show besides the numbers, in bounded memory: how many cases
+/// scored below 100, why they lost points, the semantic errors grouped by message, and whether
+/// the RunLog's case lists hold every case or only the worst few of each bank.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Notable {
+    /// Cases below 100, and critical failures.
+    pub imperfect: usize,
+    /// The same, per bank (by key).
+    #[serde(default)]
+    pub imperfect_by_bank: BTreeMap<String, usize>,
+    /// Why they lost points, in report order.
+    pub reasons: Vec<ReasonTally>,
+    /// Semantic errors by message, most frequent first (at most [`Notable::GROUPS`]).
+    pub errors: Vec<ErrorGroup>,
+    /// Distinct error messages in all.
+    pub error_kinds: usize,
+    /// The RunLog's `results` lists hold every case (`false`: the worst few of each bank,
+    /// the critical failures and the errors, each up to a bound; the run log has them all).
+    pub complete: bool,
+}
+
+impl Notable {
+    /// Cases of `bank` below 100 (or critical failures).
+    pub fn imperfect_in(&self, bank: BankType) -> usize {
+        self.imperfect_by_bank.get(bank.key()).copied().unwrap_or(0)
+    }
+
+    /// Names kept per reason.
+    pub const NAMED: usize = 20;
+    /// Case ids kept per error message.
+    pub const IDS: usize = 20;
+    /// Error messages kept.
+    pub const GROUPS: usize = 100;
+    /// Critical failures and errored cases kept in the lists when they are not complete.
+    pub const KEPT: usize = 1000;
+
+    /// What a RunLog's case lists say, when they are complete (a RunLog read from a file that
+    /// predates the run log, or made in memory).
+    pub fn of(banks: &BankResults) -> Notable {
+        let mut agg = Aggregator::new(0, usize::MAX);
+        if let Some(r) = &banks.semantic {
+            for c in &r.results {
+                agg.tally(&CaseRecord::Semantic(c.clone()));
+            }
+        }
+        for rec in banks
+            .state
+            .iter()
+            .flat_map(|r| r.results.iter().cloned().map(CaseRecord::State))
+            .chain(
+                banks
+                    .pattern
+                    .iter()
+                    .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Pattern)),
+            )
+            .chain(
+                banks
+                    .always
+                    .iter()
+                    .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Always)),
+            )
+        {
+            agg.tally(&rec);
+        }
+        agg.notable(true)
+    }
+}
+
+const REASONS: [&str; 5] = [
+    "hard fail",
+    "false positives",
+    "secondary missing",
+    "rank violations",
+    "wrong handlers",
+];
+
+/// Summarises finished cases as they come (see the module docs).
+#[derive(Debug)]
+pub struct Aggregator {
+    listed: usize,
+    complete_up_to: usize,
+    spilled: bool,
+    semantic: Option<Vec<Option<SemanticEntry>>>,
+    semantic_seen: bool,
+    state: Option<(Sums, Distribution, BTreeMap<String, Sums>)>,
+    pattern: Option<(Sums, Distribution, BTreeMap<String, Sums>, Vec<String>)>,
+    always: Option<(Sums, bool)>,
+    /// Every record, in arrival order, while all are kept.
+    all: Vec<(usize, CaseRecord)>,
+    worst: BTreeMap<BankType, BinaryHeap<Kept>>,
+    critical: Vec<(usize, CaseRecord)>,
+    errored: Vec<(usize, CaseRecord)>,
+    imperfect: usize,
+    imperfect_by_bank: BTreeMap<String, usize>,
+    touched: [usize; 5],
+    named: [BTreeMap<String, usize>; 5],
+    errors: Vec<ErrorGroup>,
+    error_kinds: BTreeMap<String, usize>,
+}
+
+impl Aggregator {
+    /// An aggregator that keeps every case while there are at most `complete_up_to` of them
+    /// (`usize::MAX`: always, for a run with no run log, whose RunLog must list every case),
+    /// and from then on only the worst `listed` of each bank, the critical failures and the
+    /// errors (each up to [`Notable::KEPT`]).
+    pub fn new(listed: usize, complete_up_to: usize) -> Aggregator {
+        Aggregator {
+            listed,
+            complete_up_to,
+            spilled: false,
+            semantic: None,
+            semantic_seen: false,
+            state: None,
+            pattern: None,
+            always: None,
+            all: Vec::new(),
+            worst: BTreeMap::new(),
+            critical: Vec::new(),
+            errored: Vec::new(),
+            imperfect: 0,
+            imperfect_by_bank: BTreeMap::new(),
+            touched: [0; 5],
+            named: Default::default(),
+            errors: Vec::new(),
+            error_kinds: BTreeMap::new(),
+        }
+    }
+
+    /// Marks a bank as run (so a bank with no case still gets its summary).
+    pub fn start(&mut self, bank: BankType, cases: usize) {
+        match bank {
+            BankType::Semantic => {
+                self.semantic_seen = true;
+                self.semantic.get_or_insert_with(|| vec![None; cases]);
+            }
+            BankType::State => {
+                self.state.get_or_insert_with(Default::default);
+            }
+            BankType::Pattern => {
+                self.pattern.get_or_insert_with(Default::default);
+            }
+            BankType::Always => {
+                self.always.get_or_insert((Sums::default(), true));
+            }
+        }
+    }
+
+    /// Takes one finished case; `index` is its place in its bank's run order.
+    pub fn push(&mut self, index: usize, record: CaseRecord) {
+        self.start(record.bank(), 0);
+        match &record {
+            CaseRecord::Semantic(r) => {
+                let slots = self.semantic.get_or_insert_with(Vec::new);
+                if slots.len() <= index {
+                    slots.resize(index + 1, None);
+                }
+                slots[index] = Some(SemanticEntry {
+                    score: r.score,
+                    hard: r.is_hard_fail,
+                    topics: r.topics.clone(),
+                    ir: r.ir,
+                });
+            }
+            CaseRecord::State(r) => {
+                let (sums, dist, handlers) = self.state.get_or_insert_with(Default::default);
+                sums.add(r.score, r.is_hard_fail);
+                dist.add(r.score);
+                for h in &r.expected_handlers {
+                    handlers
+                        .entry(h.clone())
+                        .or_default()
+                        .add(r.score, r.is_hard_fail);
+                }
+            }
+            CaseRecord::Pattern(r) => {
+                let (sums, dist, types, critical) =
+                    self.pattern.get_or_insert_with(Default::default);
+                sums.add(r.score, r.is_hard_fail);
+                dist.add(r.score);
+                types
+                    .entry(r.pattern_type.clone())
+                    .or_default()
+                    .add(r.score, r.is_hard_fail);
+                if r.is_critical_failure {
+                    critical.push(r.test_id.clone());
+                }
+            }
+            CaseRecord::Always(r) => {
+                let (sums, all_passed) = self.always.get_or_insert((Sums::default(), true));
+                sums.add(r.score, r.is_hard_fail);
+                *all_passed &= r.score == 100;
+            }
+        }
+        self.tally(&record);
+        self.keep(index, record);
+    }
+
+    /// Counts a case in the reasons, errors and imperfect cases.
+    fn tally(&mut self, record: &CaseRecord) {
+        if let CaseRecord::Semantic(r) = record
+            && let Some(message) = &r.error
+        {
+            let kinds = self.error_kinds.len();
+            *self.error_kinds.entry(message.clone()).or_default() += 1;
+            match self.errors.iter_mut().find(|g| &g.message == message) {
+                Some(g) => {
+                    g.count += 1;
+                    if g.test_ids.len() < Notable::IDS {
+                        g.test_ids.push(r.test_id.clone());
+                    }
+                }
+                None if kinds < Notable::GROUPS => self.errors.push(ErrorGroup {
+                    message: message.clone(),
+                    count: 1,
+                    test_ids: vec![r.test_id.clone()],
+                }),
+                None => {}
+            }
+        }
+        let imperfect = record.score().is_some_and(|s| s < 100) || record.is_critical_failure();
+        if !imperfect {
+            return;
+        }
+        self.imperfect += 1;
+        *self
+            .imperfect_by_bank
+            .entry(record.bank().key().to_owned())
+            .or_default() += 1;
+        let b = record.breakdown();
+        let names = |p: Option<&Penalty<String>>| p.map(|p| p.items.clone());
+        let hits: [Option<Vec<String>>; 5] = [
+            (b.primary_fail == Some(true)).then(|| b.reason.clone().into_iter().collect()),
+            names(b.false_positives.as_ref()),
+            names(b.secondary_missing.as_ref()),
+            b.rank_violations.as_ref().map(|p| {
+                p.items
+                    .iter()
+                    .map(|v| format!("{} too low", v.expected_higher))
+                    .collect()
+            }),
+            names(b.wrong_handlers.as_ref()),
+        ];
+        for (i, items) in hits.into_iter().enumerate() {
+            let Some(items) = items else { continue };
+            self.touched[i] += 1;
+            for item in items {
+                *self.named[i].entry(item).or_default() += 1;
+            }
+        }
+    }
+
+    fn keep(&mut self, index: usize, record: CaseRecord) {
+        if !self.spilled {
+            self.all.push((index, record));
+            if self.all.len() > self.complete_up_to {
+                self.spilled = true;
+                for (i, r) in std::mem::take(&mut self.all) {
+                    self.keep_notable(i, r);
+                }
+            }
+            return;
+        }
+        self.keep_notable(index, record);
+    }
+
+    fn keep_notable(&mut self, index: usize, record: CaseRecord) {
+        let critical = record.is_critical_failure();
+        let errored = record.score().is_none();
+        if critical {
+            if self.critical.len() < Notable::KEPT {
+                self.critical.push((index, record));
+            }
+            return;
+        }
+        if errored {
+            if self.errored.len() < Notable::KEPT {
+                self.errored.push((index, record));
+            }
+            return;
+        }
+        let score = record.score().unwrap_or(0);
+        if score >= 100 || self.listed == 0 {
+            return;
+        }
+        let heap = self.worst.entry(record.bank()).or_default();
+        heap.push(Kept {
+            score,
+            index,
+            record,
+        });
+        if heap.len() > self.listed {
+            heap.pop();
+        }
+    }
+
+    fn notable(&self, complete: bool) -> Notable {
+        let reasons = REASONS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.touched[*i] > 0)
+            .map(|(i, label)| {
+                let mut named: Vec<(String, usize)> =
+                    self.named[i].iter().map(|(k, v)| (k.clone(), *v)).collect();
+                // Most often first, then by name, so the order is the same however the cases
+                // arrived.
+                named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                let distinct = named.len();
+                named.truncate(Notable::NAMED);
+                ReasonTally {
+                    reason: (*label).to_owned(),
+                    cases: self.touched[i],
+                    named,
+                    distinct,
+                }
+            })
+            .collect();
+        let mut errors = self.errors.clone();
+        errors.sort_by(|a, b| b.count.cmp(&a.count));
+        Notable {
+            imperfect: self.imperfect,
+            imperfect_by_bank: self.imperfect_by_bank.clone(),
+            reasons,
+            errors,
+            error_kinds: self.error_kinds.len(),
+            complete,
+        }
+    }
+
+    /// The banks' summaries with their case lists (every case when all were kept, else the
+    /// kept ones in run order), and what the reports show besides.
+    pub fn finish(mut self) -> (BankResults, Notable) {
+        let notable = self.notable(!self.spilled);
+        let mut lists: BTreeMap<BankType, Vec<(usize, CaseRecord)>> = BTreeMap::new();
+        let kept: Vec<(usize, CaseRecord)> = if !self.spilled {
+            std::mem::take(&mut self.all)
+        } else {
+            let mut v: Vec<(usize, CaseRecord)> = std::mem::take(&mut self.critical);
+            v.append(&mut self.errored);
+            for (_, heap) in std::mem::take(&mut self.worst) {
+                v.extend(heap.into_iter().map(|k| (k.index, k.record)));
+            }
+            v
+        };
+        for (i, r) in kept {
+            lists.entry(r.bank()).or_default().push((i, r));
+        }
+        for list in lists.values_mut() {
+            list.sort_by_key(|(i, _)| *i);
+        }
+        let mut take = |bank: BankType| lists.remove(&bank).unwrap_or_default().into_iter();
+        let mut banks = BankResults::default();
+        if let Some(entries) = self.semantic.filter(|_| self.semantic_seen) {
+            let results: Vec<SemanticCaseResult> = take(BankType::Semantic)
+                .filter_map(|(_, r)| match r {
+                    CaseRecord::Semantic(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            banks.semantic = Some(semantic_summary(entries.into_iter().flatten(), results));
+        }
+        if let Some((sums, dist, handlers)) = self.state {
+            banks.state = Some(StateResults {
+                tests_run: sums.n,
+                average_score: sums.average(),
+                hard_fails: sums.hard,
+                score_distribution: dist.finish(),
+                handler_scores: groups(handlers),
+                results: take(BankType::State)
+                    .filter_map(|(_, r)| match r {
+                        CaseRecord::State(r) => Some(r),
+                        _ => None,
+                    })
+                    .collect(),
+            });
+        }
+        if let Some((sums, dist, types, critical)) = self.pattern {
+            banks.pattern = Some(PatternResults {
+                tests_run: sums.n,
+                average_score: sums.average(),
+                hard_fails: sums.hard,
+                score_distribution: dist.finish(),
+                pattern_type_scores: groups(types),
+                critical_failures: critical,
+                results: take(BankType::Pattern)
+                    .filter_map(|(_, r)| match r {
+                        CaseRecord::Pattern(r) => Some(r),
+                        _ => None,
+                    })
+                    .collect(),
+            });
+        }
+        if let Some((sums, all_passed)) = self.always {
+            banks.always = Some(AlwaysResults {
+                tests_run: sums.n,
+                average_score: sums.average(),
+                all_passed,
+                hard_fails: sums.hard,
+                results: take(BankType::Always)
+                    .filter_map(|(_, r)| match r {
+                        CaseRecord::Always(r) => Some(r),
+                        _ => None,
+                    })
+                    .collect(),
+            });
+        }
+        (banks, notable)
+    }
+}
+
+/// The semantic summary of entries in case order.
+fn semantic_summary(
+    entries: impl Iterator<Item = SemanticEntry>,
+    results: Vec<SemanticCaseResult>,
+) -> SemanticResults {
+    let mut sums = Sums::default();
+    let mut errors = 0;
+    let mut dist = Distribution::default();
+    let mut topics: BTreeMap<String, Sums> = BTreeMap::new();
+    let mut ir: Vec<IrMetrics> = Vec::new();
+    let mut topic_ir: BTreeMap<String, Vec<IrMetrics>> = BTreeMap::new();
+    let mut run = 0;
+    for e in entries {
+        run += 1;
+        let Some(score) = e.score else {
+            errors += 1;
+            continue;
+        };
+        sums.add(score, e.hard);
+        dist.add(score);
+        for t in &e.topics {
+            topics.entry(t.clone()).or_default().add(score, e.hard);
+        }
+        if let Some(m) = e.ir {
+            ir.push(m);
+            for t in &e.topics {
+                topic_ir.entry(t.clone()).or_default().push(m);
+            }
+        }
+    }
+    SemanticResults {
+        tests_run: run,
+        errors,
+        average_score: sums.average(),
+        hard_fails: sums.hard,
+        score_distribution: dist.finish(),
+        topic_scores: groups(topics),
+        ir: IrSummary::of(&ir),
+        topic_ir: topic_ir
+            .into_iter()
+            .filter_map(|(t, ms)| IrSummary::of(&ms).map(|s| (t, s)))
+            .collect(),
+        repeats: 1,
+        average_interval: None,
+        unstable: Vec::new(),
+        results,
+    }
+}
+
+impl SemanticResults {
+    /// Aggregates case results (in case order).
+    pub fn from_results(results: Vec<SemanticCaseResult>) -> SemanticResults {
+        let entries: Vec<SemanticEntry> = results
+            .iter()
+            .map(|r| SemanticEntry {
+                score: r.score,
+                hard: r.is_hard_fail,
+                topics: r.topics.clone(),
+                ir: r.ir,
+            })
+            .collect();
+        semantic_summary(entries.into_iter(), results)
+    }
+}
+
+impl StateResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<StateCaseResult>) -> StateResults {
+        let mut agg = Aggregator::new(0, usize::MAX);
+        agg.start(BankType::State, results.len());
+        for (i, r) in results.into_iter().enumerate() {
+            agg.push(i, CaseRecord::State(r));
+        }
+        agg.finish().0.state.unwrap_or_else(|| unreachable_state())
+    }
+}
+
+impl PatternResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<PatternCaseResult>) -> PatternResults {
+        let mut agg = Aggregator::new(0, usize::MAX);
+        agg.start(BankType::Pattern, results.len());
+        for (i, r) in results.into_iter().enumerate() {
+            agg.push(i, CaseRecord::Pattern(r));
+        }
+        agg.finish()
+            .0
+            .pattern
+            .unwrap_or_else(|| unreachable_pattern())
+    }
+}
+
+impl AlwaysResults {
+    /// Aggregates case results.
+    pub fn from_results(results: Vec<AlwaysCaseResult>) -> AlwaysResults {
+        let mut agg = Aggregator::new(0, usize::MAX);
+        agg.start(BankType::Always, results.len());
+        for (i, r) in results.into_iter().enumerate() {
+            agg.push(i, CaseRecord::Always(r));
+        }
+        agg.finish().0.always.unwrap_or(AlwaysResults {
+            tests_run: 0,
+            average_score: 0.0,
+            all_passed: true,
+            hard_fails: 0,
+            results: Vec::new(),
+        })
+    }
+}
+
+// `start` always creates the bank's summary, so these are never reached; they keep the
+// functions total without a panic.
+fn unreachable_state() -> StateResults {
+    StateResults {
+        tests_run: 0,
+        average_score: 0.0,
+        hard_fails: 0,
+        score_distribution: ScoreDistribution::of(std::iter::empty()),
+        handler_scores: BTreeMap::new(),
+        results: Vec::new(),
+    }
+}
+
+fn unreachable_pattern() -> PatternResults {
+    PatternResults {
+        tests_run: 0,
+        average_score: 0.0,
+        hard_fails: 0,
+        score_distribution: ScoreDistribution::of(std::iter::empty()),
+        pattern_type_scores: BTreeMap::new(),
+        critical_failures: Vec::new(),
+        results: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(id: &str, score: u32, handler: &str) -> StateCaseResult {
+        StateCaseResult {
+            test_id: id.into(),
+            name: String::new(),
+            user_state: crate::UserState::new(),
+            triggered_handlers: vec![],
+            expected_handlers: vec![handler.into()],
+            not_expected_handlers: vec![],
+            primary_pass: score == 100,
+            wrong_handlers: vec![],
+            score,
+            breakdown: Breakdown::default(),
+            is_hard_fail: score == 0,
+        }
+    }
+
+    #[test]
+    fn streaming_keeps_the_worst_and_the_numbers_of_all() {
+        let mut agg = Aggregator::new(2, 3);
+        agg.start(BankType::State, 6);
+        for (i, s) in [100, 40, 0, 90, 100, 40].into_iter().enumerate() {
+            agg.push(i, CaseRecord::State(state(&format!("S{i}"), s, "h")));
+        }
+        let (banks, notable) = agg.finish();
+        let st = banks.state.unwrap();
+        assert_eq!(
+            (st.tests_run, st.hard_fails, st.average_score),
+            (6, 1, 61.7)
+        );
+        let ids: Vec<&str> = st.results.iter().map(|r| r.test_id.as_str()).collect();
+        assert_eq!(ids, ["S1", "S2"], "the two worst, in run order");
+        assert_eq!(notable.imperfect, 4);
+        assert!(!notable.complete);
+        assert_eq!(st.handler_scores["h"].tests, 6);
+        // The same cases summarised from a list give the same numbers.
+        let listed = StateResults::from_results(
+            [100, 40, 0, 90, 100, 40]
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| state(&format!("S{i}"), s, "h"))
+                .collect(),
+        );
+        assert_eq!(
+            (
+                listed.average_score,
+                listed.hard_fails,
+                &listed.score_distribution
+            ),
+            (st.average_score, st.hard_fails, &st.score_distribution)
+        );
+        assert_eq!(listed.results.len(), 6);
+    }
+
+    #[test]
+    fn a_small_run_is_listed_whole() {
+        let mut agg = Aggregator::new(1, 10);
+        agg.start(BankType::State, 3);
+        for (i, s) in [100, 40, 0].into_iter().enumerate() {
+            agg.push(i, CaseRecord::State(state(&format!("S{i}"), s, "h")));
+        }
+        let (banks, notable) = agg.finish();
+        assert_eq!(banks.state.unwrap().results.len(), 3);
+        assert!(notable.complete);
+    }
+}

@@ -1,0 +1,287 @@
+//! Reading a run's cases back, whichever way they were kept: from the RunLog's lists when they
+//! are complete (a small run, a run with no run log, a RunLog from before version 3), else
+//! streamed from its run log, `results/cases_<stamp>.jsonl`.
+//!
+//! The run log is the run's journal, moved beside the RunLog when the run is saved:
+//!
+//! ```text
+//! {"journal":1,"run_id":"…","timestamp":"…","request":"…","setup":"…"}
+//! {"bank":"state","result":{…StateCaseResult…}}
+//! {"bank":"pattern","result":{…PatternCaseResult…}}
+//! ```
+//!
+//! Line 1 ties it to its RunLog (the same `run_id`); then one case a line, in the order the
+//! cases finished (a resumed run's earlier cases first). Every case appears once. Readers
+//! hold one line at a time.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use assay_core::aggregate::CaseRecord;
+use assay_core::bank::BankType;
+use assay_core::rundiff::CaseScore;
+use assay_core::runlog::RunLog;
+
+use crate::journal::JournalHeader;
+
+/// Why a run's cases could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseLogError {
+    /// The run log is missing or unreadable.
+    #[error("{path}: {message}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A line is not what a run log holds.
+    #[error("{path}:{line}: {message}")]
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// Its line, from 1.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// What the caller does with a case failed.
+    #[error("{0}")]
+    Each(String),
+}
+
+/// Where the run log of `log` is, when its lists are not complete (`None`: the lists hold
+/// every case). `results_dir` is the folder the RunLog was read from.
+pub fn cases_file(results_dir: &Path, log: &RunLog) -> Option<PathBuf> {
+    if log.is_complete() {
+        return None;
+    }
+    log.cases.as_ref().map(|c| results_dir.join(&c.file))
+}
+
+/// Calls `each` with every case of `log` in `bank` (every bank with `None`): from the lists
+/// when they are complete, else read from `file` (the run log) a line at a time. A run log
+/// that belongs to another run, or has a line that is not a case, is an error naming the line.
+pub fn for_each_case(
+    log: &RunLog,
+    file: Option<&Path>,
+    bank: Option<BankType>,
+    each: &mut dyn FnMut(CaseRecord) -> Result<(), String>,
+) -> Result<(), CaseLogError> {
+    let wanted = |b: BankType| bank.is_none_or(|w| w == b);
+    let file = match file {
+        Some(f) if !log.is_complete() => f,
+        _ => {
+            let mut call = |r: CaseRecord| each(r).map_err(CaseLogError::Each);
+            if let Some(r) = log.semantic.as_ref().filter(|_| wanted(BankType::Semantic)) {
+                r.results
+                    .iter()
+                    .cloned()
+                    .map(CaseRecord::Semantic)
+                    .try_for_each(&mut call)?;
+            }
+            if let Some(r) = log.state.as_ref().filter(|_| wanted(BankType::State)) {
+                r.results
+                    .iter()
+                    .cloned()
+                    .map(CaseRecord::State)
+                    .try_for_each(&mut call)?;
+            }
+            if let Some(r) = log.pattern.as_ref().filter(|_| wanted(BankType::Pattern)) {
+                r.results
+                    .iter()
+                    .cloned()
+                    .map(CaseRecord::Pattern)
+                    .try_for_each(&mut call)?;
+            }
+            if let Some(r) = log.always.as_ref().filter(|_| wanted(BankType::Always)) {
+                r.results
+                    .iter()
+                    .cloned()
+                    .map(CaseRecord::Always)
+                    .try_for_each(&mut call)?;
+            }
+            return Ok(());
+        }
+    };
+    let unreadable = |e: std::io::Error| CaseLogError::Unreadable {
+        path: file.to_owned(),
+        message: if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "the run log of run {} is missing (its RunLog lists only the worst cases; every case is in this file)",
+                log.run_id
+            )
+        } else {
+            format!("cannot read the run log: {e}")
+        },
+    };
+    let reader = std::io::BufReader::new(std::fs::File::open(file).map_err(unreadable)?);
+    let bad = |line: usize, message: String| CaseLogError::Bad {
+        path: file.to_owned(),
+        line,
+        message,
+    };
+    let mut count = 0usize;
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(unreadable)?;
+        let n = i + 1;
+        if n == 1 {
+            let header: JournalHeader = serde_json::from_str(&line)
+                .map_err(|e| bad(n, format!("not a run log header: {e}")))?;
+            if header.run_id != log.run_id {
+                return Err(bad(
+                    n,
+                    format!(
+                        "the run log of run {}, not of this RunLog's run {}",
+                        header.run_id, log.run_id
+                    ),
+                ));
+            }
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        // Only the bank is parsed in full when it is not wanted: a record of another bank
+        // costs a scan, not an allocation per field.
+        if let Some(b) = bank {
+            let key: BankKey =
+                serde_json::from_str(&line).map_err(|e| bad(n, format!("not a case: {e}")))?;
+            if key.bank != b.key() {
+                count += 1;
+                continue;
+            }
+        }
+        let record: CaseRecord =
+            serde_json::from_str(&line).map_err(|e| bad(n, format!("not a case: {e}")))?;
+        count += 1;
+        if wanted(record.bank()) {
+            each(record).map_err(CaseLogError::Each)?;
+        }
+    }
+    if let Some(expected) = log.cases.as_ref().map(|c| c.count)
+        && count != expected
+    {
+        return Err(CaseLogError::Unreadable {
+            path: file.to_owned(),
+            message: format!(
+                "the run log holds {count} cases where its RunLog counts {expected}: it was cut short or changed"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The bank of a run-log line (its `bank` tag, lower case), read without the rest.
+#[derive(serde::Deserialize)]
+struct BankKey<'a> {
+    #[serde(borrow)]
+    bank: std::borrow::Cow<'a, str>,
+}
+
+/// The score of every case of `log`, as a run comparison needs them (see [`for_each_case`]).
+pub fn case_scores(log: &RunLog, file: Option<&Path>) -> Result<Vec<CaseScore>, CaseLogError> {
+    if file.is_none() || log.is_complete() {
+        return Ok(assay_core::rundiff::case_scores(log));
+    }
+    // One bank after another, so the scores come in bank order as from the lists.
+    let mut out = Vec::new();
+    for bank in BankType::ALL {
+        for_each_case(log, file, Some(bank), &mut |r| {
+            out.push(r.case_score());
+            Ok(())
+        })?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::aggregate::Aggregator;
+    use assay_core::runlog::{AlwaysCaseResult, CaseLog};
+    use assay_core::scoring::Breakdown;
+
+    fn always(id: &str, score: u32) -> CaseRecord {
+        CaseRecord::Always(AlwaysCaseResult {
+            test_id: id.into(),
+            name: String::new(),
+            user_type: "PARENT".into(),
+            loaded_entities: vec![],
+            expected_always: vec![],
+            missing: vec![],
+            score,
+            breakdown: Breakdown::default(),
+            is_hard_fail: score == 0,
+        })
+    }
+
+    /// A RunLog of `scores` that lists only the worst one, and its run log.
+    fn streamed(dir: &Path, scores: &[u32]) -> (RunLog, PathBuf) {
+        let mut agg = Aggregator::new(1, 0);
+        let path = dir.join("cases.jsonl");
+        let mut text = String::from(
+            "{\"journal\":1,\"run_id\":\"r1\",\"timestamp\":\"t\",\"request\":\"\",\"setup\":\"\"}\n",
+        );
+        for (i, s) in scores.iter().enumerate() {
+            let r = always(&format!("A{i}"), *s);
+            text.push_str(&serde_json::to_string(&r).unwrap());
+            text.push('\n');
+            agg.push(i, r);
+        }
+        std::fs::write(&path, text).unwrap();
+        let (banks, notable) = agg.finish();
+        let mut log: RunLog = serde_json::from_value(serde_json::json!({
+            "schema_version": 3, "assay_version": "0", "run_id": "r1", "project": "p",
+            "timestamp": "t", "duration_ms": 0, "setup": {},
+            "filters": {"banks": [], "test": null, "topic": null},
+            "summary": {"combined_score": 0.0, "health_status": "CRITICAL", "total_tests": 0,
+                "hard_fail_count": 0, "critical_failures": [], "error_count": 0,
+                "component_scores": {}, "weights": {}},
+            "warnings": []
+        }))
+        .unwrap();
+        log.always = banks.always;
+        log.notable_cases = Some(notable);
+        log.cases = Some(CaseLog {
+            file: "cases.jsonl".into(),
+            count: scores.len(),
+        });
+        (log, path)
+    }
+
+    #[test]
+    fn a_streamed_run_reads_every_case_from_its_run_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, path) = streamed(dir.path(), &[100, 50, 0]);
+        assert!(!log.is_complete());
+        assert_eq!(log.always.as_ref().unwrap().results.len(), 1);
+        assert_eq!(cases_file(dir.path(), &log), Some(path.clone()));
+        let scores = case_scores(&log, Some(&path)).unwrap();
+        let got: Vec<(String, Option<u32>)> =
+            scores.into_iter().map(|c| (c.test_id, c.score)).collect();
+        assert_eq!(
+            got,
+            [
+                ("A0".into(), Some(100)),
+                ("A1".into(), Some(50)),
+                ("A2".into(), Some(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_log_of_another_run_or_cut_short_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, path) = streamed(dir.path(), &[100, 50, 0]);
+        log.cases.as_mut().unwrap().count = 4;
+        let e = case_scores(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("holds 3 cases where its RunLog counts 4"), "{e}");
+        log.run_id = "r2".into();
+        let e = case_scores(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains(":1: the run log of run r1"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        let e = case_scores(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("is missing"), "{e}");
+    }
+}
