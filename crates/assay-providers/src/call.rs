@@ -59,8 +59,8 @@ use tokio::time::Instant;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Role};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
-use crate::llm_rerank::excerpt;
 use crate::rerank::{RerankDocument, Reranker, Reranking};
+use crate::text::excerpt;
 use crate::{ProviderError, ProviderErrorKind};
 
 // ---------------------------------------------------------------------------------------------

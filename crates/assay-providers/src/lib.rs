@@ -67,6 +67,7 @@ mod openai;
 mod rerank;
 mod spec;
 mod structured;
+mod text;
 mod voyage;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
