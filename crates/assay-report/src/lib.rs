@@ -28,6 +28,7 @@ pub mod markdown;
 pub mod rundiff;
 mod select;
 pub mod simulation;
+mod svg;
 
 pub use assay_core::runlog::RunLog;
 
