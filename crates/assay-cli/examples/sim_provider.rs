@@ -562,6 +562,23 @@ async fn stats_handler(State(shared): State<Arc<Shared>>) -> Json<Value> {
     }))
 }
 
+/// Answers one request as the routes do, in the Anthropic Messages (`anthropic`) or the OpenAI
+/// chat-completions wire format: for a server that puts its own handling (rate limits) in front.
+#[allow(dead_code)]
+pub async fn answer(
+    behaviour: Behaviour,
+    stats: Arc<Stats>,
+    anthropic: bool,
+    body: Value,
+) -> Response {
+    let shared = Arc::new(Shared { behaviour, stats });
+    if anthropic {
+        self::anthropic(State(shared), Json(body)).await
+    } else {
+        openai(State(shared), Json(body)).await
+    }
+}
+
 /// The server's routes.
 pub fn router(behaviour: Behaviour, stats: Arc<Stats>) -> Router {
     Router::new()

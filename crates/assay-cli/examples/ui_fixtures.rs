@@ -388,6 +388,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             cost_usd: Some(0.001 * spec.trials as f64),
         },
         target_runs: (spec.cases * spec.trials) as u64,
+        rate_limits: Vec::new(),
     };
     let report = ExperimentReport {
         schema_version: EXPERIMENT_SCHEMA_VERSION,
@@ -472,6 +473,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             ..UsageTotals::default()
         },
         target_runs: spec.cases as u64,
+        rate_limits: Vec::new(),
     };
     let mut journal = serde_json::to_string(&header).expect("json");
     journal.push('\n');
@@ -841,6 +843,7 @@ pub fn write_simulation(project: &Path, spec: &SimulationSpec) -> SimReport {
             consistency: None,
         }),
         baseline: None,
+        rate_limits: Vec::new(),
     };
     let dir = project.join("sim/reports");
     for run in &report.runs {

@@ -343,6 +343,13 @@ pub struct RunArgs {
     /// 2026-11-25-0915, or its run_id) or `latest` (the newest saved run before this one).
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
+
+    /// Run each semantic case K times, when a stage is stochastic (an LLM reranker): each
+    /// repeat is its own call (the repeat is part of the cache key); a case scores the mean of
+    /// its repeats, the semantic average gets a 95 % interval, and cases whose repeats disagree
+    /// are listed as unstable.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
 }
 
 /// `assay judge …`

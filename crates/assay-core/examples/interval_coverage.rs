@@ -165,6 +165,7 @@ fn report(truths: &[f64], repeats: u32, noise: f64, rng: &mut SplitMix64) -> Sim
         usage: Vec::new(),
         judge: None,
         baseline: None,
+        rate_limits: Vec::new(),
     }
 }
 

@@ -179,6 +179,9 @@ pub struct Usage {
     pub grader: UsageTotals,
     /// Target executions (one per case answered, cached answers included).
     pub target_runs: u64,
+    /// How the providers' rate limits shaped the calls, per model (target and grader).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
 }
 
 /// One step's run: a set of prompts on a set of cases.

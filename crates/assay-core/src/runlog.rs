@@ -209,6 +209,12 @@ pub struct SemanticCaseResult {
     /// case errored or expects nothing (and in RunLogs written before these metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ir: Option<IrMetrics>,
+    /// With `assay run --repeat`: each repeat's score (`null` for an error), in repeat order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeat_scores: Vec<Option<u32>>,
+    /// With `--repeat`: the repeats disagreed on whether the primary expectation held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unstable: bool,
 }
 
 /// One state case's result (000 §6.2).
@@ -343,8 +349,27 @@ pub struct SemanticResults {
     /// Mean IR metrics per topic.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub topic_ir: BTreeMap<String, IrSummary>,
+    /// Times each case ran (`--repeat`; 1 when absent).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeats: u32,
+    /// With repeats: the average's 95 % interval (a bootstrap within cases over their repeats:
+    /// the uncertainty the stochastic stage adds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub average_interval: Option<crate::stats::Interval>,
+    /// With repeats: the cases whose repeats disagreed on the primary expectation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unstable: Vec<String>,
     /// Every case.
     pub results: Vec<SemanticCaseResult>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl SemanticResults {
@@ -382,8 +407,42 @@ impl SemanticResults {
             hard_fails: scored.iter().filter(|r| r.is_hard_fail).count(),
             score_distribution: ScoreDistribution::of(scores.iter().copied()),
             topic_scores,
+            repeats: 1,
+            average_interval: None,
+            unstable: Vec::new(),
             results,
         }
+    }
+
+    /// Records that each case ran `repeats` times: the average's interval over the repeats
+    /// and the unstable cases.
+    pub fn with_repeats(mut self, repeats: u32) -> SemanticResults {
+        self.repeats = repeats.max(1);
+        if self.repeats > 1 {
+            let groups: Vec<Vec<f64>> = self
+                .results
+                .iter()
+                .map(|r| {
+                    r.repeat_scores
+                        .iter()
+                        .filter_map(|s| s.map(f64::from))
+                        .collect::<Vec<f64>>()
+                })
+                .filter(|g| g.len() >= 2)
+                .collect();
+            let refs: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
+            self.average_interval = crate::stats::stratified_bootstrap_mean(
+                &refs,
+                crate::stats::BootstrapSettings::default(),
+            );
+            self.unstable = self
+                .results
+                .iter()
+                .filter(|r| r.unstable)
+                .map(|r| r.test_id.clone())
+                .collect();
+        }
+        self
     }
 
     fn scored(&self) -> usize {
@@ -745,6 +804,48 @@ pub struct RunLog {
     /// The comparison with a baseline run (`assay run --baseline`), unchanged cases left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<crate::rundiff::RunDiff>>,
+    /// How the providers' rate limits shaped the calls, per remote model that was sent
+    /// requests (absent when none was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<RateLimitRecord>,
+}
+
+/// How a provider's rate limits shaped the calls to one model: the 429s it answered, the time
+/// callers were held back, and the concurrency the adaptive limit settled at. Recorded in the
+/// RunLog, the simulation report and the experiment report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitRecord {
+    /// `vendor/model` (or `llm:vendor/model` for an LLM reranker).
+    pub model: String,
+    /// HTTP requests sent.
+    pub requests: u64,
+    /// Answers that said "slow down" (HTTP 429, or Anthropic's 529).
+    pub throttled: u64,
+    /// Milliseconds callers were held back by a limit, summed over calls.
+    pub wait_ms: u64,
+    /// The concurrency limit it settled at (at the end).
+    pub concurrency: usize,
+    /// The lowest the limit went.
+    pub min_concurrency: usize,
+    /// The ceiling: the configured concurrency.
+    pub ceiling: usize,
+}
+
+impl RateLimitRecord {
+    /// Whether a limit showed itself: an answer said slow down, a caller was held back, or
+    /// the concurrency went below the ceiling.
+    pub fn limited(&self) -> bool {
+        self.throttled > 0 || self.wait_ms > 0 || self.min_concurrency < self.ceiling
+    }
+
+    /// The share of requests answered 429/529, in percent.
+    pub fn throttled_percent(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.throttled as f64 * 100.0 / self.requests as f64
+        }
+    }
 }
 
 #[cfg(test)]

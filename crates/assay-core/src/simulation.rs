@@ -470,6 +470,9 @@ pub struct SimReport {
     /// The comparison with a baseline report (`--baseline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<SimBaseline>,
+    /// How the providers' rate limits shaped the calls, per model (filled in by the caller).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
 }
 
 /// The judge's identity and consistency.

@@ -449,6 +449,8 @@ fn usage_since(now: &Usage, before: &Usage) -> Usage {
         target: minus(&now.target, &before.target),
         grader: minus(&now.grader, &before.grader),
         target_runs: now.target_runs.saturating_sub(before.target_runs),
+        // Per-model summaries of the whole run, not differences: the report carries them.
+        rate_limits: Vec::new(),
     }
 }
 

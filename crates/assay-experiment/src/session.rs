@@ -253,7 +253,10 @@ impl Built {
     ) -> Result<Built, SessionError> {
         let o = &settings.optimize;
         let target_calls = ProviderCalls::open(settings, cache, env, true)?;
-        let grader_calls = ProviderCalls::open(settings, cache, env, true)?;
+        // The target and the grader are accounted apart but share the rate limits of a model
+        // both call.
+        let grader_calls =
+            ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
         let grader = grader_calls.chat(build_chat_model(
             settings,
             &o.grader_model,
@@ -324,6 +327,11 @@ impl Built {
             target: totals(&self.target_calls.usage()),
             grader: totals(&self.grader_calls.usage()),
             target_runs: 0,
+            rate_limits: {
+                let mut records = self.target_calls.rate_limit_records();
+                records.extend(self.grader_calls.rate_limit_records());
+                records
+            },
         }
     }
 

@@ -211,6 +211,10 @@ pub struct CalibrationOutcome {
     pub timestamp: String,
     /// The model's `vendor/model` name.
     pub model: String,
+    /// The calibration prompt's version: a digest of its instructions (without the knowledge
+    /// base's entities, which the history's `kb_version` records) and the answer's schema.
+    #[serde(default)]
+    pub prompt_version: String,
     /// The scope.
     pub scope: Scope,
     /// The `calibration_trigger` recorded.
@@ -721,6 +725,7 @@ struct RawFile<'a> {
     run_id: &'a str,
     timestamp: &'a str,
     model: &'a str,
+    prompt_version: &'a str,
     scope: Scope,
     trigger: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -730,12 +735,32 @@ struct RawFile<'a> {
     cases: Vec<RawCase<'a>>,
 }
 
+/// The calibration prompt's version: the first 16 hex digits of a SHA-256 over its system
+/// prompt with no entity and its answer schema.
+pub fn prompt_version() -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [system_prompt(&[]), proposal_schema().to_string()] {
+        h.update(part.len().to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
 /// A record of the calibration log.
 #[derive(Serialize)]
 struct LogRecord<'a> {
     run_id: &'a str,
     timestamp: &'a str,
     model: &'a str,
+    prompt_version: &'a str,
     scope: Scope,
     trigger: &'a str,
     test_ids: Vec<&'a str>,
@@ -898,6 +923,7 @@ pub async fn calibrate(
         run_id,
         timestamp,
         model: model.model().to_owned(),
+        prompt_version: prompt_version(),
         scope: request.scope,
         trigger,
         kb_version: request.kb_version.clone(),
@@ -936,6 +962,7 @@ pub async fn calibrate(
             run_id: &result.run_id,
             timestamp: &result.timestamp,
             model: &result.model,
+            prompt_version: &result.prompt_version,
             scope: result.scope,
             trigger: &result.trigger,
             kb_version: result.kb_version.as_deref(),
@@ -976,6 +1003,7 @@ pub async fn calibrate(
         run_id: &result.run_id,
         timestamp: &result.timestamp,
         model: &result.model,
+        prompt_version: &result.prompt_version,
         scope: result.scope,
         trigger: &result.trigger,
         test_ids: result.test_ids(),

@@ -10,14 +10,14 @@ use std::time::Duration;
 use assay_core::UserState;
 use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::entity::LoadMode;
-use assay_core::runlog::Candidate;
+use assay_core::runlog::{Candidate, RateLimitRecord};
 use assay_kb::store::{Edit, ImportReport, KbBackend, KbStore, SqliteStore};
 use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
 use assay_kb::{ViewEmbedding, view_text_hash};
 use assay_providers::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
     ChatSpec, Embedder, EmbedderOptions, EmbedderSpec, Guarded, InputKind, ProviderOptions,
-    RerankDocument, Reranker, RerankerSpec,
+    RateLimits, RerankDocument, Reranker, RerankerSpec,
 };
 use assay_retrieval::pipeline::{
     DEFAULT_LEXICAL_WEIGHT, Pipeline, RankMode, RetrievalConfig, ViewVector,
@@ -503,7 +503,11 @@ pub struct ProviderCalls {
     cache: Option<Arc<CallCache>>,
     mode: CacheMode,
     accounting: Arc<Accounting>,
+    /// One rate limiter per model, shared by every role: roles calling the same model share
+    /// its limits.
+    limits: Arc<RateLimits>,
     max_retries: u32,
+    max_wait: Duration,
     concurrency: usize,
     reranker_interval: Duration,
 }
@@ -561,7 +565,10 @@ impl ProviderCalls {
             cache,
             mode,
             accounting: Arc::new(Accounting::default()),
+            limits: Arc::new(RateLimits::new()),
             max_retries: settings.providers.max_retries,
+            max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
+                .unwrap_or(Duration::from_secs(600)),
             concurrency: settings.providers.max_concurrency,
             reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
         })
@@ -581,13 +588,22 @@ impl ProviderCalls {
             min_interval,
             concurrency,
             max_retries: self.max_retries,
+            max_wait: self.max_wait,
             ..CallPolicy::default()
         };
-        let context = CallContext::new(policy, self.accounting.clone());
+        let context =
+            CallContext::new(policy, self.accounting.clone()).with_limits(Arc::clone(&self.limits));
         Arc::new(match &self.cache {
             Some(cache) => context.with_cache(cache.clone(), self.mode),
             None => context,
         })
+    }
+
+    /// Shares `other`'s rate limiters: roles whose calls are accounted apart (the optimizer's
+    /// target and grader) but may call the same model share its limits.
+    pub fn sharing_limits_with(mut self, other: &ProviderCalls) -> ProviderCalls {
+        self.limits = Arc::clone(&other.limits);
+        self
     }
 
     /// Wraps an embedder.
@@ -619,6 +635,18 @@ impl ProviderCalls {
         self.accounting.snapshot()
     }
 
+    /// The rate limiters of the calls, one per model: [`RateLimits::held_back`] says whether
+    /// callers wait on one now (for a progress display).
+    pub fn limits(&self) -> Arc<RateLimits> {
+        Arc::clone(&self.limits)
+    }
+
+    /// How the providers' rate limits shaped the calls, per remote model that was sent
+    /// requests: for the RunLog and the other reports.
+    pub fn rate_limit_records(&self) -> Vec<RateLimitRecord> {
+        rate_limit_records(&self.usage())
+    }
+
     /// The usage as text, one line per remote model that was called or answered from the
     /// cache (empty when none was).
     pub fn usage_report(&self) -> String {
@@ -640,9 +668,44 @@ impl ProviderCalls {
                 "  {model}: {} calls, {} cached, {} requests, {} retries, {} errors, {} in / {} out tokens, {cost}, {} ms max latency\n",
                 s.calls, s.cache_hits, s.requests, s.retries, s.errors, s.input_tokens, s.output_tokens, s.latency_ms_max
             ));
+            // Only when a limit showed itself: a run that was never held back reads as before.
+            if let Some(r) = s
+                .rate_limit
+                .filter(|r| s.throttled > 0 || r.wait_ms > 0 || r.min_concurrency < r.ceiling)
+            {
+                out.push_str(&format!(
+                    "    rate limits: {} answered 429/529 (no retry spent), {:.1} s held back, concurrency settled at {} of {} (lowest {})\n",
+                    s.throttled,
+                    r.wait_ms as f64 / 1000.0,
+                    r.concurrency,
+                    r.ceiling,
+                    r.min_concurrency
+                ));
+            }
         }
         out
     }
+}
+
+/// How the providers' rate limits shaped the calls in `snapshot`, per remote model that was
+/// sent requests.
+pub fn rate_limit_records(snapshot: &AccountingSnapshot) -> Vec<RateLimitRecord> {
+    snapshot
+        .models
+        .iter()
+        .filter(|(_, s)| s.requests > 0)
+        .filter_map(|(model, s)| {
+            s.rate_limit.map(|r| RateLimitRecord {
+                model: model.clone(),
+                requests: s.requests,
+                throttled: s.throttled,
+                wait_ms: r.wait_ms,
+                concurrency: r.concurrency,
+                min_concurrency: r.min_concurrency,
+                ceiling: r.ceiling,
+            })
+        })
+        .collect()
 }
 
 /// Builds the chosen embedder. A bad configuration or a model that cannot be loaded is bad
@@ -1071,6 +1134,21 @@ impl SemanticRetriever for SemanticSearch<'_> {
         prompt: &str,
         user_state: &UserState,
     ) -> Result<SemanticRetrieval, String> {
+        self.retrieve_sample(prompt, user_state, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        self.reranker
+            .as_ref()
+            .is_some_and(|(r, _)| r.is_stochastic())
+    }
+
+    async fn retrieve_sample(
+        &self,
+        prompt: &str,
+        user_state: &UserState,
+        sample: u32,
+    ) -> Result<SemanticRetrieval, String> {
         let query = match self.queries.get(prompt) {
             Some(Ok(q)) => q,
             Some(Err(e)) => return Err(e.clone()),
@@ -1104,7 +1182,7 @@ impl SemanticRetriever for SemanticSearch<'_> {
                 })
                 .collect();
             let reranking = reranker
-                .rerank(prompt, &docs, self.top_k)
+                .rerank_sample(prompt, &docs, self.top_k, sample)
                 .await
                 .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
             reranking

@@ -53,6 +53,7 @@ pub struct JournalHeader {
 /// One finished case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "bank", content = "result", rename_all = "lowercase")]
+#[allow(clippy::large_enum_variant)] // one entry at a time, written and dropped as a case ends
 pub enum JournalEntry {
     /// A semantic case.
     Semantic(SemanticCaseResult),

@@ -77,6 +77,8 @@ pub struct RunOptions<'a> {
     pub concurrency: usize,
     /// Where finished cases are journaled (and, on resume, found).
     pub journal: Option<&'a mut Journal>,
+    /// Times each semantic case runs (`--repeat`; 1 by default).
+    pub repeat: u32,
 }
 
 impl Default for RunOptions<'_> {
@@ -84,6 +86,7 @@ impl Default for RunOptions<'_> {
         RunOptions {
             concurrency: 4,
             journal: None,
+            repeat: 1,
         }
     }
 }
@@ -96,6 +99,10 @@ pub trait RunObserver {
     fn case_finished(&mut self, _bank: BankType, _test_id: &str, _score: Option<u32>) {}
     /// A bank finished.
     fn bank_finished(&mut self, _bank: BankType) {}
+    /// The run's provider calls go through `limits` (called before any bank starts, when the
+    /// run calls providers): [`assay_providers::RateLimits::held_back`] says whether a rate
+    /// limit holds callers back, for a progress display to show.
+    fn rate_limits(&mut self, _limits: std::sync::Arc<assay_providers::RateLimits>) {}
 }
 
 /// An observer that ignores everything.
@@ -252,13 +259,15 @@ pub async fn run(
                     }
                 }
                 let cases = &semantic_cases;
+                let repeats = options.repeat.max(1);
                 let mut running = futures_util::stream::iter(todo)
                     .map(|i| async move {
                         let case = cases[i];
                         let resolved = project.expectations.resolve(case);
                         (
                             i,
-                            runners::run_semantic_case(retriever, case, &resolved).await,
+                            runners::run_semantic_repeated(retriever, case, &resolved, repeats)
+                                .await,
                         )
                     })
                     .buffer_unordered(options.concurrency.max(1));
@@ -270,9 +279,10 @@ pub async fn run(
                     out[i] = Some(r);
                 }
                 observer.bank_finished(*bank);
-                results.semantic = Some(SemanticResults::from_results(
-                    out.into_iter().flatten().collect(),
-                ));
+                results.semantic = Some(
+                    SemanticResults::from_results(out.into_iter().flatten().collect())
+                        .with_repeats(repeats),
+                );
             }
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)
@@ -363,6 +373,7 @@ pub async fn run(
         pattern: results.pattern,
         always: results.always,
         warnings,
+        rate_limits: Vec::new(),
         settings: project.settings.recorded.clone(),
         kb: kb_fingerprint(backends.kb)?,
         baseline: None,

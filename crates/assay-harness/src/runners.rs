@@ -38,6 +38,24 @@ pub trait SemanticRetriever: Send + Sync {
         prompt: &str,
         user_state: &UserState,
     ) -> Result<SemanticRetrieval, String>;
+
+    /// Whether a stage may answer differently on the same input (an LLM reranker): only then
+    /// does `assay run --repeat` measure anything.
+    fn is_stochastic(&self) -> bool {
+        false
+    }
+
+    /// [`SemanticRetriever::retrieve`], repeat `sample` (0 is the plain call): a stochastic
+    /// stage makes each repeat its own call, with its own cache entry.
+    async fn retrieve_sample(
+        &self,
+        prompt: &str,
+        user_state: &UserState,
+        sample: u32,
+    ) -> Result<SemanticRetrieval, String> {
+        let _ = sample;
+        self.retrieve(prompt, user_state).await
+    }
 }
 
 fn missing(expected: &[String], found: &[String]) -> Vec<String> {
@@ -80,6 +98,54 @@ pub async fn run_semantic_case(
     case: &SemanticCase,
     resolved: &Resolved,
 ) -> SemanticCaseResult {
+    run_semantic_sample(retriever, case, resolved, 0).await
+}
+
+/// A semantic case run `repeats` times (repeat `k` as sample `k`), as one result: the first
+/// repeat's candidates and selections, the score the mean of the scored repeats (rounded),
+/// a hard fail when most scored repeats hard-failed, every repeat's score in
+/// `repeat_scores`, and `unstable` when the repeats disagree on the primary expectation.
+/// Errors of some repeats are kept as the result's error only when no repeat scored.
+pub async fn run_semantic_repeated(
+    retriever: &dyn SemanticRetriever,
+    case: &SemanticCase,
+    resolved: &Resolved,
+    repeats: u32,
+) -> SemanticCaseResult {
+    let mut runs = Vec::with_capacity(repeats as usize);
+    for k in 0..repeats.max(1) {
+        runs.push(run_semantic_sample(retriever, case, resolved, k).await);
+    }
+    if runs.len() == 1 {
+        return runs.remove(0);
+    }
+    let scored: Vec<&SemanticCaseResult> = runs.iter().filter(|r| r.score.is_some()).collect();
+    let repeat_scores: Vec<Option<u32>> = runs.iter().map(|r| r.score).collect();
+    let mut first = runs
+        .iter()
+        .find(|r| r.score.is_some())
+        .cloned()
+        .unwrap_or_else(|| runs[0].clone());
+    if !scored.is_empty() {
+        let sum: u32 = scored.iter().filter_map(|r| r.score).sum();
+        let mean = f64::from(sum) / scored.len() as f64;
+        first.score = Some(mean.round() as u32);
+        first.is_hard_fail = 2 * scored.iter().filter(|r| r.is_hard_fail).count() > scored.len();
+        first.unstable = scored
+            .iter()
+            .any(|r| r.primary_pass != scored[0].primary_pass);
+        first.error = None;
+    }
+    first.repeat_scores = repeat_scores;
+    first
+}
+
+async fn run_semantic_sample(
+    retriever: &dyn SemanticRetriever,
+    case: &SemanticCase,
+    resolved: &Resolved,
+    sample: u32,
+) -> SemanticCaseResult {
     let exp = &resolved.expectations;
     let mut result = SemanticCaseResult {
         test_id: case.test_id.clone(),
@@ -101,8 +167,13 @@ pub async fn run_semantic_case(
         is_hard_fail: false,
         error: None,
         ir: None,
+        repeat_scores: Vec::new(),
+        unstable: false,
     };
-    let retrieval = match retriever.retrieve(&case.prompt, &case.user_state).await {
+    let retrieval = match retriever
+        .retrieve_sample(&case.prompt, &case.user_state, sample)
+        .await
+    {
         Ok(r) => r,
         Err(error) => {
             result.error = Some(error);

@@ -48,6 +48,10 @@ pub struct RunSetup {
     pub journal: JournalMode,
     /// Save `results/results_<stamp>.json` and `results/report_<stamp>.md` / `.html`.
     pub save: bool,
+    /// Times each semantic case runs (`--repeat`, 1 by default): only with a stochastic stage
+    /// (an LLM reranker); the repeats' scores, their spread and the cases whose verdict changed
+    /// go into the RunLog.
+    pub repeat: u32,
     /// A baseline to compare the run with ([`crate::baseline::load`]): the comparison and the
     /// regression rules' verdict go into the RunLog (`baseline`) and every report.
     pub baseline: Option<crate::baseline::Baseline>,
@@ -111,6 +115,7 @@ pub async fn execute(
             != RerankerSpec::None
             || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?.is_in_process());
     let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, remote)?;
+    observer.rate_limits(calls.limits());
 
     let semantic = if wants_semantic {
         let reranker = match engine::build_reranker(settings, setup.reranker.as_deref(), env)? {
@@ -147,9 +152,30 @@ pub async fn execute(
         kb: &kb,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
     };
+    if setup.repeat > 1 {
+        if !search
+            .as_ref()
+            .is_some_and(SemanticRetriever::is_stochastic)
+        {
+            return Err(HarnessError::Usage(
+                "--repeat: this run has no stochastic stage (an LLM reranker, `--reranker anthropic/…` or `openai/…`): every repeat would score the same".into(),
+            ));
+        }
+        if matches!(setup.journal, JournalMode::Resume) {
+            return Err(HarnessError::Usage(
+                "--repeat cannot resume an interrupted run: run it again (finished repeats come from the call cache)".into(),
+            ));
+        }
+    }
 
     let journal_path = engine::journal_path(settings);
-    let mut journal = match setup.journal {
+    // A repeated run is not journaled: its entries would not resume a plain run.
+    let journal_mode = if setup.repeat > 1 {
+        JournalMode::Off
+    } else {
+        setup.journal
+    };
+    let mut journal = match journal_mode {
         JournalMode::Off => None,
         JournalMode::Start => {
             if journal_path.exists() {
@@ -175,8 +201,10 @@ pub async fn execute(
     let options = RunOptions {
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
         journal: journal.as_mut(),
+        repeat: setup.repeat.max(1),
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
+    log.rate_limits = calls.rate_limit_records();
     if let Some(baseline) = &setup.baseline {
         let diff = crate::baseline::compare(baseline, &log, &settings.regression);
         log.baseline = Some(Box::new(diff.without_unchanged()));

@@ -140,10 +140,15 @@ pub struct ProvidersConfig {
     pub cache: String,
     /// Seconds before a request times out (default 60).
     pub timeout_seconds: f64,
-    /// Retries of a failed call (429, 5xx, timeouts, broken or garbled answers; default 4).
+    /// Retries of a failed call (5xx, timeouts, broken or garbled answers; default 4). A 429
+    /// or 529 ("slow down") is not a failure: it waits for the rate limiter and spends none.
     pub max_retries: u32,
-    /// Calls in flight at once per provider (default 4).
+    /// Calls in flight at once per provider (default 4): the ceiling of the adaptive
+    /// concurrency, which backs off when the provider says slow down.
     pub max_concurrency: usize,
+    /// The most seconds one call may take, retries and waits for rate limits included; a call
+    /// still held back then is recorded as an error (default 600).
+    pub max_wait_seconds: f64,
     /// Base URL of the Anthropic API (default `https://api.anthropic.com`).
     pub anthropic_base_url: Option<String>,
     /// Base URL of an OpenAI-compatible API (default `https://api.openai.com/v1`).
@@ -159,6 +164,7 @@ impl Default for ProvidersConfig {
             timeout_seconds: 60.0,
             max_retries: 4,
             max_concurrency: 4,
+            max_wait_seconds: 600.0,
             anthropic_base_url: None,
             openai_base_url: None,
             voyage_base_url: None,
@@ -688,6 +694,9 @@ impl ProjectSettings {
         }
         if !(p.timeout_seconds.is_finite() && p.timeout_seconds > 0.0) {
             return Err("providers.timeout_seconds: must be more than 0".into());
+        }
+        if !(p.max_wait_seconds.is_finite() && p.max_wait_seconds > 0.0) {
+            return Err("providers.max_wait_seconds: must be more than 0".into());
         }
         if p.max_concurrency == 0 || config.calibration.concurrency == 0 {
             return Err(

@@ -1,22 +1,28 @@
 //! The call wrapper: the one place that owns what every provider call needs besides its wire
-//! format — a minimum delay between call starts, a concurrency limit, retries with backoff, the
-//! record/replay cache, and token/cost accounting.
+//! format — a minimum delay between call starts, a concurrency limit, the provider's rate limits
+//! (adaptive concurrency and pacing, [`crate::limit`]), retries with backoff, the record/replay
+//! cache, and token/cost accounting.
 //!
-//! * [`CallPolicy`]: limits and retry settings.
+//! * [`CallPolicy`]: limits, retry settings and the time bound of a call.
 //! * [`CallCache`]: a content-addressed SQLite cache of responses ([`CacheMode`] says how it is
 //!   used).
 //! * [`Accounting`]: per-model counters; [`Accounting::snapshot`] gives a serialisable
 //!   [`AccountingSnapshot`].
 //! * [`CallContext`]: the above for one provider role (chat, embedder, reranker); wrappers that
-//!   share a context share its limits.
+//!   share a context share its limits, and contexts that share a [`RateLimits`] share one
+//!   limiter per model.
 //! * [`Guarded`]: wraps an `Arc<dyn ChatModel>`, `Arc<dyn Embedder>` or `Arc<dyn Reranker>` so
 //!   that every call goes through a context.
 //!
 //! One call through a wrapper: look the request up in the cache (a hit returns at once, with
 //! `usage.requests` 0; in [`CacheMode::Replay`] a miss is a [`ProviderErrorKind::ReplayMiss`]
-//! error and nothing is sent); otherwise wait for a concurrency permit and for the minimum
-//! interval since the previous start, send, and on a transient error wait and try again; store
-//! a success in the cache (errors never are); account for it all.
+//! error and nothing is sent); otherwise wait for a concurrency permit, for the minimum interval
+//! since the previous start and for the model's rate limiter (its adaptive concurrency, its gate
+//! and the provider's pace), send, and on an error try again: after a 429 or 529 ("slow down")
+//! when the limiter lets it go, without spending a retry; after a fault (5xx, timeout, broken
+//! connection, garbled answer) after a backoff, at most [`CallPolicy::max_retries`] times; all
+//! within [`CallPolicy::max_wait`]. Store a success in the cache (errors never are); account for
+//! it all.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,6 +65,8 @@ use tokio::time::Instant;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Role};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
+use crate::http::observing;
+use crate::limit::{Blocked, LimitStatus, Outcome, RateLimits, RequestCost};
 use crate::rerank::{RerankDocument, Reranker, Reranking};
 use crate::text::excerpt;
 use crate::{ProviderError, ProviderErrorKind};
@@ -74,7 +82,9 @@ pub struct CallPolicy {
     pub min_interval: Duration,
     /// The most requests in flight at once (0 is taken as 1).
     pub concurrency: usize,
-    /// How many times a transient failure is retried (so at most `max_retries + 1` attempts).
+    /// How many times a fault (5xx, timeout, broken connection, garbled answer) is retried.
+    /// Answers that say "slow down" (429, 529) are not faults: they wait for the rate limiter
+    /// and do not spend these.
     pub max_retries: u32,
     /// The backoff ceiling before the first retry; it doubles on each retry ("full jitter": the
     /// wait is uniform in `[0, ceiling)`).
@@ -83,11 +93,14 @@ pub struct CallPolicy {
     pub max_backoff: Duration,
     /// The longest a server's `retry-after` is honoured; longer requests wait this long.
     pub max_retry_after: Duration,
+    /// The most time one call may take, attempts and waits for rate limits included; a call
+    /// still held back then fails with [`ProviderErrorKind::RateLimited`].
+    pub max_wait: Duration,
 }
 
 impl Default for CallPolicy {
     /// No minimum interval, 4 concurrent requests, 4 retries, backoff 0.5 s doubling to 20 s,
-    /// `retry-after` honoured up to 60 s.
+    /// `retry-after` honoured up to 60 s, 600 s at most per call.
     fn default() -> CallPolicy {
         CallPolicy {
             min_interval: Duration::ZERO,
@@ -96,6 +109,7 @@ impl Default for CallPolicy {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(20),
             max_retry_after: Duration::from_secs(60),
+            max_wait: Duration::from_secs(600),
         }
     }
 }
@@ -120,6 +134,25 @@ impl CallPolicy {
             Some(wait) => wait.min(self.max_retry_after),
             None => self.backoff(retry, unit),
         }
+    }
+}
+
+/// Whether `error` says "slow down" rather than "something broke": HTTP 429 (unless it is about
+/// an exhausted quota or balance, which waiting does not fix) and Anthropic's 529 "overloaded".
+/// The wrapper retries these when the model's rate limiter lets it, without spending
+/// [`CallPolicy::max_retries`].
+pub fn is_throttle(error: &ProviderError) -> bool {
+    match error.kind() {
+        ProviderErrorKind::Http {
+            status: 429,
+            message,
+            ..
+        } => {
+            let message = message.to_ascii_lowercase();
+            !(message.contains("quota") || message.contains("credit balance"))
+        }
+        ProviderErrorKind::Http { status: 529, .. } => true,
+        _ => false,
     }
 }
 
@@ -484,6 +517,26 @@ pub struct ModelStats {
     pub latency_ms_max: u64,
     /// The tokens priced with the built-in list ([`price`]); `None` when the model is not in it.
     pub cost_usd: Option<f64>,
+    /// Answers that said "slow down" (HTTP 429, 529); each is also a request and a retry.
+    #[serde(default)]
+    pub throttled: u64,
+    /// How the provider's rate limits shaped the calls (remote models only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitStats>,
+}
+
+/// How a model's rate limits shaped its calls (see [`crate::limit`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitStats {
+    /// The concurrency limit when the last call ended: where it settled.
+    pub concurrency: usize,
+    /// The lowest it went.
+    pub min_concurrency: usize,
+    /// The ceiling: the configured concurrency.
+    pub ceiling: usize,
+    /// Time calls spent held back by a limit (the gate after a 429, the provider's pace, a
+    /// concurrency limit below the ceiling), summed over calls.
+    pub wait_ms: u64,
 }
 
 /// A copy of the accounting at one moment, by model name (sorted).
@@ -510,6 +563,12 @@ struct CallRecord {
     error: bool,
     usage: Usage,
     latency: Option<Duration>,
+    /// Answers that said "slow down".
+    throttled: u32,
+    /// Time held back by a limit.
+    waited: Duration,
+    /// The model's limiter when the call ended.
+    limit: Option<LimitStatus>,
 }
 
 impl Accounting {
@@ -536,6 +595,17 @@ impl Accounting {
             let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
             stats.latency_ms_total += ms;
             stats.latency_ms_max = stats.latency_ms_max.max(ms);
+        }
+        stats.throttled += u64::from(call.throttled);
+        if let Some(limit) = &call.limit {
+            let rate = stats.rate_limit.get_or_insert(RateLimitStats {
+                min_concurrency: limit.min_concurrency,
+                ..RateLimitStats::default()
+            });
+            rate.concurrency = limit.concurrency;
+            rate.min_concurrency = rate.min_concurrency.min(limit.min_concurrency);
+            rate.ceiling = limit.ceiling;
+            rate.wait_ms += u64::try_from(call.waited.as_millis()).unwrap_or(u64::MAX);
         }
     }
 
@@ -573,6 +643,7 @@ pub struct CallContext {
     cache: Option<Arc<CallCache>>,
     mode: CacheMode,
     accounting: Arc<Accounting>,
+    limits: Arc<RateLimits>,
     permits: Semaphore,
     next_start: tokio::sync::Mutex<Option<Instant>>,
     rng: Mutex<u64>,
@@ -600,6 +671,7 @@ impl CallContext {
             cache: None,
             mode: CacheMode::Off,
             accounting,
+            limits: Arc::new(RateLimits::new()),
             next_start: tokio::sync::Mutex::new(None),
             rng: Mutex::new(seed),
         }
@@ -626,6 +698,18 @@ impl CallContext {
         self.cache = Some(cache);
         self.mode = mode;
         self
+    }
+
+    /// Uses `limits` (shared with other contexts, so that roles calling the same model share
+    /// one limiter) instead of a registry of its own.
+    pub fn with_limits(mut self, limits: Arc<RateLimits>) -> CallContext {
+        self.limits = limits;
+        self
+    }
+
+    /// The rate limiters this context's calls go through.
+    pub fn limits(&self) -> &Arc<RateLimits> {
+        &self.limits
     }
 
     /// Seeds the backoff jitter (for reproducible tests; the default seed is the clock).
@@ -724,20 +808,63 @@ impl CallContext {
         }
 
         let started = Instant::now();
+        let deadline = started + self.policy.max_wait;
+        let limiter = call
+            .remote
+            .then(|| self.limits.limiter(call.model, self.policy.concurrency));
         let mut attempt = 0u32;
+        let mut faults = 0u32;
+        let mut throttled = 0u32;
+        let mut waited = Duration::ZERO;
         let result = loop {
             attempt += 1;
-            let result = if call.remote {
-                let _permit = self.permits.acquire().await.ok();
+            let result = if let Some(limiter) = &limiter {
+                let _slot = self.permits.acquire().await.ok();
                 self.wait_for_turn().await;
-                send().await
+                let permit = match limiter.acquire(call.cost, deadline, throttled > 0).await {
+                    Ok(permit) => permit,
+                    Err(blocked) => {
+                        // Nothing was sent this time.
+                        attempt -= 1;
+                        break Err(self.blocked(blocked, started, throttled));
+                    }
+                };
+                waited += permit.waited;
+                let (result, seen) = observing(send()).await;
+                let outcome = match &result {
+                    Ok(_) => Outcome::Success,
+                    Err(e) if is_throttle(e) => Outcome::Throttled(
+                        e.retry_after().map(|d| d.min(self.policy.max_retry_after)),
+                    ),
+                    Err(_) => Outcome::Failed,
+                };
+                permit.finish(outcome, seen.as_ref(), self.jitter());
+                result
             } else {
                 send().await
             };
             match result {
                 Ok(value) => break Ok(value),
-                Err(e) if call.remote && attempt <= self.policy.max_retries && is_transient(&e) => {
-                    let wait = self.policy.wait_after(&e, attempt, self.jitter());
+                Err(e) if call.remote && is_throttle(&e) && e.attempts().is_none() => {
+                    throttled += 1;
+                    if Instant::now() >= deadline {
+                        break Err(self.blocked(Blocked::PastDeadline, started, throttled));
+                    }
+                    // Not a fault: the limiter's gate and pace hold the next attempt.
+                    tracing::debug!(
+                        model = call.model,
+                        call = call.kind.as_str(),
+                        attempt,
+                        error = %e,
+                        "the provider said slow down; waiting for its rate limit"
+                    );
+                }
+                Err(e) if call.remote && faults < self.policy.max_retries && is_transient(&e) => {
+                    faults += 1;
+                    let wait = self.policy.wait_after(&e, faults, self.jitter());
+                    if Instant::now() + wait > deadline {
+                        break Err(e);
+                    }
                     tracing::warn!(
                         model = call.model,
                         call = call.kind.as_str(),
@@ -755,6 +882,9 @@ impl CallContext {
         let mut record = CallRecord {
             attempts: attempt,
             latency: Some(latency),
+            throttled,
+            waited,
+            limit: limiter.as_ref().map(|l| l.status()),
             ..CallRecord::default()
         };
         match result {
@@ -798,9 +928,29 @@ impl CallContext {
                     e.with_model(call.model)
                 };
                 Err(if call.remote && e.attempts().is_none() {
-                    e.with_attempts(attempt)
+                    e.with_attempts(attempt.max(1))
                 } else {
                     e
+                })
+            }
+        }
+    }
+
+    /// The error of a call its rate limiter will not let go.
+    fn blocked(&self, blocked: Blocked, started: Instant, throttled: u32) -> ProviderError {
+        match blocked {
+            Blocked::PastDeadline => ProviderError::new(ProviderErrorKind::RateLimited {
+                waited: Duration::from_millis(
+                    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                ),
+                bound: self.policy.max_wait,
+                throttled,
+            }),
+            Blocked::TooLarge { kind, need, limit } => {
+                ProviderError::new(ProviderErrorKind::TooLarge {
+                    need,
+                    limit,
+                    unit: kind.unit(),
                 })
             }
         }
@@ -838,6 +988,8 @@ struct Call<'a> {
     /// Whether [`CallContext::run`] looks the call up in the cache and stores its answer (the
     /// embedder caches per text itself).
     cached: bool,
+    /// What it is expected to use of the provider's token limits.
+    cost: RequestCost,
 }
 
 /// A response that carries a [`Usage`].
@@ -954,6 +1106,7 @@ impl ChatModel for GuardedChat {
             description: format!("prompt {}", first_words(prompt, 8)),
             remote: true,
             cached: true,
+            cost: RequestCost::of_chat(request),
         };
         self.ctx.run(call, || self.inner.chat(request)).await
     }
@@ -1062,6 +1215,7 @@ impl Embedder for GuardedEmbedder {
                 ),
                 remote: self.remote,
                 cached: false,
+                cost: RequestCost::of_text(todo.iter().map(String::len).sum()),
             };
             let fresh = self
                 .ctx
@@ -1136,13 +1290,35 @@ impl Reranker for GuardedReranker {
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError> {
+        self.rerank_sample(query, documents, top_k, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        self.inner.is_stochastic()
+    }
+
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
         if documents.is_empty() || top_k == 0 {
-            return self.inner.rerank(query, documents, top_k).await;
+            return self
+                .inner
+                .rerank_sample(query, documents, top_k, sample)
+                .await;
+        }
+        // A repeat's sample is part of the cache key (sample 0 keys as a plain call always did).
+        let mut request = json!({"query": query, "documents": documents, "top_k": top_k});
+        if sample > 0 && self.inner.is_stochastic() {
+            request["sample"] = json!(sample);
         }
         let call = Call {
             kind: CallKind::Rerank,
             model: self.inner.model(),
-            request: json!({"query": query, "documents": documents, "top_k": top_k}),
+            request,
             description: format!(
                 "query {}, {} documents, top {top_k}",
                 first_words(query, 8),
@@ -1150,10 +1326,13 @@ impl Reranker for GuardedReranker {
             ),
             remote: true,
             cached: true,
+            cost: self.inner.request_cost(query, documents, top_k),
         };
         let reranking = self
             .ctx
-            .run(call, || self.inner.rerank(query, documents, top_k))
+            .run(call, || {
+                self.inner.rerank_sample(query, documents, top_k, sample)
+            })
             .await?;
         // A cache entry is trusted only as far as the contract: valid, distinct, at most top_k.
         let mut seen = std::collections::HashSet::new();
@@ -1392,9 +1571,10 @@ mod tests {
         let waited = start.elapsed();
         assert_eq!(response.text, "ok");
         assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
-        // 7 s from retry-after, then a full-jitter backoff under the 1 s ceiling of retry 2.
+        // 7 s from retry-after plus at most 20% jitter (the 429 spends no retry), then a
+        // full-jitter backoff under the 0.5 s ceiling of the first fault's retry.
         assert!(
-            waited >= Duration::from_secs(7) && waited < Duration::from_secs(8),
+            waited >= Duration::from_secs(7) && waited < Duration::from_millis(8_900),
             "{waited:?}"
         );
         let s = &accounting.snapshot().models["anthropic/claude-haiku-4-5"];

@@ -88,6 +88,36 @@ pub enum ProviderErrorKind {
         /// A short excerpt of the request (the first words of the prompt, query or texts).
         request: String,
     },
+    /// The provider's rate limits held a call past its time bound.
+    #[error(
+        "rate limited: still held back after {} ({throttled} answer(s) said to slow down); a call \
+         may take at most {} (max_wait_seconds)",
+        Secs(*waited),
+        Secs(*bound)
+    )]
+    RateLimited {
+        /// How long the call waited and tried.
+        waited: Duration,
+        /// The time bound of a call.
+        bound: Duration,
+        /// Answers that said "slow down" (429, 529).
+        throttled: u32,
+    },
+    /// A request needs more than one of the provider's limits allows in a whole window: no wait
+    /// can help.
+    #[error(
+        "this request needs about {need} {unit}, more than the provider's whole limit of {limit} \
+         {unit}: it can never be sent; shorten it (or lower its max_tokens), or raise the limit \
+         with the provider"
+    )]
+    TooLarge {
+        /// What the request needs (estimated, about four characters a token).
+        need: u64,
+        /// The provider's limit, from its headers.
+        limit: u64,
+        /// What is counted: `requests`, `tokens`, `input tokens` or `output tokens`.
+        unit: &'static str,
+    },
     /// The call cache (a SQLite file) could not be opened, read or written.
     #[error("call cache {}: {message}", path.display())]
     Cache {

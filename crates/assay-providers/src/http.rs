@@ -1,7 +1,12 @@
 //! What the HTTP clients share: the API key type and how it is sent ([`AuthScheme`]), one JSON
-//! POST with error mapping, `retry-after` parsing, the batching loop of the embedders, and
-//! reassembling indexed vectors. Wire formats stay in each client's module.
+//! POST with error mapping, `retry-after` and rate-limit header parsing, the batching loop of
+//! the embedders, and reassembling indexed vectors. Wire formats stay in each client's module.
+//!
+//! Rate-limit headers reach the call wrapper without changing any client's answer type: the
+//! wrapper runs a request inside [`observing`], and every response (success or error) records
+//! what its headers said there ([`RateHeaders`]).
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::OnceLock;
@@ -14,7 +19,35 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::embed::{Embeddings, Usage, l2_normalize};
+use crate::limit::{LimitKind, LimitObservation, RateHeaders};
 use crate::{ProviderError, ProviderErrorKind};
+
+tokio::task_local! {
+    /// What the last response of the request being observed said about the provider's limits.
+    static OBSERVED: RefCell<Option<RateHeaders>>;
+}
+
+/// Runs `request` and returns its output with what the last response it received said about
+/// the provider's rate limits (`None` when no response described any).
+pub(crate) async fn observing<F: Future>(request: F) -> (F::Output, Option<RateHeaders>) {
+    OBSERVED
+        .scope(RefCell::new(None), async move {
+            let output = request.await;
+            let seen = OBSERVED.with(|cell| cell.borrow_mut().take());
+            (output, seen)
+        })
+        .await
+}
+
+/// Records `headers` for the enclosing [`observing`], if any. Reset times given as instants
+/// (Anthropic's) are taken relative to `sent`, when the request left: the provider states its
+/// limits as of admitting the request, and the answer's own latency must not shorten them.
+fn record_rate_headers(headers: &HeaderMap, sent: SystemTime) {
+    let seen = parse_rate_headers(headers, sent);
+    if !seen.is_empty() {
+        let _ = OBSERVED.try_with(|cell| *cell.borrow_mut() = Some(seen));
+    }
+}
 
 /// An API key. It is read from the environment, sent only in its authentication header
 /// (`Authorization: Bearer …` or Anthropic's `x-api-key`, marked sensitive), and never shown:
@@ -164,9 +197,11 @@ impl Http {
             let (name, value) = key.header(self.scheme)?;
             request = request.header(name, value);
         }
+        let sent = SystemTime::now();
         let response = request.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status();
         let retry_after = parse_retry_after(response.headers(), SystemTime::now());
+        record_rate_headers(response.headers(), sent);
         let bytes = response.bytes().await;
         if !status.is_success() {
             let message = match &bytes {
@@ -299,6 +334,149 @@ pub(crate) fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// The rate limits a response describes: OpenAI's `x-ratelimit-limit-requests`,
+/// `x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests` (a duration such as `6m0s`,
+/// `1.5s` or `20ms`) and the same for `tokens`; Anthropic's
+/// `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
+/// (the reset an RFC 3339 time, relative to `now`). A limit without both its size and what
+/// remains is left out.
+pub(crate) fn parse_rate_headers(headers: &HeaderMap, now: SystemTime) -> RateHeaders {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let number = |name: &str| {
+        header(name)
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    let mut limits = Vec::new();
+    for (kind, part) in [
+        (LimitKind::Requests, "requests"),
+        (LimitKind::Tokens, "tokens"),
+    ] {
+        if let (Some(limit), Some(remaining)) = (
+            number(&format!("x-ratelimit-limit-{part}")),
+            number(&format!("x-ratelimit-remaining-{part}")),
+        ) {
+            limits.push(LimitObservation {
+                kind,
+                limit,
+                remaining,
+                reset: header(&format!("x-ratelimit-reset-{part}")).and_then(parse_go_duration),
+            });
+        }
+    }
+    for (kind, part) in [
+        (LimitKind::Requests, "requests"),
+        (LimitKind::Tokens, "tokens"),
+        (LimitKind::InputTokens, "input-tokens"),
+        (LimitKind::OutputTokens, "output-tokens"),
+    ] {
+        if let (Some(limit), Some(remaining)) = (
+            number(&format!("anthropic-ratelimit-{part}-limit")),
+            number(&format!("anthropic-ratelimit-{part}-remaining")),
+        ) {
+            let reset = header(&format!("anthropic-ratelimit-{part}-reset"))
+                .and_then(parse_rfc3339)
+                .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO));
+            limits.push(LimitObservation {
+                kind,
+                limit,
+                remaining,
+                reset,
+            });
+        }
+    }
+    RateHeaders { limits }
+}
+
+/// A duration as OpenAI writes it (Go's format): `6m0s`, `1h2m3.5s`, `1.5s`, `20ms`, `100us`,
+/// `0s`; a bare number is seconds.
+pub(crate) fn parse_go_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// An RFC 3339 time (`2026-11-25T06:33:53Z`, `2026-11-25T06:33:53.250+01:00`).
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    let (date, time) = text.split_once(['T', 't', ' '])?;
+    let mut ymd = date.splitn(3, '-');
+    let year: i64 = ymd.next()?.parse().ok()?;
+    let month: i64 = ymd.next()?.parse().ok()?;
+    let day: i64 = ymd.next()?.parse().ok()?;
+    let (clock, offset_secs) = if let Some(clock) = time.strip_suffix(['Z', 'z']) {
+        (clock, 0i64)
+    } else {
+        let at = time.rfind(['+', '-'])?;
+        let (clock, offset) = time.split_at(at);
+        let sign = if offset.starts_with('-') { -1 } else { 1 };
+        let (h, m) = offset[1..].split_once(':')?;
+        (
+            clock,
+            sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60),
+        )
+    };
+    let mut hms = clock.splitn(3, ':');
+    let h: i64 = hms.next()?.parse().ok()?;
+    let m: i64 = hms.next()?.parse().ok()?;
+    let s: f64 = hms.next()?.parse().ok()?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&m)
+        || !(0.0..61.0).contains(&s)
+    {
+        return None;
+    }
+    let whole = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 - offset_secs;
+    let secs = u64::try_from(whole).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs) + Duration::try_from_secs_f64(s).ok()?)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Parses an IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (the format RFC 9110 requires).
 fn parse_http_date(value: &str) -> Option<SystemTime> {
     let parts: Vec<&str> = value.split_ascii_whitespace().collect();
@@ -325,14 +503,7 @@ fn parse_http_date(value: &str) -> Option<SystemTime> {
     {
         return None;
     }
-    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = days_from_civil(year, month, day);
     let secs = u64::try_from(days * 86_400 + h * 3600 + m * 60 + s).ok()?;
     Some(UNIX_EPOCH + Duration::from_secs(secs))
 }
@@ -504,6 +675,104 @@ mod tests {
         assert_eq!(parse(&[("retry-after", "-3")]), None);
         assert_eq!(parse(&[("retry-after", "soon")]), None);
         assert_eq!(parse(&[]), None);
+    }
+
+    #[test]
+    fn go_durations() {
+        let d = |s| parse_go_duration(s);
+        assert_eq!(d("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(d("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(d("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(d("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(d("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
+        assert_eq!(d("250us"), Some(Duration::from_micros(250)));
+        assert_eq!(d("0s"), Some(Duration::ZERO));
+        assert_eq!(d("2"), Some(Duration::from_secs(2)));
+        assert_eq!(d(""), None);
+        assert_eq!(d("3 fortnights"), None);
+        assert_eq!(d("ms"), None);
+    }
+
+    #[test]
+    fn rfc3339_times() {
+        let at = |s| parse_rfc3339(s).map(|t| t.duration_since(UNIX_EPOCH).unwrap().as_millis());
+        assert_eq!(at("1994-11-06T08:49:37Z"), Some(784_111_777_000));
+        assert_eq!(at("1994-11-06T08:49:37.250Z"), Some(784_111_777_250));
+        assert_eq!(at("1994-11-06T09:49:37+01:00"), Some(784_111_777_000));
+        assert_eq!(at("1994-11-06T07:49:37-01:00"), Some(784_111_777_000));
+        assert_eq!(at("1994-13-06T08:49:37Z"), None);
+        assert_eq!(at("yesterday"), None);
+    }
+
+    #[test]
+    fn rate_limit_headers_of_both_vendors() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let openai = parse_rate_headers(
+            &headers(&[
+                ("x-ratelimit-limit-requests", "60"),
+                ("x-ratelimit-remaining-requests", "59"),
+                ("x-ratelimit-reset-requests", "1s"),
+                ("x-ratelimit-limit-tokens", "150000"),
+                ("x-ratelimit-remaining-tokens", "149984"),
+                ("x-ratelimit-reset-tokens", "6ms"),
+            ]),
+            now,
+        );
+        assert_eq!(
+            openai.limits,
+            vec![
+                LimitObservation {
+                    kind: LimitKind::Requests,
+                    limit: 60.0,
+                    remaining: 59.0,
+                    reset: Some(Duration::from_secs(1)),
+                },
+                LimitObservation {
+                    kind: LimitKind::Tokens,
+                    limit: 150_000.0,
+                    remaining: 149_984.0,
+                    reset: Some(Duration::from_millis(6)),
+                },
+            ]
+        );
+        let anthropic = parse_rate_headers(
+            &headers(&[
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("anthropic-ratelimit-requests-remaining", "49"),
+                (
+                    "anthropic-ratelimit-requests-reset",
+                    "1994-11-06T08:49:38.200Z",
+                ),
+                ("anthropic-ratelimit-input-tokens-limit", "40000"),
+                ("anthropic-ratelimit-input-tokens-remaining", "39000"),
+                ("anthropic-ratelimit-output-tokens-limit", "8000"),
+                ("anthropic-ratelimit-output-tokens-remaining", "7000"),
+                (
+                    "anthropic-ratelimit-output-tokens-reset",
+                    "1994-11-06T08:49:30Z",
+                ),
+            ]),
+            now,
+        );
+        let kinds: Vec<_> = anthropic.limits.iter().map(|l| l.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                LimitKind::Requests,
+                LimitKind::InputTokens,
+                LimitKind::OutputTokens
+            ]
+        );
+        assert_eq!(anthropic.limits[0].reset, Some(Duration::from_millis(1200)));
+        assert_eq!(anthropic.limits[1].reset, None);
+        assert_eq!(
+            anthropic.limits[2].reset,
+            Some(Duration::ZERO),
+            "in the past"
+        );
+        assert!(
+            parse_rate_headers(&headers(&[("x-ratelimit-limit-requests", "9")]), now).is_empty()
+        );
     }
 
     #[test]

@@ -24,7 +24,9 @@
 //! * The call wrapper ([`Guarded`] with a [`CallContext`]): every provider call goes through it,
 //!   and it owns what the clients do not — a minimum interval between call starts and a
 //!   concurrency limit ([`CallPolicy`]), retries with exponential backoff and full jitter that
-//!   honour `retry-after`, a content-addressed SQLite cache of responses ([`CallCache`], in
+//!   honour `retry-after`, the provider's rate limits (adaptive concurrency per model, a gate
+//!   after a 429, pacing by the provider's rate-limit headers: [`limit`], [`RateLimits`]; a 429
+//!   does not spend a retry), a content-addressed SQLite cache of responses ([`CallCache`], in
 //!   [`CacheMode`] `off`, `read-write` or `replay`), and per-model counts, tokens, latency and
 //!   cost ([`Accounting`], [`AccountingSnapshot`]). The clients never retry or cache.
 //! * [`ProviderError`]: a [`ProviderErrorKind`] plus [`ProviderError::is_retryable`] and, once a
@@ -60,6 +62,7 @@ mod error;
 #[cfg(feature = "local")]
 mod hf;
 mod http;
+pub mod limit;
 mod llm_rerank;
 #[cfg(feature = "local")]
 mod local;
@@ -74,7 +77,7 @@ pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
 pub use builtin::HashedNgramEmbedder;
 pub use call::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
-    Guarded, ModelStats, Price, cache_key, is_transient, price,
+    Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle, is_transient, price,
 };
 pub use chat::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, OutputSchema, Role, ToolCall, ToolChoice,
@@ -85,6 +88,7 @@ pub use error::{ProviderError, ProviderErrorKind};
 #[cfg(feature = "local")]
 pub use hf::{HfEmbedder, hf_cache_dir, hf_file_url};
 pub use http::ApiKey;
+pub use limit::{LimitKind, LimitStatus, RateLimits, RequestCost};
 pub use llm_rerank::LlmReranker;
 #[cfg(feature = "local")]
 pub use local::{DEFAULT_MAX_SEQ_LENGTH, LOCAL_DEFAULT_BATCH, LocalEmbedder, MODEL_FILES};

@@ -18,10 +18,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::ProviderError;
 use crate::chat::{ChatModel, ChatRequest};
 use crate::rerank::{Ranked, RerankDocument, Reranker, Reranking};
 use crate::structured::{SchemaCheck, ask_structured};
+use crate::{ProviderError, RequestCost};
 
 /// The system prompt of every reranking call.
 const SYSTEM_PROMPT: &str = "You are a precise search-relevance judge. You rank knowledge-base \
@@ -153,16 +153,37 @@ impl Reranker for LlmReranker {
         &self.name
     }
 
+    fn request_cost(&self, query: &str, documents: &[RerankDocument], top_k: usize) -> RequestCost {
+        RequestCost::of_chat(&LlmReranker::request(query, documents, top_k))
+    }
+
     async fn rerank(
         &self,
         query: &str,
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError> {
+        self.rerank_sample(query, documents, top_k, 0).await
+    }
+
+    fn is_stochastic(&self) -> bool {
+        true
+    }
+
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
         if documents.is_empty() || top_k == 0 {
             return Ok(Reranking::default());
         }
-        let request = LlmReranker::request(query, documents, top_k);
+        let mut request = LlmReranker::request(query, documents, top_k);
+        if sample > 0 {
+            request.seed = Some(u64::from(sample));
+        }
         let schema = schema()?;
         let answer = ask_structured::<RankedIds>(
             self.chat.as_ref(),

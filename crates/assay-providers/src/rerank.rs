@@ -5,7 +5,7 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ProviderError, Usage};
+use crate::{ProviderError, RequestCost, Usage};
 
 /// A candidate to rerank: a knowledge-base entity's id and the text the reranker sees.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +57,20 @@ pub trait Reranker: fmt::Debug + Send + Sync {
     /// The name: `voyage/rerank-2.5`, `llm:anthropic/claude-haiku-4-5`, …
     fn model(&self) -> &str;
 
+    /// What one call for `query` and `documents` is expected to use of the provider's token
+    /// limits, for the call wrapper's pacing. By default the characters of the query and the
+    /// documents, about four a token.
+    fn request_cost(&self, query: &str, documents: &[RerankDocument], top_k: usize) -> RequestCost {
+        let _ = top_k;
+        RequestCost::of_text(
+            query.len()
+                + documents
+                    .iter()
+                    .map(|d| d.id.len() + d.title.len() + d.summary.len() + 2)
+                    .sum::<usize>(),
+        )
+    }
+
     /// Reranks `documents` for `query` and keeps the best `top_k`.
     async fn rerank(
         &self,
@@ -64,4 +78,24 @@ pub trait Reranker: fmt::Debug + Send + Sync {
         documents: &[RerankDocument],
         top_k: usize,
     ) -> Result<Reranking, ProviderError>;
+
+    /// Whether two calls with the same input may answer differently (an LLM reranker), so that
+    /// repeating a run measures something.
+    fn is_stochastic(&self) -> bool {
+        false
+    }
+
+    /// [`Reranker::rerank`], sample `sample` of a repeated run (`assay run --repeat`): sample 0
+    /// is the plain call; a stochastic reranker makes each later sample a call of its own (its
+    /// own seed, its own cache entry). A deterministic one answers the same.
+    async fn rerank_sample(
+        &self,
+        query: &str,
+        documents: &[RerankDocument],
+        top_k: usize,
+        sample: u32,
+    ) -> Result<Reranking, ProviderError> {
+        let _ = sample;
+        self.rerank(query, documents, top_k).await
+    }
 }

@@ -76,6 +76,27 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         "  cases           {} ({} hard fails, {} errors)",
         s.total_tests, s.hard_fail_count, s.error_count
     );
+    if let Some(sem) = log.semantic.as_ref().filter(|r| r.repeats > 1) {
+        let interval = sem.average_interval.as_ref().map_or_else(String::new, |i| {
+            format!(" (95% CI {:.1}–{:.1})", i.low, i.high)
+        });
+        let unstable = if sem.unstable.is_empty() {
+            "no case changed its verdict".to_owned()
+        } else {
+            let shown: Vec<&str> = sem.unstable.iter().take(5).map(String::as_str).collect();
+            format!(
+                "{} unstable case(s): {}{}",
+                sem.unstable.len(),
+                shown.join(", "),
+                if sem.unstable.len() > 5 { ", …" } else { "" }
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  repeats         semantic ran {} times: average {:.1}{interval}; {unstable}",
+            sem.repeats, sem.average_score
+        );
+    }
     if let Some(src) = &s.expectation_sources {
         let _ = writeln!(
             out,

@@ -308,6 +308,11 @@ pub fn markdown(report: &ExperimentReport) -> String {
                 .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"))
         );
     }
+    let limits = crate::limits::markdown(&report.usage.rate_limits);
+    if !limits.is_empty() {
+        s.push('\n');
+        s.push_str(&limits);
+    }
     s
 }
 
@@ -458,6 +463,7 @@ mod tests {
                     cost_usd: None,
                 },
                 target_runs: 12,
+                rate_limits: Vec::new(),
             },
             estimate: None,
         }

@@ -273,6 +273,7 @@ pub fn body(log: &RunLog) -> String {
         );
     }
     failures(&mut out, log);
+    out.push_str(&crate::limits::html(&log.rate_limits, escape));
     if !log.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
         for w in &log.warnings {
@@ -673,6 +674,8 @@ pub(crate) mod tests {
                 is_hard_fail: true,
                 error: None,
                 ir: None,
+                repeat_scores: Vec::new(),
+                unstable: false,
             },
             SemanticCaseResult {
                 test_id: "S-2".into(),
@@ -700,6 +703,8 @@ pub(crate) mod tests {
                 is_hard_fail: false,
                 error: None,
                 ir: None,
+                repeat_scores: Vec::new(),
+                unstable: false,
             },
         ]);
         let pattern = PatternResults::from_results(vec![PatternCaseResult {
@@ -770,6 +775,7 @@ pub(crate) mod tests {
             settings: std::collections::BTreeMap::new(),
             kb: assay_core::rundiff::KbFingerprint::default(),
             baseline: None,
+            rate_limits: Vec::new(),
         }
     }
 

@@ -24,6 +24,7 @@ pub mod console;
 pub mod experiment;
 pub mod html;
 pub mod junit;
+mod limits;
 pub mod markdown;
 pub mod rundiff;
 mod select;

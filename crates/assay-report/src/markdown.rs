@@ -295,6 +295,7 @@ pub fn render(log: &RunLog) -> String {
     }
 
     failures(&mut out, log);
+    out.push_str(&crate::limits::markdown(&log.rate_limits));
 
     if !log.warnings.is_empty() {
         let _ = writeln!(out, "## Warnings\n");

@@ -538,6 +538,11 @@ pub fn markdown(report: &SimReport) -> String {
             );
         }
     }
+    let limits = crate::limits::markdown(&report.rate_limits);
+    if !limits.is_empty() {
+        md.push('\n');
+        md.push_str(&limits);
+    }
     md
 }
 
@@ -908,6 +913,7 @@ mod tests {
             usage: Vec::new(),
             judge: None,
             baseline: None,
+            rate_limits: Vec::new(),
         }
     }
 

@@ -762,6 +762,7 @@ fn aggregate(
         usage: Vec::new(),
         judge,
         baseline: None,
+        rate_limits: Vec::new(),
     }
 }
 

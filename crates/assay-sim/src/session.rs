@@ -61,6 +61,9 @@ pub struct SimObserver {
     pub start: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     /// Each finished run.
     pub finished: Option<RunCallback>,
+    /// The models' rate limiters, once they are built and before the first call (a progress
+    /// display says when a limit holds calls back).
+    pub limits: Option<Arc<dyn Fn(Arc<assay_providers::RateLimits>) + Send + Sync>>,
 }
 
 /// A finished simulation.
@@ -192,6 +195,9 @@ pub async fn simulate(
         judge: group.chat(judge_model),
     };
 
+    if let Some(limits) = &observer.limits {
+        limits(calls.limits());
+    }
     let runs_total = selected.len() as u64 * u64::from(request.repeat);
     if let Some(start) = &observer.start {
         start(runs_total);
@@ -242,6 +248,7 @@ pub async fn simulate(
             label, base, &report,
         ));
     }
+    report.rate_limits = calls.rate_limit_records();
 
     let snapshot = calls.usage();
     for name in [

@@ -44,6 +44,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             JournalMode::Start
         },
         save: !args.no_save,
+        repeat: args.repeat,
         baseline,
     };
     let show_progress =

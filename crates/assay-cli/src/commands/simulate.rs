@@ -2,12 +2,13 @@
 //! [`assay_sim::session`], a progress bar, and the rendering.
 
 use std::io::IsTerminal as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use assay_core::simulation::{Outcome, SimReport};
 use assay_harness::HarnessError;
 use assay_harness::results::write_replace;
+use assay_providers::RateLimits;
 use assay_report::simulation as report;
 use assay_sim::session::{SimObserver, SimRequest};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -15,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{out, runtime};
 use crate::args::{CompareArgs, SimulateArgs, SimulateCommand};
 use crate::exit::Exit;
+use crate::progress::LimitWatch;
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     if let Some(SimulateCommand::Compare(compare_args)) = &args.command {
@@ -62,19 +64,37 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
-    let (on_start, on_run) = (bar.clone(), bar.clone());
+    let (on_start, on_run, on_limits) = (bar.clone(), bar.clone(), bar.clone());
+    let message = Arc::new(Mutex::new(String::new()));
+    let last_run = Arc::clone(&message);
+    // Says so on the bar while a provider's rate limit holds calls back.
+    let watch: Arc<Mutex<Option<LimitWatch>>> = Arc::default();
+    let watching = Arc::clone(&watch);
     let observer = SimObserver {
         start: Some(Arc::new(move |total| on_start.set_length(total))),
         finished: Some(Arc::new(move |run| {
-            on_run.set_message(format!("{} #{}", run.scenario_id, run.repeat));
+            let text = format!("{} #{}", run.scenario_id, run.repeat);
+            text.clone_into(&mut last_run.lock().unwrap_or_else(PoisonError::into_inner));
+            on_run.set_message(text);
             on_run.inc(1);
         })),
+        limits: show_bar.then(|| {
+            let start: Arc<dyn Fn(Arc<RateLimits>) + Send + Sync> =
+                Arc::new(move |limits| {
+                    *watching.lock().unwrap_or_else(PoisonError::into_inner) = Some(
+                        LimitWatch::start(on_limits.clone(), limits, Arc::clone(&message)),
+                    );
+                });
+            start
+        }),
     };
     let done = runtime()?.block_on(assay_sim::session::simulate(
         &request,
         Arc::new(|name: &str| std::env::var(name).ok()),
         &observer,
-    ))?;
+    ));
+    drop(watch.lock().unwrap_or_else(PoisonError::into_inner).take());
+    let done = done?;
     bar.finish_and_clear();
     let report = &done.report;
     if args.json {

@@ -11,8 +11,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -25,6 +25,9 @@ pub struct Faults {
     pub poison: Option<String>,
     /// How long a "slow" fault sleeps (longer than the client's timeout).
     pub slow: Duration,
+    /// A token bucket on chat requests: (requests a second, burst). A refused request gets 429
+    /// with `retry-after-ms` and `x-ratelimit-*` headers; every answer carries the headers.
+    pub limit: Option<(f64, f64)>,
 }
 
 /// Counters of what the server saw.
@@ -34,6 +37,8 @@ pub struct Counts {
     pub chat: AtomicUsize,
     pub embeddings: AtomicUsize,
     pub faults: AtomicUsize,
+    /// Chat requests refused by the rate limit.
+    pub throttled: AtomicUsize,
 }
 
 pub struct FakeOpenAi {
@@ -82,6 +87,11 @@ impl FakeOpenAi {
         let counts = Arc::new(Counts::default());
         let stop = Arc::new(AtomicBool::new(false));
         let ids = Arc::new(ids);
+        let bucket = Arc::new(Mutex::new(
+            faults
+                .limit
+                .map(|(_, burst)| (burst, std::time::Instant::now())),
+        ));
         let faults = Arc::new(faults);
         let seq = Arc::new(AtomicU64::new(0));
         {
@@ -92,10 +102,15 @@ impl FakeOpenAi {
                         break;
                     }
                     let Ok(stream) = stream else { continue };
-                    let (counts, ids, faults, seq) =
-                        (counts.clone(), ids.clone(), faults.clone(), seq.clone());
+                    let (counts, ids, faults, seq, bucket) = (
+                        counts.clone(),
+                        ids.clone(),
+                        faults.clone(),
+                        seq.clone(),
+                        bucket.clone(),
+                    );
                     thread::spawn(move || {
-                        let _ = serve(stream, &counts, &ids, &faults, &seq);
+                        let _ = serve(stream, &counts, &ids, &faults, &seq, &bucket);
                     });
                 }
             });
@@ -122,12 +137,47 @@ fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) -> std
     stream.flush()
 }
 
+/// The rate limit's verdict on a chat request: `Err` with the 429's extra headers, or `Ok` with
+/// the headers of an answer. `bucket` is (level, when).
+fn admit(
+    faults: &Faults,
+    bucket: &Mutex<Option<(f64, std::time::Instant)>>,
+) -> Result<String, String> {
+    let Some((rate, burst)) = faults.limit else {
+        return Ok(String::new());
+    };
+    let mut bucket = bucket.lock().unwrap();
+    let Some((level, at)) = bucket.as_mut() else {
+        return Ok(String::new());
+    };
+    let now = std::time::Instant::now();
+    *level = (*level + rate * (now - *at).as_secs_f64()).min(burst);
+    *at = now;
+    let admitted = *level >= 1.0;
+    if admitted {
+        *level -= 1.0;
+    }
+    let reset_ms = ((burst - *level) / rate * 1000.0).ceil() as u64;
+    let headers = format!(
+        "x-ratelimit-limit-requests: {}\r\nx-ratelimit-remaining-requests: {}\r\nx-ratelimit-reset-requests: {reset_ms}ms\r\n",
+        burst as u64,
+        level.max(0.0).floor() as u64
+    );
+    if admitted {
+        Ok(headers)
+    } else {
+        let wait_ms = ((1.0 - *level) / rate * 1000.0).ceil() as u64;
+        Err(format!("{headers}retry-after-ms: {wait_ms}\r\n"))
+    }
+}
+
 fn serve(
     mut stream: TcpStream,
     counts: &Counts,
     ids: &[String],
     faults: &Faults,
     seq: &AtomicU64,
+    bucket: &Mutex<Option<(f64, std::time::Instant)>>,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -222,6 +272,18 @@ fn serve(
         return respond(&mut stream, "200 OK", "", &out.to_string());
     }
     if path.ends_with("/chat/completions") {
+        let limit_headers = match admit(faults, bucket) {
+            Ok(headers) => headers,
+            Err(headers) => {
+                counts.throttled.fetch_add(1, Ordering::SeqCst);
+                return respond(
+                    &mut stream,
+                    "429 Too Many Requests",
+                    &headers,
+                    r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+                );
+            }
+        };
         counts.chat.fetch_add(1, Ordering::SeqCst);
         let text: String = json["messages"]
             .as_array()
@@ -247,7 +309,7 @@ fn serve(
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 500, "completion_tokens": 40, "total_tokens": 540}
         });
-        return respond(&mut stream, "200 OK", "", &out.to_string());
+        return respond(&mut stream, "200 OK", &limit_headers, &out.to_string());
     }
     respond(
         &mut stream,

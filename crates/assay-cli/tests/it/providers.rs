@@ -56,7 +56,8 @@ max_retries = 6
 
 /// The RunLog without what legitimately differs between two runs.
 fn comparable(mut log: serde_json::Value) -> serde_json::Value {
-    for key in ["timestamp", "duration_ms", "run_id"] {
+    // `rate_limits` accounts for the requests sent, which a replay does not send.
+    for key in ["timestamp", "duration_ms", "run_id", "rate_limits"] {
         log.as_object_mut().unwrap().remove(key);
     }
     log
@@ -93,6 +94,7 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
             rate_percent: 30,
             poison: Some(poisoned_prompt),
             slow: Duration::from_millis(1500),
+            limit: None,
         },
     );
     configure(&project, &faulty, "cache = \"off\"");
@@ -156,6 +158,60 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
     assert_eq!(grouped[2].trim(), poisoned_id, "{grouped:?}");
 }
 
+/// Issue 23: a provider that rate-limits (a bucket of 5, 200 requests a second) and four
+/// times the concurrency it takes: every case is answered, nothing errors, and the run's
+/// summary, RunLog and reports say how the limit shaped the calls.
+#[test]
+fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(
+        entity_ids(&project),
+        Faults {
+            limit: Some((200.0, 5.0)),
+            ..Faults::default()
+        },
+    );
+    configure(&project, &server, "cache = \"off\"\nmax_concurrency = 16");
+    let run = project.assay_env(&["run", "--concurrency", "16"], &[KEY]);
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    let throttled = server
+        .counts
+        .throttled
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        throttled > 0,
+        "the first 16 calls cannot all fit a bucket of 5"
+    );
+
+    let saved = project.results();
+    let log_file = saved.iter().find(|f| f.starts_with("results_")).unwrap();
+    let log = project.json(&format!("results/{log_file}"));
+    assert_eq!(log["summary"]["error_count"], 0, "every case is answered");
+    assert_eq!(semantic_results(&log).len(), 94);
+    let limits = log["rate_limits"].as_array().expect("rate_limits");
+    let reranker = limits
+        .iter()
+        .find(|r| r["throttled"].as_u64() > Some(0))
+        .expect("the reranker's record");
+    assert_eq!(reranker["throttled"].as_u64(), Some(throttled as u64));
+    assert_eq!(reranker["ceiling"], 16);
+    assert!(
+        reranker["min_concurrency"].as_u64() < Some(16),
+        "{reranker}"
+    );
+    assert!(reranker["requests"].as_u64() >= Some(94 + throttled as u64));
+
+    // The summary and the Markdown report show it.
+    assert!(run.stdout.contains("rate limits: "), "{}", run.stdout);
+    assert!(run.stdout.contains("answered 429/529 (no retry spent)"));
+    let report = saved
+        .iter()
+        .find(|f| f.starts_with("report_") && f.ends_with(".md"))
+        .unwrap();
+    let md = project.read(&format!("results/{report}"));
+    assert!(md.contains("## Rate limits"), "{md}");
+}
+
 #[test]
 fn a_replayed_run_is_identical_and_makes_no_calls() {
     let project = Scratch::example();
@@ -171,6 +227,17 @@ fn a_replayed_run_is_identical_and_makes_no_calls() {
     assert_eq!(replayed.code, recorded.code, "{replayed:?}");
     assert_eq!(server.requests(), calls, "replay made network calls");
     assert_eq!(comparable(replayed.json()), comparable(recorded.json()));
+    // The recording run says how the provider's limits shaped its calls; the replay sent none.
+    let limits = recorded.json()["rate_limits"].clone();
+    assert!(
+        limits
+            .as_array()
+            .is_some_and(|l| l.iter().any(|r| r["requests"].as_u64() >= Some(94)
+                && r["throttled"] == 0
+                && r["concurrency"] == r["ceiling"])),
+        "{limits}"
+    );
+    assert!(replayed.json().get("rate_limits").is_none());
 
     // A case the cache has never seen is an error naming the request, not a silent score.
     project.edit(
@@ -210,6 +277,7 @@ fn an_interrupted_run_resumes_without_redoing_finished_cases() {
             rate_percent: 0,
             poison: None,
             slow: Duration::ZERO,
+            limit: None,
         },
     );
     // One case at a time, 100 ms apart: slow enough to interrupt.
@@ -270,4 +338,72 @@ fn an_interrupted_run_resumes_without_redoing_finished_cases() {
     let again = project.assay_env(&["run", "--resume", "--no-save"], &[KEY]);
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("no interrupted run"), "{again:?}");
+}
+
+/// Issue 18: `--repeat K` with an LLM reranker runs each semantic case K times, each repeat its
+/// own call and cache entry; a replay of the same run makes no call. Without a stochastic stage
+/// it is refused.
+#[test]
+fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(entity_ids(&project), Faults::default());
+    configure(&project, &server, "");
+    let run = project.assay_env(
+        &[
+            "run",
+            "--banks",
+            "semantic",
+            "--repeat",
+            "3",
+            "--json",
+            "--no-save",
+        ],
+        &[KEY],
+    );
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    let log = run.json();
+    assert_eq!(log["semantic"]["repeats"], 3);
+    let results = semantic_results(&log);
+    assert_eq!(results.len(), 94);
+    for r in results {
+        let scores = r["repeat_scores"].as_array().unwrap();
+        assert_eq!(scores.len(), 3, "{r}");
+        // The scripted reranker answers the same each time: the mean is each repeat's score.
+        assert!(scores.iter().all(|s| s == &r["score"]), "{r}");
+        assert!(r.get("unstable").is_none(), "{r}");
+    }
+    assert!(log["semantic"]["average_interval"]["low"].is_number());
+    let chat = server.counts.chat.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(chat, 3 * 94, "one reranker call per case and repeat");
+    // The same repeated run again: every repeat comes from the cache.
+    let again = project.assay_env(
+        &[
+            "run",
+            "--banks",
+            "semantic",
+            "--repeat",
+            "3",
+            "--json",
+            "--no-save",
+            "--cache",
+            "replay",
+        ],
+        &[KEY],
+    );
+    assert!(matches!(again.code, 0 | 1), "{again:?}");
+    assert_eq!(
+        server.counts.chat.load(std::sync::atomic::Ordering::SeqCst),
+        chat
+    );
+    assert_eq!(semantic_results(&again.json()), results);
+
+    // No stochastic stage: refused, nothing run.
+    let plain = Scratch::example();
+    let refused = plain.assay(&["run", "--repeat", "2"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("no stochastic stage"),
+        "{}",
+        refused.stderr
+    );
 }

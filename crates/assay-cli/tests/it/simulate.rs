@@ -270,7 +270,7 @@ fn openai_wire_format_with_repeats_reports_spread_and_pass_k() {
 /// The parts of a report that must not change between a recorded run and its replay.
 fn stable(report: &Value) -> Value {
     let mut r = report.clone();
-    for key in ["generated_at", "duration_ms", "usage"] {
+    for key in ["generated_at", "duration_ms", "usage", "rate_limits"] {
         r.as_object_mut().unwrap().remove(key);
     }
     for run in r["runs"].as_array_mut().unwrap() {

@@ -10,6 +10,7 @@ mod errors;
 mod local;
 mod openai;
 mod openai_chat;
+mod ratelimit;
 mod registry;
 mod rerank;
 mod secrets;

@@ -1019,6 +1019,7 @@ fn usage_section(out: &mut String, r: &ExperimentReport) {
             usd(e.cost_usd())
         );
     }
+    out.push_str(&crate::limits::html(&r.usage.rate_limits, escape));
 }
 
 fn promotion(out: &mut String, r: &ExperimentReport, links: &dyn Links) {

@@ -444,9 +444,13 @@ fn all_runs(out: &mut String, report: &SimReport, links: &dyn SimLinks) {
 }
 
 fn usage(out: &mut String, report: &SimReport) {
-    if report.usage.is_empty() {
-        return;
+    if !report.usage.is_empty() {
+        usage_table(out, report);
     }
+    out.push_str(&crate::limits::html(&report.rate_limits, escape));
+}
+
+fn usage_table(out: &mut String, report: &SimReport) {
     out.push_str("<h2 id=\"usage\">Model usage</h2>\n<table><thead><tr><th>Model</th><th class=\"num\">Calls</th><th class=\"num\">From cache</th><th class=\"num\">Input tokens</th><th class=\"num\">Output tokens</th><th class=\"num\">Cost</th></tr></thead><tbody>\n");
     for u in &report.usage {
         let _ = writeln!(

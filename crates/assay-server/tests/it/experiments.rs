@@ -63,7 +63,7 @@ async fn the_list_and_an_experiment_show_status_charts_trials_prompts_and_verdic
         1,
         "the baseline's square"
     );
-    assert_eq!(count(pareto, "class=\"front key\""), 1, "the legend");
+    assert_eq!(count(pareto, "class=\"key key-front\""), 1, "the legend");
     assert!(pareto.contains(">baseline</text>"));
     assert!(pareto.contains("best (trial"));
     // History: a chart per objective with the best-so-far line.
