@@ -36,7 +36,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -44,10 +44,10 @@ impl Rng {
         z ^ (z >> 31)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -294,7 +294,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             let e = &trials[earlier];
             t.outcome = TrialOutcome::Duplicate;
             t.duplicate_of = Some(earlier);
-            t.values = e.values.clone();
+            t.values.clone_from(&e.values);
             t.metrics = e.metrics;
             t.duration_s = 0.0;
         } else if spec.racing && number > 0 && number % 9 == 0 {

@@ -627,17 +627,17 @@ pub struct CheckTally {
 pub fn check_tally(report: &SimReport) -> Vec<CheckTally> {
     let mut out: Vec<CheckTally> = Vec::new();
     for c in report.runs.iter().flat_map(|r| r.checks.iter()) {
-        let i = match out.iter().position(|t| t.name == c.name) {
-            Some(i) => i,
-            None => {
+        let i = out
+            .iter()
+            .position(|t| t.name == c.name)
+            .unwrap_or_else(|| {
                 out.push(CheckTally {
                     name: c.name.clone(),
                     advisory: c.advisory,
                     ..CheckTally::default()
                 });
                 out.len() - 1
-            }
-        };
+            });
         let t = &mut out[i];
         match c.status {
             CheckStatus::Passed => t.passed += 1,
@@ -1040,7 +1040,7 @@ mod tests {
         })
     }
 
-    fn report(runs: Vec<Value>) -> SimReport {
+    fn report(runs: &[Value]) -> SimReport {
         serde_json::from_value(serde_json::json!({
             "schema_version": SIM_SCHEMA_VERSION, "suite": "s", "model": "m",
             "simulator_model": "u", "evaluator_model": "j", "generated_at": "t",
@@ -1061,7 +1061,7 @@ mod tests {
 
     #[test]
     fn the_heat_map_averages_scored_runs_per_scenario_and_criterion() {
-        let r = report(vec![
+        let r = report(&[
             run("a", "pass", 9.0, "passed"),
             run("a", "fail", 5.0, "failed"),
             // Simulator faults are left out of every mean, as errors are.

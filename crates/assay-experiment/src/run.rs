@@ -548,7 +548,7 @@ fn open_journal<'a>(
             )));
         }
         let (old, entries) = read_journal(&path)?;
-        replay.started = old.started.clone();
+        replay.started.clone_from(&old.started);
         let diffs = header_differences(&old, header);
         if !diffs.is_empty() {
             return Err(RunError::Usage(format!(

@@ -426,9 +426,8 @@ fn live_progress(
         .iter()
         .max_by_key(|t| t.number)
         .filter(|t| t.outcome == TrialOutcome::Failed);
-    let error_logs = std::fs::read_dir(layout.error_logs())
-        .map(|rd| rd.filter_map(Result::ok).count())
-        .unwrap_or(0);
+    let error_logs =
+        std::fs::read_dir(layout.error_logs()).map_or(0, |rd| rd.filter_map(Result::ok).count());
     let (state, note) = match (&holder, last_failed) {
         (Some(_), _) => (ExperimentState::Running, None),
         (None, Some(t)) => (

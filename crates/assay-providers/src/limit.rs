@@ -276,7 +276,7 @@ impl RateLimits {
 // One limiter
 
 /// Why a request cannot be sent yet, or ever.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Blocked {
     /// The provider's limits would hold it past the call's time bound.
     PastDeadline,

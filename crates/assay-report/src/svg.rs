@@ -119,10 +119,10 @@ impl Plot {
         let _ = write!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"axis\">{}</text><text transform=\"translate(12 {:.1}) rotate(-90)\" text-anchor=\"middle\" class=\"axis\">{}</text>",
-            (x0 + x1) / 2.0,
+            f64::midpoint(x0, x1),
             h - 6.0,
             escape(x_label),
-            (y0 + y1) / 2.0,
+            f64::midpoint(y0, y1),
             escape(y_label)
         );
     }

@@ -506,15 +506,15 @@ fn start_optimize(project: &Path, log: &Path) -> Kill {
 async fn lab(client: &Client, base: &str, project: &Path, dir: &Path) {
     use crate::ui_fixtures::{ExperimentSpec, SimulationSpec, write_experiment, write_simulation};
     let mut spec = ExperimentSpec::new("exp_fixture", 40);
-    spec.inject = INJECT.to_owned();
+    INJECT.clone_into(&mut spec.inject);
     let report = write_experiment(project, &spec);
     for (stamp, model, seed) in [
         ("20261125_093000", "anthropic/coach-a", 1),
         ("20261126_093000", "openai/coach-b", 5),
     ] {
         let mut sim = SimulationSpec::new(stamp, 6, 4, 10);
-        sim.inject = INJECT.to_owned();
-        sim.model = model.to_owned();
+        INJECT.clone_into(&mut sim.inject);
+        model.clone_into(&mut sim.model);
         sim.seed = seed;
         write_simulation(project, &sim);
     }

@@ -496,9 +496,9 @@ fn comparisons(out: &mut String, page: &Page<'_>, links: &dyn Links) {
             }
         }
         out.push_str("</ul>\n");
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<h3 id=\"changes-{}\">{} set: cases that changed ({})</h3>\n",
+            "<h3 id=\"changes-{}\">{} set: cases that changed ({})</h3>",
             escape(&c.set),
             escape(&c.set),
             c.changes.len()
@@ -530,55 +530,58 @@ fn comparisons(out: &mut String, page: &Page<'_>, links: &dyn Links) {
     }
 }
 
-/// Objective `i` per trial, with the best so far.
-fn history(r: &ExperimentReport, i: usize, links: &dyn Links) -> String {
-    let name = objective_name(r, i);
-    let max = maximize(r, i);
+/// Objective number `objective` per trial, with the best so far.
+fn history(r: &ExperimentReport, objective: usize, links: &dyn Links) -> String {
+    let name = objective_name(r, objective);
+    let max = maximize(r, objective);
     let valued: Vec<(&TrialRecord, f64)> = r
         .trials
         .iter()
-        .filter_map(|t| t.values.get(i).map(|v| (t, *v)))
+        .filter_map(|t| t.values.get(objective).map(|value| (t, *value)))
         .collect();
     let last = r.trials.iter().map(|t| t.number).max().unwrap_or(0);
     let plot = Plot::new(
         520.0,
         250.0,
         (0.0, (last.max(1)) as f64),
-        svg::range(valued.iter().map(|(_, v)| *v)),
+        svg::range(valued.iter().map(|(_, value)| *value)),
     );
-    let mut s = format!("<figure><figcaption>{}</figcaption>", escape(&name));
+    let mut out = format!("<figure><figcaption>{}</figcaption>", escape(&name));
     plot.open(
-        &mut s,
-        &format!("history-{i}"),
+        &mut out,
+        &format!("history-{objective}"),
         &format!("{name} per trial, with the best so far"),
         "trial",
         &name,
     );
     // The best so far, as a step line.
     let mut best: Option<f64> = None;
-    let mut d = String::new();
-    for (t, v) in &valued {
-        let better = best.is_none_or(|b| if max { *v > b } else { *v < b });
-        let (x, y) = (plot.px(t.number as f64), plot.py(*v));
+    let mut path = String::new();
+    for (t, value) in &valued {
+        let better = best.is_none_or(|prev| if max { *value > prev } else { *value < prev });
+        let (x, y) = (plot.px(t.number as f64), plot.py(*value));
         match best {
             None => {
-                let _ = write!(d, "M{x:.1} {y:.1}");
+                let _ = write!(path, "M{x:.1} {y:.1}");
             }
-            Some(b) if better => {
-                let _ = write!(d, "L{x:.1} {:.1}L{x:.1} {y:.1}", plot.py(b));
+            Some(prev) if better => {
+                let _ = write!(path, "L{x:.1} {:.1}L{x:.1} {y:.1}", plot.py(prev));
             }
             _ => {}
         }
         if better {
-            best = Some(*v);
+            best = Some(*value);
         }
     }
-    if let Some(b) = best {
-        let _ = write!(d, "L{:.1} {:.1}", plot.px(last as f64), plot.py(b));
-        let _ = write!(s, "<path class=\"best-line\" d=\"{d}\" fill=\"none\"/>");
+    if let Some(prev) = best {
+        let _ = write!(path, "L{:.1} {:.1}", plot.px(last as f64), plot.py(prev));
+        let _ = write!(
+            out,
+            "<path class=\"best-line\" d=\"{path}\" fill=\"none\"/>"
+        );
     }
-    for (t, v) in &valued {
-        let (x, y) = (plot.px(t.number as f64), plot.py(*v));
+    for (t, value) in &valued {
+        let (x, y) = (plot.px(t.number as f64), plot.py(*value));
         let (shape, class) = if t.number == 0 && is_baseline_trial(t) {
             (Shape::Square, "baseline")
         } else if t.outcome == TrialOutcome::Duplicate {
@@ -586,17 +589,17 @@ fn history(r: &ExperimentReport, i: usize, links: &dyn Links) -> String {
         } else {
             (Shape::Dot, "trial")
         };
-        let mut m = String::new();
+        let mut mark = String::new();
         svg::marker(
-            &mut m,
+            &mut mark,
             shape,
             x,
             y,
             3.2,
             class,
-            &format!("trial {}: {}", t.number, svg::num(*v)),
+            &format!("trial {}: {}", t.number, svg::num(*value)),
         );
-        s.push_str(&wrap_link(links.trial(t.number), m));
+        out.push_str(&wrap_link(links.trial(t.number), mark));
     }
     let floor = plot.height - plot.bottom - 4.0;
     for t in r
@@ -604,9 +607,9 @@ fn history(r: &ExperimentReport, i: usize, links: &dyn Links) -> String {
         .iter()
         .filter(|t| t.outcome == TrialOutcome::Pruned)
     {
-        let mut m = String::new();
+        let mut mark = String::new();
         svg::marker(
-            &mut m,
+            &mut mark,
             Shape::Cross,
             plot.px(t.number as f64),
             floor,
@@ -614,10 +617,18 @@ fn history(r: &ExperimentReport, i: usize, links: &dyn Links) -> String {
             "pruned",
             &format!("trial {}: pruned by racing", t.number),
         );
-        s.push_str(&wrap_link(links.trial(t.number), m));
+        out.push_str(&wrap_link(links.trial(t.number), mark));
     }
-    s.push_str("</svg></figure>");
-    s
+    out.push_str("</svg></figure>");
+    out
+}
+
+/// Each marker as a tag, a space before each.
+fn tags(marks: &[String]) -> String {
+    marks.iter().fold(String::new(), |mut out, m| {
+        let _ = write!(out, " <span class=\"tag\">{}</span>", escape(m));
+        out
+    })
 }
 
 fn wrap_link(href: Option<String>, inner: String) -> String {
@@ -883,10 +894,7 @@ fn trials_table(out: &mut String, page: &Page<'_>, links: &dyn Links, sort: &Sor
             link(links.trial(t.number), &t.number.to_string()),
             escape(&t.origin),
             outcome_word(t.outcome),
-            marks
-                .iter()
-                .map(|m| format!(" <span class=\"tag\">{}</span>", escape(m)))
-                .collect::<String>()
+            tags(&marks)
         );
         for a in &agents {
             let _ = write!(
@@ -936,9 +944,9 @@ pub fn diff_html(old: &str, new: &str) -> String {
             similar::ChangeTag::Equal => (" ", "same"),
         };
         let text = change.value();
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<span class=\"{class}\">{sign} {}</span>\n",
+            "<span class=\"{class}\">{sign} {}</span>",
             escape(text.strip_suffix('\n').unwrap_or(text))
         );
     }
@@ -1115,10 +1123,7 @@ pub fn trial_body(page: &Page<'_>, number: usize, links: &dyn Links) -> Option<S
         outcome_word(t.outcome),
         escape(&t.origin),
         t.duration_s,
-        markers(page, t)
-            .iter()
-            .map(|m| format!(" <span class=\"tag\">{}</span>", escape(m)))
-            .collect::<String>()
+        tags(&markers(page, t))
     );
     if let Some(n) = &t.note {
         let _ = writeln!(out, "<p class=\"notice\">{}</p>", escape(n));

@@ -101,25 +101,23 @@ fn state_cell(v: &ExperimentView) -> String {
 fn best_cell(v: &ExperimentView) -> String {
     let r = &v.report;
     if !r.comparisons.is_empty() {
-        return r
-            .comparisons
-            .iter()
-            .map(|c| {
-                let s = &c.significance;
-                let word = if s.correct_gain_significant || s.composite_gain_significant {
-                    "significant"
-                } else {
-                    "not significant"
-                };
-                format!(
-                    "<div><b>{}</b>: {} → {} <span class=\"tag\" title=\"{}\">{word}</span></div>",
-                    esc(&c.set),
-                    metrics_short(&c.baseline),
-                    metrics_short(&c.optimized),
-                    esc(&s.verdict)
-                )
-            })
-            .collect();
+        return r.comparisons.iter().fold(String::new(), |mut out, c| {
+            let s = &c.significance;
+            let word = if s.correct_gain_significant || s.composite_gain_significant {
+                "significant"
+            } else {
+                "not significant"
+            };
+            let _ = write!(
+                out,
+                "<div><b>{}</b>: {} → {} <span class=\"tag\" title=\"{}\">{word}</span></div>",
+                esc(&c.set),
+                metrics_short(&c.baseline),
+                metrics_short(&c.optimized),
+                esc(&s.verdict)
+            );
+            out
+        });
     }
     if r.baseline.cases.is_empty() {
         return "<span class=\"muted\">baseline not finished</span>".to_owned();

@@ -32,7 +32,7 @@ pub(super) fn router() -> Router<AppState> {
 /// The most reports one comparison takes.
 const MAX_COMPARED: usize = 8;
 
-fn data_error(e: DataError) -> UiError {
+fn data_error(e: &DataError) -> UiError {
     let status = if e.message.starts_with("no such simulation report") {
         StatusCode::NOT_FOUND
     } else {
@@ -43,7 +43,7 @@ fn data_error(e: DataError) -> UiError {
 
 fn load(dir: &std::path::Path, stamp: &str) -> Result<SimReport, UiError> {
     let path = report::path_of(dir, stamp).map_err(UiError::bad_request)?;
-    report::read(&path).map_err(data_error)
+    report::read(&path).map_err(|e| data_error(&e))
 }
 
 /// Each run's transcript page.
@@ -206,8 +206,7 @@ async fn transcript(
         )));
     };
     let transcript = match (&run.transcript, &file) {
-        (Some(t), _) => Ok(t),
-        (None, Some(Ok(t))) => Ok(t),
+        (Some(t), _) | (None, Some(Ok(t))) => Ok(t),
         (None, Some(Err(why))) => Err(why.clone()),
         (None, None) => Err("no transcript".to_owned()),
     };

@@ -14,7 +14,7 @@ const ORIGIN: &str = "http://127.0.0.1:8000";
 
 fn spec(name: &str, trials: usize) -> ExperimentSpec {
     let mut s = ExperimentSpec::new(name, trials);
-    s.inject = INJECT.to_owned();
+    INJECT.clone_into(&mut s.inject);
     s
 }
 

@@ -11,7 +11,7 @@ use crate::ui_fixtures::{SimulationSpec, write_simulation};
 
 fn spec(stamp: &str, scenarios: usize, repeat: u32) -> SimulationSpec {
     let mut s = SimulationSpec::new(stamp, scenarios, repeat, 8);
-    s.inject = INJECT.to_owned();
+    INJECT.clone_into(&mut s.inject);
     s
 }
 
@@ -161,16 +161,16 @@ async fn bad_simulation_files_are_clear_messages_never_500() {
         "/ui/simulations/20261125_093000/runs/{}/{}",
         run.scenario_id, run.repeat
     );
-    let t = get(&s, &uri, None).await;
-    assert_eq!(t.status, StatusCode::OK);
-    assert!(t.body.contains("<article class=\"turn"), "{}", t.body);
+    let page = get(&s, &uri, None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<article class=\"turn"), "{}", page.body);
     std::fs::remove_file(&file).unwrap();
-    let t = get(&s, &uri, None).await;
-    assert_eq!(t.status, StatusCode::OK, "{}", t.body);
-    assert!(t.body.contains("id=\"no-transcript\""));
-    assert!(t.body.contains("there is no transcript file at"));
+    let page = get(&s, &uri, None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("id=\"no-transcript\""));
+    assert!(page.body.contains("there is no transcript file at"));
     assert!(
-        t.body.contains("class=\"reasoning\""),
+        page.body.contains("class=\"reasoning\""),
         "the judgement is still shown"
     );
     let missing = get(&s, "/ui/simulations/20261125_093000/runs/nope/1", None).await;
