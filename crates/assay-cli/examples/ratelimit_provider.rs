@@ -177,7 +177,7 @@ fn go_duration(d: Duration) -> String {
 /// An RFC 3339 UTC time with milliseconds, `2026-11-25T06:33:53.250Z`.
 fn rfc3339(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
+    let secs = since.as_secs().cast_signed();
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // civil_from_days (Howard Hinnant).
     let z = days + 719_468;
@@ -275,7 +275,7 @@ fn candidate_ids(body: &Value, anthropic: bool) -> Option<Vec<String>> {
     Some(ids)
 }
 
-fn rerank_answer(body: &Value, anthropic: bool, ids: Vec<String>, input: u64) -> Response {
+fn rerank_answer(body: &Value, anthropic: bool, ids: &[String], input: u64) -> Response {
     let value = json!({"ranked_ids": ids});
     if anthropic {
         let name = body["tool_choice"]["name"].clone();
@@ -396,7 +396,7 @@ async fn chat(State(server): State<Shared>, uri: Uri, body: Bytes) -> Response {
     tokio::time::sleep(c.latency).await;
     server.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
     let mut response = match candidate_ids(&body, anthropic) {
-        Some(ids) => rerank_answer(&body, anthropic, ids, input),
+        Some(ids) => rerank_answer(&body, anthropic, &ids, input),
         None => {
             sim_provider::answer(
                 sim_provider::Behaviour::default(),
@@ -498,7 +498,8 @@ fn parse_args() -> Result<(u16, Config, Option<String>), String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    if !(config.rps > 0.0) {
+    // Written so that NaN is refused too.
+    if config.rps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return Err("--rps must be more than 0".into());
     }
     if config.request_burst <= 0.0 {

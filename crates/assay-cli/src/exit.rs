@@ -61,6 +61,10 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
             || e.downcast_ref::<assay_experiment::target::TargetError>()
                 .is_some_and(assay_experiment::target::TargetError::is_infrastructure)
             || e.is::<assay_experiment::tracking::TrackingError>()
+            || e.downcast_ref::<assay_experiment::session::SessionError>()
+                .is_some_and(assay_experiment::session::SessionError::is_infrastructure)
+            || e.downcast_ref::<assay_sim::session::SessionError>()
+                .is_some_and(assay_sim::session::SessionError::is_infrastructure)
     });
     ExitCode::from(if infrastructure { 3 } else { 2 })
 }

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// Shows a bar per bank.
 pub struct Bar {
     enabled: bool,
-    bar: Option<ProgressBar>,
+    current: Option<ProgressBar>,
     limits: Option<Arc<RateLimits>>,
     /// The bar's message without the rate-limit note (the last case finished).
     message: Arc<Mutex<String>>,
@@ -26,7 +26,7 @@ impl Bar {
     pub fn new(enabled: bool) -> Bar {
         Bar {
             enabled,
-            bar: None,
+            current: None,
             limits: None,
             message: Arc::default(),
             watch: None,
@@ -52,11 +52,11 @@ impl RunObserver for Bar {
                 Arc::clone(&self.message),
             ));
         }
-        self.bar = Some(bar);
+        self.current = Some(bar);
     }
 
     fn case_finished(&mut self, _bank: BankType, test_id: &str, _score: Option<u32>) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = &self.current {
             test_id.clone_into(&mut self.message.lock().unwrap_or_else(PoisonError::into_inner));
             bar.set_message(test_id.to_owned());
             bar.inc(1);
@@ -65,7 +65,7 @@ impl RunObserver for Bar {
 
     fn bank_finished(&mut self, _bank: BankType) {
         self.watch = None;
-        if let Some(bar) = self.bar.take() {
+        if let Some(bar) = self.current.take() {
             bar.finish_and_clear();
         }
     }

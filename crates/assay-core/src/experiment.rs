@@ -387,6 +387,11 @@ pub struct ExperimentReport {
     pub best_params: BTreeMap<String, usize>,
     /// Its prompts.
     pub best_prompts: BTreeMap<String, String>,
+    /// The baseline (production) prompts the experiment started from, by agent: what
+    /// `best_prompts` is compared with (empty in reports written before this field existed;
+    /// readers then take `baseline_prompts/` from the experiment's folder).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline_prompts: BTreeMap<String, String>,
     /// Step 3: the best prompts on the evaluation cases.
     pub evaluation: Option<StepResult>,
     /// The baseline on the evaluation cases (for the comparison).
@@ -398,6 +403,69 @@ pub struct ExperimentReport {
     /// The estimate printed before any call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
+}
+
+/// Where an experiment stands, as its folder shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExperimentState {
+    /// `assay optimize` holds the project lock for this experiment and is writing its journal.
+    Running,
+    /// The journal stops before the end and nothing is running it (killed, or stopped by the
+    /// budget): `--resume` continues it.
+    Interrupted,
+    /// A trial or step failed and the study halted (the error log says why).
+    Halted,
+    /// The report is written.
+    Finished,
+}
+
+impl ExperimentState {
+    /// `running`, `interrupted`, `halted` or `finished`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExperimentState::Running => "running",
+            ExperimentState::Interrupted => "interrupted",
+            ExperimentState::Halted => "halted",
+            ExperimentState::Finished => "finished",
+        }
+    }
+}
+
+impl std::fmt::Display for ExperimentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How far an experiment has got: what a page shows while it runs (read from its journal) and
+/// after it finished (from its report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentProgress {
+    /// Running, interrupted, halted or finished.
+    pub state: ExperimentState,
+    /// The step it is in (or stopped in): `baseline`, `optimization`, `evaluation`, `done`.
+    pub step: String,
+    /// Trials journaled so far (the baseline trial included).
+    pub trials_done: usize,
+    /// Trials asked for.
+    pub trials_requested: usize,
+    /// Seconds the rest of the study should take at the pace of its trials so far (running
+    /// experiments in the optimization step only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_seconds: Option<f64>,
+    /// USD spent so far, where the models' prices are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
+    /// When the journal (or the report) was last written (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<String>,
+    /// Who is running it (`pid 123, started …`), while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Why it halted, or what else a reader should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What a run is expected to consume, per role, before anything is called.

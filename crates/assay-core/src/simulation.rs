@@ -140,6 +140,13 @@ pub struct CheckResult {
     /// An advisory check is reported but does not decide the run's verdict.
     #[serde(default, skip_serializing_if = "is_false")]
     pub advisory: bool,
+    /// Where the state was read from, in words (`tool quest.get_state`, `resource …`,
+    /// `command …`); absent in reports written before this field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// What the check read (the state's JSON, cut at 2,000 characters), when it read anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 impl CheckResult {
@@ -552,6 +559,95 @@ pub fn failed_checks(run: &ScenarioRun) -> impl Iterator<Item = &CheckResult> {
         .filter(|c| c.status != CheckStatus::Passed)
 }
 
+/// One scenario's row of the criteria heat map: each criterion's mean score over the
+/// scenario's scored runs (in the report's criterion order; `None` where no scored run has it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriteriaRow {
+    /// The scenario.
+    pub scenario_id: String,
+    /// Its name.
+    pub scenario_name: String,
+    /// Per criterion of [`SimReport::criteria`], the mean and the number of scored runs.
+    pub cells: Vec<Option<(f64, u32)>>,
+}
+
+/// The criteria heat map: scenarios as rows, the report's criteria as columns, each cell the
+/// mean score over the scenario's scored runs (pass and fail; errors, simulator faults and
+/// uncertain runs are left out, as from every mean).
+pub fn criteria_by_scenario(report: &SimReport) -> Vec<CriteriaRow> {
+    report
+        .scenarios
+        .iter()
+        .map(|sc| {
+            let cells = report
+                .criteria
+                .iter()
+                .map(|c| {
+                    let scores: Vec<f64> = report
+                        .runs
+                        .iter()
+                        .filter(|r| r.scenario_id == sc.id && r.verdict.is_scored())
+                        .filter_map(|r| r.judgement.as_ref())
+                        .filter_map(|j| j.scores.iter().find(|s| s.id == c.id))
+                        .map(|s| s.score)
+                        .collect();
+                    (!scores.is_empty()).then(|| {
+                        (
+                            scores.iter().sum::<f64>() / scores.len() as f64,
+                            scores.len() as u32,
+                        )
+                    })
+                })
+                .collect();
+            CriteriaRow {
+                scenario_id: sc.id.clone(),
+                scenario_name: sc.name.clone(),
+                cells,
+            }
+        })
+        .collect()
+}
+
+/// How one expected-state check fared over a report's runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckTally {
+    /// The check's name.
+    pub name: String,
+    /// Advisory (reported, never deciding a verdict).
+    pub advisory: bool,
+    /// Runs where it passed.
+    pub passed: u32,
+    /// Runs where it failed.
+    pub failed: u32,
+    /// Runs where the state could not be read.
+    pub errors: u32,
+}
+
+/// Every check of a report with its passes, failures and errors, in order of first appearance.
+pub fn check_tally(report: &SimReport) -> Vec<CheckTally> {
+    let mut out: Vec<CheckTally> = Vec::new();
+    for c in report.runs.iter().flat_map(|r| r.checks.iter()) {
+        let i = out
+            .iter()
+            .position(|t| t.name == c.name)
+            .unwrap_or_else(|| {
+                out.push(CheckTally {
+                    name: c.name.clone(),
+                    advisory: c.advisory,
+                    ..CheckTally::default()
+                });
+                out.len() - 1
+            });
+        let t = &mut out[i];
+        match c.status {
+            CheckStatus::Passed => t.passed += 1,
+            CheckStatus::Failed => t.failed += 1,
+            CheckStatus::Error => t.errors += 1,
+        }
+    }
+    out
+}
+
 /// Several simulation reports compared (`assay simulate compare`, `assay simulate
 /// --baseline`): per report and per scenario the mean overall score with its bootstrap
 /// interval over the scored runs, and for every pair of reports, scenario by scenario and
@@ -926,5 +1022,61 @@ impl SimBaseline {
             passed: reasons.is_empty(),
             reasons,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(scenario: &str, verdict: &str, tone: f64, check: &str) -> Value {
+        serde_json::json!({
+            "scenario_id": scenario, "scenario_name": scenario, "repeat": 1,
+            "verdict": verdict, "overall": tone, "duration_ms": 1,
+            "judgement": {"scores": [{"id": "tone", "name": "Tone", "scale": "0-10",
+                "score": tone, "weight": 1.0, "reasoning": ""}], "overall": tone,
+                "simulator_kept_persona": true, "simulator_issue": "", "summary": "", "calls": 1},
+            "checks": [{"name": "saved", "status": check}]
+        })
+    }
+
+    fn report(runs: &[Value]) -> SimReport {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": SIM_SCHEMA_VERSION, "suite": "s", "model": "m",
+            "simulator_model": "u", "evaluator_model": "j", "generated_at": "t",
+            "pass_threshold": 7.0, "repeat": 1, "concurrency": 1, "duration_ms": 1,
+            "summary": {"runs": 0, "passed": 0, "failed": 0, "simulator_fault": 0, "errors": 0,
+                "mean_overall": null, "pass_rate": null, "pass_all_scenarios": null},
+            "scenarios": [
+                {"id": "a", "name": "A", "runs": 3, "scored": 2, "passed": 1, "mean": null,
+                 "stddev": null, "min": null, "max": null, "pass_all": null},
+                {"id": "b", "name": "B", "runs": 1, "scored": 0, "passed": 0, "mean": null,
+                 "stddev": null, "min": null, "max": null, "pass_all": null}],
+            "criteria": [{"id": "tone", "name": "Tone", "weight": 1.0, "mean": null, "min": null},
+                         {"id": "goal", "name": "Goal", "weight": 0.0, "mean": null, "min": null}],
+            "runs": runs
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_heat_map_averages_scored_runs_per_scenario_and_criterion() {
+        let r = report(&[
+            run("a", "pass", 9.0, "passed"),
+            run("a", "fail", 5.0, "failed"),
+            // Simulator faults are left out of every mean, as errors are.
+            run("a", "simulator_fault", 1.0, "error"),
+            run("b", "uncertain", 8.0, "passed"),
+        ]);
+        let grid = criteria_by_scenario(&r);
+        assert_eq!(grid.len(), 2);
+        assert_eq!(grid[0].cells, vec![Some((7.0, 2)), None]);
+        assert_eq!(grid[1].cells, vec![None, None]);
+        let tally = check_tally(&r);
+        assert_eq!(tally.len(), 1);
+        assert_eq!(
+            (tally[0].passed, tally[0].failed, tally[0].errors),
+            (2, 1, 1)
+        );
     }
 }

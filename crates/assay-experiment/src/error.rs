@@ -30,6 +30,10 @@ pub enum ExperimentError {
         /// The operating system's message.
         message: String,
     },
+    /// The request no longer fits the project's files (a reviewed prompt change whose plan
+    /// moved on).
+    #[error("{0}")]
+    Conflict(String),
     /// Another optimize, evaluate or prompt change holds the project lock.
     #[error(transparent)]
     Lock(#[from] assay_harness::lock::LockError),
@@ -66,6 +70,7 @@ impl ExperimentError {
             ExperimentError::Lock(e) => e.is_infrastructure(),
             ExperimentError::Data(_)
             | ExperimentError::Usage(_)
+            | ExperimentError::Conflict(_)
             | ExperimentError::Write { .. } => false,
         }
     }

@@ -17,6 +17,11 @@
 //! * [`stats`]: baseline vs optimized on the same cases: McNemar and the paired bootstrap from
 //!   [`assay_core::stats`], and the optimizer's minimum detectable effect.
 //! * [`tracking`]: MLflow runs over REST, the local tracking store, the Optuna journal export.
+//! * [`session`]: a whole optimization or evaluation as `assay optimize` / `assay evaluate` run
+//!   it (settings, cases, lock, services, estimate, budget, dry check, the steps, the reports
+//!   and tracking): the one entry point, which the CLI maps its arguments to.
+//! * [`view`]: experiments as pages show them: finished from their report, running or
+//!   interrupted from their journal, with their progress.
 //! * [`testdata`]: `test_data/versions.json` and the versioned case sets: resolution (CLI >
 //!   latest), creation (validated, copied, never overwritten), the latest pointers.
 //!
@@ -41,9 +46,11 @@ pub mod grade;
 pub mod promote;
 pub mod prompts;
 pub mod run;
+pub mod session;
 pub mod stats;
 pub mod target;
 pub mod testdata;
 pub mod tracking;
+pub mod view;
 
 pub use error::ExperimentError;

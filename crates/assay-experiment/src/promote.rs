@@ -13,8 +13,10 @@
 //! 3. appends a line to `.assay/prompt-history.jsonl` (what was installed from where, and the
 //!    backup), which `assay prompts rollback baseline` reads.
 //!
-//! The caller holds the project lock ([`assay_harness::lock::ProjectLock`]) around plan and
-//! apply, so nothing else changes `prompts/` in between.
+//! [`change`] is the whole operation as `assay prompts promote|rollback` and the web UI both
+//! carry it out: the project lock ([`assay_harness::lock::ProjectLock`]) is held around plan
+//! and apply, so nothing else changes `prompts/` in between; a caller that showed a diff for
+//! review passes its [`diff_digest`], and the change is refused when the plan moved on since.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -295,6 +297,82 @@ pub fn apply(project: &Path, plan: &PromotionPlan) -> Result<Applied, Experiment
         "production prompts changed"
     );
     Ok(Applied { backup, written })
+}
+
+/// A digest of a plan's unified diff (16 hex digits of SHA-256): what a reviewer saw, so that
+/// [`change`] can refuse to apply a plan that differs from it.
+pub fn diff_digest(plan: &PromotionPlan) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(plan.unified_diff().as_bytes())
+        .iter()
+        .take(8)
+        .fold(String::new(), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// What [`change`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The experiment whose prompts were (or would be) installed (`baseline` resolved).
+    pub experiment: String,
+    /// The plan.
+    pub plan: PromotionPlan,
+    /// For a promotion: the experiment's evidence ([`promotion_summary`]), when it has some.
+    pub summary: Option<String>,
+    /// What was written, when `apply` was asked and the plan was not empty.
+    pub applied: Option<Applied>,
+}
+
+/// A promotion or rollback, as `assay prompts promote|rollback` and the web UI carry it out:
+/// takes the project lock (refused, naming the holder, while an optimize, evaluate or other
+/// prompt change holds it), resolves `target` (`baseline` for a rollback means the experiment
+/// promoted last), plans, and with `apply` backs up and writes ([`apply`]). With
+/// `reviewed = Some(digest)` (the [`diff_digest`] of the plan the user reviewed) the change is
+/// refused when the plan differs now. `command_line` describes the lock's holder.
+pub fn change(
+    project: &Path,
+    target: &str,
+    action: Action,
+    apply: bool,
+    reviewed: Option<&str>,
+    command_line: &str,
+) -> Result<Change, ExperimentError> {
+    let operation = format!("prompts {}", action.as_str());
+    let _lock = assay_harness::lock::ProjectLock::acquire(project, &operation, command_line)?;
+    let experiment = if action == Action::Rollback && target == "baseline" {
+        let e = last_promoted(project)?;
+        tracing::info!("`baseline`: the baseline prompts of {e}, the experiment promoted last");
+        e
+    } else {
+        target.to_owned()
+    };
+    let plan = plan(project, &experiment, action)?;
+    if let Some(digest) = reviewed
+        && diff_digest(&plan) != digest
+    {
+        return Err(ExperimentError::Conflict(format!(
+            "the prompts to {} changed since the diff was shown (prompts/ or experiments/{experiment}/ was changed): review the new diff",
+            action.as_str()
+        )));
+    }
+    let summary = match action {
+        Action::Promote => promotion_summary(&experiment_dir(project, &experiment)?),
+        Action::Rollback => None,
+    };
+    let applied = if apply && !plan.is_empty() {
+        Some(self::apply(project, &plan)?)
+    } else {
+        None
+    };
+    Ok(Change {
+        experiment,
+        plan,
+        summary,
+        applied,
+    })
 }
 
 /// A new, empty backup folder named after `stamp` (`<stamp>`, `<stamp>-2`, …).

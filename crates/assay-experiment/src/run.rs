@@ -41,15 +41,15 @@ use std::time::Instant;
 
 use assay_core::experiment::{
     CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
-    Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage,
+    Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage, UsageTotals,
 };
 use assay_harness::journal::JournalLinesError;
 use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
 use assay_providers::ChatModel;
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+use crate::ExperimentError;
 use crate::cases::{CaseSet, LoadedCase};
 use crate::grade::{self, Grader};
 use crate::prompts::{PromptLists, write_prompt_dir};
@@ -387,6 +387,10 @@ pub struct JournalHeader {
     pub evaluation: String,
     /// sha256 of every prompt, per agent, in list order.
     pub prompts: BTreeMap<String, Vec<String>>,
+    /// When the experiment started (RFC 3339; absent in journals written before this field
+    /// existed). Not compared on `--resume`: the first start is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
 }
 
 /// A journal line after the header.
@@ -415,14 +419,57 @@ pub enum JournalEntry {
     },
 }
 
-struct Journal {
-    file: std::fs::File,
-    path: PathBuf,
+/// A journal line after the header as written: the entry and what the calls consumed since
+/// the line before (`usage`, absent in journals written before it was recorded), so that a
+/// reader of a running or interrupted experiment can add up its spend across `--resume`s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalLine {
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: JournalEntry,
+    /// Calls, tokens and cost since the previous line of this process (or its start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
-impl Journal {
+/// `now - before`, role by role (a cost known on either side is known).
+fn usage_since(now: &Usage, before: &Usage) -> Usage {
+    let minus = |a: &UsageTotals, b: &UsageTotals| UsageTotals {
+        calls: a.calls.saturating_sub(b.calls),
+        cache_hits: a.cache_hits.saturating_sub(b.cache_hits),
+        requests: a.requests.saturating_sub(b.requests),
+        input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
+        output_tokens: a.output_tokens.saturating_sub(b.output_tokens),
+        cost_usd: match (a.cost_usd, b.cost_usd) {
+            (Some(x), y) => Some((x - y.unwrap_or(0.0)).max(0.0)),
+            (None, _) => None,
+        },
+    };
+    Usage {
+        target: minus(&now.target, &before.target),
+        grader: minus(&now.grader, &before.grader),
+        target_runs: now.target_runs.saturating_sub(before.target_runs),
+        // Per-model summaries of the whole run, not differences: the report carries them.
+        rate_limits: Vec::new(),
+    }
+}
+
+struct Journal<'a> {
+    file: std::fs::File,
+    path: PathBuf,
+    usage: &'a (dyn Fn() -> Usage + Sync),
+    last: Usage,
+}
+
+impl Journal<'_> {
     fn append(&mut self, entry: &JournalEntry) -> Result<(), RunError> {
-        let mut line = serde_json::to_vec(entry).map_err(|e| RunError::io(&self.path, &e))?;
+        let now = (self.usage)();
+        let line = JournalLine {
+            entry: entry.clone(),
+            usage: Some(usage_since(&now, &self.last)),
+        };
+        self.last = now;
+        let mut line = serde_json::to_vec(&line).map_err(|e| RunError::io(&self.path, &e))?;
         line.push(b'\n');
         self.file
             .write_all(&line)
@@ -434,6 +481,7 @@ impl Journal {
 /// What a journal held.
 #[derive(Debug, Default)]
 struct Replay {
+    started: Option<String>,
     baseline: Option<StepResult>,
     trials: BTreeMap<usize, TrialRecord>,
     evaluation: Option<StepResult>,
@@ -483,11 +531,12 @@ fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str>
     d
 }
 
-fn open_journal(
+fn open_journal<'a>(
     layout: &Layout,
     header: &JournalHeader,
     resume: bool,
-) -> Result<(Journal, Replay), RunError> {
+    usage: &'a (dyn Fn() -> Usage + Sync),
+) -> Result<(Journal<'a>, Replay), RunError> {
     let path = layout.journal();
     let mut replay = Replay::default();
     if path.exists() {
@@ -499,6 +548,7 @@ fn open_journal(
             )));
         }
         let (old, entries) = read_journal(&path)?;
+        replay.started.clone_from(&old.started);
         let diffs = header_differences(&old, header);
         if !diffs.is_empty() {
             return Err(RunError::Usage(format!(
@@ -537,7 +587,16 @@ fn open_journal(
         .append(true)
         .open(&path)
         .map_err(|e| RunError::io(&path, &e))?;
-    Ok((Journal { file, path }, replay))
+    let last = usage();
+    Ok((
+        Journal {
+            file,
+            path,
+            usage,
+            last,
+        },
+        replay,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -693,7 +752,7 @@ fn halt(
 /// otherwise `run`'s, appended to the journal as `entry`.
 async fn journaled(
     done: Option<StepResult>,
-    journal: &mut Journal,
+    journal: &mut Journal<'_>,
     entry: impl FnOnce(StepResult) -> JournalEntry,
     run: impl Future<Output = Result<StepResult, RunError>>,
 ) -> Result<StepResult, RunError> {
@@ -863,6 +922,7 @@ impl Experiment<'_> {
                     )
                 })
                 .collect(),
+            started: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         }
     }
 
@@ -889,7 +949,9 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         std::fs::create_dir_all(&dir).map_err(|e| RunError::io(&dir, &e))?;
     }
     let header = x.header();
-    let (mut journal, replay) = open_journal(&layout, &header, options.resume)?;
+    let (mut journal, replay) = open_journal(&layout, &header, options.resume, x.services.usage)?;
+    // A resumed experiment started when its journal did.
+    let started = replay.started.clone().unwrap_or(started);
     let baseline_prompts = x.lists.baseline();
     write_prompt_dir(&layout.baseline_prompts(), &baseline_prompts)?;
     let runner = Runner {
@@ -1014,6 +1076,7 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         best_trial: best,
         best_params,
         best_prompts,
+        baseline_prompts: baseline_prompts.clone(),
         trials,
         evaluation: Some(evaluation),
         evaluation_baseline: Some(evaluation_baseline),
@@ -1038,7 +1101,7 @@ async fn study(
     x: &Experiment<'_>,
     runner: &Runner<'_>,
     layout: &Layout,
-    journal: &mut Journal,
+    journal: &mut Journal<'_>,
     replay: &Replay,
     baseline: &StepResult,
 ) -> Result<(Study, Vec<TrialRecord>), RunError> {
@@ -1291,13 +1354,51 @@ pub async fn evaluate(
     Ok((step, base, cmp))
 }
 
-/// The usage of a journal's steps is not kept; this reads the report of a finished
-/// experiment, if any.
+/// The report of a finished experiment, if it has a readable one (see [`load_report`]).
 pub fn read_report(experiment_dir: &Path) -> Option<ExperimentReport> {
-    let text = std::fs::read_to_string(experiment_dir.join(REPORT_JSON)).ok()?;
-    serde_json::from_str::<Value>(&text)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
+    load_report(experiment_dir).ok().flatten()
+}
+
+/// Reads `report.json` of an experiment: `Ok(None)` when there is none (yet); an error naming
+/// the file when it is not JSON, not an experiment report, or of a version this assay does not
+/// read (the version is checked before the body, so a newer report says so instead of failing
+/// on a field).
+pub fn load_report(experiment_dir: &Path) -> Result<Option<ExperimentReport>, ExperimentError> {
+    #[derive(Deserialize)]
+    struct Version {
+        schema_version: Option<u64>,
+    }
+    let path = experiment_dir.join(REPORT_JSON);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ExperimentError::data(&path, format!("cannot read: {e}"))),
+    };
+    let version = serde_json::from_str::<Version>(&text).map_err(|e| {
+        ExperimentError::Data(crate::error::DataError {
+            path: path.clone(),
+            line: Some(e.line()),
+            column: Some(e.column()),
+            message: format!("not JSON: {e}"),
+        })
+    })?;
+    let Some(version) = version.schema_version else {
+        return Err(ExperimentError::data(
+            &path,
+            "not an experiment report (no `schema_version`)",
+        ));
+    };
+    if version != u64::from(EXPERIMENT_SCHEMA_VERSION) {
+        return Err(ExperimentError::data(
+            &path,
+            format!(
+                "an experiment report of version {version}; this assay reads version {EXPERIMENT_SCHEMA_VERSION}"
+            ),
+        ));
+    }
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| ExperimentError::data(&path, format!("not an experiment report: {e}")))
 }
 
 #[cfg(test)]

@@ -630,6 +630,7 @@ mod tests {
             best_trial: Some(1),
             best_params: BTreeMap::from([("planner".into(), 1)]),
             best_prompts: BTreeMap::from([("planner".into(), "Plan well.".into())]),
+            baseline_prompts: BTreeMap::new(),
             evaluation: Some(step("evaluation", true)),
             evaluation_baseline: Some(step("evaluation_baseline", false)),
             comparisons: Vec::new(),

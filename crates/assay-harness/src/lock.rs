@@ -49,6 +49,10 @@ pub struct LockHolder {
     pub operation: String,
     /// Its command line.
     pub command: String,
+    /// What it works on, when the operation has a subject (the experiment an `optimize`
+    /// runs), so that a reader can tell which experiment is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// Why the lock could not be taken.
@@ -210,6 +214,17 @@ impl ProjectLock {
         operation: &str,
         command_line: &str,
     ) -> Result<ProjectLock, LockError> {
+        ProjectLock::acquire_for(project_root, operation, None, command_line)
+    }
+
+    /// [`ProjectLock::acquire`] for an operation on `subject` (the experiment an `optimize`
+    /// runs), which the holder's description records.
+    pub fn acquire_for(
+        project_root: &Path,
+        operation: &str,
+        subject: Option<&str>,
+        command_line: &str,
+    ) -> Result<ProjectLock, LockError> {
         let path = project_root.join(LOCK_FILE);
         let holder_path = project_root.join(HOLDER_FILE);
         let io = |e: &std::io::Error| LockError::Io {
@@ -253,6 +268,7 @@ impl ProjectLock {
             started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             operation: operation.to_owned(),
             command: command_line.to_owned(),
+            subject: subject.map(str::to_owned),
         };
         let json = serde_json::to_vec_pretty(&holder).unwrap_or_default();
         if let Err(e) = crate::results::write_replace(&holder_path, &json) {
@@ -299,6 +315,46 @@ impl Drop for ProjectLock {
     }
 }
 
+/// Whether a project's lock is held, as [`probe`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// Nobody holds it.
+    Free,
+    /// Someone does; who, when `.assay/lock.json` says.
+    Held(Option<LockHolder>),
+}
+
+/// Whether the project's lock is held, and by whom, for pages that show what is running. It
+/// writes nothing: with no `.assay/lock` nobody has ever held it; otherwise the lock is tried
+/// and, when free, released at once (a window of microseconds in which another `acquire` would
+/// be refused).
+pub fn probe(project_root: &Path) -> Result<LockState, LockError> {
+    let path = project_root.join(LOCK_FILE);
+    let file = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
+        Err(e) => {
+            return Err(LockError::Io {
+                path,
+                message: e.to_string(),
+            });
+        }
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            Ok(LockState::Free)
+        }
+        Err(TryLockError::WouldBlock) => Ok(LockState::Held(read_holder(
+            &project_root.join(HOLDER_FILE),
+        ))),
+        Err(TryLockError::Error(e)) => Err(LockError::Io {
+            path,
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// Opens (creating it and its folder) a lock file; it is never truncated or deleted.
 fn open_lock_file(path: &Path) -> Result<File, LockError> {
     let io = |e: &std::io::Error| LockError::Io {
@@ -340,6 +396,30 @@ mod tests {
     use std::process::{Command, Stdio};
 
     const CHILD_ENV: &str = "ASSAY_LOCK_TEST_CHILD_PROJECT";
+
+    #[test]
+    fn probing_says_who_holds_the_lock_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(probe(dir.path()).unwrap(), LockState::Free);
+        assert!(
+            !dir.path().join(".assay").exists(),
+            "a probe creates nothing"
+        );
+        let lock =
+            ProjectLock::acquire_for(dir.path(), "optimize", Some("exp1"), "assay optimize .")
+                .unwrap();
+        match probe(dir.path()).unwrap() {
+            LockState::Held(Some(h)) => {
+                assert_eq!(h.subject.as_deref(), Some("exp1"));
+                assert_eq!(h.operation, "optimize");
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(lock);
+        assert_eq!(probe(dir.path()).unwrap(), LockState::Free);
+        // The probe released what it tried: the lock can be taken again.
+        ProjectLock::acquire(dir.path(), "evaluate", "assay evaluate .").unwrap();
+    }
 
     #[test]
     fn second_acquire_is_refused_with_the_holder() {
@@ -415,6 +495,7 @@ mod tests {
             started: "2026-01-01T00:00:00Z".into(),
             operation: "optimize".into(),
             command: "assay optimize (killed)".into(),
+            subject: None,
         };
         std::fs::write(
             dir.path().join(HOLDER_FILE),

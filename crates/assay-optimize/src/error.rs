@@ -1,6 +1,6 @@
 //! The crate's error type.
 
-use crate::study::TrialState;
+use crate::state::TrialState;
 
 /// Everything that can go wrong when building a search space or driving a study.
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -88,6 +88,7 @@ mod error;
 mod pareto;
 mod rng;
 mod space;
+mod state;
 mod study;
 mod tpe;
 

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::pareto::nondomination_ranks;
 use crate::rng::SplitMix64;
 use crate::space::SearchSpace;
+pub use crate::state::TrialState;
 use crate::tpe::{self, Observation};
 
 /// Whether an objective is to be made large or small.
@@ -29,20 +30,6 @@ impl Direction {
             Self::Minimize => value,
         }
     }
-}
-
-/// Where a trial is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TrialState {
-    /// Asked for, not yet told.
-    Running,
-    /// Told its objective values.
-    Complete,
-    /// The evaluation failed; the sampler ignores it and may propose its parameters again.
-    Failed,
-    /// Stopped early; the sampler counts it with the bad trials.
-    Pruned,
 }
 
 /// How a trial's parameters were chosen (for logs).

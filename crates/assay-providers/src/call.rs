@@ -67,8 +67,8 @@ use crate::chat::{ChatModel, ChatRequest, ChatResponse, Role};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::http::observing;
 use crate::limit::{Blocked, LimitStatus, Outcome, RateLimits, RequestCost};
-use crate::llm_rerank::excerpt;
 use crate::rerank::{RerankDocument, Reranker, Reranking};
+use crate::text::excerpt;
 use crate::{ProviderError, ProviderErrorKind};
 
 // ---------------------------------------------------------------------------------------------

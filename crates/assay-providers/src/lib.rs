@@ -70,6 +70,7 @@ mod openai;
 mod rerank;
 mod spec;
 mod structured;
+mod text;
 mod voyage;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};

@@ -147,14 +147,6 @@ fn check_ids(ids: &RankedIds, documents: &[RerankDocument]) -> Result<(), String
     Ok(())
 }
 
-/// The first `max_chars` characters of `text`, with `…` when cut.
-pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
 #[async_trait]
 impl Reranker for LlmReranker {
     fn model(&self) -> &str {

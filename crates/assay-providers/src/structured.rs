@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::{ChatMessage, ChatModel, ChatRequest, OutputSchema};
-use crate::llm_rerank::excerpt;
+use crate::text::excerpt;
 use crate::{ProviderError, Usage};
 
 /// How many corrective turns [`ask_structured`] allows by default.

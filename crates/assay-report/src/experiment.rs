@@ -1,11 +1,41 @@
 //! Renderers of a prompt-optimization experiment ([`ExperimentReport`]): the console summary
-//! (counts, not one line per trial) and the Markdown report (baseline vs optimized on both
-//! sets with the cases that changed and the significance, the Pareto front, the best trial's
-//! prompts, calls, tokens, cost and cache hits). Pure: the report in, text out.
+//! (counts, not one line per trial), the estimate before any call, the Markdown report
+//! (baseline vs optimized on both sets with the cases that changed and the significance, the
+//! Pareto front, the best trial's prompts, calls, tokens, cost and cache hits), and the HTML
+//! ([`body`], shared by the web UI's experiment page and the self-contained `report.html`;
+//! [`trial_body`], a trial's page). Pure: the report in, text out.
 
 use std::fmt::Write as _;
 
-use assay_core::experiment::{Comparison, ExperimentReport, Metrics, TrialOutcome, UsageTotals};
+use assay_core::experiment::{
+    Comparison, Estimate, ExperimentReport, Metrics, RoleEstimate, TrialOutcome, UsageTotals,
+};
+
+mod page;
+
+pub use page::{Links, NoLinks, Page, Sort, body, diff_html, html, progress_html, trial_body};
+
+/// The estimate printed before any call: runs, calls, tokens and the cost per role.
+pub fn estimate_text(e: &Estimate) -> String {
+    let role = |r: &RoleEstimate| {
+        format!(
+            "{} calls, ≤ {} input / ≤ {} output tokens, {}",
+            r.calls,
+            r.input_tokens,
+            r.output_tokens,
+            r.cost_usd.map_or_else(
+                || "cost unknown (model not priced)".to_owned(),
+                |c| format!("≤ ${c:.4}")
+            )
+        )
+    };
+    format!(
+        "estimate before any call: {} target runs\n  target: {}\n  grader: {}",
+        e.target_runs,
+        role(&e.target),
+        role(&e.grader)
+    )
+}
 
 fn metrics(m: &Metrics) -> String {
     format!(
@@ -398,6 +428,7 @@ mod tests {
                 ("finalizer".into(), "Answer in one line.".into()),
                 ("planner".into(), "Plan the steps.".into()),
             ]),
+            baseline_prompts: BTreeMap::new(),
             evaluation: Some(step("evaluation", 3)),
             evaluation_baseline: Some(step("evaluation", 1)),
             comparisons: vec![Comparison {
@@ -436,6 +467,114 @@ mod tests {
             },
             estimate: None,
         }
+    }
+
+    fn progress(r: &ExperimentReport) -> assay_core::experiment::ExperimentProgress {
+        assay_core::experiment::ExperimentProgress {
+            state: assay_core::experiment::ExperimentState::Finished,
+            step: "done".into(),
+            trials_done: r.trials.len(),
+            trials_requested: r.trials_requested,
+            eta_seconds: None,
+            spent_usd: Some(0.0123),
+            updated: None,
+            holder: None,
+            note: None,
+        }
+    }
+
+    fn document(r: &ExperimentReport) -> String {
+        let p = progress(r);
+        let prompts = BTreeMap::new();
+        html(&Page {
+            report: r,
+            progress: &p,
+            warnings: &[],
+            prompts: &prompts,
+            racing: false,
+        })
+    }
+
+    #[test]
+    fn the_html_is_self_contained_with_the_front_and_the_baseline_marked() {
+        let mut r = fixture();
+        r.baseline_prompts = BTreeMap::from([
+            ("finalizer".into(), "Answer briefly.".into()),
+            ("planner".into(), "Plan.".into()),
+        ]);
+        let html = document(&r);
+        for needle in [
+            "<script",
+            "<link",
+            "src=\"http",
+            "href=\"http",
+            "@import",
+            "url(",
+        ] {
+            assert!(!html.contains(needle), "{needle}");
+        }
+        let chart = &html[html.find("id=\"pareto-chart\"").unwrap()..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert_eq!(
+            chart.matches("class=\"front\"").count(),
+            r.pareto_front.len()
+        );
+        assert_eq!(chart.matches("class=\"baseline\"").count(), 1);
+        assert!(chart.contains(">baseline</text>") && chart.contains("best (trial 1)"));
+        assert!(html.contains("id=\"history-0\"") && html.contains("id=\"history-1\""));
+        // Duplicates are marked in words; the best prompt is diffed against the baseline.
+        assert!(html.contains("duplicate of #1"));
+        assert!(html.contains("<span class=\"del\">- Plan.</span>"));
+        assert!(html.contains("<span class=\"ins\">+ Plan the steps.</span>"));
+        assert!(html.contains("assay prompts promote exp_001"));
+        assert!(html.contains("$0.0123"));
+    }
+
+    #[test]
+    fn markup_in_the_record_is_shown_as_text() {
+        let inject = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+        let mut r = fixture();
+        r.name = format!("exp{inject}");
+        r.best_prompts
+            .insert("planner".into(), format!("Plan {inject}"));
+        r.comparisons[0].changes[0].question = format!("Q {inject}");
+        r.comparisons[0].significance.verdict = format!("verdict {inject}");
+        r.trials[1].note = Some(format!("note {inject}"));
+        r.trials[1].cases = vec![CaseResult {
+            output: Some(format!("answer {inject}")),
+            ..case(1, true)
+        }];
+        let html = document(&r);
+        assert!(!html.contains("<script>alert") && !html.contains("<img src=x"));
+        assert!(html.matches("&lt;img src=x onerror=alert(2)&gt;").count() >= 4);
+        let p = progress(&r);
+        let prompts = BTreeMap::from([(
+            "planner".to_owned(),
+            vec![
+                Some("Plan.".to_owned()),
+                None,
+                Some(format!("Plan {inject}")),
+            ],
+        )]);
+        let page = Page {
+            report: &r,
+            progress: &p,
+            warnings: &[],
+            prompts: &prompts,
+            racing: true,
+        };
+        let trial = trial_body(&page, 1, &NoLinks).unwrap();
+        assert!(!trial.contains("<script>alert") && !trial.contains("<img src=x"));
+        assert!(trial.contains("answer &lt;script&gt;"));
+        assert!(trial_body(&page, 9, &NoLinks).is_none());
+    }
+
+    #[test]
+    fn trial_orders_are_checked() {
+        assert_eq!(Sort::parse(Some("value1"), true, 2).key, "value1");
+        assert_eq!(Sort::parse(Some("value2"), true, 2), Sort::default());
+        assert_eq!(Sort::parse(Some("<x>"), false, 2), Sort::default());
+        assert_eq!(Sort::parse(Some("composite"), true, 2).key, "composite");
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod markdown;
 pub mod rundiff;
 mod select;
 pub mod simulation;
+mod svg;
 
 pub use assay_core::runlog::RunLog;
 

@@ -1,8 +1,9 @@
 //! Renderers of conversation simulations (`assay simulate`), pure functions of
 //! [`SimReport`]s: the console summary, the Markdown report (per
 //! scenario table, per criterion breakdown, what needs attention, transcript excerpts with tool
-//! calls) and the comparison of several reports (models as columns, scenarios as rows) in
-//! Markdown and HTML.
+//! calls), the HTML report ([`body`], shared by the web UI's report page and the
+//! self-contained `report_<stamp>.html`), a run's transcript page ([`transcript_body`]) and the
+//! comparison of several reports (models as columns, scenarios as rows) in Markdown and HTML.
 
 use std::fmt::Write as _;
 
@@ -711,71 +712,21 @@ pub fn compare_markdown(reports: &[SimReport], c: &SimComparison) -> String {
     md
 }
 
+#[cfg(test)]
 use crate::junit::escape as esc;
 
-/// The same comparison as one self-contained HTML page, cells colour-coded (and marked, so
-/// colour is not the only cue).
+mod page;
+
+pub use page::{SimLinks, TranscriptFiles, body, compare_body, html, transcript_body};
+
+/// The same comparison as one self-contained HTML page ([`compare_body`]: cells colour-coded
+/// and marked, so colour is not the only cue).
 pub fn compare_html(reports: &[SimReport], c: &SimComparison) -> String {
-    let mut h = String::from(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>assay: model comparison</title>\n<style>\nbody{font:15px/1.4 system-ui,sans-serif;margin:2rem;color:#222}\ntable{border-collapse:collapse}th,td{padding:.4rem .7rem;border:1px solid #ccc}\ntd.num{text-align:right;font-variant-numeric:tabular-nums}\n.pass{background:#d7f5dd}.near{background:#fff1c2}.fail{background:#fbd5d5}.none{background:#eee;color:#777}\n.warn{background:#fff1c2;padding:.5rem}\n</style></head><body>\n<h1>Model comparison</h1>\n",
-    );
-    for w in &c.warnings {
-        let _ = write!(h, "<p class=\"warn\"><b>Warning:</b> {}</p>", esc(w));
-    }
-    h.push_str("<p>Mean overall score (0-10) per scenario over scored runs, with its 95% bootstrap interval; green (✓) passes the report's threshold, amber (~) is within 1.5 below it, red (✗) is lower.</p>\n<table><thead><tr><th>scenario</th>");
-    for r in reports {
-        let _ = write!(h, "<th>{}</th>", esc(&r.model));
-    }
-    h.push_str("</tr></thead><tbody>\n");
-    for row in &c.scenarios {
-        let _ = write!(
-            h,
-            "<tr><td>{} (<code>{}</code>)</td>",
-            esc(&row.name),
-            esc(&row.id)
-        );
-        for (r, cell) in reports.iter().zip(&row.cells) {
-            let m = mark(r, cell.as_ref());
-            let (class, sign) = match m {
-                "pass" => ("pass", "✓"),
-                "near" => ("near", "~"),
-                "fail" => ("fail", "✗"),
-                _ => ("none", ""),
-            };
-            let _ = write!(
-                h,
-                "<td class=\"num {class}\">{} {sign}</td>",
-                esc(&with_interval(cell.as_ref()))
-            );
-        }
-        h.push_str("</tr>\n");
-    }
-    h.push_str("<tr><th>mean overall</th>");
-    for cr in &c.reports {
-        let _ = write!(
-            h,
-            "<td class=\"num\"><b>{}</b></td>",
-            cr.mean_overall.as_ref().map_or_else(
-                || "–".to_owned(),
-                |i| format!("{:.2} [{:.2}–{:.2}]", i.estimate, i.low, i.high)
-            )
-        );
-    }
-    h.push_str("</tr>\n<tr><th>pass rate</th>");
-    for r in reports {
-        let _ = write!(h, "<td class=\"num\">{}</td>", pct(r.summary.pass_rate));
-    }
-    h.push_str("</tr>\n</tbody></table>\n");
-    let lines = pair_lines(reports, c);
-    if !lines.is_empty() {
-        h.push_str("<h2>Verdicts</h2><ul>");
-        for line in lines {
-            let _ = write!(h, "<li>{}</li>", esc(&line));
-        }
-        h.push_str("</ul>");
-    }
-    h.push_str("</body></html>\n");
-    h
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>assay: model comparison</title>\n<style>\nbody{{font:15px/1.4 system-ui,sans-serif;margin:2rem;color:#222}}\n{}</style></head><body>\n{}</body></html>\n",
+        crate::html::STYLE,
+        compare_body(reports, c)
+    )
 }
 
 /// The comparison with a baseline, in lines (console and Markdown).
@@ -816,6 +767,213 @@ mod tests {
             esc("<script>\"x\" & 'y'</script>"),
             "&lt;script&gt;&quot;x&quot; &amp; &apos;y&apos;&lt;/script&gt;"
         );
+    }
+
+    use assay_core::simulation::{
+        CheckResult, CheckStatus, CriterionScore, CriterionSummary, Ending, Judgement, SimSummary,
+        ToolCallRecord, Transcript, Turn,
+    };
+
+    const INJECT: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+
+    fn run(id: &str, repeat: u32, verdict: Verdict, score: f64) -> ScenarioRun {
+        let judged = verdict != Verdict::Error;
+        ScenarioRun {
+            scenario_id: id.into(),
+            scenario_name: format!("Name {INJECT}"),
+            repeat,
+            verdict,
+            failed_by: (verdict == Verdict::Fail).then_some(FailedBy::Check),
+            judge_verdict: None,
+            reason: (verdict == Verdict::Fail).then(|| format!("check failed {INJECT}")),
+            overall: judged.then_some(score),
+            judgement: judged.then(|| Judgement {
+                scores: vec![CriterionScore {
+                    id: "tone".into(),
+                    name: format!("Tone {INJECT}"),
+                    scale: assay_core::simulation::Scale::ZeroToTen,
+                    score,
+                    weight: 1.0,
+                    reasoning: format!("because {INJECT}"),
+                }],
+                overall: score,
+                simulator_kept_persona: true,
+                simulator_issue: String::new(),
+                summary: format!("summary {INJECT}"),
+                calls: 1,
+            }),
+            judge_samples: Vec::new(),
+            checks: vec![CheckResult {
+                name: format!("saved {INJECT}"),
+                status: if verdict == Verdict::Fail {
+                    CheckStatus::Failed
+                } else {
+                    CheckStatus::Passed
+                },
+                details: vec![format!("missing {INJECT}")],
+                advisory: false,
+                source: Some(format!("tool s.get {INJECT}")),
+                state: Some(format!("{{\"x\": \"{INJECT}\"}}")),
+            }],
+            error: (!judged).then(|| format!("boom {INJECT}")),
+            warnings: Vec::new(),
+            transcript: judged.then(|| Transcript {
+                scenario_id: id.into(),
+                repeat,
+                model: "m".into(),
+                simulator_model: "s".into(),
+                turns: vec![
+                    Turn {
+                        role: Speaker::User,
+                        content: format!("hello {INJECT}"),
+                        tool_calls: Vec::new(),
+                        timestamp: "t".into(),
+                    },
+                    Turn {
+                        role: Speaker::Assistant,
+                        content: format!("done {INJECT}"),
+                        tool_calls: vec![ToolCallRecord {
+                            id: "c1".into(),
+                            name: format!("add {INJECT}"),
+                            server: Some("s".into()),
+                            arguments: serde_json::json!({"chore": INJECT}),
+                            result: format!("ok {INJECT}"),
+                            is_error: true,
+                            duration_ms: 7,
+                        }],
+                        timestamp: "t".into(),
+                    },
+                ],
+                ended_by: Ending::MaxTurns,
+                error: None,
+                started_at: "t".into(),
+                ended_at: "t".into(),
+            }),
+            duration_ms: 1000,
+        }
+    }
+
+    fn report(model: &str, scores: [f64; 2]) -> SimReport {
+        let runs = vec![
+            run("a", 1, Verdict::Pass, scores[0]),
+            run("a", 2, Verdict::Fail, scores[1]),
+            run("b", 1, Verdict::Error, 0.0),
+        ];
+        SimReport {
+            schema_version: assay_core::simulation::SIM_SCHEMA_VERSION,
+            suite: format!("suite {INJECT}"),
+            model: model.into(),
+            simulator_model: "s".into(),
+            evaluator_model: "j".into(),
+            generated_at: "2026-11-25T09:00:00Z".into(),
+            pass_threshold: 7.0,
+            repeat: 2,
+            concurrency: 1,
+            runs_in_flight: 2,
+            duration_ms: 3000,
+            summary: SimSummary {
+                runs: 3,
+                passed: 1,
+                failed: 1,
+                simulator_fault: 0,
+                errors: 1,
+                failed_by_check: 1,
+                failed_by_judge: 0,
+                judge_passed_failed_check: 0,
+                uncertain: 0,
+                mean_overall: Some(7.0),
+                pass_rate: Some(0.5),
+                pass_rate_interval: None,
+                pass_all_scenarios: Some((0, 1)),
+            },
+            gate: None,
+            scenarios: ["a", "b"]
+                .iter()
+                .map(|id| assay_core::simulation::ScenarioSummary {
+                    id: (*id).into(),
+                    name: format!("Name {INJECT}"),
+                    runs: 2,
+                    scored: 2,
+                    passed: 1,
+                    mean: Some(7.0),
+                    stddev: Some(1.0),
+                    min: Some(6.0),
+                    max: Some(8.0),
+                    pass_all: Some(false),
+                })
+                .collect(),
+            criteria: vec![CriterionSummary {
+                id: "tone".into(),
+                name: format!("Tone {INJECT}"),
+                weight: 1.0,
+                mean: Some(7.0),
+                min: Some(6.0),
+            }],
+            runs,
+            usage: Vec::new(),
+            judge: None,
+            baseline: None,
+            rate_limits: Vec::new(),
+        }
+    }
+
+    fn inert(html: &str, what: &str) {
+        assert!(
+            !html.contains("<script>alert") && !html.contains("<img src=x"),
+            "{what}: markup got through"
+        );
+    }
+
+    #[test]
+    fn the_report_page_is_self_contained_escaped_and_marks_verdicts_in_words() {
+        let r = report("anthropic/a", [8.0, 6.0]);
+        let html = html(
+            &r,
+            &TranscriptFiles {
+                dir: "transcripts/x".into(),
+            },
+        );
+        inert(&html, "report");
+        for needle in ["<script", "<link", "src=\"http", "@import", "url("] {
+            assert!(!html.contains(needle), "{needle}");
+        }
+        assert!(
+            html.contains("✓ pass") && html.contains("✗ FAIL (check)") && html.contains("! ERROR")
+        );
+        assert!(html.contains("href=\"transcripts/x/a-1.json\""));
+        assert!(
+            !html.contains("transcripts/x/b-1.json"),
+            "the errored run has no transcript"
+        );
+        // Heat map: scenario a's tone over its two scored runs (8 and 6) is 7.0; b has none.
+        assert!(html.contains("title=\"Tone &lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;: 7.00 over 2 run(s)\">7.0</td>"));
+        assert!(html.contains("<td class=\"num none\">–</td>"));
+        for id in ["id=\"errors\"", "id=\"failed\"", "id=\"check-table\""] {
+            assert!(html.contains(id), "{id}");
+        }
+        let t = transcript_body(&r, &r.runs[1], Ok(r.runs[1].transcript.as_ref().unwrap()));
+        inert(&t, "transcript");
+        assert!(t.contains("<details class=\"tool error\" id=\"call-1\">"));
+        assert!(t.contains("✗ error") && t.contains("7 ms"));
+        assert!(t.contains("read from tool s.get"));
+        let missing = transcript_body(&r, &r.runs[2], Err(format!("no transcript {INJECT}")));
+        inert(&missing, "missing transcript");
+        assert!(missing.contains("id=\"no-transcript\""));
+    }
+
+    #[test]
+    fn the_comparison_renders_compare_reports_with_marks() {
+        let (a, b) = (
+            report("anthropic/a", [8.0, 7.5]),
+            report("openai/<b>", [5.0, 6.5]),
+        );
+        let labelled = vec![("a".to_owned(), &a), ("b".to_owned(), &b)];
+        let c = assay_core::simulation::compare_reports(&labelled);
+        let body = compare_body(&[a.clone(), b.clone()], &c);
+        inert(&body, "comparison");
+        assert!(body.contains("openai/&lt;b&gt;"));
+        assert!(body.contains("class=\"num pass\"") && body.contains("✓"));
+        assert!(compare_html(&[a, b], &c).starts_with("<!doctype html>"));
     }
 
     #[test]

@@ -124,13 +124,44 @@ pub fn test(root: &Value, e: &Expectation) -> Result<(), String> {
     Err(format!("{path}: no expectation given"))
 }
 
+/// Where `check` reads the state from, in words (`tool quest.get_state {…}`, `resource
+/// quest://state`, `command sqlite3 …`).
+pub fn source_of(check: &CheckConfig) -> String {
+    if let Some(t) = &check.tool {
+        let args = t.arguments.to_string();
+        if args == "{}" {
+            format!("tool {}.{}", t.server, t.name)
+        } else {
+            format!("tool {}.{} {args}", t.server, t.name)
+        }
+    } else if let Some(r) = &check.resource {
+        format!("resource {} from {}", r.uri, r.server)
+    } else if let Some(c) = &check.command {
+        format!("command {}", c.join(" "))
+    } else {
+        "nothing".to_owned()
+    }
+}
+
+/// The most of a state's text a check result keeps.
+pub const STATE_KEPT_CHARS: usize = 2000;
+
 /// Evaluates `check` against the text its source returned (or the error reading it).
 pub fn evaluate(check: &CheckConfig, source: Result<String, String>) -> CheckResult {
+    let read = source.as_ref().ok().map(|text| {
+        let text = text.trim();
+        match text.char_indices().nth(STATE_KEPT_CHARS) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_owned(),
+        }
+    });
     let result = |status, details| CheckResult {
         name: check.name.clone(),
         status,
         details,
         advisory: check.advisory,
+        source: Some(source_of(check)),
+        state: read.clone(),
     };
     let text = match source {
         Ok(text) => text,
@@ -236,5 +267,13 @@ mod tests {
             evaluate(&check, Err("dead".into())).status,
             CheckStatus::Error
         );
+        // What was read, and from where, is kept for the report.
+        let r = evaluate(&check, Ok(" {\"a\": 2} ".into()));
+        assert_eq!(r.source.as_deref(), Some("command x"));
+        assert_eq!(r.state.as_deref(), Some("{\"a\": 2}"));
+        assert_eq!(evaluate(&check, Err("dead".into())).state, None);
+        let long = format!("\"{}\"", "y".repeat(3 * STATE_KEPT_CHARS));
+        let r = evaluate(&check, Ok(long));
+        assert_eq!(r.state.unwrap().chars().count(), STATE_KEPT_CHARS + 1);
     }
 }

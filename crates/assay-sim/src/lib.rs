@@ -15,6 +15,11 @@
 //!   [`assay_core::simulation`] and `assay-report` renders them.
 //! * [`scratch`]: the simulation's scratch folder, removed after the run, and leftovers of
 //!   killed runs swept at the start.
+//! * [`report`]: saving a report (Markdown, JSON, self-contained HTML, transcripts) and reading
+//!   a saved one (its version checked).
+//! * [`session`]: a whole simulation as `assay simulate` runs it (settings, suite, baseline
+//!   checks, models behind one call limit, scratch, preflight, runs, saving): the one entry
+//!   point, which the CLI maps its arguments to.
 //!
 //! Every model call goes through the caller's wrapped [`assay_providers::ChatModel`]s (retries,
 //! limits, call cache, replay, accounting).
@@ -35,6 +40,7 @@ pub mod mcp;
 pub mod report;
 pub mod run;
 pub mod scratch;
+pub mod session;
 pub mod suite;
 
 pub use assay_core::simulation::{SimReport, Verdict};

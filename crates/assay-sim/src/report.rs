@@ -1,11 +1,228 @@
-//! Reading a saved simulation report (`sim/reports/report_<stamp>.json`) for a comparison, a
+//! Saving a simulation report ([`save`]: `sim/reports/report_<stamp>.md`, `.json`, `.html`
+//! and one JSON file per transcript) and reading a saved one ([`read`]) for a comparison, a
 //! baseline or a page: the version is checked before the body is read, so a report of an
 //! unknown version says so instead of failing on a missing field.
 
 use std::path::{Path, PathBuf};
 
-use assay_core::simulation::{SIM_SCHEMA_OLDEST, SIM_SCHEMA_VERSION, SimReport};
+use assay_core::simulation::{SIM_SCHEMA_OLDEST, SIM_SCHEMA_VERSION, ScenarioRun, SimReport};
+use assay_harness::results::{write_new, write_replace};
 use assay_kb::datafile::DataError;
+
+/// The saved reports' folder, relative to the project.
+pub const REPORTS_DIR: &str = "sim/reports";
+
+/// What [`save`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedReport {
+    /// The report's stamp (`20261125_093000`, `_2` … when one second saw several).
+    pub stamp: String,
+    /// The Markdown report.
+    pub markdown: PathBuf,
+    /// The JSON report (what [`read`], a comparison and a baseline read).
+    pub json: PathBuf,
+    /// The self-contained HTML report.
+    pub html: PathBuf,
+    /// The folder of the transcripts, one `<scenario>-<repeat>.json` per run.
+    pub transcripts: PathBuf,
+}
+
+/// A report file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {message}", path.display())]
+pub struct SaveError {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub message: String,
+}
+
+fn save_error(path: &Path, e: &dyn std::fmt::Display) -> SaveError {
+    SaveError {
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// A transcript's file name in its report's transcript folder.
+pub fn transcript_file(run: &ScenarioRun) -> String {
+    format!("{}-{}.json", run.scenario_id, run.repeat)
+}
+
+/// A report's stamp from its `generated_at` (RFC 3339): `YYYYMMDD_HHMMSS`.
+fn base_stamp(generated_at: &str) -> String {
+    let digits: String = generated_at
+        .chars()
+        .take(19)
+        .filter(char::is_ascii_digit)
+        .collect();
+    format!(
+        "{}_{}",
+        &digits[..8.min(digits.len())],
+        &digits[8.min(digits.len())..]
+    )
+}
+
+/// Writes the Markdown, JSON and self-contained HTML reports and one JSON file per transcript,
+/// each atomically, into `project/sim/reports/` (or, with `output`, the Markdown to that path
+/// and the rest beside it). The stamped files are never overwritten (a second report in the
+/// same second gets `_2`, `_3`, …); `latest.md` and `latest.json` are replaced.
+pub fn save(
+    project: &Path,
+    output: Option<&Path>,
+    report: &SimReport,
+) -> Result<SavedReport, SaveError> {
+    let reports_dir = project.join(REPORTS_DIR);
+    let base = base_stamp(&report.generated_at);
+    let stamp = (1..1000)
+        .map(|n| {
+            if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}_{n}")
+            }
+        })
+        .find(|s| {
+            !reports_dir.join(format!("report_{s}.md")).exists()
+                && !reports_dir.join("transcripts").join(s).exists()
+        })
+        .ok_or_else(|| SaveError {
+            path: reports_dir.clone(),
+            message: format!("too many reports stamped {base}"),
+        })?;
+    let markdown_path = match output {
+        Some(path) => path.to_owned(),
+        None => reports_dir.join(format!("report_{stamp}.md")),
+    };
+    let base_dir = markdown_path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    std::fs::create_dir_all(&base_dir).map_err(|e| save_error(&base_dir, &e))?;
+    let transcripts = base_dir.join("transcripts").join(&stamp);
+    std::fs::create_dir_all(&transcripts).map_err(|e| save_error(&transcripts, &e))?;
+    for run in &report.runs {
+        if let Some(t) = &run.transcript {
+            let path = transcripts.join(transcript_file(run));
+            let text = serde_json::to_string_pretty(t).map_err(|e| save_error(&path, &e))?;
+            write_replace(&path, text.as_bytes()).map_err(|e| save_error(&path, &e))?;
+        }
+    }
+    let markdown = assay_report::simulation::markdown(report);
+    let json = serde_json::to_string_pretty(report).map_err(|e| save_error(&markdown_path, &e))?;
+    let json_path = markdown_path.with_extension("json");
+    let html_path = markdown_path.with_extension("html");
+    let html = assay_report::simulation::html(
+        report,
+        &assay_report::simulation::TranscriptFiles {
+            dir: format!("transcripts/{stamp}"),
+        },
+    );
+    let put = |path: &Path, text: &str, replace: bool| {
+        if replace {
+            write_replace(path, text.as_bytes())
+        } else {
+            write_new(path, text.as_bytes())
+        }
+        .map_err(|e| save_error(path, &e))
+    };
+    let replace = output.is_some();
+    put(&markdown_path, &markdown, replace)?;
+    put(&json_path, &json, replace)?;
+    put(&html_path, &html, replace)?;
+    if !replace {
+        put(&reports_dir.join("latest.md"), &markdown, true)?;
+        put(&reports_dir.join("latest.json"), &json, true)?;
+    }
+    Ok(SavedReport {
+        stamp,
+        markdown: markdown_path,
+        json: json_path,
+        html: html_path,
+        transcripts,
+    })
+}
+
+/// What a list of reports shows of each: its head, without the runs.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct ReportHead {
+    /// The suite's name.
+    pub suite: String,
+    /// The model under test.
+    pub model: String,
+    /// The judge's model.
+    pub evaluator_model: String,
+    /// When the report was made.
+    pub generated_at: String,
+    /// Runs per scenario.
+    pub repeat: u32,
+    /// The counts.
+    pub summary: assay_core::simulation::SimSummary,
+    /// The gate, when the suite has one.
+    #[serde(default)]
+    pub gate: Option<assay_core::simulation::GateOutcome>,
+    /// Wall-clock milliseconds.
+    pub duration_ms: u64,
+}
+
+/// The saved reports (`sim/reports/report_<stamp>.json`), newest first, as `(stamp, path)`.
+pub fn list(project: &Path) -> Vec<(String, PathBuf)> {
+    let dir = project.join(REPORTS_DIR);
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_owned();
+                    let stamp = name.strip_prefix("report_")?.strip_suffix(".json")?;
+                    check_stamp(stamp).ok()?;
+                    Some((stamp.to_owned(), e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out
+}
+
+/// Whether `stamp` can name a saved report (`report_<stamp>.json`): letters, digits, `_` and
+/// `-`, 1 to 64 of them, so that it never names another path.
+pub fn check_stamp(stamp: &str) -> Result<(), String> {
+    if !stamp.is_empty()
+        && stamp.len() <= 64
+        && stamp
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{stamp}` is not a report stamp (letters, digits, `_` and `-`, as in report_20261125_093000.json)"
+        ))
+    }
+}
+
+/// The path of the saved report `stamp` in `project`.
+pub fn path_of(project: &Path, stamp: &str) -> Result<PathBuf, String> {
+    check_stamp(stamp)?;
+    Ok(project
+        .join(REPORTS_DIR)
+        .join(format!("report_{stamp}.json")))
+}
+
+/// The transcript file of `run` in the saved report `stamp` (its transcripts folder).
+pub fn transcript_path(project: &Path, stamp: &str, run: &ScenarioRun) -> PathBuf {
+    project
+        .join(REPORTS_DIR)
+        .join("transcripts")
+        .join(stamp)
+        .join(transcript_file(run))
+}
+
+/// Reads a report's head (checking its version as [`read`] does), skipping its runs.
+pub fn read_head(path: &Path) -> Result<ReportHead, DataError> {
+    let text = read_checked(path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| DataError::new(path, format!("not a simulation report: {e}")))
+}
 
 /// The JSON report beside `path` (a `.md` report's `.json` twin), or `path` itself.
 pub fn json_path(path: &Path) -> PathBuf {
@@ -21,9 +238,20 @@ pub fn json_path(path: &Path) -> PathBuf {
 /// a version this assay does not read.
 pub fn read(path: &Path) -> Result<SimReport, DataError> {
     let path = json_path(path);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = read_checked(&path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| DataError::new(&path, format!("not a simulation report: {e}")))
+}
+
+/// A report's text, once its version is known to be one this assay reads.
+fn read_checked(path: &Path) -> Result<String, DataError> {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        schema_version: Option<serde_json::Value>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
         DataError::new(
-            &path,
+            path,
             if e.kind() == std::io::ErrorKind::NotFound {
                 "no such simulation report".to_owned()
             } else {
@@ -31,31 +259,33 @@ pub fn read(path: &Path) -> Result<SimReport, DataError> {
             },
         )
     })?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| DataError {
-        path: path.clone(),
+    // The version first (a cheap pass that keeps nothing else), then the body straight into
+    // the report's types: a big report is parsed once, without an intermediate tree.
+    let version = serde_json::from_str::<Version>(&text).map_err(|e| DataError {
+        path: path.to_owned(),
         line: Some(e.line()),
         column: Some(e.column()),
         message: format!("not JSON: {e}"),
     })?;
-    let version = value
-        .get("schema_version")
+    let version = version
+        .schema_version
+        .as_ref()
         .and_then(serde_json::Value::as_u64)
         .ok_or_else(|| {
             DataError::new(
-                &path,
+                path,
                 "not a simulation report (no `schema_version`; expected sim/reports/report_<stamp>.json)",
             )
         })?;
     if version > u64::from(SIM_SCHEMA_VERSION) || version < u64::from(SIM_SCHEMA_OLDEST) {
         return Err(DataError::new(
-            &path,
+            path,
             format!(
                 "a simulation report of version {version}; this assay reads versions {SIM_SCHEMA_OLDEST} to {SIM_SCHEMA_VERSION}"
             ),
         ));
     }
-    serde_json::from_value(value)
-        .map_err(|e| DataError::new(&path, format!("not a simulation report: {e}")))
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use std::path::Path;
 
 use assay_experiment::promote::{self, Action};
 use assay_experiment::prompts::load_prompt_lists;
-use assay_harness::lock::ProjectLock;
 
 use super::{command_line, out};
 use crate::args::PromptsCommand;
@@ -22,16 +21,8 @@ pub fn run(project: &Path, command: &PromptsCommand) -> anyhow::Result<Exit> {
         PromptsCommand::Promote { experiment, yes } => (Action::Promote, experiment, *yes),
         PromptsCommand::Rollback { target, yes } => (Action::Rollback, target, *yes),
     };
-    let operation = format!("prompts {}", action.as_str());
-    let _lock = ProjectLock::acquire(project, &operation, &command_line())?;
-    let experiment = if action == Action::Rollback && target == "baseline" {
-        let e = promote::last_promoted(project)?;
-        tracing::info!("`baseline`: the baseline prompts of {e}, the experiment promoted last");
-        e
-    } else {
-        target.clone()
-    };
-    let plan = promote::plan(project, &experiment, action)?;
+    let change = promote::change(project, target, action, yes, None, &command_line())?;
+    let (experiment, plan) = (&change.experiment, &change.plan);
     let rel = |p: &Path| p.strip_prefix(project).unwrap_or(p).display().to_string();
 
     let mut text = format!(
@@ -51,8 +42,7 @@ pub fn run(project: &Path, command: &PromptsCommand) -> anyhow::Result<Exit> {
     }
     text.push('\n');
     if action == Action::Promote {
-        let dir = promote::experiment_dir(project, &experiment)?;
-        match promote::promotion_summary(&dir) {
+        match &change.summary {
             Some(summary) => {
                 text.push('\n');
                 text.push_str(summary.trim_end());
@@ -71,12 +61,11 @@ pub fn run(project: &Path, command: &PromptsCommand) -> anyhow::Result<Exit> {
     text.push('\n');
     text.push_str(&plan.unified_diff());
     text.push('\n');
-    if !yes {
+    let Some(applied) = &change.applied else {
         text.push_str("nothing changed; run again with --yes to apply\n");
         out(&text);
         return Ok(Exit::Success);
-    }
-    let applied = promote::apply(project, &plan)?;
+    };
     if let Some(backup) = &applied.backup {
         let _ = writeln!(text, "backed up the production prompts to {}/", rel(backup));
     }

@@ -28,3 +28,5 @@ mod simulate;
 mod state;
 mod support;
 mod ui_browser;
+#[path = "../../examples/ui_fixtures.rs"]
+mod ui_fixtures;

@@ -172,6 +172,20 @@ fn the_optimizer_finds_the_known_best_combination_in_all_three_steps() {
     assert!(s.path("experiments/exp1/logs/error_logs").is_dir());
     let md = s.read("experiments/exp1/report.md");
     assert!(md.contains("## Baseline vs optimized") && md.contains("### Pareto front"));
+    // The self-contained HTML report: the page's content, no script.
+    let html = s.read("experiments/exp1/report.html");
+    assert!(html.starts_with("<!doctype html>") && !html.contains("<script"));
+    let front = report["pareto_front"].as_array().unwrap().len();
+    let chart = &html[html.find("id=\"pareto-chart\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("class=\"front\"").count(), front);
+    assert!(
+        html.contains("[[GOOD]]"),
+        "the best prompts, diffed against the baseline"
+    );
+    // Each journal line records the usage since the line before.
+    let journal = s.read("experiments/exp1/journal.jsonl");
+    assert!(journal.lines().skip(1).all(|l| l.contains("\"usage\":{")));
     // Local tracking: the three runs.
     for r in ["exp1_baseline", "exp1_optimize", "exp1_eval"] {
         let v: Value =

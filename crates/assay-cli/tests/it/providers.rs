@@ -206,7 +206,12 @@ fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
     assert!(run.stdout.contains("answered 429/529 (no retry spent)"));
     let report = saved
         .iter()
-        .find(|f| f.starts_with("report_") && f.ends_with(".md"))
+        .find(|f| {
+            f.starts_with("report_")
+                && std::path::Path::new(f)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+        })
         .unwrap();
     let md = project.read(&format!("results/{report}"));
     assert!(md.contains("## Rate limits"), "{md}");

@@ -194,6 +194,25 @@ fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
         .unwrap()
         .path();
     assert_eq!(std::fs::read_dir(&transcripts).unwrap().count(), 9);
+    // The self-contained HTML report beside the Markdown, linking each run's transcript file.
+    let stamp = transcripts
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let html = std::fs::read_to_string(reports.join(format!("report_{stamp}.html"))).unwrap();
+    assert!(html.starts_with("<!doctype html>") && !html.contains("<script"));
+    assert!(html.contains("id=\"heatmap\"") && html.contains("Daily chore log"));
+    assert!(html.contains(&format!("href=\"transcripts/{stamp}/daily_chore-1.json\"")));
+    // Each check records where it read the state and what it read.
+    assert!(
+        email["checks"][0]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("tool ")
+    );
+    assert!(email["checks"][0]["state"].is_string());
     // One request per role per call: the judge once per run.
     assert_eq!(provider.stats.judge.load(Ordering::SeqCst), 9);
 }

@@ -2,8 +2,15 @@
 //! with fantoccini, against `assay serve` on a scratch copy of the example project. Signs in,
 //! creates an entity, edits it, sees version 2 and its diff, runs a retrieval test with the
 //! explain view, opens a run and a run diff, and checks that markup injected into an entity
-//! never executes. Screenshots go to `target/ui-screenshots/` (`scripts/ui-screenshots`
-//! reproduces them).
+//! never executes. Then, in the same browser session, the optimizer and the simulator: opens an
+//! experiment and counts the Pareto chart's front points and finds the baseline, opens a
+//! trial, watches a running `assay optimize` (a scripted provider, `examples/prompt_provider.rs`)
+//! count its trials up, is refused a promotion while it holds the project lock and without the
+//! admin token, promotes with it and reads the history line, opens a simulation report and a
+//! transcript, expands a tool call, and compares two reports; markup injected into prompts,
+//! questions, answers, turns, tool arguments and results, reasoning and scenario names never
+//! runs. Screenshots go to `target/ui-screenshots/` (`scripts/ui-screenshots` reproduces
+//! them).
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`scripts/ci-setup` installs them); the
 //! test fails, never skips, when they are missing.
@@ -208,6 +215,7 @@ fn the_ui_in_headless_chromium() {
             .await
             .expect("a WebDriver session in headless Chromium");
         journey(&client, &base, &project.root, &dir).await;
+        lab(&client, &base, &project.root, &dir).await;
         let _ = client.close().await;
     });
 }
@@ -377,4 +385,313 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .await
         .unwrap();
     assert_nothing_ran(client, "entity list").await;
+}
+
+/// Waits (up to 60 s) until the number in the first `css` element is above `floor`.
+async fn number_above(client: &Client, css: &str, floor: u64) -> u64 {
+    let start = Instant::now();
+    loop {
+        if let Ok(e) = client.find(Locator::Css(css)).await
+            && let Ok(t) = e.text().await
+            && let Ok(n) = t.trim().parse::<u64>()
+            && n > floor
+        {
+            return n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "`{css}` never rose above {floor} within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no `{css}`: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking `{css}`: {e}"));
+}
+
+/// Accepts the confirmation a form with `data-confirm` asks for, when it is open.
+async fn accept_confirm(client: &Client) {
+    let start = Instant::now();
+    while client.get_alert_text().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no confirmation was asked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.accept_alert().await.unwrap();
+}
+
+/// A running `assay optimize` against the scripted provider, slowed down (400 ms a call; most
+/// later calls come from the cache) so that it is still running while its trials are watched
+/// and a promotion is refused under its lock; its stderr goes to `log` (an artefact beside the screenshots).
+fn start_optimize(project: &Path, log: &Path) -> Kill {
+    let stats = std::sync::Arc::new(crate::prompt_provider::PromptStats::default());
+    let url = crate::support::serve(crate::prompt_provider::prompt_router(
+        Duration::from_millis(400),
+        stats,
+    ));
+    let toml = std::fs::read_to_string(project.join("assay.toml")).unwrap();
+    std::fs::write(
+        project.join("assay.toml"),
+        format!(
+            "{toml}\n[providers]\nopenai_base_url = \"{url}/v1\"\nmax_retries = 1\n\n[optimize]\nmodel = \"openai/fake-agent\"\ngrader_model = \"openai/fake-grader\"\nchain = [\"planner\", \"expert\", \"finalizer\"]\n"
+        ),
+    )
+    .unwrap();
+    let line = |q: &str, key: &str| {
+        format!(
+            "{{\"question\": \"{q} [key:{key}] [d:1]\", \"files\": [], \"answer\": \"{key}\"}}\n"
+        )
+    };
+    std::fs::create_dir_all(project.join("cases")).unwrap();
+    std::fs::write(
+        project.join("cases/opt.jsonl"),
+        [
+            line("Capital of France?", "Paris"),
+            line("Largest planet?", "Jupiter"),
+            line("Red planet?", "Mars"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("cases/eval.jsonl"),
+        [
+            line("Author of Hamlet?", "Shakespeare"),
+            line("Symbol of gold?", "Au"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_assay"))
+        .arg("optimize")
+        .arg(project)
+        .args([
+            "--experiment-name",
+            "exp_running",
+            "--optimization-trials",
+            "60",
+            "--optimization-test-cases",
+            "cases/opt.jsonl",
+            "--evaluation-test-cases",
+            "cases/eval.jsonl",
+        ])
+        .env("OPENAI_API_KEY", "test-key")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let journal = project.join("experiments/exp_running/journal.jsonl");
+    let start = Instant::now();
+    while !journal.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "assay optimize did not start its journal within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Kill(child)
+}
+
+/// The optimizer's experiments and the simulator's reports, in the same browser session.
+async fn lab(client: &Client, base: &str, project: &Path, dir: &Path) {
+    use crate::ui_fixtures::{ExperimentSpec, SimulationSpec, write_experiment, write_simulation};
+    let mut spec = ExperimentSpec::new("exp_fixture", 40);
+    INJECT.clone_into(&mut spec.inject);
+    let report = write_experiment(project, &spec);
+    for (stamp, model, seed) in [
+        ("20261125_093000", "anthropic/coach-a", 1),
+        ("20261126_093000", "openai/coach-b", 5),
+    ] {
+        let mut sim = SimulationSpec::new(stamp, 6, 4, 10);
+        INJECT.clone_into(&mut sim.inject);
+        model.clone_into(&mut sim.model);
+        sim.seed = seed;
+        write_simulation(project, &sim);
+    }
+
+    // An experiment: the Pareto chart with every front point, the baseline marked.
+    client
+        .goto(&format!("{base}/ui/experiments"))
+        .await
+        .unwrap();
+    text_containing(client, "#experiments", "exp_fixture").await;
+    assert_nothing_ran(client, "experiment list").await;
+    shot(client, dir, "10-experiments").await;
+    client
+        .goto(&format!("{base}/ui/experiments/exp_fixture"))
+        .await
+        .unwrap();
+    text_containing(client, ".report h1", "exp_fixture").await;
+    let front = client
+        .find_all(Locator::Css("#pareto-chart .front"))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(front, report.pareto_front.len(), "the front's points");
+    assert_eq!(
+        client
+            .find_all(Locator::Css("#pareto-chart .baseline"))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the baseline's mark"
+    );
+    assert!(text(client, "#pareto-chart").await.contains("baseline"));
+    assert_nothing_ran(client, "experiment page").await;
+    shot(client, dir, "11-experiment").await;
+
+    // A trial, from the table.
+    click(
+        client,
+        "#trial-table tbody tr:nth-child(2) td:first-child a",
+    )
+    .await;
+    text_containing(client, ".report h1", "Trial 1 of").await;
+    assert!(text(client, ".report").await.contains("Prompts"));
+    assert_nothing_ran(client, "trial page").await;
+    shot(client, dir, "12-trial").await;
+
+    // A running experiment: its trial count rises on the page without a reload.
+    let optimize = start_optimize(project, &dir.join("13-optimize.log"));
+    client
+        .goto(&format!("{base}/ui/experiments/exp_running"))
+        .await
+        .unwrap();
+    text_containing(client, "#live", "running").await;
+    let first: u64 = text(client, "#trials-done").await.trim().parse().unwrap();
+    client
+        .execute(
+            "document.body.setAttribute('data-marker', 'same-page');",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let later = number_above(client, "#trials-done", first).await;
+    let marker: Value = client
+        .execute("return document.body.getAttribute('data-marker');", vec![])
+        .await
+        .unwrap();
+    assert_eq!(marker, "same-page", "updated in place, not reloaded");
+    assert!(later > first);
+    shot(client, dir, "13-running-experiment").await;
+
+    // Promotion is refused while the running optimize holds the project lock.
+    client
+        .goto(&format!("{base}/ui/experiments/exp_fixture/promote"))
+        .await
+        .unwrap();
+    text_containing(client, "#lock-held", "lock").await;
+    click(client, "#promote button[type=submit]").await;
+    accept_confirm(client).await;
+    text_containing(client, "main", "holds the lock").await;
+    shot(client, dir, "14-promote-refused-locked").await;
+    drop(optimize);
+
+    // Refused without the admin token: the button is disabled, and a forced post gets 401.
+    client.delete_all_cookies().await.unwrap();
+    client
+        .goto(&format!("{base}/ui/experiments/exp_fixture/promote"))
+        .await
+        .unwrap();
+    text_containing(client, "main", "not signed in").await;
+    let disabled: Value = client
+        .execute(
+            "return document.querySelector('#promote button[type=submit]').disabled;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(disabled, true);
+    client
+        .execute(
+            "var f = document.querySelector('#promote form'); f.querySelector('button').disabled = false; f.submit();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    text_containing(client, "main", "sign in with the admin token").await;
+    let before =
+        std::fs::read_to_string(project.join("prompts/planner_system_prompt.txt")).unwrap();
+
+    // With the token: promoted, and the history says so.
+    client.goto(&format!("{base}/ui/login")).await.unwrap();
+    client
+        .find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    click(client, "main form button[type=submit]").await;
+    text_containing(client, "header .who", "admin").await;
+    client
+        .goto(&format!("{base}/ui/experiments/exp_fixture/promote"))
+        .await
+        .unwrap();
+    text_containing(client, "#promote", "Promote").await;
+    shot(client, dir, "15-promote-review").await;
+    click(client, "#promote button[type=submit]").await;
+    accept_confirm(client).await;
+    text_containing(client, "main", "Promoted:").await;
+    let history = text_containing(client, "#history-table", "exp_fixture").await;
+    assert!(history.contains("promote"), "{history}");
+    assert_ne!(
+        std::fs::read_to_string(project.join("prompts/planner_system_prompt.txt")).unwrap(),
+        before,
+        "the production prompt changed"
+    );
+    assert_nothing_ran(client, "promotion").await;
+    shot(client, dir, "16-promoted-history").await;
+
+    // A simulation report, a transcript with a tool call opened, and a comparison.
+    client
+        .goto(&format!("{base}/ui/simulations"))
+        .await
+        .unwrap();
+    text_containing(client, "#simulations", "20261126_093000").await;
+    assert_nothing_ran(client, "simulation list").await;
+    shot(client, dir, "17-simulations").await;
+    click(client, "#simulations tbody tr:last-child td:nth-child(2) a").await;
+    text_containing(client, ".report h1", "Simulation").await;
+    assert!(text(client, "#heatmap").await.contains("Goal progress"));
+    assert_nothing_ran(client, "simulation report").await;
+    shot(client, dir, "18-simulation-report").await;
+    click(client, "#run-table tbody tr:first-child a").await;
+    text_containing(client, ".conversation", "Simulated user").await;
+    let args = client.find(Locator::Css("#call-1 pre.args")).await.unwrap();
+    assert!(!args.is_displayed().await.unwrap(), "closed at first");
+    click(client, "#call-1 summary").await;
+    assert!(args.is_displayed().await.unwrap(), "opened by a click");
+    assert!(args.text().await.unwrap().contains("Mow the lawn"));
+    assert!(text(client, ".judging").await.contains("Goal progress"));
+    assert_nothing_ran(client, "transcript").await;
+    shot(client, dir, "19-transcript").await;
+    client
+        .goto(&format!("{base}/ui/simulations"))
+        .await
+        .unwrap();
+    for cb in client
+        .find_all(Locator::Css("#simulations input[name=r]"))
+        .await
+        .unwrap()
+    {
+        cb.click().await.unwrap();
+    }
+    click(client, "#compare-form button[type=submit]").await;
+    let table = text_containing(client, "#comparison", "anthropic/coach-a").await;
+    assert!(table.contains("openai/coach-b"), "{table}");
+    text_containing(client, "main", "Verdicts").await;
+    assert_nothing_ran(client, "comparison").await;
+    shot(client, dir, "20-compare").await;
 }

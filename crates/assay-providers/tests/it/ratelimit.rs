@@ -211,7 +211,7 @@ impl Provider {
 /// `1994-11-06T08:49:37.250Z`.
 fn rfc3339(at: std::time::SystemTime) -> String {
     let since = at.duration_since(std::time::UNIX_EPOCH).unwrap();
-    let secs = since.as_secs() as i64;
+    let secs = since.as_secs().cast_signed();
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

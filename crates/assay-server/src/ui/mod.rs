@@ -1,6 +1,7 @@
 //! The web UI under `/ui/`: server-rendered HTML pages for the knowledge base (003 §4's seven
-//! admin pages) and the saved runs, with one embedded style sheet and a few lines of optional
-//! script. No build step: the assets are `include_str!`ed into the binary.
+//! admin pages), the saved runs, the prompt optimizer's experiments (with promotion) and the
+//! conversation simulations, with one embedded style sheet and a few lines of optional script.
+//! No build step: the assets are `include_str!`ed into the binary.
 //!
 //! # Safety rules
 //!
@@ -16,9 +17,11 @@
 
 mod bulk;
 mod entities;
+mod experiments;
 mod forms;
 mod pages;
 mod runs;
+mod simulations;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -274,7 +277,7 @@ impl IntoResponse for Html {
         h.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(
-                "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
             ),
         );
         h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -292,13 +295,15 @@ impl IntoResponse for Html {
 }
 
 /// The navigation: `(key, path, label, access key)`.
-const NAV: [(&str, &str, &str, &str); 6] = [
+const NAV: [(&str, &str, &str, &str); 8] = [
     ("entities", "/ui/entities", "Entities", "e"),
     ("new", "/ui/entities/new", "New entity", "n"),
     ("retrieval", "/ui/retrieval", "Retrieval test", "t"),
     ("bulk", "/ui/bulk", "Bulk", "b"),
     ("stats", "/ui/stats", "Stats", "s"),
     ("runs", "/ui/runs", "Runs", "r"),
+    ("experiments", "/ui/experiments", "Experiments", "x"),
+    ("simulations", "/ui/simulations", "Simulations", "m"),
 ];
 
 /// The header's sign-in state for `access`.
@@ -329,7 +334,7 @@ pub fn layout(title: &str, active: &str, who: &str, body: &str) -> String {
         );
     }
     format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs</footer>\n</body></html>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs, <kbd>x</kbd> experiments, <kbd>m</kbd> simulations</footer>\n</body></html>\n",
         esc(title)
     )
 }
@@ -407,6 +412,39 @@ where
             format!("the page failed: {e}"),
         )
     })?
+}
+
+/// Runs `work` on a blocking thread with the project directory, without loading the project
+/// (for the experiment and simulation pages, which read their own files).
+pub async fn blocking_dir<T, F>(state: &AppState, work: F) -> Result<T, UiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&std::path::Path) -> Result<T, UiError> + Send + 'static,
+{
+    let dir = state.project_dir.clone();
+    tokio::task::spawn_blocking(move || work(&dir))
+        .await
+        .map_err(|e| {
+            UiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the page failed: {e}"),
+            )
+        })?
+}
+
+/// A name as one URL path segment: letters, digits and `-._~` as they are, every other byte
+/// percent-encoded (axum decodes it back), so an experiment or scenario name can never leave
+/// its segment.
+pub fn path_segment(name: &str) -> String {
+    name.bytes()
+        .fold(String::with_capacity(name.len()), |mut s, b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                s.push(char::from(b));
+            } else {
+                let _ = write!(s, "%{b:02X}");
+            }
+            s
+        })
 }
 
 /// Runs `work` on a blocking thread with a [`KbSession`]: the lock that serialises this
@@ -549,6 +587,18 @@ async fn logout(
     Ok(r)
 }
 
+/// Adds `Server-Timing: app;dur=<ms>` to every UI answer: the time the server spent on it
+/// (reading the files, rendering), which the browser's developer tools and `bench/ui` read.
+async fn server_timing(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let start = std::time::Instant::now();
+    let mut response = next.run(request).await;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={ms:.1}")) {
+        response.headers_mut().insert("server-timing", v);
+    }
+    response
+}
+
 /// The UI's routes, to be nested under `/ui`.
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -561,7 +611,10 @@ pub fn router() -> Router<AppState> {
         .merge(forms::router())
         .merge(pages::router())
         .merge(runs::router())
+        .merge(experiments::router())
+        .merge(simulations::router())
         .merge(bulk::router())
+        .layer(axum::middleware::from_fn(server_timing))
 }
 
 #[cfg(test)]
@@ -595,6 +648,14 @@ mod tests {
         );
         assert_eq!(cookie(&h, AUTH_COOKIE), Some("xyz"));
         assert_eq!(cookie(&h, "b"), None);
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(path_segment("exp_1.a-b~"), "exp_1.a-b~");
+        assert_eq!(path_segment("a/b c<"), "a%2Fb%20c%3C");
+        assert_eq!(path_segment(".."), "..");
+        assert_eq!(path_segment("é"), "%C3%A9");
     }
 
     #[test]

@@ -3,6 +3,10 @@
 mod admin;
 mod api;
 mod calibrate;
+mod experiments;
 mod runs;
+mod simulations;
 mod support;
 mod ui;
+#[path = "../../../assay-cli/examples/ui_fixtures.rs"]
+mod ui_fixtures;

@@ -9,16 +9,16 @@ use tower::ServiceExt;
 
 use crate::support::Server;
 
-const TOKEN: &str = "s3cret-admin-token";
-const INJECT: &str = "<script>alert('xss')</script><img src=x onerror=alert(1)>";
+pub(crate) const TOKEN: &str = "s3cret-admin-token";
+pub(crate) const INJECT: &str = "<script>alert('xss')</script><img src=x onerror=alert(1)>";
 
-struct Page {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: axum::http::HeaderMap,
+    pub(crate) body: String,
 }
 
-async fn send(server: &Server, req: Request<Body>) -> Page {
+pub(crate) async fn send(server: &Server, req: Request<Body>) -> Page {
     let response = server.app.clone().oneshot(req).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
@@ -30,7 +30,7 @@ async fn send(server: &Server, req: Request<Body>) -> Page {
     }
 }
 
-async fn get(server: &Server, uri: &str, cookie: Option<&str>) -> Page {
+pub(crate) async fn get(server: &Server, uri: &str, cookie: Option<&str>) -> Page {
     let mut req = Request::builder().uri(uri);
     if let Some(c) = cookie {
         req = req.header(header::COOKIE, c);
@@ -58,7 +58,7 @@ fn enc(text: &str) -> String {
         .collect()
 }
 
-async fn post(
+pub(crate) async fn post(
     server: &Server,
     uri: &str,
     fields: &[(&str, &str)],
@@ -80,7 +80,7 @@ async fn post(
 }
 
 /// The CSRF token of a page's forms.
-fn csrf(page: &str) -> String {
+pub(crate) fn csrf(page: &str) -> String {
     let at = page
         .find("name=\"csrf\" value=\"")
         .expect("a form with a CSRF token")
@@ -89,7 +89,7 @@ fn csrf(page: &str) -> String {
 }
 
 /// Signs in and returns the cookie.
-async fn sign_in(server: &Server) -> String {
+pub(crate) async fn sign_in(server: &Server) -> String {
     let login = get(server, "/ui/login", None).await;
     assert_eq!(login.status, StatusCode::OK);
     let token = csrf(&login.body);
@@ -110,7 +110,7 @@ async fn sign_in(server: &Server) -> String {
     set.split(';').next().unwrap().to_owned()
 }
 
-fn assert_inert(page: &Page, what: &str) {
+pub(crate) fn assert_inert(page: &Page, what: &str) {
     assert!(
         !page.body.contains("<script>alert") && !page.body.contains("<img src=x"),
         "{what}: injected markup came through:\n{}",

@@ -14,6 +14,28 @@
     var msg = ev.target.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) ev.preventDefault();
   });
+  // A running experiment's progress panel: its fragment is fetched every 2 s and swapped in
+  // (the server escapes everything in it); when the experiment stops running, the whole page
+  // is reloaded for its charts and tables.
+  var live = document.querySelector("[data-live]");
+  if (live && window.fetch) {
+    var poll = function () {
+      fetch(live.getAttribute("data-live"), { credentials: "same-origin", cache: "no-store" })
+        .then(function (r) {
+          if (!r.ok) return null;
+          var state = r.headers.get("X-Experiment-State");
+          return r.text().then(function (t) { return { state: state, html: t }; });
+        })
+        .then(function (res) {
+          if (!res) return;
+          if (res.state && res.state !== "running") { window.location.reload(); return; }
+          live.innerHTML = res.html;
+        })
+        .catch(function () {})
+        .then(function () { window.setTimeout(poll, 2000); });
+    };
+    window.setTimeout(poll, 2000);
+  }
   // Filter selects submit their form when changed.
   document.querySelectorAll("form.filters select").forEach(function (s) {
     s.addEventListener("change", function () { s.form.submit(); });

@@ -1,0 +1,723 @@
+//! One whole optimization or evaluation, as `assay optimize` / `assay evaluate` (and anything
+//! else that starts one, such as a server) carry it out: read the settings, the prompt lists
+//! and the case sets, take the project lock, build the target and the grader behind the call
+//! wrapper ([`assay_harness::engine::ProviderCalls`]), estimate the calls and cost before any
+//! call, enforce the budget rule, run the dry check (every agent's prompt must reach the
+//! target), run the steps ([`crate::run`]), and write what the experiment leaves behind:
+//! `report.json` (by the run), `report.md`, `report.html`, the Optuna journal and the tracking
+//! runs (MLflow or the local store). The caller parses its arguments into a request and
+//! renders what comes back; [`Observer`] lets it show the estimate and the progress.
+//!
+//! As [`assay_harness::session::execute`] is for runs, this is the one entry point for
+//! experiments.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use assay_core::experiment::{
+    Comparison, Estimate, ExperimentReport, StepResult, Usage, UsageTotals,
+};
+use assay_harness::HarnessError;
+use assay_harness::engine::{ProviderCalls, build_chat_model};
+use assay_harness::lock::ProjectLock;
+use assay_harness::settings::ProjectSettings;
+use assay_providers::{AccountingSnapshot, ChatModel};
+
+use crate::cases::{CaseSet, load_cases};
+use crate::error::ExperimentError;
+use crate::prompts::{PromptLists, load_prompt_lists, read_prompt_dir};
+use crate::run::{self, CaseData, Experiment, Layout, Options, Progress, RunError, Services};
+use crate::target::{ChainTarget, CommandTarget, HttpTarget, Target, TargetError};
+use crate::testdata::{self, Kind};
+use crate::tracking::{self, TrackingError};
+
+/// The self-contained HTML report's file name inside the experiment folder.
+pub const REPORT_HTML: &str = "report.html";
+
+/// How an environment variable is read (API keys, `ASSAY_CACHE`).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Where a set of cases comes from: a file (`--*-test-cases`), else a test-data version
+/// (`--*-version`, else the latest).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaseSource {
+    /// A `test_cases.jsonl` (relative paths that do not exist from here are the project's).
+    pub file: Option<PathBuf>,
+    /// A test-data version.
+    pub version: Option<String>,
+}
+
+/// An optimization, resolved from the command line (or a form).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimizeRequest {
+    /// The project directory.
+    pub project: PathBuf,
+    /// The experiment's name (`experiments/<name>/`): a plain folder name.
+    pub name: String,
+    /// Trials of the study, the baseline trial included.
+    pub trials: usize,
+    /// The sampler's and the bootstrap's seed.
+    pub seed: u64,
+    /// Continue the experiment from its journal.
+    pub resume: bool,
+    /// A hard cap on the spend in USD (every model of the run must be priced).
+    pub budget: Option<f64>,
+    /// Racing, with `[optimize] racing_fraction`.
+    pub racing: bool,
+    /// Cases of a trial at once (stateless targets only); `[optimize] max_concurrency` else.
+    pub max_concurrency: Option<usize>,
+    /// The optimization cases.
+    pub optimization: CaseSource,
+    /// The held-out evaluation cases.
+    pub evaluation: CaseSource,
+    /// The call cache's mode (`--cache`).
+    pub cache: Option<String>,
+    /// An MLflow tracking server; the local store `experiments/<name>/tracking/` without one.
+    pub mlflow_uri: Option<String>,
+    /// The command line, for the project lock's holder description.
+    pub command_line: String,
+}
+
+/// An evaluation of a prompt folder on the evaluation cases (step 3 alone).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluateRequest {
+    /// The project directory.
+    pub project: PathBuf,
+    /// The prompt folder (`<agent>_system_prompt.txt` for every agent).
+    pub prompts: PathBuf,
+    /// The experiment folder's name (default `evaluate_<unix seconds>`).
+    pub name: Option<String>,
+    /// The bootstrap's seed.
+    pub seed: u64,
+    /// A hard cap on the spend in USD.
+    pub budget: Option<f64>,
+    /// Cases at once (stateless targets only).
+    pub max_concurrency: Option<usize>,
+    /// The evaluation cases.
+    pub evaluation: CaseSource,
+    /// The call cache's mode.
+    pub cache: Option<String>,
+    /// The command line, for the project lock's holder description.
+    pub command_line: String,
+}
+
+/// What the caller is told while a session runs.
+pub struct Observer<'a> {
+    /// Progress of the steps (a bar, or nothing: [`run::Quiet`]).
+    pub progress: &'a dyn Progress,
+    /// The estimate, before any call.
+    pub estimate: &'a (dyn Fn(&Estimate) + Sync),
+    /// Warnings about the inputs (unknown fields in case files).
+    pub warning: &'a (dyn Fn(&str) + Sync),
+}
+
+/// The files an optimization wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExperimentFiles {
+    /// `experiments/<name>/`.
+    pub dir: PathBuf,
+    /// `report.json`.
+    pub report_json: PathBuf,
+    /// `report.md`.
+    pub report_md: PathBuf,
+    /// `report.html`.
+    pub report_html: PathBuf,
+    /// `optuna_journal.log`.
+    pub optuna_journal: PathBuf,
+}
+
+/// A finished optimization.
+#[derive(Debug, Clone)]
+pub struct Optimized {
+    /// The record.
+    pub report: ExperimentReport,
+    /// What was written.
+    pub files: ExperimentFiles,
+}
+
+/// A finished evaluation.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    /// The prompts on the evaluation cases.
+    pub evaluation: StepResult,
+    /// The production prompts on the same cases.
+    pub baseline: StepResult,
+    /// The paired comparison.
+    pub comparison: Comparison,
+    /// What the calls consumed.
+    pub usage: Usage,
+}
+
+/// Why a session stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Settings, usage, a provider that cannot be built.
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    /// Bad project files (cases, prompts, versions) or the project lock.
+    #[error(transparent)]
+    Experiment(#[from] ExperimentError),
+    /// The run stopped (halted, budget, journal).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The dry check failed: an agent's prompt does not reach the target.
+    #[error("dry check: every agent's prompt must reach the target before anything is spent: {0}")]
+    DryCheck(#[source] TargetError),
+    /// The target could not be built (a bad URL).
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// Tracking (MLflow or the local store) failed.
+    #[error(transparent)]
+    Tracking(#[from] TrackingError),
+    /// A report could not be written.
+    #[error("writing {}: {message}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl SessionError {
+    /// Exit code 3 (infrastructure) rather than 2 (bad input).
+    pub fn is_infrastructure(&self) -> bool {
+        match self {
+            SessionError::Harness(e) => e.is_infrastructure(),
+            SessionError::Experiment(e) => e.is_infrastructure(),
+            SessionError::Run(e) => e.is_infrastructure(),
+            SessionError::DryCheck(e) | SessionError::Target(e) => e.is_infrastructure(),
+            SessionError::Tracking(_) | SessionError::Write { .. } => true,
+        }
+    }
+}
+
+fn totals(snapshot: &AccountingSnapshot) -> UsageTotals {
+    let mut t = UsageTotals::default();
+    for s in snapshot.models.values() {
+        t += UsageTotals {
+            calls: s.calls,
+            cache_hits: s.cache_hits,
+            requests: s.requests,
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            cost_usd: s.cost_usd,
+        };
+    }
+    t
+}
+
+fn load_set(
+    dir: &Path,
+    kind: Kind,
+    source: &CaseSource,
+    observer: &Observer<'_>,
+) -> Result<CaseData, ExperimentError> {
+    let set: CaseSet = match &source.file {
+        Some(f) => {
+            let f = if f.is_absolute() || f.exists() {
+                f.clone()
+            } else {
+                dir.join(f)
+            };
+            let root = f.parent().map(Path::to_path_buf).unwrap_or_default();
+            load_cases(&f, &root)?
+        }
+        None => testdata::resolve(dir, kind, source.version.as_deref())?.load()?,
+    };
+    for w in &set.warnings {
+        (observer.warning)(w);
+    }
+    Ok(CaseData::new(kind.as_str(), set, dir))
+}
+
+/// Everything built from the settings: the target, the grader, and their call wrappers.
+struct Built {
+    target: Arc<dyn Target>,
+    grader: Arc<dyn ChatModel>,
+    target_calls: ProviderCalls,
+    grader_calls: ProviderCalls,
+    agent_models: BTreeMap<String, String>,
+    chain_len: usize,
+}
+
+impl Built {
+    fn new(
+        dir: &Path,
+        settings: &ProjectSettings,
+        lists: &PromptLists,
+        cache: Option<&str>,
+        env: Env<'_>,
+    ) -> Result<Built, SessionError> {
+        let o = &settings.optimize;
+        let target_calls = ProviderCalls::open(settings, cache, env, true)?;
+        // The target and the grader are accounted apart but share the rate limits of a model
+        // both call.
+        let grader_calls =
+            ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
+        let grader = grader_calls.chat(build_chat_model(
+            settings,
+            &o.grader_model,
+            "[optimize] grader_model",
+            env,
+        )?);
+        let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
+        let timeout = Duration::from_secs_f64(o.timeout_seconds);
+        let mut agent_models = BTreeMap::new();
+        let (target, chain_len): (Arc<dyn Target>, usize) = match o.target.as_str() {
+            "command" => (
+                Arc::new(CommandTarget {
+                    command: o.command.clone(),
+                    dir: dir.to_owned(),
+                    timeout,
+                    stateless: o.stateless,
+                }),
+                0,
+            ),
+            "http" => (
+                Arc::new(HttpTarget::new(
+                    o.url.as_deref().unwrap_or_default(),
+                    timeout,
+                    o.stateless,
+                )?),
+                0,
+            ),
+            _ => {
+                let chain = ChainTarget::order(&agents, o.chain.as_deref());
+                let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
+                for agent in &chain {
+                    let name = o.agent_models.get(agent).unwrap_or(&o.model);
+                    let source = if o.agent_models.contains_key(agent) {
+                        format!("[optimize.agent_models] {agent}")
+                    } else {
+                        "[optimize] model".to_owned()
+                    };
+                    models.insert(
+                        agent.clone(),
+                        target_calls.chat(build_chat_model(settings, name, &source, env)?),
+                    );
+                    agent_models.insert(agent.clone(), name.clone());
+                }
+                let n = chain.len();
+                (
+                    Arc::new(ChainTarget {
+                        chain,
+                        models,
+                        max_tokens: o.agent_max_tokens,
+                    }),
+                    n,
+                )
+            }
+        };
+        Ok(Built {
+            target,
+            grader,
+            target_calls,
+            grader_calls,
+            agent_models,
+            chain_len,
+        })
+    }
+
+    /// Calls, tokens and cost so far, by role.
+    fn usage(&self) -> Usage {
+        Usage {
+            target: totals(&self.target_calls.usage()),
+            grader: totals(&self.grader_calls.usage()),
+            target_runs: 0,
+            rate_limits: {
+                let mut records = self.target_calls.rate_limit_records();
+                records.extend(self.grader_calls.rate_limit_records());
+                records
+            },
+        }
+    }
+
+    /// Before any call: the estimate (told to the observer), the budget rule, and the dry
+    /// check (INT-011). Returns the estimate the budget is checked against.
+    async fn preflight(
+        &self,
+        settings: &ProjectSettings,
+        lists: &PromptLists,
+        runs: &[(&CaseSet, u64)],
+        budget: Option<f64>,
+        observer: &Observer<'_>,
+    ) -> Result<Estimate, SessionError> {
+        let est = estimate(settings, self, lists, runs);
+        (observer.estimate)(&est);
+        check_budget(budget, &est)?;
+        let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
+        self.target
+            .dry_check(&agents)
+            .await
+            .map_err(SessionError::DryCheck)?;
+        tracing::info!(target = %self.target.describe(), agents = agents.len(), "dry check passed: every agent's prompt reaches the target");
+        Ok(est)
+    }
+}
+
+fn chars(text: &str) -> u64 {
+    text.chars().count() as u64
+}
+
+/// Calls, tokens and cost before any call: upper bounds (no cache hits; every reply as long
+/// as its token limit; 4 characters a token).
+fn estimate(
+    settings: &ProjectSettings,
+    built: &Built,
+    lists: &PromptLists,
+    runs: &[(&CaseSet, u64)],
+) -> Estimate {
+    let o = &settings.optimize;
+    let max_out = u64::from(o.agent_max_tokens);
+    let mut e = Estimate::default();
+    let mut target_cost = Some(0.0);
+    let mut grader_cost = Some(0.0);
+    let grader_price = assay_providers::price(&o.grader_model);
+    for (set, times) in runs {
+        for case in &set.cases {
+            let case_tokens = (chars(&case.case.question)
+                + case.context.iter().map(|f| chars(&f.text)).sum::<u64>())
+                / 4
+                + 50;
+            e.target_runs += times;
+            for (i, agent) in lists.agents.iter().enumerate().take(built.chain_len) {
+                let prompt = agent
+                    .prompts
+                    .iter()
+                    .map(|p| chars(&p.text))
+                    .max()
+                    .unwrap_or(0)
+                    / 4;
+                let input = prompt + case_tokens + i as u64 * max_out;
+                e.target.calls += times;
+                e.target.input_tokens += input * times;
+                e.target.output_tokens += max_out * times;
+                let model = built
+                    .agent_models
+                    .get(&agent.agent)
+                    .map_or(o.model.as_str(), String::as_str);
+                target_cost = match (target_cost, assay_providers::price(model)) {
+                    (Some(c), Some(p)) => Some(
+                        c + *times as f64 * (input as f64 * p.input + max_out as f64 * p.output)
+                            / 1e6,
+                    ),
+                    _ => None,
+                };
+            }
+            let input = 200 + case_tokens + chars(&case.case.answer) / 4 + max_out;
+            let output = u64::from(crate::grade::GRADER_MAX_TOKENS);
+            e.grader.calls += times;
+            e.grader.input_tokens += input * times;
+            e.grader.output_tokens += output * times;
+            grader_cost = match (grader_cost, grader_price) {
+                (Some(c), Some(p)) => Some(
+                    c + *times as f64 * (input as f64 * p.input + output as f64 * p.output) / 1e6,
+                ),
+                _ => None,
+            };
+        }
+    }
+    e.target.cost_usd = if built.chain_len == 0 {
+        Some(0.0)
+    } else {
+        target_cost
+    };
+    e.grader.cost_usd = grader_cost;
+    e
+}
+
+/// The budget rule: a budget must be positive, and every model of the run must be priced
+/// (else the cap cannot be enforced).
+pub fn check_budget(budget: Option<f64>, e: &Estimate) -> Result<(), HarnessError> {
+    if let Some(b) = budget {
+        if !(b.is_finite() && b > 0.0) {
+            return Err(HarnessError::Usage(
+                "--budget: must be more than 0 USD".into(),
+            ));
+        }
+        if e.cost_usd().is_none() || e.target.cost_usd.is_none() || e.grader.cost_usd.is_none() {
+            return Err(HarnessError::Usage(
+                "--budget: the cost cannot be enforced: a model of the run has no known price"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` can name an experiment folder.
+pub fn check_experiment_name(name: &str) -> Result<(), HarnessError> {
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(HarnessError::Usage(format!(
+            "--experiment-name: `{name}` must be a plain folder name"
+        )));
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), SessionError> {
+    assay_harness::results::write_replace(path, text.as_bytes()).map_err(|e| SessionError::Write {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Writes an experiment's Markdown and self-contained HTML reports and its Optuna journal
+/// beside `report.json`, each atomically (replacing an older one).
+pub fn write_reports(
+    layout: &Layout,
+    report: &ExperimentReport,
+) -> Result<ExperimentFiles, SessionError> {
+    let files = ExperimentFiles {
+        dir: layout.dir.clone(),
+        report_json: layout.dir.join(run::REPORT_JSON),
+        report_md: layout.dir.join(run::REPORT_MD),
+        report_html: layout.dir.join(REPORT_HTML),
+        optuna_journal: layout.dir.join(tracking::OPTUNA_JOURNAL),
+    };
+    write(
+        &files.report_md,
+        &assay_report::experiment::markdown(report),
+    )?;
+    let view = crate::view::finished_view(layout, report.clone());
+    write(
+        &files.report_html,
+        &assay_report::experiment::html(&view.page()),
+    )?;
+    write(&files.optuna_journal, &tracking::optuna_journal(report))?;
+    Ok(files)
+}
+
+async fn track(
+    mlflow: Option<&str>,
+    layout: &Layout,
+    report: &ExperimentReport,
+    baseline: &BTreeMap<String, String>,
+) -> Result<(), TrackingError> {
+    let runs = tracking::runs_of(report, baseline);
+    if let Some(uri) = mlflow {
+        let client = tracking::Mlflow::new(uri)?;
+        let ids = client.log(&report.name, &runs).await?;
+        tracing::info!(uri, runs = ids.len(), "logged to MLflow");
+    } else {
+        let written = tracking::write_local(&layout.tracking(), &runs)?;
+        tracing::info!(runs = written.len(), dir = %layout.tracking().display(), "tracked locally");
+    }
+    Ok(())
+}
+
+/// The run's options from the settings; the caller sets `trials`, `resume` and `racing`.
+fn options_of(
+    settings: &ProjectSettings,
+    name: String,
+    seed: u64,
+    budget: Option<f64>,
+    max_concurrency: Option<usize>,
+) -> Result<Options, SessionError> {
+    let o = &settings.optimize;
+    Ok(Options {
+        name,
+        trials: 1,
+        seed,
+        resume: false,
+        budget,
+        racing: None,
+        max_concurrency: max_concurrency.unwrap_or(o.max_concurrency),
+        objectives: run::parse_directions(&o.directions).map_err(HarnessError::Usage)?,
+        startup_trials: o.startup_trials,
+        threshold: o.threshold,
+    })
+}
+
+/// `assay optimize`: the three steps (or their continuation with `resume`), the reports, the
+/// Optuna journal and the tracking runs, under the project lock.
+pub async fn optimize(
+    request: &OptimizeRequest,
+    env: Env<'_>,
+    observer: &Observer<'_>,
+) -> Result<Optimized, SessionError> {
+    let dir = request.project.as_path();
+    let settings = ProjectSettings::load(dir).map_err(ExperimentError::from)?;
+    run::parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?;
+    let lists = load_prompt_lists(dir)?;
+    let optimization = load_set(dir, Kind::Optimization, &request.optimization, observer)?;
+    let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
+    let name = request.name.trim();
+    check_experiment_name(name)?;
+    let _lock = ProjectLock::acquire_for(dir, "optimize", Some(name), &request.command_line)
+        .map_err(ExperimentError::from)?;
+    let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env)?;
+    let est = built
+        .preflight(
+            &settings,
+            &lists,
+            &[
+                (&optimization.set, request.trials as u64),
+                (&evaluation.set, 2),
+            ],
+            request.budget,
+            observer,
+        )
+        .await?;
+    let usage = || built.usage();
+    let services = Services {
+        target: built.target.clone(),
+        grader: built.grader.clone(),
+        usage: &usage,
+        progress: observer.progress,
+        estimate: Some(est),
+    };
+    let options = Options {
+        trials: request.trials,
+        resume: request.resume,
+        racing: request.racing.then_some(settings.optimize.racing_fraction),
+        ..options_of(
+            &settings,
+            name.to_owned(),
+            request.seed,
+            request.budget,
+            request.max_concurrency,
+        )?
+    };
+    let experiment = Experiment {
+        project: dir,
+        lists: &lists,
+        optimization: &optimization,
+        evaluation: &evaluation,
+        options: &options,
+        services: &services,
+    };
+    let report = run::optimize(&experiment).await?;
+    let layout = Layout::new(dir, name);
+    let files = write_reports(&layout, &report)?;
+    track(
+        request.mlflow_uri.as_deref(),
+        &layout,
+        &report,
+        &lists.baseline(),
+    )
+    .await?;
+    Ok(Optimized { report, files })
+}
+
+/// `assay evaluate`: a prompt folder and the production prompts on the evaluation cases, and
+/// their paired comparison, under the project lock.
+pub async fn evaluate(
+    request: &EvaluateRequest,
+    env: Env<'_>,
+    observer: &Observer<'_>,
+) -> Result<Evaluated, SessionError> {
+    let dir = request.project.as_path();
+    let settings = ProjectSettings::load(dir).map_err(ExperimentError::from)?;
+    let lists = load_prompt_lists(dir)?;
+    // Like the case files: a relative folder that is not there from here is the project's.
+    let prompts_dir = if request.prompts.is_absolute() || request.prompts.exists() {
+        request.prompts.clone()
+    } else {
+        dir.join(&request.prompts)
+    };
+    let prompts = read_prompt_dir(&prompts_dir)?;
+    let missing: Vec<&str> = lists
+        .names()
+        .into_iter()
+        .filter(|a| !prompts.contains_key(*a))
+        .collect();
+    if !missing.is_empty() {
+        return Err(HarnessError::Usage(format!(
+            "{}: no prompt for {} (expected <agent>_system_prompt.txt for every agent in prompts/)",
+            prompts_dir.display(),
+            missing.join(", ")
+        ))
+        .into());
+    }
+    let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
+    let _lock = ProjectLock::acquire(dir, "evaluate", &request.command_line)
+        .map_err(ExperimentError::from)?;
+    let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env)?;
+    let est = built
+        .preflight(
+            &settings,
+            &lists,
+            &[(&evaluation.set, 2)],
+            request.budget,
+            observer,
+        )
+        .await?;
+    let usage = || built.usage();
+    let services = Services {
+        target: built.target.clone(),
+        grader: built.grader.clone(),
+        usage: &usage,
+        progress: observer.progress,
+        estimate: Some(est),
+    };
+    let name = request.name.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("evaluate_{secs}")
+    });
+    let options = options_of(
+        &settings,
+        name,
+        request.seed,
+        request.budget,
+        request.max_concurrency,
+    )?;
+    let experiment = Experiment {
+        project: dir,
+        lists: &lists,
+        optimization: &evaluation,
+        evaluation: &evaluation,
+        options: &options,
+        services: &services,
+    };
+    let (step, baseline, comparison) = run::evaluate(&experiment, &prompts).await?;
+    Ok(Evaluated {
+        evaluation: step,
+        baseline,
+        comparison,
+        usage: usage(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_rule_needs_a_positive_budget_and_known_prices() {
+        let priced = Estimate {
+            target_runs: 1,
+            target: assay_core::experiment::RoleEstimate {
+                cost_usd: Some(0.1),
+                ..Default::default()
+            },
+            grader: assay_core::experiment::RoleEstimate {
+                cost_usd: Some(0.2),
+                ..Default::default()
+            },
+        };
+        assert!(check_budget(None, &Estimate::default()).is_ok());
+        assert!(check_budget(Some(1.0), &priced).is_ok());
+        let e = check_budget(Some(0.0), &priced).unwrap_err().to_string();
+        assert!(e.contains("more than 0"), "{e}");
+        let unpriced = Estimate {
+            grader: assay_core::experiment::RoleEstimate::default(),
+            ..priced
+        };
+        let e = check_budget(Some(1.0), &unpriced).unwrap_err().to_string();
+        assert!(e.contains("no known price"), "{e}");
+    }
+
+    #[test]
+    fn experiment_names_are_plain_folder_names() {
+        assert!(check_experiment_name("exp_1").is_ok());
+        for bad in ["", "../x", "a/b", ".hidden", "a\\b"] {
+            assert!(check_experiment_name(bad).is_err(), "{bad}");
+        }
+    }
+}
