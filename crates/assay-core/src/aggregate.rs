@@ -315,6 +315,10 @@ const REASONS: [&str; 5] = [
     "wrong handlers",
 ];
 
+/// A deterministic bank's running totals: sums, the score distribution, sums per group
+/// (handler or pattern type).
+type BankTotals = (Sums, Distribution, BTreeMap<String, Sums>);
+
 /// Summarises finished cases as they come (see the module docs).
 #[derive(Debug)]
 pub struct Aggregator {
@@ -323,8 +327,9 @@ pub struct Aggregator {
     spilled: bool,
     semantic: Option<Vec<Option<SemanticEntry>>>,
     semantic_seen: bool,
-    state: Option<(Sums, Distribution, BTreeMap<String, Sums>)>,
-    pattern: Option<(Sums, Distribution, BTreeMap<String, Sums>, Vec<String>)>,
+    state: Option<BankTotals>,
+    /// The pattern bank's totals and the ids of its critical failures.
+    pattern: Option<(BankTotals, Vec<String>)>,
     always: Option<(Sums, bool)>,
     /// Every record, in arrival order, while all are kept.
     all: Vec<(usize, CaseRecord)>,
@@ -414,7 +419,7 @@ impl Aggregator {
                 }
             }
             CaseRecord::Pattern(r) => {
-                let (sums, dist, types, critical) =
+                let ((sums, dist, types), critical) =
                     self.pattern.get_or_insert_with(Default::default);
                 sums.add(r.score, r.is_hard_fail);
                 dist.add(r.score);
@@ -556,7 +561,7 @@ impl Aggregator {
             })
             .collect();
         let mut errors = self.errors.clone();
-        errors.sort_by(|a, b| b.count.cmp(&a.count));
+        errors.sort_by_key(|e| std::cmp::Reverse(e.count));
         Notable {
             imperfect: self.imperfect,
             imperfect_by_bank: self.imperfect_by_bank.clone(),
@@ -572,15 +577,15 @@ impl Aggregator {
     pub fn finish(mut self) -> (BankResults, Notable) {
         let notable = self.notable(!self.spilled);
         let mut lists: BTreeMap<BankType, Vec<(usize, CaseRecord)>> = BTreeMap::new();
-        let kept: Vec<(usize, CaseRecord)> = if !self.spilled {
-            std::mem::take(&mut self.all)
-        } else {
+        let kept: Vec<(usize, CaseRecord)> = if self.spilled {
             let mut v: Vec<(usize, CaseRecord)> = std::mem::take(&mut self.critical);
             v.append(&mut self.errored);
             for (_, heap) in std::mem::take(&mut self.worst) {
                 v.extend(heap.into_iter().map(|k| (k.index, k.record)));
             }
             v
+        } else {
+            std::mem::take(&mut self.all)
         };
         for (i, r) in kept {
             lists.entry(r.bank()).or_default().push((i, r));
@@ -614,7 +619,7 @@ impl Aggregator {
                     .collect(),
             });
         }
-        if let Some((sums, dist, types, critical)) = self.pattern {
+        if let Some(((sums, dist, types), critical)) = self.pattern {
             banks.pattern = Some(PatternResults {
                 tests_run: sums.n,
                 average_score: sums.average(),
@@ -721,7 +726,7 @@ impl StateResults {
         for (i, r) in results.into_iter().enumerate() {
             agg.push(i, CaseRecord::State(r));
         }
-        agg.finish().0.state.unwrap_or_else(|| unreachable_state())
+        agg.finish().0.state.unwrap_or_else(unreachable_state)
     }
 }
 
@@ -733,10 +738,7 @@ impl PatternResults {
         for (i, r) in results.into_iter().enumerate() {
             agg.push(i, CaseRecord::Pattern(r));
         }
-        agg.finish()
-            .0
-            .pattern
-            .unwrap_or_else(|| unreachable_pattern())
+        agg.finish().0.pattern.unwrap_or_else(unreachable_pattern)
     }
 }
 

@@ -383,16 +383,14 @@ fn find_duplicate(banks: &Banks, digests: &[u64]) -> Result<(), HarnessError> {
         if digests.binary_search(&banks::id_digest(id)).is_err() {
             return Ok(());
         }
-        match first.get(id) {
-            Some(at) => Err(DataError::new(
+        if let Some(at) = first.get(id) {
+            return Err(DataError::new(
                 file,
                 format!("duplicate test_id `{id}` (first at {at})"),
-            )),
-            None => {
-                first.insert(id.to_owned(), place);
-                Ok(())
-            }
+            ));
         }
+        first.insert(id.to_owned(), place);
+        Ok(())
     };
     for c in &banks.semantic {
         check(&c.case.test_id, &c.file, case_place(c, &c.case.test_id))?;

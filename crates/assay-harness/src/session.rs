@@ -236,7 +236,7 @@ pub async fn execute(
         let mut render = |name: Option<&str>| {
             if let Some(c) = log.cases.as_mut() {
                 match name {
-                    Some(name) => c.file = name.to_owned(),
+                    Some(name) => name.clone_into(&mut c.file),
                     None => log.cases = None,
                 }
             }

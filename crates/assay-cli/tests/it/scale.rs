@@ -43,7 +43,10 @@ fn saved(p: &Scratch) -> Vec<String> {
     let mut names: Vec<String> = p
         .results()
         .into_iter()
-        .filter(|n| n.starts_with("results_") && n.ends_with(".json"))
+        .filter(|n| {
+            let p = std::path::Path::new(n);
+            n.starts_with("results_") && p.extension().is_some_and(|e| e == "json")
+        })
         .collect();
     names.sort_by_key(|n| {
         let id = n.trim_start_matches("results_").trim_end_matches(".json");
@@ -99,7 +102,10 @@ fn a_large_run_lists_the_worst_and_streams_every_case_to_its_run_log() {
     let file = log["cases"]["file"].as_str().unwrap();
     assert_eq!(log["cases"]["count"], CASES);
     assert!(
-        file.starts_with("cases_") && file.ends_with(".jsonl"),
+        file.starts_with("cases_")
+            && std::path::Path::new(file)
+                .extension()
+                .is_some_and(|e| e == "jsonl"),
         "{file}"
     );
     let text = p.read(&format!("results/{file}"));
