@@ -171,9 +171,17 @@ fn postgres_nearest_finds_the_nearest_active_entities_of_the_model() {
 
     let backend = Postgres::new();
     let store = backend.store();
+    // Pseudo-random vectors, distinct for every i (a tie in distance would make the exact
+    // order, and so the comparison, arbitrary).
     let vector = |i: usize| -> Vec<f32> {
+        let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
         (0..8)
-            .map(|d| ((i * 7 + d * 3) % 11) as f32 - 5.0 + if d == i % 8 { 4.0 } else { 0.0 })
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
             .collect()
     };
     for i in 0..40 {
@@ -238,9 +246,17 @@ fn postgres_index_search_filters_like_the_exact_search() {
 
     let backend = Postgres::new();
     let store = backend.store();
+    // Pseudo-random vectors, distinct for every i (a tie in distance would make the exact
+    // order, and so the comparison, arbitrary).
     let vector = |i: usize| -> Vec<f32> {
+        let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
         (0..8)
-            .map(|d| ((i * 7 + d * 3) % 11) as f32 - 5.0 + if d == i % 8 { 4.0 } else { 0.0 })
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
             .collect()
     };
     // 300 SITUATION entities; every tenth is for clinicians only; a few ALWAYS entities.
