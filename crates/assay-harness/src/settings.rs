@@ -961,7 +961,11 @@ mod tests {
         }
         // A negative count is a type error, placed at the value (line 2, column 22).
         let e = load("[semantic]\nindex_min_entities = -1\n").unwrap_err();
-        assert!(e.to_string().contains("assay.toml:2:22: invalid value: integer `-1`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("assay.toml:2:22: invalid value: integer `-1`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -497,7 +497,7 @@ mod postgres {
         assert!(
             detail.starts_with("index (PostgreSQL HNSW (pgvector ")
                 && detail.contains("ef_search 400)")
-                && detail.contains("; 0 answered by the exact search"),
+                && detail.ends_with(" searches, 0 answered by the exact search"),
             "{detail}"
         );
         assert!(

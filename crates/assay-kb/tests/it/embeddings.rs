@@ -315,7 +315,12 @@ fn postgres_index_search_filters_like_the_exact_search() {
             for hit in &index {
                 let n: usize = hit.entity_id[1..].parse().unwrap();
                 assert_eq!(hit.vector, vector(n));
-                assert_eq!(n.is_multiple_of(10), audience == "CLINICIAN", "{}", hit.entity_id);
+                assert_eq!(
+                    n.is_multiple_of(10),
+                    audience == "CLINICIAN",
+                    "{}",
+                    hit.entity_id
+                );
                 let stored = store.get(&hit.entity_id).unwrap().unwrap();
                 assert_eq!(hit.text_hash, embedding_text_hash(&stored));
             }
