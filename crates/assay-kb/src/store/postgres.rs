@@ -429,6 +429,16 @@ impl PgStore {
             let mode = if iterative { "relaxed_order" } else { "off" };
             set.push_str(&format!("; SET hnsw.iterative_scan = {mode}"));
         }
+        // A filtered search plans with its parameters' values: the generic plan of the
+        // prepared statement estimates an audience as rare and scans the audience's GIN index
+        // and sorts, an exact scan in the database (measured: 200 ms at 20k rows where the
+        // HNSW scan takes a few).
+        let plans = if iterative {
+            "force_custom_plan"
+        } else {
+            "auto"
+        };
+        set.push_str(&format!("; SET plan_cache_mode = {plans}"));
         set
     }
 
