@@ -111,7 +111,9 @@ fn main() -> anyhow::Result<()> {
     let mut misses = Vec::new();
     let mut rank_us = Vec::with_capacity(items.len());
     for (item, query) in items.iter().zip(&queries) {
-        let r = pipeline.retrieve(&item.message, Some(query), &state, "PARENT");
+        let r = pipeline
+            .retrieve(&item.message, Some(query), &state, "PARENT")
+            .expect("an exact pipeline does not fail");
         let retrieved: Vec<&str> = r
             .entities
             .iter()
@@ -121,7 +123,9 @@ fn main() -> anyhow::Result<()> {
         let at = retrieved.iter().position(|e| *e == item.entity);
         pipe.add(at);
         let t = Instant::now();
-        let ranked = pipeline.rank(query, &item.message, "PARENT", 15);
+        let ranked = pipeline
+            .rank(query, &item.message, "PARENT", 15)
+            .expect("an exact pipeline does not fail");
         rank_us.push(t.elapsed().as_secs_f64() * 1e6);
         let at_rank = ranked.iter().position(|h| h.entity_id == item.entity);
         rank.add(at_rank);

@@ -586,6 +586,38 @@ pub enum KbCommand {
     /// Dual-read check: retrieve the same messages from two stores and report where the
     /// selected entities or their order differ (exit 1 when they differ).
     Compare(KbCompareArgs),
+    /// Measure the store's vector index (PostgreSQL's HNSW): the recall@k of its nearest
+    /// entities against the exact search, per message and on average, and the time of each;
+    /// exit 1 when the mean recall is below --min-recall.
+    CheckIndex(KbCheckIndexArgs),
+}
+
+/// `assay kb check-index`
+#[derive(Debug, Args)]
+pub struct KbCheckIndexArgs {
+    /// Messages to search for: one per line, or JSON lines (`.jsonl`: `{"message": …,
+    /// "audience"?, "user_state"?, "id"?}`). Default: the semantic bank's prompts.
+    #[arg(long, value_name = "FILE")]
+    pub messages: Option<PathBuf>,
+    /// Nearest entities compared per message (default: [semantic] candidates, the semantic
+    /// bank's first stage).
+    #[arg(long, value_name = "K")]
+    pub k: Option<usize>,
+    /// hnsw.ef_search for the index searches (default: [semantic] ef_search).
+    #[arg(long, value_name = "N")]
+    pub ef_search: Option<u32>,
+    /// The mean recall@k below which the check fails (exit 1).
+    #[arg(long, default_value_t = assay_harness::check_index::DEFAULT_MIN_RECALL, value_name = "R")]
+    pub min_recall: f64,
+    /// Embedder (`vendor/model`; default: the project's).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+    /// How many of the lowest-recall messages the summary shows.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub worst: usize,
+    /// Print the whole check, every message included, as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `assay kb compare`

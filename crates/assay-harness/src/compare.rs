@@ -36,7 +36,8 @@ pub struct Message {
 }
 
 impl Message {
-    fn audience(&self) -> String {
+    /// The audience: `audience`, else the state's `user_type`, else `PARENT`.
+    pub fn audience(&self) -> String {
         self.audience
             .clone()
             .or_else(|| {
@@ -256,8 +257,9 @@ pub async fn compare(
         let mut selected = HashMap::new();
         for (i, m) in messages.iter().enumerate() {
             if let Some(Ok(query)) = queries.get(&m.message) {
-                let retrieval =
-                    pipeline.retrieve(&m.message, Some(query), &m.user_state, &m.audience());
+                let retrieval = pipeline
+                    .retrieve(&m.message, Some(query), &m.user_state, &m.audience())
+                    .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
                 selected.insert(
                     i,
                     retrieval

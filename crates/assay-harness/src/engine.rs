@@ -12,7 +12,7 @@ use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::entity::LoadMode;
 use assay_core::runlog::{Candidate, RateLimitRecord};
 use assay_kb::store::{Edit, ImportReport, KbBackend, KbStore, SqliteStore};
-use assay_kb::{EntityFilter, KnowledgeBase, MemoryKb};
+use assay_kb::{EmbeddingIndex, EntityFilter, KnowledgeBase, MemoryKb};
 use assay_kb::{ViewEmbedding, view_text_hash};
 use assay_providers::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
@@ -20,7 +20,7 @@ use assay_providers::{
     RateLimits, RerankDocument, Reranker, RerankerSpec,
 };
 use assay_retrieval::pipeline::{
-    DEFAULT_LEXICAL_WEIGHT, Pipeline, RankMode, RetrievalConfig, ViewVector,
+    DEFAULT_LEXICAL_WEIGHT, IndexSearch, Pipeline, RankMode, RetrievalConfig, ViewVector,
 };
 
 use crate::HarnessError;
@@ -78,7 +78,9 @@ impl std::fmt::Display for StoreLocation {
 /// An open store of either backend, and where it lives. Derefs to the store.
 #[derive(Debug)]
 pub struct OpenStore {
-    store: Box<dyn KbBackend>,
+    store: Arc<dyn KbBackend>,
+    /// The store's vector index, when it has one (PostgreSQL's HNSW).
+    index: Option<Arc<dyn EmbeddingIndex>>,
     /// Where it lives.
     pub location: StoreLocation,
 }
@@ -97,6 +99,20 @@ impl OpenStore {
     pub fn files_are_source(&self) -> bool {
         matches!(self.location, StoreLocation::Sqlite(_))
     }
+
+    /// The store's approximate nearest-neighbour index over entity embeddings, when it has
+    /// one (a PostgreSQL store's HNSW indexes; the SQLite store has none).
+    pub fn vector_index(&self) -> Option<Arc<dyn EmbeddingIndex>> {
+        self.index.clone()
+    }
+
+    fn sqlite(path: PathBuf) -> Result<OpenStore, HarnessError> {
+        Ok(OpenStore {
+            store: Arc::new(SqliteStore::open(&path)?),
+            index: None,
+            location: StoreLocation::Sqlite(path),
+        })
+    }
 }
 
 /// The store a project is configured with, and where the choice came from: `ASSAY_STORE`,
@@ -114,6 +130,13 @@ pub fn store_setting(
     }
 }
 
+/// Whether a `store` setting names a database (`postgres://…`): a store that is its own
+/// source of truth, whose `kb/` files are imported only when asked.
+pub fn is_database(spec: &str) -> bool {
+    let lower = spec.trim().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
 /// Opens (creating if needed) the project's store, as configured ([`store_setting`], reading
 /// the environment).
 pub fn open_store(settings: &ProjectSettings) -> Result<OpenStore, HarnessError> {
@@ -126,11 +149,7 @@ pub fn open_store_with(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<OpenStore, HarnessError> {
     let (Some(spec), source) = store_setting(settings, env) else {
-        let path = store_path(settings);
-        return Ok(OpenStore {
-            store: Box::new(SqliteStore::open(&path)?),
-            location: StoreLocation::Sqlite(path),
-        });
+        return OpenStore::sqlite(store_path(settings));
     };
     open_store_at(&spec, &settings.root).map_err(|e| match e {
         HarnessError::Usage(message) | HarnessError::Kb(assay_kb::KbError::Invalid(message)) => {
@@ -144,29 +163,25 @@ pub fn open_store_with(
 /// path; relative paths are relative to `root`).
 pub fn open_store_at(spec: &str, root: &Path) -> Result<OpenStore, HarnessError> {
     let spec = spec.trim();
-    let lower = spec.to_ascii_lowercase();
-    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+    if is_database(spec) {
         return open_postgres(spec);
     }
-    if lower.contains("://") {
+    if spec.contains("://") {
         return Err(HarnessError::Usage(format!(
             "store `{}`: unknown kind of store (expected postgres://user@host:port/db,              sqlite:PATH or a path to an SQLite file)",
             spec.split("://").next().unwrap_or_default()
         )));
     }
-    let path = root.join(spec.strip_prefix("sqlite:").unwrap_or(spec));
-    Ok(OpenStore {
-        store: Box::new(SqliteStore::open(&path)?),
-        location: StoreLocation::Sqlite(path),
-    })
+    OpenStore::sqlite(root.join(spec.strip_prefix("sqlite:").unwrap_or(spec)))
 }
 
 #[cfg(feature = "postgres")]
 fn open_postgres(url: &str) -> Result<OpenStore, HarnessError> {
-    let store = assay_kb::PgStore::connect(url)?;
+    let store = Arc::new(assay_kb::PgStore::connect(url)?);
     let location = StoreLocation::Postgres(store.target().to_owned());
     Ok(OpenStore {
-        store: Box::new(store),
+        index: Some(store.clone()),
+        store,
         location,
     })
 }
@@ -985,6 +1000,172 @@ pub fn build_pipeline(
         .map_err(|e| HarnessError::Infrastructure(e.to_string()))
 }
 
+/// How the SITUATION stage finds its candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchKind {
+    /// Every fresh embedding scored, in memory.
+    Exact,
+    /// The store's approximate nearest-neighbour index (PostgreSQL's HNSW).
+    Index,
+}
+
+impl SearchKind {
+    /// `exact` or `index`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchKind::Exact => "exact",
+            SearchKind::Index => "index",
+        }
+    }
+}
+
+/// The search a pipeline uses ([`choose_search`]), and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SearchChoice {
+    /// Exact or index.
+    pub kind: SearchKind,
+    /// Why, in words (`[semantic] search = "auto": 1000000 active SITUATION entities, at least
+    /// index_min_entities (100000)`).
+    pub reason: String,
+    /// With the index: what answers (`PostgreSQL HNSW (pgvector 0.8.5)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// With the index: `[semantic] ef_search`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ef_search: Option<u32>,
+}
+
+impl SearchChoice {
+    fn exact(reason: String) -> SearchChoice {
+        SearchChoice {
+            kind: SearchKind::Exact,
+            reason,
+            index: None,
+            ef_search: None,
+        }
+    }
+
+    /// `exact`, or `index (PostgreSQL HNSW (pgvector 0.8.5), ef_search 400)`.
+    pub fn describe(&self) -> String {
+        match (&self.index, self.ef_search) {
+            (Some(index), Some(ef)) => format!("index ({index}, ef_search {ef})"),
+            _ => self.kind.as_str().to_owned(),
+        }
+    }
+}
+
+/// Chooses how the SITUATION stage searches `model`'s embeddings in `store`, from
+/// `[semantic] search` (see [`crate::settings::SemanticConfig::search`]): `exact`; `index`, an
+/// error (bad input) where the store has no index for the embeddings; or `auto`, the index when
+/// the store has one for them, ranking is dense over one embedding per entity, and `kb` holds
+/// at least `[semantic] index_min_entities` active SITUATION entities. Call it after the
+/// embeddings are brought up to date (their dimension decides the index).
+pub fn choose_search(
+    settings: &ProjectSettings,
+    store: &OpenStore,
+    kb: &dyn KnowledgeBase,
+    model: &str,
+) -> Result<SearchChoice, HarnessError> {
+    let semantic = &settings.semantic;
+    let setting = format!("[semantic] search = \"{}\"", semantic.search);
+    let forced = match semantic.search.as_str() {
+        "exact" => return Ok(SearchChoice::exact(setting)),
+        "index" => true,
+        _ => false,
+    };
+    let refuse = |why: String| -> Result<SearchChoice, HarnessError> {
+        if forced {
+            Err(HarnessError::Usage(format!(
+                "{setting}: {why}; set search = \"auto\" or \"exact\""
+            )))
+        } else {
+            Ok(SearchChoice::exact(format!("{setting}: {why}")))
+        }
+    };
+    let Some(index) = store.vector_index() else {
+        return refuse(format!(
+            "the store {} has no vector index (only a PostgreSQL store has one)",
+            store.location
+        ));
+    };
+    let r = &settings.retrieval;
+    if r.mode != "dense" {
+        return refuse(format!(
+            "[retrieval] mode = \"{}\" ranks every entity, which an index of embeddings cannot do",
+            r.mode
+        ));
+    }
+    if multi_view(settings) {
+        return refuse(
+            "[retrieval] views = \"multi\" ranks several embeddings per entity; the index holds one"
+                .into(),
+        );
+    }
+    match index.embedding_dimension(model)? {
+        Some(dim) if !index.has_index(dim)? => {
+            return refuse(format!(
+                "the store has no index for {model}'s {dim}-dimension embeddings (pgvector \
+                 indexes at most 2,000 dimensions)"
+            ));
+        }
+        _ => {}
+    }
+    let count = kb.list(&EntityFilter::active(LoadMode::Situation))?.len();
+    let min = semantic.index_min_entities;
+    if !forced && count < min {
+        return Ok(SearchChoice::exact(format!(
+            "{setting}: {count} active SITUATION entities, fewer than index_min_entities ({min})"
+        )));
+    }
+    let reason = if forced {
+        setting
+    } else {
+        format!("{setting}: {count} active SITUATION entities, at least index_min_entities ({min})")
+    };
+    Ok(SearchChoice {
+        kind: SearchKind::Index,
+        reason,
+        index: Some(index.describe()),
+        ef_search: Some(semantic.ef_search),
+    })
+}
+
+/// [`prepare_pipeline`] with the search [`choose_search`] picks: brings the embeddings up to
+/// date, then builds a pipeline that scores them exactly or takes its SITUATION candidates from
+/// the store's index. What `assay run` and `assay retrieve` search with.
+pub async fn prepare_search_pipeline(
+    store: &OpenStore,
+    kb: &dyn KnowledgeBase,
+    project: &Project,
+    embedder: &dyn Embedder,
+    config: RetrievalConfig,
+) -> Result<(Pipeline, EmbedReport, SearchChoice), HarnessError> {
+    let settings = &project.settings;
+    if multi_view(settings) || settings.semantic.search == "exact" {
+        let model = embedder.model().to_owned();
+        let (pipeline, report) = prepare_pipeline(&**store, kb, project, embedder, config).await?;
+        let choice = choose_search(settings, store, kb, &model)?;
+        return Ok((pipeline, report, choice));
+    }
+    let report = refresh_embeddings(&**store, embedder, false, None).await?;
+    let model = embedder.model();
+    let choice = choose_search(settings, store, kb, model)?;
+    let pipeline = match (choice.kind, store.vector_index()) {
+        (SearchKind::Index, Some(index)) => {
+            let search = IndexSearch {
+                index,
+                model: model.to_owned(),
+                ef_search: settings.semantic.ef_search,
+            };
+            Pipeline::with_index(kb, project.patterns.clone(), search, config)
+                .map_err(|e| HarnessError::Infrastructure(e.to_string()))?
+        }
+        _ => build_pipeline(&**store, kb, project, model, config)?,
+    };
+    Ok((pipeline, report, choice))
+}
+
 /// Embeds queries, in one call when it succeeds. When the batch call fails (after the
 /// wrapper's retries), each query is embedded on its own, so a provider failure costs only the
 /// cases it hit, each of which records the error.
@@ -1074,6 +1255,7 @@ pub struct SemanticSearch<'a> {
     top_k: usize,
     threshold: Option<f32>,
     description: String,
+    search: Option<SearchChoice>,
 }
 
 impl<'a> SemanticSearch<'a> {
@@ -1101,7 +1283,47 @@ impl<'a> SemanticSearch<'a> {
             top_k,
             threshold: None,
             description,
+            search: None,
         }
+    }
+
+    /// Records how the pipeline searches ([`prepare_search_pipeline`]): an index search is
+    /// part of the description (a journal of an exact run does not resume with the index), and
+    /// [`SemanticSearch::setup_entries`] records it.
+    #[must_use]
+    pub fn with_search(mut self, search: SearchChoice) -> Self {
+        if search.kind == SearchKind::Index {
+            self.description
+                .push_str(&format!(", candidates from {}", search.describe()));
+        }
+        self.search = Some(search);
+        self
+    }
+
+    /// What a run records of the search in the RunLog's `setup`: `semantic_search` (`exact` or
+    /// `index`) and `semantic_search_detail` (why; with the index, what answered, its
+    /// `ef_search`, and how many searches the exact search in the database answered instead).
+    pub fn setup_entries(&self) -> Vec<(String, String)> {
+        let Some(search) = &self.search else {
+            return Vec::new();
+        };
+        let mut detail = search.reason.clone();
+        if search.kind == SearchKind::Index {
+            detail = format!("{}; {detail}", search.describe());
+            if let Some(stats) = self.pipeline.index_stats() {
+                detail.push_str(&format!(
+                    "; {} searches, {} answered by the exact search",
+                    stats.searches, stats.exact_fallbacks
+                ));
+            }
+        }
+        vec![
+            (
+                "semantic_search".to_owned(),
+                search.kind.as_str().to_owned(),
+            ),
+            ("semantic_search_detail".to_owned(), detail),
+        ]
     }
 
     /// Selects only candidates scoring at least `threshold` (a threshold tuned for the
@@ -1157,6 +1379,7 @@ impl SemanticRetriever for SemanticSearch<'_> {
         let nearest: Vec<(String, f32)> = self
             .pipeline
             .rank(query, prompt, audience_of(user_state), self.candidates)
+            .map_err(|e| format!("searching the knowledge base: {e}"))?
             .into_iter()
             .map(|h| (h.entity_id, h.score))
             .collect();

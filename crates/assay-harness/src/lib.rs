@@ -28,6 +28,7 @@ pub mod banks;
 pub mod baseline;
 pub mod calibrate;
 pub mod caselog;
+pub mod check_index;
 pub mod compare;
 pub mod engine;
 pub mod expectations;

@@ -32,7 +32,44 @@ pub struct Project {
     pub expectations: ExpectationLoader,
     /// Warnings raised while loading.
     pub warnings: Vec<String>,
+    /// Every entity the banks' cases and the pattern rules name, with where. [`Project::load`]
+    /// checks them against the `kb/` files when those are the source of truth (the embedded
+    /// store); with a database store they are checked against the store's snapshot instead
+    /// ([`Project::check_entity_refs`]), by a run and by `assay validate`.
+    pub entity_refs: Vec<EntityRef>,
+    /// Whether [`Project::load`] checked [`Project::entity_refs`] against the `kb/` files.
+    pub refs_checked_against_files: bool,
 }
+
+/// An entity a bank case or a pattern rule names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityRef {
+    /// Where: `<file>: tests[3] (S001)`, `<rules file>: keyword_boosts[2]`.
+    pub place: String,
+    /// The entity.
+    pub entity_id: String,
+}
+
+/// Warnings for the entities of `refs` that `kb` does not hold (`source` says what `kb` is).
+fn unknown_refs(
+    refs: &[EntityRef],
+    kb: &dyn KnowledgeBase,
+    source: &str,
+) -> Result<Vec<String>, HarnessError> {
+    let mut warnings = Vec::new();
+    for r in refs {
+        if !kb.contains(&r.entity_id)? {
+            warnings.push(format!(
+                "{}: unknown entity `{}` (not in {source})",
+                r.place, r.entity_id
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// What the warnings call the `kb/` files.
+const FILES_KB: &str = "the knowledge base";
 
 impl std::fmt::Debug for Project {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,9 +89,19 @@ fn case_place<C>(located: &Located<C>, test_id: &str) -> String {
 
 impl Project {
     /// Loads and validates the project at `root`. Every error names the file, and the line,
-    /// column or field where known; nothing is run and nothing is written.
+    /// column or field where known; nothing is run and nothing is written. The store the
+    /// project uses (`ASSAY_STORE`, else `store` in `assay.toml`) decides what entity
+    /// references are checked against: see [`Project::entity_refs`].
     pub fn load(root: &Path) -> Result<Project, HarnessError> {
-        Project::load_with(root, false)
+        Project::load_with(root, false, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Project::load`] with `env` in place of the environment.
+    pub fn load_with_env(
+        root: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Project, HarnessError> {
+        Project::load_with(root, false, env)
     }
 
     /// [`Project::load`] for a run: every file is read and checked as by `load`, but the
@@ -62,10 +109,14 @@ impl Project {
     /// ([`banks::Banks::streamed`]); the run reads them again as it goes. A run's memory then
     /// does not grow with the number of those cases.
     pub fn load_for_run(root: &Path) -> Result<Project, HarnessError> {
-        Project::load_with(root, true)
+        Project::load_with(root, true, &|name| std::env::var(name).ok())
     }
 
-    fn load_with(root: &Path, streaming: bool) -> Result<Project, HarnessError> {
+    fn load_with(
+        root: &Path,
+        streaming: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Project, HarnessError> {
         if !root.is_dir() {
             return Err(HarnessError::Usage(format!(
                 "project directory `{}` does not exist",
@@ -73,6 +124,12 @@ impl Project {
             )));
         }
         let settings = ProjectSettings::load(root)?;
+        // With a database store the kb/ files are not the knowledge base: references are
+        // checked against the store once it is open.
+        let files_are_source = crate::engine::store_setting(&settings, env)
+            .0
+            .is_none_or(|store| !crate::engine::is_database(&store));
+        let mut entity_refs = Vec::new();
         // The knowledge base on this thread, the banks, rules and history on another: the two
         // halves of loading take about as long. Errors and warnings come out in the order a
         // one-threaded load would give them.
@@ -91,7 +148,13 @@ impl Project {
         let banks = other.banks;
         let (patterns, rules, rules_file) = match other.rules {
             Some((rules, matcher, path)) => {
-                check_rule_entities(&path, &rules, &kb, &mut warn)?;
+                let refs = rule_entities(&path, &rules);
+                if files_are_source {
+                    unknown_refs(&refs, &kb.kb, FILES_KB)?
+                        .into_iter()
+                        .for_each(&mut warn);
+                }
+                entity_refs.extend(refs);
                 (Some(Arc::new(matcher)), Some(rules), Some(path))
             }
             None => (None, None, None),
@@ -100,10 +163,16 @@ impl Project {
         other.history_warnings.into_iter().for_each(&mut warn);
         let history_dir = history_dir(&settings);
 
-        validate_cases(&banks, &kb, &mut warn)?;
+        let mut refs = validate_cases(&banks, &mut warn)?;
         if let Some(checks) = other.streamed_checks {
-            validate_streamed(&banks, checks, &kb, &mut warn)?;
+            refs.extend(validate_streamed(&banks, checks)?);
         }
+        if files_are_source {
+            unknown_refs(&refs, &kb.kb, FILES_KB)?
+                .into_iter()
+                .for_each(&mut warn);
+        }
+        entity_refs.extend(refs);
         let semantic_ids: std::collections::HashSet<&str> = banks
             .semantic
             .iter()
@@ -126,7 +195,15 @@ impl Project {
             rules_file,
             expectations,
             warnings,
+            entity_refs,
+            refs_checked_against_files: files_are_source,
         })
+    }
+
+    /// Warnings for the entities the banks and the pattern rules name that `kb` (a snapshot
+    /// of the project's store, where that store is the source of truth) does not hold.
+    pub fn check_entity_refs(&self, kb: &dyn KnowledgeBase) -> Result<Vec<String>, HarnessError> {
+        unknown_refs(&self.entity_refs, kb, "the store's knowledge base")
     }
 }
 
@@ -223,12 +300,8 @@ fn history_dir(settings: &ProjectSettings) -> PathBuf {
     banks::bank_dir(&settings.banks_dir, BankType::Semantic).join(HISTORY_DIR)
 }
 
-fn check_rule_entities(
-    path: &Path,
-    rules: &PatternRules,
-    kb: &LoadedKb,
-    warn: &mut dyn FnMut(String),
-) -> Result<(), HarnessError> {
+/// The entities the pattern rules name.
+fn rule_entities(path: &Path, rules: &PatternRules) -> Vec<EntityRef> {
     let mut named: Vec<(String, &str)> = Vec::new();
     for (i, r) in rules.crisis_patterns.iter().enumerate() {
         named.extend(
@@ -240,22 +313,21 @@ fn check_rule_entities(
     for (i, r) in rules.keyword_boosts.iter().enumerate() {
         named.push((format!("keyword_boosts[{i}]"), r.entity.as_str()));
     }
-    for (place, id) in named {
-        if !kb.kb.contains(id)? {
-            warn(format!(
-                "{}: {place}: unknown entity `{id}` (not in the knowledge base)",
-                path.display()
-            ));
-        }
-    }
-    Ok(())
+    named
+        .into_iter()
+        .map(|(place, id)| EntityRef {
+            place: format!("{}: {place}", path.display()),
+            entity_id: id.to_owned(),
+        })
+        .collect()
 }
 
+/// Checks the cases (ids present and unique, cases that test something) and returns the
+/// entities they name.
 fn validate_cases(
     banks: &Banks,
-    kb: &LoadedKb,
     warn: &mut dyn FnMut(String),
-) -> Result<(), HarnessError> {
+) -> Result<Vec<EntityRef>, HarnessError> {
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut check_id = |test_id: &str, place: String, file: &Path| -> Result<(), HarnessError> {
         if test_id.trim().is_empty() {
@@ -322,28 +394,25 @@ fn validate_cases(
             c.case.expected_always.iter().map(String::as_str).collect(),
         ));
     }
-    for (place, ids) in refs {
-        for id in ids {
-            if !kb.kb.contains(id)? {
-                warn(format!(
-                    "{place}: unknown entity `{id}` (not in the knowledge base)"
-                ));
-            }
-        }
-    }
-    Ok(())
+    Ok(refs
+        .into_iter()
+        .flat_map(|(place, ids)| {
+            ids.into_iter().map(move |id| EntityRef {
+                place: place.clone(),
+                entity_id: id.to_owned(),
+            })
+        })
+        .collect())
 }
 
-/// The checks of [`validate_cases`] for streamed banks: test ids unique across every bank,
-/// and the entities they name known. Only a 64-bit digest of each id is held (8 bytes a case);
+/// The checks of [`validate_cases`] for streamed banks: test ids unique across every bank;
+/// returns the entities they name. Only a 64-bit digest of each id is held (8 bytes a case);
 /// the digests seen twice, if any, are confirmed by reading the banks again for those ids
 /// alone, so a digest collision is never reported as a duplicate.
 fn validate_streamed(
     banks: &Banks,
     checks: banks::StreamedChecks,
-    kb: &LoadedKb,
-    warn: &mut dyn FnMut(String),
-) -> Result<(), HarnessError> {
+) -> Result<Vec<EntityRef>, HarnessError> {
     let banks::StreamedChecks {
         ids: mut digests,
         refs,
@@ -365,14 +434,11 @@ fn validate_streamed(
     if !twice.is_empty() {
         find_duplicate(banks, &twice)?;
     }
-    for (id, place) in &refs {
-        if !kb.kb.contains(id)? {
-            warn(format!(
-                "{place}: unknown entity `{id}` (not in the knowledge base)"
-            ));
-        }
-    }
-    Ok(())
+    // Each entity once, at the first case that names it.
+    Ok(refs
+        .into_iter()
+        .map(|(entity_id, place)| EntityRef { place, entity_id })
+        .collect())
 }
 
 /// Reads every case whose id has one of the `digests` (sorted) and fails on the first id seen

@@ -10,18 +10,17 @@
 //! engine::sync_kb(&store, &project).unwrap();
 //! let choice = engine::choose_embedder(&project.settings, None, &|_| None).unwrap();
 //! let asked = retrieve::Ask::new("he keeps texting me at midnight", "PARENT");
-//! let traced = retrieve::retrieve(&project, &*store, &choice, &asked).await.unwrap();
+//! let traced = retrieve::retrieve(&project, &store, &choice, &asked).await.unwrap();
 //! println!("{} entities", traced.retrieval.entities.len());
 //! # });
 //! ```
 
 use assay_core::UserState;
-use assay_kb::store::KbStore;
 use assay_providers::InputKind;
 use assay_retrieval::pipeline::Retrieval;
 
 use crate::HarnessError;
-use crate::engine::{self, EmbedderChoice};
+use crate::engine::{self, EmbedderChoice, OpenStore, SearchChoice};
 use crate::project::Project;
 
 /// What to retrieve for.
@@ -58,13 +57,16 @@ pub struct Traced {
     pub top_k: usize,
     /// The context and the trace of how it was built.
     pub retrieval: Retrieval,
+    /// How the SITUATION stage searched (`[semantic] search`).
+    pub search: SearchChoice,
 }
 
-/// Brings the embeddings up to date, builds the pipeline as `assay run` does, embeds the
-/// message and retrieves. Records no retrieval counts (the caller decides).
+/// Brings the embeddings up to date, builds the pipeline as `assay run` does (the same search:
+/// [`engine::prepare_search_pipeline`]), embeds the message and retrieves. Records no retrieval
+/// counts (the caller decides).
 pub async fn retrieve(
     project: &Project,
-    store: &dyn KbStore,
+    store: &OpenStore,
     choice: &EmbedderChoice,
     ask: &Ask,
 ) -> Result<Traced, HarnessError> {
@@ -74,8 +76,9 @@ pub async fn retrieve(
         config.top_k = k;
     }
     let top_k = config.top_k;
-    let (pipeline, _) =
-        engine::prepare_pipeline(store, store, project, embedder.as_ref(), config).await?;
+    let (pipeline, _, search) =
+        engine::prepare_search_pipeline(store, &**store, project, embedder.as_ref(), config)
+            .await?;
     let query = embedder
         .embed(std::slice::from_ref(&ask.message), InputKind::Query)
         .await
@@ -87,10 +90,13 @@ pub async fn retrieve(
         })?
         .into_iter()
         .next();
-    let retrieval = pipeline.retrieve(&ask.message, query.as_deref(), &ask.state, &ask.audience);
+    let retrieval = pipeline
+        .retrieve(&ask.message, query.as_deref(), &ask.state, &ask.audience)
+        .map_err(|e| HarnessError::Infrastructure(format!("searching the knowledge base: {e}")))?;
     Ok(Traced {
         embedder: embedder.model().to_owned(),
         top_k,
         retrieval,
+        search,
     })
 }

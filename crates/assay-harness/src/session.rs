@@ -7,14 +7,13 @@ use std::collections::HashMap;
 use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
 use assay_kb::KnowledgeBase;
-use assay_kb::store::KbBackend;
 use assay_providers::{AccountingSnapshot, RerankerSpec};
 use assay_retrieval::pipeline::Pipeline;
 
 use crate::HarnessError;
 use crate::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
 use crate::caselog;
-use crate::engine::{self, ProviderCalls, SemanticSearch};
+use crate::engine::{self, OpenStore, ProviderCalls, SearchChoice, SemanticSearch};
 use crate::journal::Journal;
 use crate::project::Project;
 use crate::results::{self, SavedResults};
@@ -108,6 +107,14 @@ pub async fn execute(
     let store = engine::open_store_with(settings, env)?;
     engine::sync_kb(&store, project)?;
     let kb = engine::snapshot(&*store)?;
+    // Where the database is the source of truth, the entities the banks and rules name are
+    // checked against what it holds (Project::load checked them against the kb/ files only
+    // where those are).
+    let ref_warnings = if project.refs_checked_against_files {
+        Vec::new()
+    } else {
+        project.check_entity_refs(&kb)?
+    };
     let wants_semantic = wants_semantic(project, request);
     // The call cache is for remote providers: a run with an in-process embedder and no reranker
     // does not open it.
@@ -126,7 +133,7 @@ pub async fn execute(
         let prompts = selected_prompts(project, request);
         let parts = semantic_parts(
             project,
-            &*store,
+            &store,
             &kb,
             setup.embedder.as_deref(),
             &calls,
@@ -148,6 +155,7 @@ pub async fn execute(
             reranker.clone(),
         )
         .with_threshold(parts.threshold)
+        .with_search(parts.search.clone())
     });
     let backends = Backends {
         kb: &kb,
@@ -208,6 +216,10 @@ pub async fn execute(
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
     log.rate_limits = calls.rate_limit_records();
+    log.warnings.extend(ref_warnings);
+    if let Some(search) = &search {
+        log.setup.extend(search.setup_entries());
+    }
     // Until the run is saved its run log is the journal.
     let run_log = journal
         .as_ref()
@@ -286,13 +298,15 @@ struct SemanticParts {
     candidates: usize,
     /// The threshold tuned for the embedder, if any.
     threshold: Option<f32>,
+    /// How the pipeline searches.
+    search: SearchChoice,
 }
 
 /// Chooses and wraps the embedder, brings the store's entity embeddings up to date, builds
 /// the pipeline and embeds `prompts`.
 async fn semantic_parts(
     project: &Project,
-    store: &dyn KbBackend,
+    store: &OpenStore,
     kb: &dyn KnowledgeBase,
     embedder_flag: Option<&str>,
     calls: &ProviderCalls,
@@ -303,14 +317,15 @@ async fn semantic_parts(
     let choice = engine::choose_embedder(settings, embedder_flag, env)?;
     let embedder = calls.embedder(engine::build_embedder(&choice)?);
     let config = engine::retrieval_config(settings, &choice);
-    let (pipeline, refreshed) =
-        engine::prepare_pipeline(store, kb, project, embedder.as_ref(), config).await?;
+    let (pipeline, refreshed, search) =
+        engine::prepare_search_pipeline(store, kb, project, embedder.as_ref(), config).await?;
     tracing::info!(
         embedded = refreshed.embedded.len(),
         fresh = refreshed.fresh,
         model = embedder.model(),
         "entity embeddings"
     );
+    tracing::info!(search = %search.describe(), reason = %search.reason, "semantic search");
     let queries = engine::embed_queries(embedder.as_ref(), prompts).await;
     Ok(SemanticParts {
         pipeline,
@@ -318,6 +333,7 @@ async fn semantic_parts(
         model: embedder.model().to_owned(),
         candidates: engine::semantic_candidates(settings, &choice),
         threshold: engine::tuned_for(settings, &choice).and_then(|t| t.score_threshold),
+        search,
     })
 }
 
@@ -412,7 +428,7 @@ pub async fn top_candidates(
         ..
     } = semantic_parts(
         project,
-        &*store,
+        &store,
         &*store,
         embedder_flag,
         calls,
@@ -430,12 +446,15 @@ pub async fn top_candidates(
                     .get("user_type")
                     .and_then(|v| v.as_str())
                     .unwrap_or(assay_core::entity::DEFAULT_AUDIENCE);
-                let ids = pipeline
-                    .rank(query, &case.prompt, audience, candidates)
-                    .into_iter()
-                    .map(|h| h.entity_id)
-                    .collect();
-                out.insert(case.test_id.clone(), ids);
+                match pipeline.rank(query, &case.prompt, audience, candidates) {
+                    Ok(ranked) => {
+                        let ids = ranked.into_iter().map(|h| h.entity_id).collect();
+                        out.insert(case.test_id.clone(), ids);
+                    }
+                    Err(e) => {
+                        tracing::warn!(test_id = case.test_id, "no top candidates: {e}");
+                    }
+                }
             }
             Some(Err(e)) => tracing::warn!(test_id = case.test_id, "no top candidates: {e}"),
             None => {}

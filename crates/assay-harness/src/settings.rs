@@ -116,7 +116,31 @@ pub struct SemanticConfig {
     pub reranker: Option<String>,
     /// Semantic cases in flight at once (default 4).
     pub concurrency: usize,
+    /// How the SITUATION candidates are found: `auto` (default: the store's vector index when
+    /// the store has one, ranking is dense over one embedding per entity, and there are at
+    /// least `index_min_entities` active SITUATION entities; else every embedding scored
+    /// exactly), `exact` (always score every embedding) or `index` (always the store's index;
+    /// an error where there is none).
+    pub search: String,
+    /// `search = "auto"` uses the index from this many active SITUATION entities (default
+    /// [`INDEX_MIN_ENTITIES`]).
+    pub index_min_entities: usize,
+    /// How many candidates the HNSW index explores per search (pgvector's `hnsw.ef_search`,
+    /// 1 to 1000; at least the number of candidates asked for is used; default
+    /// [`DEFAULT_EF_SEARCH`]). Higher finds more of the exact answer, more slowly:
+    /// `assay kb check-index` measures it.
+    pub ef_search: u32,
 }
+
+/// The values `[semantic] search` accepts.
+pub const SEARCH_MODES: [&str; 3] = ["auto", "exact", "index"];
+/// `[semantic] index_min_entities` by default: below it the exact scan takes under about 10 ms
+/// a search on one core (bench/README.md, "store") and finds the exact answer.
+pub const INDEX_MIN_ENTITIES: usize = 100_000;
+/// `[semantic] ef_search` by default.
+pub const DEFAULT_EF_SEARCH: u32 = 400;
+/// The largest `ef_search` pgvector accepts.
+pub const MAX_EF_SEARCH: u32 = 1000;
 
 impl Default for SemanticConfig {
     fn default() -> Self {
@@ -126,6 +150,9 @@ impl Default for SemanticConfig {
             rate_limit_delay: 1.25,
             reranker: None,
             concurrency: 4,
+            search: "auto".into(),
+            index_min_entities: INDEX_MIN_ENTITIES,
+            ef_search: DEFAULT_EF_SEARCH,
         }
     }
 }
@@ -685,6 +712,33 @@ impl ProjectSettings {
         if config.semantic.concurrency == 0 {
             return Err("semantic.concurrency: must be at least 1".into());
         }
+        let semantic = &config.semantic;
+        if !SEARCH_MODES.contains(&semantic.search.as_str()) {
+            return Err(format!(
+                "semantic.search: unknown value `{}` (expected auto, exact or index)",
+                semantic.search
+            ));
+        }
+        if !(1..=MAX_EF_SEARCH).contains(&semantic.ef_search) {
+            return Err(format!(
+                "semantic.ef_search: must be between 1 and {MAX_EF_SEARCH} (pgvector's range), found {}",
+                semantic.ef_search
+            ));
+        }
+        if semantic.search == "index" {
+            if r.mode != "dense" {
+                return Err(format!(
+                    "semantic.search: `index` needs [retrieval] mode = \"dense\" (found `{}`): hybrid ranking adds a lexical score to every entity, which an index of embeddings cannot rank by",
+                    r.mode
+                ));
+            }
+            if r.views != "single" {
+                return Err(format!(
+                    "semantic.search: `index` needs [retrieval] views = \"single\" (found `{}`): the index holds one embedding per entity",
+                    r.views
+                ));
+            }
+        }
         let p = &config.providers;
         if !CACHE_MODES.contains(&p.cache.as_str()) {
             return Err(format!(
@@ -863,6 +917,53 @@ mod tests {
         let e = load("[weights]\nsemantic = 1e308\nstate = 1e308\npattern = 1e308\n").unwrap_err();
         assert!(
             e.message.contains("add up to more than a number can hold"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn search_settings_are_checked() {
+        let s = load("").unwrap();
+        assert_eq!(s.semantic.search, "auto");
+        assert_eq!(s.semantic.index_min_entities, INDEX_MIN_ENTITIES);
+        assert_eq!(s.semantic.ef_search, DEFAULT_EF_SEARCH);
+        let s =
+            load("[semantic]\nsearch = \"index\"\nef_search = 64\n[retrieval]\nmode = \"dense\"\n")
+                .unwrap();
+        assert_eq!(
+            (s.semantic.search.as_str(), s.semantic.ef_search),
+            ("index", 64)
+        );
+        for (text, message) in [
+            (
+                "[semantic]\nsearch = \"hnsw\"\n",
+                "semantic.search: unknown value `hnsw`",
+            ),
+            (
+                "[semantic]\nef_search = 0\n",
+                "semantic.ef_search: must be between 1 and 1000",
+            ),
+            (
+                "[semantic]\nef_search = 5000\n",
+                "semantic.ef_search: must be between 1 and 1000",
+            ),
+            (
+                "[semantic]\nsearch = \"index\"\n",
+                "semantic.search: `index` needs [retrieval] mode = \"dense\" (found `hybrid`)",
+            ),
+            (
+                "[semantic]\nsearch = \"index\"\n[retrieval]\nmode = \"dense\"\nviews = \"multi\"\n",
+                "semantic.search: `index` needs [retrieval] views = \"single\"",
+            ),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(e.message.starts_with(message), "{text}: {e}");
+        }
+        // A negative count is a type error, placed at the value (line 2, column 22).
+        let e = load("[semantic]\nindex_min_entities = -1\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("assay.toml:2:22: invalid value: integer `-1`"),
             "{e}"
         );
     }

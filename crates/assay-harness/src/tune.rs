@@ -481,6 +481,7 @@ pub async fn tune(
         let audience = audience_of(&case.user_state);
         let ranked = pipeline
             .rank(query, &case.prompt, audience, pipeline.indexed())
+            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?
             .into_iter()
             .map(|h| Ranked {
                 bonus: f32::from(pipeline.priority(&h.entity_id).unwrap_or(0)) / 100.0

@@ -47,8 +47,9 @@ use assay_core::entity::{Entity, EntityType, LoadMode};
 
 pub use files::{LoadedKb, fingerprint, load_dir};
 pub use store::{
-    Edit, EntityUpdate, EntityVersion, ImportReport, KbBackend, KbStats, KbStore, SqliteStore,
-    Staleness, StoredEntity, ViewEmbedding, view_text_hash,
+    Edit, EmbeddingHit, EmbeddingIndex, EmbeddingSearch, EntityUpdate, EntityVersion, ImportReport,
+    KbBackend, KbStats, KbStore, SearchMethod, SqliteStore, Staleness, StoredEntity, ViewEmbedding,
+    embedding_text_hash, view_text_hash,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PgStore, is_postgres_url};

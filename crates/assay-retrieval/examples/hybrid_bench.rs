@@ -149,10 +149,10 @@ fn main() {
     let (mut d_us, mut h_us, mut b_us, mut extra_us) = (vec![], vec![], vec![], vec![]);
     for (text, v) in &queries {
         let t = Instant::now();
-        let a = dense.rank(v, text, "PARENT", 15);
+        let a = dense.rank(v, text, "PARENT", 15).expect("dense");
         let d = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
-        let b = hybrid.rank(v, text, "PARENT", 15);
+        let b = hybrid.rank(v, text, "PARENT", 15).expect("hybrid");
         let h = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
         let s = bm25.scores(text);

@@ -34,6 +34,10 @@ pub enum RetrievalError {
     /// An embedding does not fit the index.
     #[error("vector index: {0}")]
     Index(String),
+    /// The pipeline cannot be built as asked (for example an index search with hybrid
+    /// ranking).
+    #[error("{0}")]
+    Config(String),
     /// A STATE entity's conditions are not valid.
     #[error("entity `{entity_id}`: state_conditions: {source}")]
     Condition {

@@ -3,7 +3,10 @@
 //!
 //! * ALWAYS and STATE entities, and entities named by a pattern rule, have similarity 1.0.
 //! * SITUATION candidates: the `top_k × fetch_factor` nearest active SITUATION entities of the
-//!   audience, those at or above `score_threshold`, at most `top_k` of them.
+//!   audience, those at or above `score_threshold`, at most `top_k` of them. They are found by
+//!   scoring every embedding exactly ([`FlatIndex`]), or, for a pipeline built with
+//!   [`Pipeline::with_index`], through a store's approximate nearest-neighbour index
+//!   ([`IndexSearch`]); the stages after that are the same either way.
 //! * final score = similarity + priority / 100 × `priority_weight`.
 //! * Crisis entities (named by a crisis rule) always come first, in rule order.
 //! * The budget counts each entity's prompt text with the cl100k_base tokenizer. When an entity
@@ -13,10 +16,13 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use assay_core::UserState;
 use assay_core::entity::{Entity, EntityType, LoadMode};
-use assay_kb::{EntityFilter, KnowledgeBase};
+use assay_kb::{
+    EmbeddingIndex, EmbeddingSearch, EntityFilter, KnowledgeBase, SearchMethod, embedding_text_hash,
+};
 use serde::Serialize;
 
 use crate::patterns::PatternMatcher;
@@ -332,6 +338,48 @@ pub struct Pipeline {
     audiences: Vec<Vec<String>>,
     /// Several rows per entity (views) or hybrid: the pooled ranking below is used.
     pooled: Option<Pooled>,
+    /// Candidates from a store's index instead of `index` ([`Pipeline::with_index`]).
+    external: Option<External>,
+}
+
+/// The SITUATION stage's candidates from a store's approximate nearest-neighbour index (for
+/// example PostgreSQL's HNSW), for [`Pipeline::with_index`].
+#[derive(Debug, Clone)]
+pub struct IndexSearch {
+    /// The index.
+    pub index: Arc<dyn EmbeddingIndex>,
+    /// The model whose embeddings are searched (the embedder's name).
+    pub model: String,
+    /// How many candidates the index explores per search (HNSW's `ef_search`; at least the
+    /// number asked for is used).
+    pub ef_search: u32,
+}
+
+/// An [`IndexSearch`] with what the pipeline needs to check and order its answers.
+struct External {
+    search: IndexSearch,
+    /// Per audience: how many active SITUATION entities it has (how many an exact search could
+    /// return at most).
+    eligible: HashMap<String, usize>,
+    counters: SearchCounters,
+}
+
+/// How many SITUATION searches a pipeline made through a store's index, and how many of them
+/// the exact search in the database answered instead ([`Pipeline::index_stats`]).
+#[derive(Debug, Default)]
+struct SearchCounters {
+    searches: AtomicU64,
+    exact: AtomicU64,
+}
+
+/// What the SITUATION searches of a [`Pipeline::with_index`] pipeline did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IndexStats {
+    /// Searches made.
+    pub searches: u64,
+    /// Searches the index could not fill (a filter that few rows pass, or embeddings changed
+    /// since the pipeline was built), answered by the exact search in the database instead.
+    pub exact_fallbacks: u64,
 }
 
 /// The ranking over several rows per entity and, in hybrid mode, BM25.
@@ -351,6 +399,10 @@ impl fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("entities", &self.entities.len())
             .field("indexed", &self.index.len())
+            .field(
+                "external",
+                &self.external.as_ref().map(|e| e.search.index.describe()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -470,7 +522,144 @@ impl Pipeline {
             index,
             audiences,
             pooled,
+            external: None,
         })
+    }
+
+    /// Builds a pipeline whose SITUATION candidates come from a store's approximate
+    /// nearest-neighbour index (`search`) instead of an exact scan of embeddings held in memory.
+    /// Only for dense ranking over one embedding per entity (003's pipeline): hybrid ranking adds
+    /// a lexical score to every entity, which an index of embeddings cannot order by.
+    ///
+    /// A search asks the index for the `k` nearest embeddings of `search.model` among current,
+    /// active SITUATION entities of the audience, then keeps those of entities in `kb` whose
+    /// embedding is fresh (made from the text `kb` holds), scores them exactly as the exact scan
+    /// does (so a candidate's similarity is the same to the bit, and so are thresholds and ties)
+    /// and orders them as it does. When fewer than `k` remain although the audience has more
+    /// entities, it asks again for more; when the index has no more to give, the exact search
+    /// in the database answers instead (counted in [`Pipeline::index_stats`]).
+    pub fn with_index(
+        kb: &dyn KnowledgeBase,
+        patterns: Option<Arc<PatternMatcher>>,
+        search: IndexSearch,
+        config: RetrievalConfig,
+    ) -> Result<Pipeline, RetrievalError> {
+        if config.mode != RankMode::Dense {
+            return Err(RetrievalError::Config(format!(
+                "an index search needs dense ranking ([retrieval] mode = \"dense\"), not {}: \
+                 {} ranking scores every entity",
+                config.mode.as_str(),
+                config.mode.as_str()
+            )));
+        }
+        let mut pipeline = Pipeline::with_views(kb, patterns, &[], config)?;
+        let mut eligible: HashMap<String, usize> = HashMap::new();
+        for e in pipeline.entities.values() {
+            if e.load_mode == LoadMode::Situation {
+                for audience in &e.audience_types {
+                    *eligible.entry(audience.clone()).or_default() += 1;
+                }
+            }
+        }
+        pipeline.external = Some(External {
+            search,
+            eligible,
+            counters: SearchCounters::default(),
+        });
+        Ok(pipeline)
+    }
+
+    /// What answers the SITUATION searches: `None` for the exact scan in memory, else the
+    /// index's description (`PostgreSQL HNSW (pgvector 0.8.5)`).
+    pub fn index_description(&self) -> Option<String> {
+        self.external.as_ref().map(|e| e.search.index.describe())
+    }
+
+    /// The SITUATION searches made through the store's index so far (`None` for an exact
+    /// pipeline).
+    pub fn index_stats(&self) -> Option<IndexStats> {
+        self.external.as_ref().map(|e| IndexStats {
+            searches: e.counters.searches.load(Ordering::Relaxed),
+            exact_fallbacks: e.counters.exact.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The `k` nearest SITUATION entities of `audience` through the store's index (see
+    /// [`Pipeline::with_index`]): `(entity_id, similarity)`, best first, ties as the exact
+    /// scan orders them (priority, then id).
+    fn index_nearest(
+        &self,
+        external: &External,
+        query: &[f32],
+        audience: &str,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>, RetrievalError> {
+        let available = external.eligible.get(audience).copied().unwrap_or(0);
+        let need = k.min(available);
+        external.counters.searches.fetch_add(1, Ordering::Relaxed);
+        if need == 0 {
+            return Ok(Vec::new());
+        }
+        let mut method = SearchMethod::Index {
+            ef_search: external.search.ef_search,
+        };
+        let mut limit = k;
+        let kept = loop {
+            let hits = external.search.index.search_embeddings(&EmbeddingSearch {
+                model: &external.search.model,
+                query,
+                limit,
+                load_mode: Some(LoadMode::Situation),
+                audience: Some(audience),
+                method,
+            })?;
+            let found = hits.len();
+            let kept: Vec<assay_kb::EmbeddingHit> = hits
+                .into_iter()
+                .filter(|h| {
+                    h.vector.len() == query.len()
+                        && self.entities.get(&h.entity_id).is_some_and(|e| {
+                            e.load_mode == LoadMode::Situation
+                                && e.has_audience(audience)
+                                && embedding_text_hash(e) == h.text_hash
+                        })
+                })
+                .collect();
+            if kept.len() >= need {
+                break kept;
+            }
+            if found < limit {
+                // The search has nothing more to give.
+                if method == SearchMethod::Exact {
+                    break kept;
+                }
+                method = SearchMethod::Exact;
+                external.counters.exact.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // Rows of entities changed since the pipeline was built: look further.
+                limit = limit.saturating_mul(2);
+            }
+        };
+        let dimension = query.len();
+        let mut data = Vec::with_capacity(kept.len() * dimension);
+        let mut ids = Vec::with_capacity(kept.len());
+        for hit in kept {
+            data.extend_from_slice(&hit.vector);
+            ids.push(hit.entity_id);
+        }
+        // Scored by the exact scan's own kernel: the same similarity to the bit.
+        let scores = FlatIndex::from_vec(dimension, data, ids.clone())
+            .map_err(|e| RetrievalError::Index(e.to_string()))?
+            .scores(query);
+        let priority = |id: &str| self.entities.get(id).map_or(0, |e| e.priority.get());
+        let mut ranked: Vec<(String, f32)> = ids.into_iter().zip(scores).collect();
+        ranked.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| priority(&b.0).cmp(&priority(&a.0)))
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        ranked.truncate(k);
+        Ok(ranked)
     }
 
     /// Each active entity's tokens (cl100k_base), counted on the first call.
@@ -493,33 +682,56 @@ impl Pipeline {
         &self.config
     }
 
-    /// How many SITUATION entities have an embedding.
+    /// How many SITUATION embeddings the pipeline holds in memory (0 for a pipeline that
+    /// searches a store's index: [`Pipeline::with_index`]).
     pub fn indexed(&self) -> usize {
         self.index.len()
     }
 
+    /// Whether the SITUATION stage has anything to search.
+    fn searchable(&self) -> bool {
+        self.external.is_some() || !self.index.is_empty()
+    }
+
     /// The nearest SITUATION entities of an audience, without threshold (for the semantic bank
-    /// and `--explain`): `(entity_id, similarity)`, best first.
-    pub fn nearest(&self, query: &[f32], audience: &str, k: usize) -> Vec<(String, f32)> {
+    /// and `--explain`): `(entity_id, similarity)`, best first. Fails only when a store's index
+    /// does ([`Pipeline::with_index`]).
+    pub fn nearest(
+        &self,
+        query: &[f32],
+        audience: &str,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>, RetrievalError> {
+        if let Some(external) = &self.external {
+            return self.index_nearest(external, query, audience, k);
+        }
         let mask: Vec<bool> = self
             .audiences
             .iter()
             .map(|a| a.iter().any(|x| x == audience))
             .collect();
-        self.index
+        Ok(self
+            .index
             .search(query, k, Some(&mask))
             .into_iter()
             .map(|h| (self.index.id(h.row).to_owned(), h.score))
-            .collect()
+            .collect())
     }
 
     /// The `k` best SITUATION entities of an audience for a message, without threshold:
     /// exactly [`Pipeline::nearest`] with one embedding per entity in dense mode; otherwise
     /// each entity's best view, plus in hybrid mode its lexical bonus. Best first, ties by id.
-    pub fn rank(&self, query: &[f32], message: &str, audience: &str, k: usize) -> Vec<RankedHit> {
+    /// Fails only when a store's index does ([`Pipeline::with_index`]).
+    pub fn rank(
+        &self,
+        query: &[f32],
+        message: &str,
+        audience: &str,
+        k: usize,
+    ) -> Result<Vec<RankedHit>, RetrievalError> {
         let Some(pooled) = &self.pooled else {
-            return self
-                .nearest(query, audience, k)
+            return Ok(self
+                .nearest(query, audience, k)?
                 .into_iter()
                 .map(|(entity_id, score)| RankedHit {
                     entity_id,
@@ -529,7 +741,7 @@ impl Pipeline {
                     lexical: None,
                     lexical_view: None,
                 })
-                .collect();
+                .collect());
         };
         let n = pooled.entities.len();
         let allowed: Vec<bool> = pooled
@@ -581,7 +793,7 @@ impl Pipeline {
             order.truncate(k);
         }
         order.sort_by(better);
-        order
+        Ok(order
             .into_iter()
             .map(|(s, i)| RankedHit {
                 entity_id: pooled.entities[i].clone(),
@@ -597,7 +809,7 @@ impl Pipeline {
                     .cloned()
                     .flatten(),
             })
-            .collect()
+            .collect())
     }
 
     /// The priority of an entity, if it is active.
@@ -627,14 +839,15 @@ impl Pipeline {
     }
 
     /// Retrieves the context for `message` from a user of `audience` in `state`.
-    /// `query` is the message's embedding; without one the semantic stage is skipped.
+    /// `query` is the message's embedding; without one the semantic stage is skipped. Fails
+    /// only when a store's index does ([`Pipeline::with_index`]).
     pub fn retrieve(
         &self,
         message: &str,
         query: Option<&[f32]>,
         state: &UserState,
         audience: &str,
-    ) -> Retrieval {
+    ) -> Result<Retrieval, RetrievalError> {
         let mut proposed: Vec<RetrievedEntity> = Vec::new();
         let mut stages = Vec::new();
         let mut dropped = Vec::new();
@@ -720,13 +933,13 @@ impl Pipeline {
 
         // 4. SITUATION semantic search
         match query {
-            Some(q) if !self.index.is_empty() => {
+            Some(q) if self.searchable() => {
                 let fetched = self.rank(
                     q,
                     message,
                     audience,
                     self.config.top_k * self.config.fetch_factor,
-                );
+                )?;
                 if self.pooled.is_some() {
                     matches.clone_from(&fetched);
                 }
@@ -850,7 +1063,7 @@ impl Pipeline {
                 },
             });
         }
-        Retrieval {
+        Ok(Retrieval {
             entities: taken,
             stages,
             dropped,
@@ -858,7 +1071,7 @@ impl Pipeline {
             token_budget: budget,
             notes,
             matches,
-        }
+        })
     }
 }
 
@@ -926,12 +1139,14 @@ mod tests {
     fn stages_threshold_and_scores() {
         let p = pipeline(100_000);
         assert_eq!(p.indexed(), 4, "only SITUATION entities are indexed");
-        let r = p.retrieve(
-            "she keeps baiting me",
-            Some(&[1.0, 0.0, 0.0]),
-            &state(json!({"conversation_count": 3})),
-            "PARENT",
-        );
+        let r = p
+            .retrieve(
+                "she keeps baiting me",
+                Some(&[1.0, 0.0, 0.0]),
+                &state(json!({"conversation_count": 3})),
+                "PARENT",
+            )
+            .unwrap();
         assert_eq!(
             ids(&r),
             vec!["guard", "persona", "gray_rock", "biff", "boundaries"]
@@ -950,12 +1165,14 @@ mod tests {
     #[test]
     fn crisis_comes_first_and_missing_rule_entities_are_reported() {
         let p = pipeline(100_000);
-        let r = p.retrieve(
-            "i just want to end it",
-            Some(&[1.0, 0.0, 0.0]),
-            &UserState::new(),
-            "PARENT",
-        );
+        let r = p
+            .retrieve(
+                "i just want to end it",
+                Some(&[1.0, 0.0, 0.0]),
+                &UserState::new(),
+                "PARENT",
+            )
+            .unwrap();
         assert_eq!(&ids(&r)[..2], &["handler_crisis", "rule_crisis"]);
         assert!(
             r.dropped
@@ -967,12 +1184,14 @@ mod tests {
     #[test]
     fn duplicates_are_kept_once_with_every_stage() {
         let p = pipeline(100_000);
-        let r = p.retrieve(
-            "is gray rock the answer",
-            Some(&[1.0, 0.0, 0.0]),
-            &UserState::new(),
-            "PARENT",
-        );
+        let r = p
+            .retrieve(
+                "is gray rock the answer",
+                Some(&[1.0, 0.0, 0.0]),
+                &UserState::new(),
+                "PARENT",
+            )
+            .unwrap();
         let gray: Vec<_> = r
             .entities
             .iter()
@@ -990,12 +1209,14 @@ mod tests {
     #[test]
     fn audience_filters_always_and_semantic() {
         let p = pipeline(100_000);
-        let r = p.retrieve(
-            "hello",
-            Some(&[1.0, 0.0, 0.0]),
-            &UserState::new(),
-            "CLINICIAN",
-        );
+        let r = p
+            .retrieve(
+                "hello",
+                Some(&[1.0, 0.0, 0.0]),
+                &UserState::new(),
+                "CLINICIAN",
+            )
+            .unwrap();
         assert_eq!(ids(&r), vec!["clin"]);
     }
 
@@ -1011,12 +1232,14 @@ mod tests {
         // Room for the small ones and gray rock, not for the handler as well.
         let budget = small + gray + first / 2;
         let p = pipeline(budget);
-        let r = p.retrieve(
-            "she keeps baiting me",
-            Some(&[1.0, 0.0, 0.0]),
-            &state(json!({"conversation_count": 0})),
-            "PARENT",
-        );
+        let r = p
+            .retrieve(
+                "she keeps baiting me",
+                Some(&[1.0, 0.0, 0.0]),
+                &state(json!({"conversation_count": 0})),
+                "PARENT",
+            )
+            .unwrap();
         let got = ids(&r);
         assert!(got.contains(&"handler_first"), "{got:?}");
         assert!(!got.contains(&"gray_rock"), "{got:?}");
@@ -1034,11 +1257,14 @@ mod tests {
         let q = [0.6, 0.8, 0.0];
         let ranked: Vec<(String, f32)> = p
             .rank(&q, "anything", "PARENT", 3)
+            .unwrap()
             .into_iter()
             .map(|h| (h.entity_id, h.score))
             .collect();
-        assert_eq!(ranked, p.nearest(&q, "PARENT", 3));
-        let r = p.retrieve("anything", Some(&q), &UserState::new(), "PARENT");
+        assert_eq!(ranked, p.nearest(&q, "PARENT", 3).unwrap());
+        let r = p
+            .retrieve("anything", Some(&q), &UserState::new(), "PARENT")
+            .unwrap();
         assert!(r.matches.is_empty(), "no match detail in 003's pipeline");
     }
 
@@ -1059,12 +1285,14 @@ mod tests {
             view("far", "title", [0.0, 0.0, 1.0]),
         ];
         let p = Pipeline::with_views(&kb(), None, &views, RetrievalConfig::default()).unwrap();
-        let hits = p.rank(&[0.0, 1.0, 0.0], "", "PARENT", 10);
+        let hits = p.rank(&[0.0, 1.0, 0.0], "", "PARENT", 10).unwrap();
         assert_eq!(hits[0].entity_id, "gray_rock");
         assert_eq!(hits[0].view.as_deref(), Some("keywords"));
         assert!((hits[0].score - 1.0).abs() < 1e-6);
         assert_eq!(hits.len(), 3, "one hit per entity");
-        let r = p.retrieve("", Some(&[0.0, 1.0, 0.0]), &UserState::new(), "PARENT");
+        let r = p
+            .retrieve("", Some(&[0.0, 1.0, 0.0]), &UserState::new(), "PARENT")
+            .unwrap();
         assert_eq!(r.matches[0].view.as_deref(), Some("keywords"));
     }
 
@@ -1081,12 +1309,14 @@ mod tests {
             ..RetrievalConfig::default()
         };
         let p = Pipeline::with_views(&kb(), None, &views, config).unwrap();
-        let hits = p.rank(
-            &[1.0, 0.0, 0.0],
-            "what are healthy boundaries?",
-            "PARENT",
-            10,
-        );
+        let hits = p
+            .rank(
+                &[1.0, 0.0, 0.0],
+                "what are healthy boundaries?",
+                "PARENT",
+                10,
+            )
+            .unwrap();
         assert_eq!(hits[0].entity_id, "boundaries");
         assert_eq!(hits[0].lexical, Some(1.0));
         assert!((hits[0].score - 1.5).abs() < 1e-6);
@@ -1094,15 +1324,220 @@ mod tests {
         assert_eq!(hits[1].lexical, Some(0.0));
         assert!((hits[1].score - 1.0).abs() < 1e-6);
         // With no lexical match at all, the order is the dense one.
-        let hits = p.rank(&[1.0, 0.0, 0.0], "zzz", "PARENT", 10);
+        let hits = p.rank(&[1.0, 0.0, 0.0], "zzz", "PARENT", 10).unwrap();
         assert!(hits.iter().all(|h| h.lexical == Some(0.0)));
     }
 
     #[test]
     fn without_a_query_the_semantic_stage_is_skipped() {
         let p = pipeline(100_000);
-        let r = p.retrieve("hello", None, &UserState::new(), "PARENT");
+        let r = p
+            .retrieve("hello", None, &UserState::new(), "PARENT")
+            .unwrap();
         assert_eq!(ids(&r), vec!["guard", "persona"]);
         assert_eq!(r.notes.len(), 1);
+    }
+
+    /// An index over the test knowledge base's embeddings, answering from memory: exactly, or
+    /// with its best answers left out (`miss` of them), as an approximate index might.
+    #[derive(Debug)]
+    struct FakeIndex {
+        rows: Vec<(Entity, Vec<f32>, String)>,
+        miss: usize,
+        calls: std::sync::Mutex<Vec<(usize, SearchMethod)>>,
+    }
+
+    impl FakeIndex {
+        fn new(embeddings: &[(&str, [f32; 3])], miss: usize) -> FakeIndex {
+            let kb = kb();
+            let rows = embeddings
+                .iter()
+                .map(|(id, v)| {
+                    let e = kb.get(id).unwrap().unwrap();
+                    let hash = embedding_text_hash(&e);
+                    (e, v.to_vec(), hash)
+                })
+                .collect();
+            FakeIndex {
+                rows,
+                miss,
+                calls: std::sync::Mutex::default(),
+            }
+        }
+    }
+
+    impl EmbeddingIndex for FakeIndex {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+
+        fn has_index(&self, _: usize) -> Result<bool, assay_kb::KbError> {
+            Ok(true)
+        }
+
+        fn embedding_dimension(&self, _: &str) -> Result<Option<usize>, assay_kb::KbError> {
+            Ok(Some(3))
+        }
+
+        fn search_embeddings(
+            &self,
+            search: &EmbeddingSearch<'_>,
+        ) -> Result<Vec<assay_kb::EmbeddingHit>, assay_kb::KbError> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((search.limit, search.method));
+            let mut hits: Vec<(f32, assay_kb::EmbeddingHit)> = self
+                .rows
+                .iter()
+                .filter(|(e, _, _)| {
+                    e.is_active
+                        && search.load_mode.is_none_or(|m| m == e.load_mode)
+                        && search.audience.is_none_or(|a| e.has_audience(a))
+                })
+                .map(|(e, v, hash)| {
+                    let score = crate::vector::dot(v, search.query);
+                    let hit = assay_kb::EmbeddingHit {
+                        entity_id: e.entity_id.clone(),
+                        text_hash: hash.clone(),
+                        vector: v.clone(),
+                    };
+                    (score, hit)
+                })
+                .collect();
+            hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let skip = match search.method {
+                SearchMethod::Index { .. } => self.miss,
+                SearchMethod::Exact => 0,
+            };
+            Ok(hits
+                .into_iter()
+                .skip(skip)
+                .take(search.limit)
+                .map(|(_, h)| h)
+                .collect())
+        }
+    }
+
+    const EMBEDDINGS: [(&str, [f32; 3]); 4] = [
+        ("gray_rock", [1.0, 0.0, 0.0]),
+        ("biff", [0.8, 0.6, 0.0]),
+        ("boundaries", [0.7, 0.0, 0.714_142_8]),
+        ("far", [0.0, 0.0, 1.0]),
+    ];
+
+    fn index_pipeline(index: Arc<FakeIndex>) -> Pipeline {
+        let config = RetrievalConfig {
+            mode: RankMode::Dense,
+            ..RetrievalConfig::default()
+        };
+        let search = IndexSearch {
+            index,
+            model: "m".into(),
+            ef_search: 40,
+        };
+        Pipeline::with_index(&kb(), Some(Arc::new(rules())), search, config).unwrap()
+    }
+
+    #[test]
+    fn an_index_pipeline_selects_what_the_exact_one_selects() {
+        let exact = pipeline(100_000);
+        let index = Arc::new(FakeIndex::new(&EMBEDDINGS, 0));
+        let p = index_pipeline(index.clone());
+        assert_eq!(p.index_description().as_deref(), Some("fake"));
+        assert_eq!(exact.index_description(), None);
+        for q in [[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.1, 0.99]] {
+            for k in [1, 2, 3, 10] {
+                assert_eq!(
+                    p.nearest(&q, "PARENT", k).unwrap(),
+                    exact.nearest(&q, "PARENT", k).unwrap(),
+                    "{q:?} k {k}"
+                );
+            }
+            for message in ["she keeps baiting me", "is gray rock the answer"] {
+                let state = UserState::new();
+                assert_eq!(
+                    p.retrieve(message, Some(&q), &state, "PARENT").unwrap(),
+                    exact.retrieve(message, Some(&q), &state, "PARENT").unwrap()
+                );
+            }
+        }
+        let stats = p.index_stats().unwrap();
+        assert!(stats.searches > 0);
+        assert_eq!(stats.exact_fallbacks, 0);
+        // An audience without SITUATION entities asks nothing of the index.
+        let calls = index.calls.lock().unwrap().len();
+        assert!(
+            p.nearest(&[1.0, 0.0, 0.0], "CLINICIAN", 5)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(index.calls.lock().unwrap().len(), calls);
+    }
+
+    #[test]
+    fn an_index_that_comes_up_short_is_answered_exactly() {
+        // The "index" leaves out its best answer: with fewer rows than asked for, the exact
+        // search answers.
+        let index = Arc::new(FakeIndex::new(&EMBEDDINGS, 1));
+        let p = index_pipeline(index.clone());
+        let exact = pipeline(100_000);
+        let q = [1.0, 0.0, 0.0];
+        assert_eq!(
+            p.nearest(&q, "PARENT", 10).unwrap(),
+            exact.nearest(&q, "PARENT", 10).unwrap()
+        );
+        assert_eq!(
+            index.calls.lock().unwrap().as_slice(),
+            &[
+                (10, SearchMethod::Index { ef_search: 40 }),
+                (10, SearchMethod::Exact)
+            ]
+        );
+        assert_eq!(p.index_stats().unwrap().exact_fallbacks, 1);
+        // When the index fills the limit it is trusted: approximate, as asked for.
+        let two = p.nearest(&q, "PARENT", 2).unwrap();
+        assert_eq!(two[0].0, "biff", "{two:?}");
+        assert_eq!(p.index_stats().unwrap().exact_fallbacks, 1);
+    }
+
+    #[test]
+    fn stale_and_unknown_rows_from_the_index_are_skipped() {
+        let mut index = FakeIndex::new(&EMBEDDINGS, 0);
+        // gray_rock's stored embedding was made from another text; `ghost` is not in the
+        // pipeline's knowledge base (made after it was read).
+        index.rows[0].2 = "stale".into();
+        let mut ghost = index.rows[1].0.clone();
+        ghost.entity_id = "ghost".into();
+        let hash = embedding_text_hash(&ghost);
+        index.rows.push((ghost, vec![0.9, 0.1, 0.0], hash));
+        let index = Arc::new(index);
+        let p = index_pipeline(index.clone());
+        let got = p.nearest(&[1.0, 0.0, 0.0], "PARENT", 2).unwrap();
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["biff", "boundaries"]);
+        // Two of the first two were skipped: it asked again for more, through the index.
+        assert_eq!(
+            index.calls.lock().unwrap().as_slice(),
+            &[
+                (2, SearchMethod::Index { ef_search: 40 }),
+                (4, SearchMethod::Index { ef_search: 40 })
+            ]
+        );
+    }
+
+    #[test]
+    fn an_index_pipeline_needs_dense_ranking() {
+        let search = IndexSearch {
+            index: Arc::new(FakeIndex::new(&EMBEDDINGS, 0)),
+            model: "m".into(),
+            ef_search: 40,
+        };
+        let config = RetrievalConfig {
+            mode: RankMode::Hybrid,
+            ..RetrievalConfig::default()
+        };
+        let err = Pipeline::with_index(&kb(), None, search, config).unwrap_err();
+        assert!(err.to_string().contains("needs dense ranking"), "{err}");
     }
 }

@@ -503,7 +503,7 @@ pub async fn retrieval_test(
     State(state): State<AppState>,
     uri: Uri,
 ) -> Result<Json<RetrievalTestView>, ApiError> {
-    let params = Params::parse(&uri, &["query", "audience_type", "top_k"])?;
+    let params = Params::parse(&uri, &["query", "audience_type", "top_k", "user_state"])?;
     let query = params
         .one("query")?
         .map(str::trim)
@@ -524,19 +524,39 @@ pub async fn retrieval_test(
         None => None,
         Some(_) => Some(number(&params, "top_k", 0, MAX_TOP_K)?),
     };
+    let user_state = match params.one("user_state")?.map(str::trim) {
+        None | Some("") => assay_core::UserState::new(),
+        Some(text) => user_state(text)?,
+    };
     with_kb(&state, move |kb| {
         let choice = engine::choose_embedder(&kb.project.settings, None, &kb.lookup())?;
         let ask = Ask {
             message: query.clone(),
             audience: audience.clone(),
-            state: assay_core::UserState::new(),
+            state: user_state.clone(),
             top_k,
         };
         let traced =
-            Kb::runtime()?.block_on(retrieve::retrieve(&kb.project, &*kb.store, &choice, &ask))?;
-        Ok(Json(RetrievalTestView::new(query, audience, traced)))
+            Kb::runtime()?.block_on(retrieve::retrieve(&kb.project, &kb.store, &choice, &ask))?;
+        Ok(Json(RetrievalTestView::new(
+            query, audience, user_state, traced,
+        )))
     })
     .await
+}
+
+/// The retrieval test's `user_state`: a JSON object (the facts STATE conditions read), as the
+/// web UI's retrieval test takes it.
+fn user_state(text: &str) -> Result<assay_core::UserState, ApiError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request(
+            "query parameter `user_state`: expected a JSON object, e.g. {\"days_since_last\": 9}",
+        )),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "query parameter `user_state`: not valid JSON: {e}"
+        ))),
+    }
 }
 
 /// `GET /admin/kb/stats`

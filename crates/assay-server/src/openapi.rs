@@ -533,6 +533,8 @@ fn kb_schemas() -> Value {
                 "audience_type": {"type": "string"},
                 "top_k": {"type": "integer"},
                 "embedder": {"type": "string"},
+                "user_state": {"type": "object", "description": "The user state STATE conditions were checked against."},
+                "search": {"type": "object", "description": "How the SITUATION stage searched ([semantic] search).", "properties": {"kind": {"type": "string", "enum": ["exact", "index"]}, "reason": {"type": "string"}, "index": {"type": "string"}, "ef_search": {"type": "integer"}}, "required": ["kind", "reason"]},
                 "entities": {"type": "array", "items": {
                     "type": "object",
                     "properties": {
@@ -559,7 +561,7 @@ fn kb_schemas() -> Value {
                 "notes": {"type": "array", "items": {"type": "string"}},
                 "matches": {"type": "array", "items": {"type": "object"}, "description": "Several views per entity or hybrid ranking: each semantic candidate's view, cosine and lexical score."}
             },
-            "required": ["query", "audience_type", "top_k", "embedder", "entities", "stages", "dropped", "tokens_used", "token_budget", "notes"]
+            "required": ["query", "audience_type", "top_k", "embedder", "user_state", "search", "entities", "stages", "dropped", "tokens_used", "token_budget", "notes"]
         },
         "KbStats": {
             "type": "object",
@@ -734,7 +736,8 @@ fn kb_paths() -> Value {
                 "parameters": [
                     {"name": "query", "in": "query", "required": true, "description": "The message.", "schema": {"type": "string"}},
                     query("audience_type", "The audience.", &json!({"type": "string", "default": "PARENT"})),
-                    query("top_k", "SITUATION entities kept (default: the project's [retrieval] top_k).", &json!({"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_TOP_K}))
+                    query("top_k", "SITUATION entities kept (default: the project's [retrieval] top_k).", &json!({"type": "integer", "minimum": 1, "maximum": crate::admin::MAX_TOP_K})),
+                    query("user_state", "The user's state, a JSON object (URL-encoded) of the facts STATE conditions read, e.g. {\"days_since_last\": 9} (default: none, so no STATE entity's conditions hold).", &json!({"type": "string", "contentMediaType": "application/json"}))
                 ],
                 "responses": responses(ok("The retrieval and its trace.", "RetrievalTest"), kb_errors(KbRoute { write: false, entity: false, body: false, version: false }))
             }

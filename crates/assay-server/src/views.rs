@@ -344,6 +344,11 @@ pub struct RetrievalTestView {
     pub top_k: usize,
     /// The embedding model.
     pub embedder: String,
+    /// The user state STATE conditions were checked against (`user_state`; empty when none
+    /// was given).
+    pub user_state: assay_core::UserState,
+    /// How the SITUATION stage searched: `kind` (`exact` or `index`) and why.
+    pub search: assay_harness::engine::SearchChoice,
     /// The context (`entities`: each with its stage, similarity and final score), what each
     /// stage proposed (`stages`), what was dropped and why (`dropped`), tokens, notes, and
     /// with several views or hybrid ranking how each candidate matched (`matches`).
@@ -353,12 +358,19 @@ pub struct RetrievalTestView {
 
 impl RetrievalTestView {
     /// The view of a traced retrieval.
-    pub fn new(query: String, audience_type: String, traced: Traced) -> RetrievalTestView {
+    pub fn new(
+        query: String,
+        audience_type: String,
+        user_state: assay_core::UserState,
+        traced: Traced,
+    ) -> RetrievalTestView {
         RetrievalTestView {
             query,
             audience_type,
             top_k: traced.top_k,
             embedder: traced.embedder,
+            user_state,
+            search: traced.search,
             retrieval: traced.retrieval,
         }
     }

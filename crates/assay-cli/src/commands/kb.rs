@@ -54,6 +54,11 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
         log_warnings(&project.warnings);
         return super::kb_compare::run(&project, args);
     }
+    if let KbCommand::CheckIndex(args) = command {
+        let project = Project::load(dir)?;
+        log_warnings(&project.warnings);
+        return super::kb_check_index::run(&project, args);
+    }
     let writes = matches!(
         command,
         KbCommand::Import
@@ -107,8 +112,9 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
 impl Kb {
     fn dispatch(&self, command: &KbCommand) -> Result<(), HarnessError> {
         match command {
-            // Done before dispatch: the import in `run`, the comparison in `kb_compare`.
-            KbCommand::Import | KbCommand::Compare(_) => Ok(()),
+            // Done before dispatch: the import in `run`, the comparison in `kb_compare`, the
+            // index check in `kb_check_index`.
+            KbCommand::Import | KbCommand::Compare(_) | KbCommand::CheckIndex(_) => Ok(()),
             KbCommand::List(args) => self.list(args),
             KbCommand::Show { entity_id, json } => self.show(entity_id, *json),
             KbCommand::Create { file, by } => self.create(file, by),

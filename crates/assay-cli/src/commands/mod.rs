@@ -8,6 +8,7 @@ mod expectations;
 mod init;
 mod judge;
 mod kb;
+mod kb_check_index;
 mod kb_compare;
 mod optimize;
 mod prompts;

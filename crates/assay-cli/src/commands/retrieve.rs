@@ -52,7 +52,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         state,
         top_k: None,
     };
-    let traced = runtime()?.block_on(retrieve::retrieve(&project, &*store, &choice, &ask))?;
+    let traced = runtime()?.block_on(retrieve::retrieve(&project, &store, &choice, &ask))?;
     let retrieval = traced.retrieval;
     let ids: Vec<String> = retrieval
         .entities
@@ -76,18 +76,22 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
             doc["stages"] = json!(retrieval.stages);
             doc["dropped"] = json!(retrieval.dropped);
             doc["notes"] = json!(retrieval.notes);
+            doc["search"] = json!(traced.search);
             if !retrieval.matches.is_empty() {
                 doc["matches"] = json!(retrieval.matches);
             }
         }
         out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     } else {
-        out(&render(
-            &retrieval,
-            args.explain,
-            &traced.embedder,
-            &audience,
-        ));
+        let mut text = render(&retrieval, args.explain, &traced.embedder, &audience);
+        if args.explain {
+            text.push_str(&format!(
+                "\nsearch: {} ({})\n",
+                traced.search.describe(),
+                traced.search.reason
+            ));
+        }
+        out(&text);
     }
     Ok(Exit::Success)
 }

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use assay_core::bank::BankType;
+use assay_harness::engine;
 use assay_harness::project::Project;
 
 use super::{log_warnings, out};
@@ -11,12 +12,30 @@ use crate::exit::Exit;
 pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     let project = Project::load(dir)?;
     log_warnings(&project.warnings);
+    let mut warnings = project.warnings.len();
+    // With a database store, the entities the banks and rules name are checked against what
+    // the database holds, not the kb/ files.
+    let store_check = if project.refs_checked_against_files {
+        None
+    } else {
+        let store = engine::open_store(&project.settings)?;
+        let kb = engine::snapshot(&*store)?;
+        let unknown = project.check_entity_refs(&kb)?;
+        log_warnings(&unknown);
+        warnings += unknown.len();
+        Some((store.location.to_string(), kb.entities().len()))
+    };
     let mut text = format!("{}: valid\n", dir.display());
     text.push_str(&format!(
         "  knowledge base  {} entities in {} files\n",
         project.kb.kb.entities().len(),
         project.kb.files.len()
     ));
+    if let Some((location, entities)) = &store_check {
+        text.push_str(&format!(
+            "  store           {entities} entities in {location} (the source of truth)\n"
+        ));
+    }
     for bank in BankType::ALL {
         text.push_str(&format!(
             "  {:<15} {} cases\n",
@@ -37,7 +56,7 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
         "  history files   {}\n",
         project.expectations.files().len()
     ));
-    text.push_str(&format!("  warnings        {}\n", project.warnings.len()));
+    text.push_str(&format!("  warnings        {warnings}\n"));
     out(&text);
     Ok(Exit::Success)
 }

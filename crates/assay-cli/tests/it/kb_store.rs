@@ -186,9 +186,130 @@ fn a_password_in_the_store_url_is_refused_and_not_printed() {
     assert!(!run.stderr.contains("hunter2"), "{run:?}");
 }
 
+/// A semantic case of a RunLog: `(test_id, candidates with their similarities, selections)`.
+type SemanticResult = (String, Vec<(String, f64)>, Vec<String>);
+
+/// Every semantic case of a RunLog, by test id.
+fn semantic_results(log: &serde_json::Value) -> Vec<SemanticResult> {
+    let mut out: Vec<_> = log["semantic"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let candidates = r["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["entity_id"].as_str().unwrap().to_owned(),
+                        c["similarity"].as_f64().unwrap(),
+                    )
+                })
+                .collect();
+            let selections = r["selections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_owned())
+                .collect();
+            (
+                r["test_id"].as_str().unwrap().to_owned(),
+                candidates,
+                selections,
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The example's semantic bank, run as JSON (nothing saved).
+fn semantic_run(p: &Scratch, env: &[(&str, &str)]) -> Run {
+    p.assay_env(&["run", "--banks", "semantic", "--json", "--no-save"], env)
+}
+
+/// Issue 20: a run records which search its semantic stage used. SQLite has no vector index, so
+/// `auto` (the default) searches exactly and says why; `index` is refused there, as bad input.
+#[test]
+fn a_run_records_its_search_and_sqlite_has_no_index() {
+    let p = Scratch::example_dense();
+    let run = semantic_run(&p, &[]);
+    code(&run, 0);
+    let log = run.json();
+    assert_eq!(
+        log["setup"]["semantic_search"], "exact",
+        "{:#}",
+        log["setup"]
+    );
+    let detail = log["setup"]["semantic_search_detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("[semantic] search = \"auto\": the store ")
+            && detail.ends_with("has no vector index (only a PostgreSQL store has one)"),
+        "{detail}"
+    );
+
+    p.edit(
+        "assay.toml",
+        "[retrieval]",
+        "[semantic]\nsearch = \"index\"\n\n[retrieval]",
+    );
+    let refused = semantic_run(&p, &[]);
+    code(&refused, 2);
+    assert!(
+        refused
+            .stderr
+            .contains("[semantic] search = \"index\": the store "),
+        "{refused:?}"
+    );
+    assert!(
+        refused.stderr.contains("has no vector index"),
+        "{refused:?}"
+    );
+
+    // check-index has nothing to check on SQLite.
+    let check = kb(&p, &["check-index"], &[]);
+    code(&check, 2);
+    assert!(
+        check.stderr.contains("has no vector index to check"),
+        "{check:?}"
+    );
+}
+
+/// Issue 20: the search settings are checked when the project loads: a bad value is bad input
+/// (exit 2) naming the field, and `index` with hybrid ranking is refused before anything runs.
+#[test]
+fn bad_search_settings_are_refused_naming_the_field() {
+    for (settings, needle) in [
+        (
+            "[semantic]\nsearch = \"hnsw\"\n",
+            "semantic.search: unknown value `hnsw` (expected auto, exact or index)",
+        ),
+        (
+            "[semantic]\nef_search = 0\n",
+            "semantic.ef_search: must be between 1 and 1000",
+        ),
+        (
+            "[semantic]\nsearch = \"index\"\n",
+            "semantic.search: `index` needs [retrieval] mode = \"dense\"",
+        ),
+    ] {
+        let p = Scratch::example();
+        let toml = p.read("assay.toml");
+        p.write("assay.toml", &format!("{toml}\n{settings}"));
+        let run = semantic_run(&p, &[]);
+        code(&run, 2);
+        assert!(run.stderr.contains("assay.toml"), "{run:?}");
+        assert!(run.stderr.contains(needle), "{settings}: {run:?}");
+        let validate = p.assay(&["validate"]);
+        code(&validate, 2);
+        assert!(validate.stderr.contains(needle), "{validate:?}");
+    }
+}
+
 #[cfg(feature = "postgres")]
 mod postgres {
-    use super::{code, kb, redact_urls};
+    use super::{code, kb, redact_urls, semantic_results, semantic_run};
     use crate::support::Scratch;
 
     /// A new database on the test server (see crates/assay-kb/tests/it/backend.rs), and its URL.
@@ -326,6 +447,240 @@ mod postgres {
             run.stderr
                 .contains("cannot connect to postgres://nobody@127.0.0.1:1/kb"),
             "{run:?}"
+        );
+    }
+
+    /// Issue 20: with a PostgreSQL store, a run whose semantic stage takes its candidates from
+    /// the HNSW index selects exactly what the exact path selects on the example: the same
+    /// candidates with the same similarities, the same selections, case by case, as the exact
+    /// search on the same database and on SQLite. `kb check-index` measures a recall of 1 there.
+    #[test]
+    fn hnsw_runs_select_what_exact_runs_select_on_the_example() {
+        let p = Scratch::example_dense();
+        let url = database();
+        let pg = [("ASSAY_STORE", url.as_str())];
+        code(&kb(&p, &["import"], &pg), 0);
+
+        let sqlite = semantic_run(&p, &[]);
+        code(&sqlite, 0);
+        let sqlite = sqlite.json();
+        assert_eq!(sqlite["setup"]["semantic_search"], "exact");
+
+        let auto = semantic_run(&p, &pg);
+        code(&auto, 0);
+        let auto = auto.json();
+        assert_eq!(
+            auto["setup"]["semantic_search"], "exact",
+            "{:#}",
+            auto["setup"]
+        );
+        let detail = auto["setup"]["semantic_search_detail"].as_str().unwrap();
+        assert!(
+            detail.contains("active SITUATION entities, fewer than index_min_entities (100000)"),
+            "{detail}"
+        );
+
+        let toml = p.read("assay.toml");
+        p.write(
+            "assay.toml",
+            &format!("{toml}\n[semantic]\nsearch = \"index\"\n"),
+        );
+        let index = semantic_run(&p, &pg);
+        code(&index, 0);
+        let index = index.json();
+        assert_eq!(
+            index["setup"]["semantic_search"], "index",
+            "{:#}",
+            index["setup"]
+        );
+        let detail = index["setup"]["semantic_search_detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("index (PostgreSQL HNSW (pgvector ")
+                && detail.contains("ef_search 400)")
+                && detail.ends_with(" searches, 0 answered by the exact search"),
+            "{detail}"
+        );
+        assert!(
+            index["setup"]["semantic"]
+                .as_str()
+                .unwrap()
+                .contains("candidates from index (PostgreSQL HNSW"),
+            "{:#}",
+            index["setup"]
+        );
+
+        let cases = super::example_semantic_cases();
+        let want = semantic_results(&sqlite);
+        assert_eq!(want.len(), cases);
+        assert!(want.iter().all(|(_, c, _)| !c.is_empty()));
+        assert_eq!(
+            semantic_results(&auto),
+            want,
+            "exact on PostgreSQL = exact on SQLite"
+        );
+        assert_eq!(
+            semantic_results(&index),
+            want,
+            "index on PostgreSQL = exact"
+        );
+        assert_eq!(
+            index["semantic"]["average_score"],
+            sqlite["semantic"]["average_score"]
+        );
+
+        // The index's recall against the exact search, on the bank's prompts: all of it.
+        let check = kb(&p, &["check-index", "--json"], &pg);
+        code(&check, 0);
+        let report = check.json();
+        assert_eq!(report["k"], 15);
+        assert_eq!(report["ef_search"], 400);
+        assert_eq!(report["messages"], cases);
+        assert_eq!(report["measured"], cases);
+        assert_eq!(report["mean_recall"], 1.0);
+        assert_eq!(report["exact_fallbacks"], 0);
+        let text = kb(&p, &["check-index", "--k", "5"], &pg);
+        code(&text, 0);
+        assert!(
+            text.stdout.starts_with("recall@5 of PostgreSQL HNSW"),
+            "{text:?}"
+        );
+        assert!(
+            text.stdout.contains(&format!(
+                "mean recall@5: 1.0000 (at least 0.98), lowest 1.000, over {cases} messages"
+            )),
+            "{text:?}"
+        );
+    }
+
+    /// Issue 20: `kb check-index` on a file of messages, and its verdict: a message whose
+    /// audience has no entity is left out of the mean; a check that measured nothing, or whose
+    /// mean is below --min-recall, fails (exit 1); bad options are bad input (exit 2).
+    #[test]
+    fn check_index_reads_messages_and_fails_without_a_measure() {
+        let p = Scratch::example_dense();
+        let url = database();
+        let pg = [("ASSAY_STORE", url.as_str())];
+        code(&kb(&p, &["import"], &pg), 0);
+        p.write(
+            "messages.jsonl",
+            "{\"id\": \"a\", \"message\": \"he keeps texting me at midnight\"}\n\
+             {\"id\": \"b\", \"message\": \"pickup was late again\", \"audience\": \"NOBODY\"}\n",
+        );
+        let file = p.path("messages.jsonl");
+        let file = file.to_str().unwrap();
+        let check = kb(&p, &["check-index", "--messages", file, "--json"], &pg);
+        code(&check, 0);
+        let report = check.json();
+        assert_eq!(report["messages"], 2);
+        assert_eq!(report["measured"], 1, "{report:#}");
+        assert_eq!(report["queries"][0]["id"], "a");
+        assert_eq!(report["queries"][0]["recall"], 1.0);
+        assert_eq!(report["queries"][0]["exact"].as_array().unwrap().len(), 15);
+        assert!(report["queries"][1].get("recall").is_none(), "{report:#}");
+
+        p.write(
+            "nobody.jsonl",
+            "{\"message\": \"hello\", \"audience\": \"NOBODY\"}\n",
+        );
+        let nobody = p.path("nobody.jsonl");
+        let none = kb(
+            &p,
+            &["check-index", "--messages", nobody.to_str().unwrap()],
+            &pg,
+        );
+        code(&none, 1);
+        assert!(
+            none.stdout.contains("no message had entities to find"),
+            "{none:?}"
+        );
+
+        for (args, needle) in [
+            (
+                ["--min-recall", "1.5"],
+                "--min-recall: must be between 0 and 1",
+            ),
+            (
+                ["--ef-search", "5000"],
+                "--ef-search: must be between 1 and 1000",
+            ),
+            (["--k", "0"], "--k: must be at least 1"),
+        ] {
+            let mut all = vec!["check-index", "--messages", file];
+            all.extend(args);
+            let bad = kb(&p, &all, &pg);
+            code(&bad, 2);
+            assert!(bad.stderr.contains(needle), "{bad:?}");
+        }
+    }
+
+    /// Issue 20: with the database as the source of truth, the entities the banks name are
+    /// checked against the store's knowledge base, not the kb/ files: an entity made in the
+    /// database alone is known, one in the files alone is not.
+    #[test]
+    fn entity_references_are_checked_against_the_database() {
+        let p = Scratch::example_dense();
+        let url = database();
+        let pg = [("ASSAY_STORE", url.as_str())];
+        code(&kb(&p, &["import"], &pg), 0);
+        p.write(
+            "db_only.yaml",
+            "entity_id: db_only\nentity_type: KNOWLEDGE\ntitle: Made in the database\n",
+        );
+        let file = p.path("db_only.yaml");
+        code(
+            &kb(&p, &["create", "--file", file.to_str().unwrap()], &pg),
+            0,
+        );
+        // A kb/ file gains an entity the database never imported.
+        let knowledge = p.read("kb/knowledge.yaml");
+        p.write(
+            "kb/knowledge.yaml",
+            &format!("{knowledge}\n- entity_id: files_only\n  entity_type: KNOWLEDGE\n  title: Only in the files\n"),
+        );
+        // A case names both.
+        let bank = "test_banks/semantic/parent_test_bank.json";
+        let mut doc = p.json(bank);
+        doc["tests"][0]["expected_secondary"] = serde_json::json!(["db_only", "files_only"]);
+        p.write_json(bank, &doc);
+
+        let files = p.assay(&["validate"]);
+        code(&files, 0);
+        assert!(
+            files
+                .stderr
+                .contains("unknown entity `db_only` (not in the knowledge base)"),
+            "{files:?}"
+        );
+        assert!(!files.stderr.contains("`files_only`"), "{files:?}");
+
+        let db = p.assay_env(&["validate"], &pg);
+        code(&db, 0);
+        assert!(!db.stderr.contains("`db_only`"), "{db:?}");
+        assert!(
+            db.stderr
+                .contains("unknown entity `files_only` (not in the store's knowledge base)"),
+            "{db:?}"
+        );
+        assert!(db.stdout.contains("(the source of truth)"), "{db:?}");
+
+        let run = semantic_run(&p, &pg);
+        code(&run, 0);
+        let warnings: Vec<String> = run.json()["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w
+                    .contains("unknown entity `files_only` (not in the store's knowledge base)")),
+            "{warnings:?}"
+        );
+        assert!(
+            !warnings.iter().any(|w| w.contains("`db_only`")),
+            "{warnings:?}"
         );
     }
 }

@@ -544,6 +544,77 @@ pub trait KbStore: KnowledgeBase {
     fn stats(&self, embedding_model: &str) -> Result<KbStats, KbError>;
 }
 
+/// How [`EmbeddingIndex::search_embeddings`] searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMethod {
+    /// Through the approximate nearest-neighbour index, exploring `ef_search` candidates (at
+    /// least the limit).
+    Index {
+        /// HNSW's `ef_search`.
+        ef_search: u32,
+    },
+    /// Every matching embedding scored, in the database: exact, and slow on large tables.
+    Exact,
+}
+
+/// A similarity search of the stored entity embeddings: the current, active entities with an
+/// embedding of `model` (of the query's dimension), optionally only those of one load mode and
+/// audience, nearest first by cosine distance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmbeddingSearch<'a> {
+    /// The model whose embeddings are searched.
+    pub model: &'a str,
+    /// The query vector.
+    pub query: &'a [f32],
+    /// At most this many rows.
+    pub limit: usize,
+    /// Only entities of this load mode.
+    pub load_mode: Option<LoadMode>,
+    /// Only entities for this audience.
+    pub audience: Option<&'a str>,
+    /// Index or exact.
+    pub method: SearchMethod,
+}
+
+/// An entity an [`EmbeddingSearch`] found, with its stored embedding as it is (whether it is
+/// fresh is the caller's to check, against [`embedding_text_hash`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingHit {
+    /// The entity.
+    pub entity_id: String,
+    /// [`embedding_text_hash`] of the text the embedding was made from.
+    pub text_hash: String,
+    /// The stored vector.
+    pub vector: Vec<f32>,
+}
+
+/// The hash stored beside an entity's embedding: the SHA-256 (hex) of
+/// [`Entity::embedding_text`]. The embedding is fresh while it equals the hash of the entity's
+/// current text.
+pub fn embedding_text_hash(entity: &Entity) -> String {
+    rows::text_hash(entity)
+}
+
+/// An approximate nearest-neighbour index over a store's current entity embeddings: the
+/// PostgreSQL store's HNSW indexes (`PgStore`). A run takes the semantic stage's candidates from
+/// it instead of scoring every embedding when `[semantic] search` says so.
+pub trait EmbeddingIndex: Send + Sync + std::fmt::Debug {
+    /// What searches, for records: `PostgreSQL HNSW (pgvector 0.8.5)`.
+    fn describe(&self) -> String;
+
+    /// Whether an index covers embeddings of `dimension` (pgvector indexes at most 2,000
+    /// dimensions; larger ones are searched exactly).
+    fn has_index(&self, dimension: usize) -> Result<bool, KbError>;
+
+    /// The dimension of `model`'s stored embeddings (of current entities), if there are any.
+    fn embedding_dimension(&self, model: &str) -> Result<Option<usize>, KbError>;
+
+    /// The nearest stored embeddings to `search.query`, nearest first (an index search may
+    /// return its rows slightly out of order; rescore them).
+    fn search_embeddings(&self, search: &EmbeddingSearch<'_>)
+    -> Result<Vec<EmbeddingHit>, KbError>;
+}
+
 /// A whole store, entities and user state: what a project opens, whichever the backend
 /// ([`SqliteStore`], or `PgStore` with the `postgres` feature).
 pub trait KbBackend: KbStore + crate::StateStore + std::fmt::Debug {}

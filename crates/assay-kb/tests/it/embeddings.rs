@@ -171,9 +171,17 @@ fn postgres_nearest_finds_the_nearest_active_entities_of_the_model() {
 
     let backend = Postgres::new();
     let store = backend.store();
+    // Pseudo-random vectors, distinct for every i (a tie in distance would make the exact
+    // order, and so the comparison, arbitrary).
     let vector = |i: usize| -> Vec<f32> {
+        let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
         (0..8)
-            .map(|d| ((i * 7 + d * 3) % 11) as f32 - 5.0 + if d == i % 8 { 4.0 } else { 0.0 })
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
             .collect()
     };
     for i in 0..40 {
@@ -221,4 +229,140 @@ fn postgres_nearest_finds_the_nearest_active_entities_of_the_model() {
             .is_ok_and(|v| v.is_empty()),
         "a dimension without embeddings finds nothing"
     );
+}
+
+/// Issue 20: the search a run takes its candidates from (`EmbeddingIndex::search_embeddings`)
+/// finds, through the HNSW index, what the exact search finds, with the load-mode and audience
+/// filters applied in the query; the stored text hash comes back so the caller can tell a stale
+/// embedding; and a filter that only a few rows pass still fills the limit (iterative scan).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_index_search_filters_like_the_exact_search() {
+    use assay_kb::{
+        EmbeddingIndex, EmbeddingSearch, KnowledgeBase, SearchMethod, embedding_text_hash,
+    };
+
+    use crate::backend::Postgres;
+
+    let backend = Postgres::new();
+    let store = backend.store();
+    // Pseudo-random vectors, distinct for every i (a tie in distance would make the exact
+    // order, and so the comparison, arbitrary).
+    let vector = |i: usize| -> Vec<f32> {
+        let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+        (0..8)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    };
+    // 300 SITUATION entities; every tenth is for clinicians only; a few ALWAYS entities.
+    for i in 0..300 {
+        let id = format!("s{i:03}");
+        let audience = if i % 10 == 0 { "CLINICIAN" } else { "PARENT" };
+        store
+            .create(
+                &entity(&id, json!({"audience_types": [audience]})),
+                &edit("admin", 1),
+            )
+            .unwrap();
+        store.set_embedding(&id, "m", &vector(i)).unwrap();
+    }
+    for i in 0..5 {
+        let id = format!("always{i}");
+        store
+            .create(
+                &entity(&id, json!({"load_mode": "ALWAYS"})),
+                &edit("admin", 1),
+            )
+            .unwrap();
+        store.set_embedding(&id, "m", &vector(i)).unwrap();
+    }
+    assert!(store.has_index(8).unwrap(), "made with the first embedding");
+    assert!(!store.has_index(9).unwrap());
+    assert!(!store.has_index(4096).unwrap(), "too wide for pgvector");
+    assert_eq!(store.embedding_dimension("m").unwrap(), Some(8));
+    assert_eq!(store.embedding_dimension("other").unwrap(), None);
+    assert!(store.describe().starts_with("PostgreSQL HNSW (pgvector "));
+
+    let ids = |hits: &[assay_kb::EmbeddingHit]| -> Vec<String> {
+        let mut ids: Vec<String> = hits.iter().map(|h| h.entity_id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    for q in [3usize, 50, 117, 299] {
+        let query = vector(q * 13 + 1);
+        for (audience, limit) in [("PARENT", 15), ("CLINICIAN", 15), ("CLINICIAN", 30)] {
+            let search = |method| EmbeddingSearch {
+                model: "m",
+                query: &query,
+                limit,
+                load_mode: Some(assay_core::entity::LoadMode::Situation),
+                audience: Some(audience),
+                method,
+            };
+            let exact = store
+                .search_embeddings(&search(SearchMethod::Exact))
+                .unwrap();
+            let index = store
+                .search_embeddings(&search(SearchMethod::Index { ef_search: 100 }))
+                .unwrap();
+            assert_eq!(exact.len(), limit, "{audience}");
+            assert_eq!(ids(&index), ids(&exact), "query {q}, {audience}, {limit}");
+            for hit in &index {
+                let n: usize = hit.entity_id[1..].parse().unwrap();
+                assert_eq!(hit.vector, vector(n));
+                assert_eq!(
+                    n.is_multiple_of(10),
+                    audience == "CLINICIAN",
+                    "{}",
+                    hit.entity_id
+                );
+                let stored = store.get(&hit.entity_id).unwrap().unwrap();
+                assert_eq!(hit.text_hash, embedding_text_hash(&stored));
+            }
+        }
+    }
+    // A changed text keeps the old embedding, with the old text's hash: the caller sees it is
+    // stale.
+    let update: assay_kb::EntityUpdate =
+        serde_json::from_value(json!({"keywords": "changed"})).unwrap();
+    store.update("s001", &update, &edit("admin", 2)).unwrap();
+    let hits = store
+        .search_embeddings(&EmbeddingSearch {
+            model: "m",
+            query: &vector(1),
+            limit: 1,
+            load_mode: Some(assay_core::entity::LoadMode::Situation),
+            audience: None,
+            method: SearchMethod::Index { ef_search: 40 },
+        })
+        .unwrap();
+    assert_eq!(hits[0].entity_id, "s001");
+    let current = store.get("s001").unwrap().unwrap();
+    assert_ne!(hits[0].text_hash, embedding_text_hash(&current));
+    // Another model, or a limit of 0: nothing.
+    let none = EmbeddingSearch {
+        model: "other",
+        query: &vector(1),
+        limit: 5,
+        load_mode: None,
+        audience: None,
+        method: SearchMethod::Index { ef_search: 40 },
+    };
+    assert!(store.search_embeddings(&none).unwrap().is_empty());
+    let zero = EmbeddingSearch {
+        model: "m",
+        limit: 0,
+        ..none
+    };
+    assert!(store.search_embeddings(&zero).unwrap().is_empty());
+    // `nearest` still answers in exact order on a connection a filtered search used.
+    for _ in 0..10 {
+        let found = store.nearest("m", &vector(7), 3, 40).unwrap();
+        assert!(found.windows(2).all(|w| w[0].1 <= w[1].1), "{found:?}");
+    }
 }

@@ -126,7 +126,7 @@ async fn retrieval(
             state: run.state.clone(),
             top_k: run.top_k,
         };
-        let test = rt.block_on(retrieve::retrieve(project, &*store, &choice, &ask))?;
+        let test = rt.block_on(retrieve::retrieve(project, &store, &choice, &ask))?;
         Ok((audiences, Some(test)))
     })
     .await?;

@@ -823,6 +823,65 @@ async fn retrieval_test_shows_every_stage_and_every_drop() {
     }
 }
 
+/// Issue 20: the admin API's retrieval test takes the user's state, as the web UI's does, so
+/// STATE entities can be tried; a state that is not a JSON object is a 400 naming the parameter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieval_test_takes_a_user_state() {
+    let server = Server::example();
+    let state_ids = |r: &serde_json::Value| -> Vec<String> {
+        r["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == "state")
+            .unwrap()["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c[0].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, plain) = server
+        .get("/admin/kb/retrieval-test?query=hello%20again")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plain:#}");
+    assert!(
+        !state_ids(&plain).contains(&"handler_returning_user".to_owned()),
+        "{plain:#}"
+    );
+    assert_eq!(plain["user_state"], serde_json::json!({}));
+    assert_eq!(plain["search"]["kind"], "exact", "{plain:#}");
+
+    // {"is_first_conversation": false, "days_since_last": 9}, URL-encoded.
+    let state = "%7B%22is_first_conversation%22%3A%20false%2C%20%22days_since_last%22%3A%209%7D";
+    let (status, r) = server
+        .get(&format!(
+            "/admin/kb/retrieval-test?query=hello%20again&user_state={state}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{r:#}");
+    assert_eq!(state_ids(&r), ["handler_returning_user"], "{r:#}");
+    assert!(
+        r["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["entity_id"] == "handler_returning_user" && e["stage"] == "state"),
+        "{r:#}"
+    );
+    assert_eq!(r["user_state"]["days_since_last"], 9);
+
+    for (param, needle) in [
+        ("user_state=%5B1%5D", "`user_state`: expected a JSON object"),
+        ("user_state=%7B", "`user_state`: not valid JSON"),
+    ] {
+        let got = server
+            .get(&format!("/admin/kb/retrieval-test?query=x&{param}"))
+            .await;
+        assert_error(&got, StatusCode::BAD_REQUEST, needle);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_kb_file_is_a_422_naming_it() {
     let server = admin();
