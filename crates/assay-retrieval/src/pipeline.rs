@@ -1427,8 +1427,10 @@ mod tests {
     ];
 
     fn index_pipeline(index: Arc<FakeIndex>) -> Pipeline {
+        // The budget of `pipeline(100_000)`, which the index pipeline is compared with.
         let config = RetrievalConfig {
             mode: RankMode::Dense,
+            max_tokens_budget: 100_000,
             ..RetrievalConfig::default()
         };
         let search = IndexSearch {
