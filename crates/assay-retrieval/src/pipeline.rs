@@ -1441,10 +1441,33 @@ mod tests {
         Pipeline::with_index(&kb(), Some(Arc::new(rules())), search, config).unwrap()
     }
 
+    /// Every SITUATION entity of the PARENT audience with an embedding (as a run has them,
+    /// after its refresh), so an index never comes up short and never falls back; in the
+    /// order a store lists them (priority, then id), which is how the exact scan breaks ties
+    /// (`handler_crisis` and `far` tie at 0 for the first query).
+    const EVERY_SITUATION: [(&str, [f32; 3]); 6] = [
+        ("handler_crisis", [0.0, -1.0, 0.0]),
+        ("rule_crisis", [-0.6, 0.0, -0.8]),
+        EMBEDDINGS[3],
+        EMBEDDINGS[0],
+        EMBEDDINGS[1],
+        EMBEDDINGS[2],
+    ];
+
     #[test]
     fn an_index_pipeline_selects_what_the_exact_one_selects() {
-        let exact = pipeline(100_000);
-        let index = Arc::new(FakeIndex::new(&EMBEDDINGS, 0));
+        // The exact scan in memory over the same embeddings, with the same settings.
+        let embeddings: Vec<(String, Vec<f32>)> = EVERY_SITUATION
+            .iter()
+            .map(|(id, v)| ((*id).to_owned(), v.to_vec()))
+            .collect();
+        let config = RetrievalConfig {
+            mode: RankMode::Dense,
+            max_tokens_budget: 100_000,
+            ..RetrievalConfig::default()
+        };
+        let exact = Pipeline::new(&kb(), Some(Arc::new(rules())), &embeddings, config).unwrap();
+        let index = Arc::new(FakeIndex::new(&EVERY_SITUATION, 0));
         let p = index_pipeline(index.clone());
         assert_eq!(p.index_description().as_deref(), Some("fake"));
         assert_eq!(exact.index_description(), None);
