@@ -185,14 +185,17 @@ pub fn case_scores(log: &RunLog, file: Option<&Path>) -> Result<Vec<CaseScore>, 
         return Ok(assay_core::rundiff::case_scores(log));
     }
     // One bank after another, so the scores come in bank order as from the lists.
-    let mut out = Vec::new();
-    for bank in BankType::ALL {
-        for_each_case(log, file, Some(bank), &mut |r| {
-            out.push(r.case_score());
-            Ok(())
-        })?;
-    }
-    Ok(out)
+    // One pass over the run log; grouped by bank (in run order within each), as the RunLog's
+    // lists give them.
+    let mut by_bank: Vec<Vec<CaseScore>> = BankType::ALL.iter().map(|_| Vec::new()).collect();
+    for_each_case(log, file, None, &mut |r| {
+        let bank = r.bank();
+        if let Some(slot) = BankType::ALL.iter().position(|b| *b == bank) {
+            by_bank[slot].push(r.case_score());
+        }
+        Ok(())
+    })?;
+    Ok(by_bank.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
