@@ -12,6 +12,17 @@
 //!   actual answer from its prompt: overall 1.0 when the actual contains the expected, else
 //!   0.2 + 0.1 × the number of `GOOD` notes the answer mentions (none here: 0.2).
 //!
+//! * A case whose question holds `[needs:UNITS]` is answered right only when the last
+//!   agent's system prompt holds `[[UNITS]]` too (no hand-written prompt of the optimizer's
+//!   test has it: only a proposal can bring it).
+//! * A proposer call (`response_format` json_schema `prompt_proposal`) reads the current
+//!   instructions and the cases shown. Model `fake-proposer`: when a case shown is a
+//!   `[needs:UNITS]` case answered wrong, the instructions plus a `[[UNITS]]` line, else the
+//!   instructions plus a harmless sentence; `fake-proposer-empty`: an empty prompt;
+//!   `fake-proposer-copy`: the instructions unchanged; `fake-proposer-garbage`: a line of
+//!   noise. A request that shows a case marked `[held-out]` (the tests mark evaluation cases
+//!   so) is counted as a leak and answered 500.
+//!
 //! `GET /stats` returns the number of chat calls. Run alone (the benchmark):
 //! `cargo run --example prompt_provider -- [--port N] [--latency-ms N]` prints its base URL.
 
@@ -32,6 +43,10 @@ pub struct PromptStats {
     pub agent: AtomicU64,
     /// Grader calls.
     pub grader: AtomicU64,
+    /// Proposer calls.
+    pub proposer: AtomicU64,
+    /// Proposer calls that showed a `[held-out]` case.
+    pub leaks: AtomicU64,
 }
 
 struct Shared {
@@ -56,10 +71,36 @@ fn agent_answer(system: &str, user: &str) -> String {
     let difficulty = between(question, "[d:", "]")
         .and_then(|d| d.parse().ok())
         .unwrap_or(agents);
+    let units = !question.contains("[needs:UNITS]") || system.contains("[[UNITS]]");
     match between(question, "[key:", "]") {
-        Some(key) if count >= difficulty => format!("Thinking done.\nFINAL ANSWER: {key}"),
+        Some(key) if count >= difficulty && units => {
+            format!("Thinking done.\nFINAL ANSWER: {key}")
+        }
         _ => "FINAL ANSWER: not sure".into(),
     }
+}
+
+fn propose(model: &str, user: &str) -> String {
+    let parent = between(user, "<instructions>\n", "\n</instructions>").unwrap_or_default();
+    // A case block runs from its `## Case` heading to the next one.
+    let failing_units = user
+        .split("\n## Case ")
+        .skip(1)
+        .any(|block| block.contains("[needs:UNITS]") && block.contains("Factually correct: no"));
+    let (reasoning, prompt) = match model.rsplit('/').next().unwrap_or(model) {
+        "fake-proposer-empty" => ("nothing to add", String::new()),
+        "fake-proposer-copy" => ("it is fine as it is", parent.to_owned()),
+        "fake-proposer-garbage" => ("", "zxq lorem ipsum".to_owned()),
+        _ if failing_units => (
+            "the wrong answers all lack their unit",
+            format!("{parent}\n[[UNITS]] Always give a measurement with its unit."),
+        ),
+        _ => (
+            "no pattern in these cases",
+            format!("{parent}\nTake your time."),
+        ),
+    };
+    json!({"reasoning": reasoning, "prompt": prompt}).to_string()
 }
 
 fn grade(user: &str) -> String {
@@ -76,7 +117,10 @@ fn grade(user: &str) -> String {
     .to_string()
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Json<Value> {
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
     if !shared.latency.is_zero() {
         tokio::time::sleep(shared.latency).await;
     }
@@ -90,26 +134,35 @@ async fn chat(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> Jso
             .join("\n")
     };
     let (system, user) = (of("system"), of("user"));
-    let content = if body["response_format"].is_object() {
+    let schema = body["response_format"]["json_schema"]["name"].as_str();
+    let content = if schema == Some("prompt_proposal") {
+        shared.stats.proposer.fetch_add(1, Ordering::SeqCst);
+        if user.contains("[held-out]") {
+            shared.stats.leaks.fetch_add(1, Ordering::SeqCst);
+            return Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        propose(body["model"].as_str().unwrap_or_default(), &user)
+    } else if body["response_format"].is_object() {
         shared.stats.grader.fetch_add(1, Ordering::SeqCst);
         grade(&user)
     } else {
         shared.stats.agent.fetch_add(1, Ordering::SeqCst);
         agent_answer(&system, &user)
     };
-    Json(json!({
+    Ok(Json(json!({
         "id": "chatcmpl-prompt", "object": "chat.completion", "created": 1_763_700_000,
         "model": body["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                      "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220}
-    }))
+    })))
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let s = &shared.stats;
     Json(
-        json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst)}),
+        json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst),
+               "proposer": s.proposer.load(Ordering::SeqCst), "leaks": s.leaks.load(Ordering::SeqCst)}),
     )
 }
 

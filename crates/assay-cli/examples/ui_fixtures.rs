@@ -387,6 +387,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             output_tokens: 200 * spec.trials as u64,
             cost_usd: Some(0.001 * spec.trials as f64),
         },
+        proposer: UsageTotals::default(),
         target_runs: (spec.cases * spec.trials) as u64,
         rate_limits: Vec::new(),
     };
@@ -443,6 +444,9 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
         ],
         usage,
         estimate: None,
+        prompt_files: BTreeMap::new(),
+        proposals: Vec::new(),
+        hand_written: None,
     };
     // The journal: the header, the baseline, every trial (and, finished, step 3).
     let header = JournalHeader {
@@ -460,6 +464,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
         evaluation: "fp-evaluation".into(),
         prompts: hashes,
         started: Some(report.started.clone()),
+        propose: None,
     };
     let per_line = Usage {
         target: UsageTotals {
@@ -472,6 +477,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             cost_usd: Some(0.001),
             ..UsageTotals::default()
         },
+        proposer: UsageTotals::default(),
         target_runs: spec.cases as u64,
         rate_limits: Vec::new(),
     };

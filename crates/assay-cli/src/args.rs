@@ -1008,6 +1008,12 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub racing: bool,
 
+    /// After the search, R rounds in which a proposer model reads the failed optimization
+    /// cases' traces and writes revised prompts that join the study (default [optimize.propose]
+    /// rounds, 0).
+    #[arg(long, value_name = "R")]
+    pub propose_rounds: Option<usize>,
+
     /// Cases of one trial at once, for stateless targets only (default [optimize]
     /// max_concurrency, 1).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]

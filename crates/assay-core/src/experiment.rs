@@ -156,6 +156,13 @@ pub struct UsageTotals {
     pub cost_usd: Option<f64>,
 }
 
+impl UsageTotals {
+    /// No call made.
+    pub fn is_zero(&self) -> bool {
+        self.calls == 0 && self.requests == 0 && self.cost_usd.is_none_or(|c| c == 0.0)
+    }
+}
+
 impl std::ops::AddAssign for UsageTotals {
     fn add_assign(&mut self, o: UsageTotals) {
         self.calls += o.calls;
@@ -177,6 +184,9 @@ pub struct Usage {
     pub target: UsageTotals,
     /// The llm-rubric grader.
     pub grader: UsageTotals,
+    /// The proposer of new prompts (`--propose-rounds`; zero otherwise).
+    #[serde(default, skip_serializing_if = "UsageTotals::is_zero")]
+    pub proposer: UsageTotals,
     /// Target executions (one per case answered, cached answers included).
     pub target_runs: u64,
     /// How the providers' rate limits shaped the calls, per model (target and grader).
@@ -403,6 +413,101 @@ pub struct ExperimentReport {
     /// The estimate printed before any call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
+    /// Where each prompt index came from, per agent: the file of every choice (relative to
+    /// the project), proposals included (empty in reports written before it was recorded).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompt_files: BTreeMap<String, Vec<String>>,
+    /// Every proposal of the proposal rounds (`--propose-rounds`), accepted or not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposals: Vec<ProposalRecord>,
+    /// With proposals: the best combination of hand-written prompts only, and the verdict of
+    /// the best combination against it on the held-out cases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hand_written: Option<HandWritten>,
+}
+
+/// How a proposal ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ProposalStatus {
+    /// It joined its agent's list at `index` and was scored in the study as `trial`.
+    Accepted {
+        /// Its index in the agent's list.
+        index: usize,
+        /// The trial that scored it on every optimization case (with the parent's other
+        /// prompts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trial: Option<usize>,
+    },
+    /// A guard refused it (empty, a copy, a required format dropped): not a trial.
+    Rejected {
+        /// Why.
+        reason: String,
+    },
+    /// It did no better than its parent on the cases it was written for, so it was not
+    /// scored on the whole set (GEPA's minibatch check).
+    NotBetter {
+        /// The scores on those cases, parent then proposal.
+        reason: String,
+    },
+}
+
+/// One proposed prompt: what the proposer was shown and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProposalRecord {
+    /// The round (1-based).
+    pub round: usize,
+    /// Its number within the round (1-based).
+    pub k: usize,
+    /// The agent whose prompt it revises.
+    pub agent: String,
+    /// The trial whose prompts were the parent (the best combination then).
+    pub parent_trial: usize,
+    /// The parent prompt's index in the agent's list.
+    pub parent_index: usize,
+    /// sha256 of the parent prompt.
+    pub parent_sha256: String,
+    /// The optimization cases shown (their lines in the case file).
+    pub cases_shown: Vec<usize>,
+    /// The proposer's `vendor/model`.
+    pub model: String,
+    /// The proposer's reflection on what went wrong.
+    pub reasoning: String,
+    /// The proposed prompt.
+    pub text: String,
+    /// sha256 of the proposed prompt.
+    pub sha256: String,
+    /// What became of it.
+    #[serde(flatten)]
+    pub status: ProposalStatus,
+    /// The prompt file it was written to (relative to the project; accepted ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The minibatch check: factually correct count and composite sum on the cases shown,
+    /// parent then proposal (absent when a guard refused it first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minibatch: Option<[(usize, f64); 2]>,
+}
+
+/// The best hand-written combination and the held-out verdict of the best one against it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandWritten {
+    /// Its trial.
+    pub trial: usize,
+    /// Its prompt indices.
+    pub params: BTreeMap<String, usize>,
+    /// It on the evaluation cases (absent when the best combination is hand-written itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<StepResult>,
+    /// The best combination against it on the evaluation cases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+    /// `better`: the held-out comparison says the proposals beat the hand-written prompts;
+    /// `not_generalised`: they won on the optimization cases only; `hand_written`: the best
+    /// combination has no proposal in it.
+    pub verdict: String,
+    /// The verdict in words.
+    pub summary: String,
 }
 
 /// Where an experiment stands, as its folder shows it.
@@ -491,14 +596,29 @@ pub struct Estimate {
     pub target: RoleEstimate,
     /// The grader's calls.
     pub grader: RoleEstimate,
+    /// The proposer's calls (`--propose-rounds`; zero otherwise).
+    #[serde(default, skip_serializing_if = "RoleEstimate::is_zero")]
+    pub proposer: RoleEstimate,
+}
+
+impl RoleEstimate {
+    /// No call expected.
+    pub fn is_zero(&self) -> bool {
+        self.calls == 0
+    }
 }
 
 impl Estimate {
     /// The total known cost.
     pub fn cost_usd(&self) -> Option<f64> {
-        match (self.target.cost_usd, self.grader.cost_usd) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        let proposer = if self.proposer.is_zero() {
+            Some(0.0)
+        } else {
+            self.proposer.cost_usd
+        };
+        match (self.target.cost_usd, self.grader.cost_usd, proposer) {
+            (None, None, _) => None,
+            (a, b, c) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0) + c.unwrap_or(0.0)),
         }
     }
 }

@@ -12,6 +12,8 @@
 //!   prompt reaches it.
 //! * [`grade`]: llm-rubric through [`assay_providers::ask_structured`] and the seed's
 //!   factual-correctness check.
+//! * [`propose`]: reflective prompt proposals (`--propose-rounds`, GEPA-style): the cases
+//!   shown, the proposer's request, the guards, the provenance files.
 //! * [`run`]: the three steps (baseline, the study, evaluation), the journal and `--resume`,
 //!   the budget and racing.
 //! * [`stats`]: baseline vs optimized on the same cases: McNemar and the paired bootstrap from
@@ -45,6 +47,7 @@ pub mod error;
 pub mod grade;
 pub mod promote;
 pub mod prompts;
+pub mod propose;
 pub mod run;
 pub mod session;
 pub mod stats;

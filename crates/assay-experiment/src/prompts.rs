@@ -224,8 +224,32 @@ fn read_prompt_files(dir: &Path) -> Result<BTreeMap<String, (PathBuf, String)>, 
     Ok(prompts)
 }
 
-/// Loads every agent's prompt list from a project: `prompts/` and `prompt_variations/`.
+/// The folder, inside an agent's variants, where the optimizer writes the prompts it proposed
+/// (`prompt_variations/<agent>/proposed/<experiment>-r<round>-<k>.txt`).
+pub const PROPOSED_DIR: &str = "proposed";
+
+/// Loads every agent's prompt list from a project: `prompts/` and `prompt_variations/`
+/// (proposed prompts included, after the hand-written variants).
 pub fn load_prompt_lists(project: &Path) -> Result<PromptLists, ExperimentError> {
+    load_prompt_lists_for(project, None)
+}
+
+/// Whether a proposed prompt's file was written by experiment `name`.
+pub fn proposed_by(file_name: &str, name: &str) -> bool {
+    file_name
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix("-r"))
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// [`load_prompt_lists`] for experiment `experiment`: the prompts it proposed itself are left
+/// out (they join its lists during the run, and `--resume` must see the lists it started
+/// with). Variants are the `.txt` files of `prompt_variations/<agent>/` in file-name order,
+/// then those of its `proposed/` folder in file-name order.
+pub fn load_prompt_lists_for(
+    project: &Path,
+    experiment: Option<&str>,
+) -> Result<PromptLists, ExperimentError> {
     let baseline = read_prompt_files(&project.join("prompts"))?;
     let mut variants: BTreeMap<String, Vec<PromptFile>> = BTreeMap::new();
     let var_dir = project.join("prompt_variations");
@@ -250,7 +274,23 @@ pub fn load_prompt_lists(project: &Path) -> Result<PromptLists, ExperimentError>
                 ));
             }
             let mut list = Vec::new();
-            for (file, fpath, is_dir) in sorted_entries(&path)? {
+            let mut files = sorted_entries(&path)?;
+            let proposed = path.join(PROPOSED_DIR);
+            if proposed.is_dir() {
+                files.retain(|(file, _, _)| file != PROPOSED_DIR);
+                files.extend(
+                    sorted_entries(&proposed)?
+                        .into_iter()
+                        .filter(|(file, _, _)| {
+                            // Sidecars are the proposals' records, not prompts.
+                            !Path::new(file)
+                                .extension()
+                                .is_some_and(|x| x.eq_ignore_ascii_case("json"))
+                                && !experiment.is_some_and(|x| proposed_by(file, x))
+                        }),
+                );
+            }
+            for (file, fpath, is_dir) in files {
                 let is_txt = Path::new(&file)
                     .extension()
                     .is_some_and(|x| x.eq_ignore_ascii_case("txt"));
@@ -315,6 +355,31 @@ pub fn write_prompt_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proposed_prompts_follow_the_hand_written_ones_except_the_experiments_own() {
+        let dir = project(&[
+            ("prompts/planner_system_prompt.txt", "base"),
+            ("prompt_variations/planner/b.txt", "b"),
+            ("prompt_variations/planner/proposed/exp-r1-1.txt", "mine"),
+            ("prompt_variations/planner/proposed/exp-r1-1.json", "{}"),
+            ("prompt_variations/planner/proposed/exp2-r1-1.txt", "other"),
+            ("prompt_variations/planner/proposed/a.txt", "hand-placed"),
+        ]);
+        let texts = |lists: &PromptLists| -> Vec<String> {
+            lists.agents[0]
+                .prompts
+                .iter()
+                .map(|p| p.text.clone())
+                .collect()
+        };
+        let all = load_prompt_lists(dir.path()).unwrap();
+        assert_eq!(texts(&all), ["base", "b", "hand-placed", "mine", "other"]);
+        let for_exp = load_prompt_lists_for(dir.path(), Some("exp")).unwrap();
+        assert_eq!(texts(&for_exp), ["base", "b", "hand-placed", "other"]);
+        assert!(proposed_by("exp-r12-3.txt", "exp") && !proposed_by("exp-rx.txt", "exp"));
+        assert!(!proposed_by("exp2-r1-1.txt", "exp"));
+    }
 
     fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -41,7 +41,8 @@ use std::time::Instant;
 
 use assay_core::experiment::{
     CaseResult, Comparison, DataRef, EXPERIMENT_SCHEMA_VERSION, Estimate, ExperimentReport,
-    Metrics, OBJECTIVES, StepResult, TrialOutcome, TrialRecord, Usage, UsageTotals,
+    HandWritten, Metrics, OBJECTIVES, ProposalRecord, ProposalStatus, StepResult, TrialOutcome,
+    TrialRecord, Usage, UsageTotals,
 };
 use assay_harness::journal::JournalLinesError;
 use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
@@ -89,7 +90,7 @@ pub enum RunError {
     },
     /// The budget would be exceeded by the next dispatch (exit 3).
     #[error(
-        "budget: ${spent:.4} spent, the next case would take about ${next:.4} more, over the --budget ${budget:.4}; the journal keeps what finished (--resume with a larger budget continues)"
+        "budget: ${spent:.4} spent, the next case (or proposal) would take about ${next:.4} more, over the --budget ${budget:.4}; the journal keeps what finished (--resume with a larger budget continues)"
     )]
     Budget {
         /// Spent so far.
@@ -262,6 +263,38 @@ pub struct Options {
     pub startup_trials: usize,
     /// The rubric threshold.
     pub threshold: f64,
+    /// Proposal rounds after the search (`--propose-rounds`), if any.
+    pub propose: Option<ProposeOptions>,
+}
+
+/// The proposal rounds' settings (`[optimize.propose]`, `--propose-rounds`); recorded in the
+/// journal's header, so `--resume` continues only the same rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProposeOptions {
+    /// Rounds (at least 1).
+    pub rounds: usize,
+    /// Proposals per round, each for the next agent in turn.
+    pub proposals_per_round: usize,
+    /// The agents whose prompts may be revised, in list order.
+    pub agents: Vec<String>,
+    /// Cases shown with each proposal request.
+    pub minibatch: usize,
+    /// Study trials over the grown space after a round that added prompts.
+    pub trials_per_round: usize,
+    /// Tokens the proposer may answer with.
+    pub max_tokens: u32,
+    /// Markers a proposal must keep, per agent (besides `FINAL ANSWER:`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub required: BTreeMap<String, Vec<String>>,
+    /// The proposer's `vendor/model`.
+    pub model: String,
+}
+
+impl ProposeOptions {
+    /// The most trials the rounds may add (every proposal accepted).
+    pub fn max_trials(&self) -> usize {
+        self.rounds * (self.proposals_per_round + self.trials_per_round)
+    }
 }
 
 /// What the run calls: the target, the grader and how to read what the calls consumed.
@@ -270,6 +303,8 @@ pub struct Services<'a> {
     pub target: Arc<dyn Target>,
     /// The grader (wrapped).
     pub grader: Arc<dyn ChatModel>,
+    /// The proposer (wrapped), with proposal rounds.
+    pub proposer: Option<Arc<dyn ChatModel>>,
     /// Usage so far by role.
     pub usage: &'a (dyn Fn() -> Usage + Sync),
     /// Progress for the console.
@@ -391,6 +426,9 @@ pub struct JournalHeader {
     /// existed). Not compared on `--resume`: the first start is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<String>,
+    /// The proposal rounds, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propose: Option<ProposeOptions>,
 }
 
 /// A journal line after the header.
@@ -414,6 +452,17 @@ pub enum JournalEntry {
     },
     /// Step 3's baseline comparison run finished.
     EvaluationBaseline {
+        /// Its result.
+        step: StepResult,
+    },
+    /// A proposal was made and judged (before the trial that scores it, if accepted): the
+    /// search space grows here on `--resume` too.
+    Proposal {
+        /// Its record.
+        proposal: ProposalRecord,
+    },
+    /// Step 3 for the best hand-written combination (when the best one has a proposal).
+    EvaluationHandWritten {
         /// Its result.
         step: StepResult,
     },
@@ -448,6 +497,7 @@ fn usage_since(now: &Usage, before: &Usage) -> Usage {
     Usage {
         target: minus(&now.target, &before.target),
         grader: minus(&now.grader, &before.grader),
+        proposer: minus(&now.proposer, &before.proposer),
         target_runs: now.target_runs.saturating_sub(before.target_runs),
         // Per-model summaries of the whole run, not differences: the report carries them.
         rate_limits: Vec::new(),
@@ -486,6 +536,8 @@ struct Replay {
     trials: BTreeMap<usize, TrialRecord>,
     evaluation: Option<StepResult>,
     evaluation_baseline: Option<StepResult>,
+    evaluation_hand_written: Option<StepResult>,
+    proposals: BTreeMap<(usize, usize), ProposalRecord>,
 }
 
 /// Reads a journal: its header and entries (a torn last line, from a killed run, is dropped).
@@ -509,7 +561,7 @@ pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), R
 
 fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str> {
     let mut d = Vec::new();
-    let checks: [(&str, bool); 12] = [
+    let checks: [(&str, bool); 13] = [
         ("schema_version", a.schema_version == b.schema_version),
         ("seed", a.seed == b.seed),
         ("trials", a.trials == b.trials),
@@ -522,6 +574,7 @@ fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str>
         ("optimization cases", a.optimization == b.optimization),
         ("evaluation cases", a.evaluation == b.evaluation),
         ("prompts", a.prompts == b.prompts),
+        ("proposal settings", a.propose == b.propose),
     ];
     for (name, same) in checks {
         if !same {
@@ -568,6 +621,14 @@ fn open_journal<'a>(
                 JournalEntry::Evaluation { step } => replay.evaluation = Some(step),
                 JournalEntry::EvaluationBaseline { step } => {
                     replay.evaluation_baseline = Some(step);
+                }
+                JournalEntry::EvaluationHandWritten { step } => {
+                    replay.evaluation_hand_written = Some(step);
+                }
+                JournalEntry::Proposal { proposal } => {
+                    replay
+                        .proposals
+                        .insert((proposal.round, proposal.k), proposal);
                 }
             }
         }
@@ -620,23 +681,32 @@ fn prompt_hashes(prompts: &BTreeMap<String, String>) -> BTreeMap<String, String>
 }
 
 fn spent(usage: &Usage) -> f64 {
-    usage.target.cost_usd.unwrap_or(0.0) + usage.grader.cost_usd.unwrap_or(0.0)
+    usage.target.cost_usd.unwrap_or(0.0)
+        + usage.grader.cost_usd.unwrap_or(0.0)
+        + usage.proposer.cost_usd.unwrap_or(0.0)
 }
 
 struct Runner<'a> {
     services: &'a Services<'a>,
     options: &'a Options,
     per_case: f64,
+    per_proposal: f64,
 }
 
 impl Runner<'_> {
     fn check_budget(&self) -> Result<(), RunError> {
+        self.check_budget_for(self.per_case)
+    }
+
+    /// Whether the spend so far plus `next` (one case's or one proposal's estimate) stays
+    /// within the budget.
+    fn check_budget_for(&self, next: f64) -> Result<(), RunError> {
         if let Some(budget) = self.options.budget {
             let spent = spent(&(self.services.usage)());
-            if spent + self.per_case > budget {
+            if spent + next > budget {
                 return Err(RunError::Budget {
                     spent,
-                    next: self.per_case,
+                    next,
                     budget,
                 });
             }
@@ -675,7 +745,7 @@ impl Runner<'_> {
 
     fn note(&self, what: &str) -> String {
         let u = (self.services.usage)();
-        let calls = u.target.calls + u.grader.calls;
+        let calls = u.target.calls + u.grader.calls + u.proposer.calls;
         match (u.target.cost_usd, u.grader.cost_usd) {
             (None, None) => format!("{what} · {calls} calls"),
             _ => format!("{what} · {calls} calls · ${:.4}", spent(&u)),
@@ -923,6 +993,7 @@ impl Experiment<'_> {
                 })
                 .collect(),
             started: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            propose: o.propose.clone(),
         }
     }
 
@@ -930,7 +1001,15 @@ impl Experiment<'_> {
         let Some(e) = self.services.estimate else {
             return 0.0;
         };
-        e.cost_usd().unwrap_or(0.0) / e.target_runs.max(1) as f64
+        (e.target.cost_usd.unwrap_or(0.0) + e.grader.cost_usd.unwrap_or(0.0))
+            / e.target_runs.max(1) as f64
+    }
+
+    fn per_proposal(&self) -> f64 {
+        let Some(e) = self.services.estimate else {
+            return 0.0;
+        };
+        e.proposer.cost_usd.unwrap_or(0.0) / e.proposer.calls.max(1) as f64
     }
 }
 
@@ -958,6 +1037,7 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         services: x.services,
         options,
         per_case: x.per_case(),
+        per_proposal: x.per_proposal(),
     };
     let zeros: BTreeMap<String, usize> = x
         .lists
@@ -987,12 +1067,17 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
     .await?;
 
     // Step 2.
-    let (study, trials) = study(x, &runner, &layout, &mut journal, &replay, &baseline).await?;
+    let Searched {
+        study,
+        trials,
+        lists,
+        proposals,
+    } = study(x, &runner, &layout, &mut journal, &replay, &baseline).await?;
     let best = study.best_by_priority().map(|t| t.number);
     let best_params = best
         .and_then(|n| study.trial(n))
-        .map_or_else(|| zeros.clone(), |t| named(x.lists, &t.params));
-    let best_prompts = x.lists.choose(&best_params);
+        .map_or_else(|| zeros.clone(), |t| named(&lists, &t.params));
+    let best_prompts = lists.choose(&best_params);
     write_prompt_dir(&layout.optimized_prompts(), &best_prompts)?;
     let best_cases: Vec<CaseResult> = best
         .and_then(|n| trials.iter().find(|t| t.number == n))
@@ -1048,9 +1133,92 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
             options.seed,
         ),
     ];
+    // With proposals: the best combination against the best hand-written one, held out.
+    let hand_written = if options.propose.is_none() {
+        None
+    } else {
+        let hand = |params: &[usize]| {
+            params
+                .iter()
+                .zip(&x.lists.agents)
+                .all(|(&i, a)| i < a.prompts.len())
+        };
+        let best_hand = study
+            .best_by_priority_among(|t| hand(&t.params))
+            .map_or(0, |t| t.number);
+        let hand_params = study
+            .trial(best_hand)
+            .map_or_else(|| zeros.clone(), |t| named(&lists, &t.params));
+        if best.is_none_or(|n| study.trial(n).is_some_and(|t| hand(&t.params))) {
+            Some(HandWritten {
+                    trial: best_hand,
+                    params: hand_params,
+                    evaluation: None,
+                    comparison: None,
+                    verdict: "hand_written".into(),
+                    summary: "the best combination is hand-written: no proposal beat it on the optimization cases".into(),
+                })
+        } else {
+            let hand_eval = if hand_params.values().all(|&i| i == 0) {
+                evaluation_baseline.clone()
+            } else {
+                journaled(
+                    replay.evaluation_hand_written.clone(),
+                    &mut journal,
+                    |step| JournalEntry::EvaluationHandWritten { step },
+                    run_step(
+                        &runner,
+                        &layout,
+                        "evaluation_hand_written",
+                        "evaluation",
+                        hand_params.clone(),
+                        &lists.choose(&hand_params),
+                        x.evaluation,
+                    ),
+                )
+                .await?
+            };
+            let cmp = stats::compare(
+                "evaluation (vs the best hand-written)",
+                &hand_eval.cases,
+                &evaluation.cases,
+                options.seed,
+            );
+            let s = &cmp.significance;
+            let better = s.correct_gain_significant || s.composite_gain_significant;
+            let (verdict, summary) = if better {
+                (
+                    "better",
+                    format!(
+                        "the proposals beat the best hand-written prompts (trial {best_hand}) on the held-out cases: {}",
+                        s.verdict
+                    ),
+                )
+            } else {
+                (
+                    "not_generalised",
+                    format!(
+                        "the proposals did not generalise: better than the best hand-written prompts (trial {best_hand}) on the optimization cases, but on the held-out cases {}",
+                        s.verdict
+                    ),
+                )
+            };
+            Some(HandWritten {
+                trial: best_hand,
+                params: hand_params,
+                evaluation: (hand_eval.step != "evaluation_baseline").then_some(hand_eval),
+                comparison: Some(cmp),
+                verdict: verdict.into(),
+                summary,
+            })
+        }
+    };
     let mut log = StepLog::open(&layout, "evaluation")?;
     for c in &comparisons {
         log.line(&format!("{}: {}", c.set, c.significance.verdict));
+    }
+    if let Some(h) = &hand_written {
+        log.line(&format!("proposals: {}", h.summary));
     }
     let report = ExperimentReport {
         schema_version: EXPERIMENT_SCHEMA_VERSION,
@@ -1063,8 +1231,7 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         grader_version: Some(crate::grade::version()),
         threshold: options.threshold,
         directions: header.directions.clone(),
-        agents: x
-            .lists
+        agents: lists
             .agents
             .iter()
             .map(|a| (a.agent.clone(), a.prompts.len()))
@@ -1083,6 +1250,27 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
         comparisons,
         usage: (x.services.usage)(),
         estimate: x.services.estimate,
+        prompt_files: lists
+            .agents
+            .iter()
+            .map(|a| {
+                let files = a
+                    .prompts
+                    .iter()
+                    .map(|p| {
+                        p.file
+                            .strip_prefix(x.project)
+                            .unwrap_or(&p.file)
+                            .display()
+                            .to_string()
+                            .replace('\\', "/")
+                    })
+                    .collect();
+                (a.agent.clone(), files)
+            })
+            .collect(),
+        proposals,
+        hand_written,
     };
     let json = serde_json::to_vec_pretty(&report).map_err(|e| RunError::io(&layout.dir, &e))?;
     let path = layout.dir.join(REPORT_JSON);
@@ -1097,14 +1285,39 @@ pub fn space_of(lists: &PromptLists) -> Result<SearchSpace, assay_optimize::Erro
     })
 }
 
-async fn study(
-    x: &Experiment<'_>,
-    runner: &Runner<'_>,
+/// The study's state while it runs: the sampler, the prompt lists (which proposals extend),
+/// the trial records and the best trial's cases.
+struct Search<'s, 'a> {
+    x: &'s Experiment<'a>,
+    runner: &'s Runner<'a>,
+    layout: &'s Layout,
+    journal: &'s mut Journal<'a>,
+    replay: &'s Replay,
+    baseline: &'s StepResult,
+    log: StepLog,
+    lists: PromptLists,
+    study: Study,
+    records: Vec<TrialRecord>,
+    best_cases: Option<Vec<CaseResult>>,
+    proposals: Vec<ProposalRecord>,
+}
+
+/// What the study leaves: the sampler, the trials, the grown lists and the proposals.
+struct Searched {
+    study: Study,
+    trials: Vec<TrialRecord>,
+    lists: PromptLists,
+    proposals: Vec<ProposalRecord>,
+}
+
+async fn study<'a>(
+    x: &Experiment<'a>,
+    runner: &Runner<'a>,
     layout: &Layout,
-    journal: &mut Journal<'_>,
+    journal: &mut Journal<'a>,
     replay: &Replay,
     baseline: &StepResult,
-) -> Result<(Study, Vec<TrialRecord>), RunError> {
+) -> Result<Searched, RunError> {
     let options = x.options;
     let mut log = StepLog::open(layout, "optimization")?;
     let space = space_of(x.lists)?;
@@ -1135,73 +1348,138 @@ async fn study(
         .services
         .progress
         .start("optimization", (to_run * x.optimization.set.len()) as u64);
-    let mut records: Vec<TrialRecord> = Vec::with_capacity(options.trials);
-    let mut best_cases: Option<Vec<CaseResult>> = None;
-    let n_cases = x.optimization.set.len();
+    let mut search = Search {
+        x,
+        runner,
+        layout,
+        journal,
+        replay,
+        baseline,
+        log,
+        lists: x.lists.clone(),
+        study,
+        records: Vec::with_capacity(options.trials),
+        best_cases: None,
+        proposals: Vec::new(),
+    };
     for _ in 0..options.trials {
-        let asked = study.ask()?;
-        let params = named(x.lists, &asked.params);
+        search.trial(None).await?;
+    }
+    let summary = search.summary();
+    search.log.line(&format!("study: {summary}"));
+    runner.services.progress.finish("optimization", &summary);
+    if let Some(p) = &options.propose {
+        for round in 1..=p.rounds {
+            search.round(p, round).await?;
+        }
+        let summary = search.summary();
+        search.log.line(&format!("study with proposals: {summary}"));
+    }
+    Ok(Searched {
+        study: search.study,
+        trials: search.records,
+        lists: search.lists,
+        proposals: search.proposals,
+    })
+}
+
+impl Search<'_, '_> {
+    fn summary(&self) -> String {
+        match self.study.best_by_priority() {
+            Some(t) => format!(
+                "{} trials, best trial {} {:?}, Pareto front {:?}",
+                self.records.len(),
+                t.number,
+                t.values,
+                self.study
+                    .pareto_front()
+                    .iter()
+                    .map(|t| t.number)
+                    .collect::<Vec<_>>()
+            ),
+            None => format!("{} trials, none complete", self.records.len()),
+        }
+    }
+
+    fn journal(&mut self, record: TrialRecord) -> Result<(), RunError> {
+        self.journal.append(&JournalEntry::Trial {
+            trial: record.clone(),
+        })?;
+        self.records.push(record);
+        Ok(())
+    }
+
+    /// One trial: asked, then answered from the journal (`--resume`), reused (a duplicate),
+    /// or evaluated. `proposal` names the proposal a trial scores.
+    async fn trial(&mut self, proposal: Option<&str>) -> Result<usize, RunError> {
+        let (x, runner, options) = (self.x, self.runner, self.x.options);
+        let n_cases = x.optimization.set.len();
+        let asked = self.study.ask()?;
+        let params = named(&self.lists, &asked.params);
         let started = Instant::now();
-        if let Some(done) = replay.trials.get(&asked.number) {
+        let origin = |asked: &Asked| match proposal {
+            Some(_) => "proposed".to_owned(),
+            None => origin_name(asked.origin),
+        };
+        if let Some(done) = self.replay.trials.get(&asked.number) {
             if done.params != params {
                 return Err(RunError::Usage(format!(
                     "{}: trial {} has other parameters than the sampler asks for now; start a new experiment",
-                    layout.journal().display(),
+                    self.layout.journal().display(),
                     asked.number
                 )));
             }
             match done.outcome {
                 TrialOutcome::Duplicate => {
-                    study.tell_duplicate(asked.number)?;
+                    self.study.tell_duplicate(asked.number)?;
                 }
-                TrialOutcome::Pruned => study.tell_pruned(asked.number)?,
-                _ => study.tell(asked.number, &done.values)?,
+                TrialOutcome::Pruned => self.study.tell_pruned(asked.number)?,
+                _ => self.study.tell(asked.number, &done.values)?,
             }
             if done.outcome == TrialOutcome::Complete {
-                update_best(&study, &mut best_cases, asked.number, &done.cases);
+                update_best(&self.study, &mut self.best_cases, asked.number, &done.cases);
             }
-            records.push(done.clone());
-            continue;
+            self.records.push(done.clone());
+            return Ok(asked.number);
         }
         if let Some(earlier) = asked.duplicate_of {
-            study.tell_duplicate(asked.number)?;
-            let from = records.iter().find(|r| r.number == earlier);
-            log.line(&format!(
+            self.study.tell_duplicate(asked.number)?;
+            let from = self.records.iter().find(|r| r.number == earlier);
+            self.log.line(&format!(
                 "trial {}: the same prompts as trial {earlier}: its values are reused, nothing is evaluated again",
                 asked.number
             ));
             let record = TrialRecord {
-                values: study
+                values: self
+                    .study
                     .trial(asked.number)
                     .map(|t| t.values.clone())
                     .unwrap_or_default(),
                 duplicate_of: Some(earlier),
                 metrics: from.and_then(|r| r.metrics),
+                origin: origin(&asked),
                 ..blank(&asked, params, TrialOutcome::Duplicate, started)
             };
-            journal.append(&JournalEntry::Trial {
-                trial: record.clone(),
-            })?;
-            records.push(record);
+            self.journal(record)?;
             runner.services.progress.advance(
                 n_cases as u64,
                 &runner.note(&format!("trial {}", asked.number)),
             );
-            continue;
+            return Ok(asked.number);
         }
-        let prompts = x.lists.choose(&params);
+        let prompts = self.lists.choose(&params);
         let what = format!("trial {}", asked.number);
         // Trial 0 is the baseline: step 1 already evaluated it on the same cases.
-        let (cases, note) = if params.values().all(|&i| i == 0) {
-            log.line(&format!(
+        let cases = if params.values().all(|&i| i == 0) {
+            self.log.line(&format!(
                 "{what}: the baseline prompts: step 1's results are used"
             ));
             runner
                 .services
                 .progress
                 .advance(n_cases as u64, &runner.note(&what));
-            (baseline.cases.clone(), None)
-        } else if let (Some(fraction), Some(best)) = (options.racing, best_cases.as_ref()) {
+            self.baseline.cases.clone()
+        } else if let (Some(fraction), Some(best)) = (options.racing, self.best_cases.as_ref()) {
             let k = ((fraction * n_cases as f64).ceil() as usize).clamp(1, n_cases);
             let first = runner
                 .cases(&prompts, &x.optimization.set.cases[..k], &what)
@@ -1210,8 +1488,8 @@ async fn study(
                 && k < n_cases
                 && let Some(why) = clearly_worse(&best[..k.min(best.len())], &first, options.seed)
             {
-                study.tell_pruned(asked.number)?;
-                log.line(&format!("{what}: pruned by racing {why}"));
+                self.study.tell_pruned(asked.number)?;
+                self.log.line(&format!("{what}: pruned by racing {why}"));
                 runner
                     .services
                     .progress
@@ -1220,13 +1498,11 @@ async fn study(
                     metrics: Some(Metrics::of(&first)),
                     cases: first,
                     note: Some(why),
+                    origin: origin(&asked),
                     ..blank(&asked, params, TrialOutcome::Pruned, started)
                 };
-                journal.append(&JournalEntry::Trial {
-                    trial: record.clone(),
-                })?;
-                records.push(record);
-                continue;
+                self.journal(record)?;
+                return Ok(asked.number);
             }
             let mut all = first;
             if first_error(&all).is_none() {
@@ -1236,34 +1512,34 @@ async fn study(
                         .await?,
                 );
             }
-            (all, None)
+            all
         } else {
-            (
-                runner
-                    .cases(&prompts, &x.optimization.set.cases, &what)
-                    .await?,
-                None::<String>,
-            )
+            runner
+                .cases(&prompts, &x.optimization.set.cases, &what)
+                .await?
         };
         if let Some(failed) = first_error(&cases) {
-            study.tell_failed(asked.number)?;
+            self.study.tell_failed(asked.number)?;
             let record = TrialRecord {
                 cases: cases.clone(),
                 note: failed.error.clone(),
+                origin: origin(&asked),
                 ..blank(&asked, params.clone(), TrialOutcome::Failed, started)
             };
-            journal.append(&JournalEntry::Trial { trial: record })?;
-            log.line(&format!("{what}: failed; the study halts (seed step 2h)"));
+            self.journal
+                .append(&JournalEntry::Trial { trial: record })?;
+            self.log
+                .line(&format!("{what}: failed; the study halts (seed step 2h)"));
             runner.services.progress.finish("optimization", "halted");
-            return Err(halt(layout, "optimization", &what, &prompts, failed));
+            return Err(halt(self.layout, "optimization", &what, &prompts, failed));
         }
         let metrics = Metrics::of(&cases);
         let values = values_of(&metrics, &options.objectives);
-        study.tell(asked.number, &values)?;
-        update_best(&study, &mut best_cases, asked.number, &cases);
-        log.line(&format!(
+        self.study.tell(asked.number, &values)?;
+        update_best(&self.study, &mut self.best_cases, asked.number, &cases);
+        self.log.line(&format!(
             "{what} ({}): {} {}",
-            origin_name(asked.origin),
+            origin(&asked),
             serde_json::to_string(&params).unwrap_or_default(),
             metrics_line(&metrics)
         ));
@@ -1271,31 +1547,305 @@ async fn study(
             values,
             metrics: Some(metrics),
             cases,
-            note,
+            note: proposal.map(|p| format!("scores {p}")),
+            origin: origin(&asked),
             ..blank(&asked, params, TrialOutcome::Complete, started)
         };
-        journal.append(&JournalEntry::Trial {
-            trial: record.clone(),
-        })?;
-        records.push(record);
+        self.journal(record)?;
+        Ok(asked.number)
     }
-    let summary = match study.best_by_priority() {
-        Some(t) => format!(
-            "{} trials, best trial {} {:?}, Pareto front {:?}",
-            records.len(),
-            t.number,
-            t.values,
-            study
-                .pareto_front()
+
+    /// The case results of trial `number` (a duplicate's: its original's; trial 0's: step 1's).
+    fn cases_of(&self, number: usize) -> Vec<CaseResult> {
+        let Some(t) = self.records.iter().find(|t| t.number == number) else {
+            return self.baseline.cases.clone();
+        };
+        let t = match t.duplicate_of {
+            Some(d) => self.records.iter().find(|o| o.number == d).unwrap_or(t),
+            None => t,
+        };
+        if t.cases.is_empty() {
+            self.baseline.cases.clone()
+        } else {
+            t.cases.clone()
+        }
+    }
+
+    /// One proposal round: `proposals_per_round` proposals, each for the next agent in turn
+    /// revising the best combination's prompt; each accepted one is scored at once (the
+    /// parent's other prompts, on every optimization case); then, when the space grew,
+    /// `trials_per_round` more trials over it.
+    async fn round(&mut self, p: &ProposeOptions, round: usize) -> Result<(), RunError> {
+        let (x, runner) = (self.x, self.runner);
+        runner.services.progress.start(
+            &format!("proposals r{round}"),
+            (p.proposals_per_round * (2 * p.minibatch + x.optimization.set.len())) as u64,
+        );
+        let mut grew = false;
+        for k in 1..=p.proposals_per_round {
+            let sequence = (round - 1) * p.proposals_per_round + (k - 1);
+            let agent = p.agents[sequence % p.agents.len()].clone();
+            let record = if let Some(done) = self.replay.proposals.get(&(round, k)) {
+                self.log.line(&format!(
+                    "proposal r{round}-{k} ({agent}): read back from the journal (--resume)"
+                ));
+                done.clone()
+            } else {
+                let record = self.propose(p, round, k, sequence, &agent).await?;
+                self.journal.append(&JournalEntry::Proposal {
+                    proposal: record.clone(),
+                })?;
+                record
+            };
+            let questions: Vec<&str> = record
+                .cases_shown
                 .iter()
-                .map(|t| t.number)
-                .collect::<Vec<_>>()
-        ),
-        None => format!("{} trials, none complete", records.len()),
-    };
-    log.line(&format!("study: {summary}"));
-    runner.services.progress.finish("optimization", &summary);
-    Ok((study, records))
+                .filter_map(|line| {
+                    x.optimization
+                        .set
+                        .cases
+                        .iter()
+                        .find(|c| c.case.line == *line)
+                        .map(|c| c.case.question.as_str())
+                })
+                .collect();
+            let file = crate::propose::write_provenance(
+                x.project,
+                &x.options.name,
+                &record,
+                &questions,
+            )
+            .map_err(|e| RunError::io(&crate::propose::proposed_dir(x.project, &agent), &e))?;
+            let mut record = ProposalRecord { file, ..record };
+            match &record.status {
+                ProposalStatus::Accepted { index, .. } => {
+                    let at = self
+                        .lists
+                        .agents
+                        .iter()
+                        .position(|a| a.agent == agent)
+                        .ok_or_else(|| {
+                            RunError::Usage(format!("proposal for unknown agent `{agent}`"))
+                        })?;
+                    let list = &mut self.lists.agents[at].prompts;
+                    if *index != list.len() {
+                        return Err(RunError::Usage(format!(
+                            "{}: proposal r{round}-{k} joined {agent}'s list at {index}, but it has {} prompts now; start a new experiment",
+                            self.layout.journal().display(),
+                            list.len()
+                        )));
+                    }
+                    list.push(crate::prompts::PromptFile {
+                        index: *index,
+                        file: record
+                            .file
+                            .as_ref()
+                            .map_or_else(PathBuf::new, |f| x.project.join(f)),
+                        text: record.text.clone(),
+                    });
+                    let budget = x.options.trials + p.max_trials();
+                    self.study.add_choice(at, Some(budget))?;
+                    let mut params = self
+                        .study
+                        .trial(record.parent_trial)
+                        .map_or_else(|| vec![0; self.lists.agents.len()], |t| t.params.clone());
+                    params[at] = *index;
+                    self.study.enqueue(params)?;
+                    let label = format!("proposal r{round}-{k} ({agent} #{index})");
+                    self.log.line(&format!(
+                        "{label}: accepted; scored on every optimization case next"
+                    ));
+                    let number = self.trial(Some(&label)).await?;
+                    record.status = ProposalStatus::Accepted {
+                        index: *index,
+                        trial: Some(number),
+                    };
+                    grew = true;
+                }
+                ProposalStatus::Rejected { reason } | ProposalStatus::NotBetter { reason } => {
+                    self.log.line(&format!(
+                        "proposal r{round}-{k} ({agent}): not added: {reason}"
+                    ));
+                }
+            }
+            self.proposals.push(record);
+        }
+        if grew {
+            for _ in 0..p.trials_per_round {
+                self.trial(None).await?;
+            }
+        }
+        let summary = self.summary();
+        runner
+            .services
+            .progress
+            .finish(&format!("proposals r{round}"), &summary);
+        Ok(())
+    }
+
+    /// Asks the proposer for a revision of `agent`'s prompt in the best combination, guards
+    /// it and, if it passes, checks it on the cases it was written for.
+    #[allow(clippy::many_single_char_names)]
+    async fn propose(
+        &mut self,
+        p: &ProposeOptions,
+        round: usize,
+        k: usize,
+        sequence: usize,
+        agent: &str,
+    ) -> Result<ProposalRecord, RunError> {
+        let (x, runner) = (self.x, self.runner);
+        let proposer = runner
+            .services
+            .proposer
+            .as_ref()
+            .ok_or_else(|| RunError::Usage("proposal rounds need a proposer model".into()))?;
+        let parent_trial = self.study.best_by_priority().map_or(0, |t| t.number);
+        let parent_params = self
+            .records
+            .iter()
+            .find(|t| t.number == parent_trial)
+            .map_or_else(
+                || named(&self.lists, &vec![0; self.lists.agents.len()]),
+                |t| t.params.clone(),
+            );
+        let parent_prompts = self.lists.choose(&parent_params);
+        let parent_index = parent_params.get(agent).copied().unwrap_or(0);
+        let parent_text = parent_prompts.get(agent).cloned().unwrap_or_default();
+        let results = self.cases_of(parent_trial);
+        let shown = crate::propose::minibatch(&results, p.minibatch, sequence);
+        let what = format!("proposal r{round}-{k}");
+        // The traces of the parent on the cases shown (the chain's calls come from the cache).
+        let mut traces = Vec::with_capacity(shown.len());
+        let mut shown_cases = Vec::with_capacity(shown.len());
+        for &i in &shown {
+            let r = &results[i];
+            let Some(case) = x
+                .optimization
+                .set
+                .cases
+                .iter()
+                .find(|c| c.case.line == r.line)
+            else {
+                continue;
+            };
+            runner.check_budget()?;
+            let traced = runner
+                .services
+                .target
+                .answer_traced(&parent_prompts, &case.case.question, &files_of(case))
+                .await
+                .map_err(|e| {
+                    let failed = grade::errored(
+                        r.line,
+                        &r.question,
+                        &r.expected,
+                        None,
+                        format!("target: {e}"),
+                    );
+                    halt(self.layout, "optimization", &what, &parent_prompts, &failed)
+                })?;
+            runner.services.progress.advance(1, &runner.note(&what));
+            traces.push(traced);
+            shown_cases.push((case, r.clone()));
+        }
+        let views: Vec<crate::propose::Shown<'_>> = shown_cases
+            .iter()
+            .zip(&traces)
+            .map(|((case, result), trace)| crate::propose::Shown {
+                case,
+                result,
+                trace,
+            })
+            .collect();
+        let configured = p.required.get(agent).cloned().unwrap_or_default();
+        let required = crate::propose::required_markers(&parent_text, &configured);
+        let user = crate::propose::user_prompt(
+            agent,
+            &parent_text,
+            &views,
+            &required,
+            x.options.threshold,
+        );
+        runner.check_budget_for(runner.per_proposal)?;
+        let reply = crate::propose::ask(
+            proposer.as_ref(),
+            crate::propose::request(user, p.max_tokens, sequence as u64),
+        )
+        .await
+        .map_err(|e| {
+            let context = format!("{what}: the proposer {} failed: {e}\n", proposer.model());
+            RunError::Halted {
+                step: "optimization".into(),
+                message: format!("{what}: proposer {}: {e}", proposer.model()),
+                log: error_log(self.layout, "optimization", &context),
+            }
+        })?;
+        let cases_shown: Vec<usize> = shown_cases.iter().map(|(c, _)| c.case.line).collect();
+        let mut record = ProposalRecord {
+            round,
+            k,
+            agent: agent.to_owned(),
+            parent_trial,
+            parent_index,
+            parent_sha256: sha256_hex(&parent_text),
+            cases_shown,
+            model: proposer.model().to_owned(),
+            reasoning: reply.reasoning,
+            sha256: sha256_hex(&reply.prompt),
+            text: reply.prompt,
+            status: ProposalStatus::Rejected {
+                reason: String::new(),
+            },
+            file: None,
+            minibatch: None,
+        };
+        let list = self
+            .lists
+            .agent(agent)
+            .ok_or_else(|| RunError::Usage(format!("proposal for unknown agent `{agent}`")))?;
+        if let Err(reason) = crate::propose::guard(&record.text, list, &required) {
+            record.status = ProposalStatus::Rejected { reason };
+            return Ok(record);
+        }
+        // GEPA's minibatch check: the proposal must do better than its parent on the cases it
+        // was written for before it is scored on all of them.
+        let mut candidate = parent_prompts.clone();
+        candidate.insert(agent.to_owned(), record.text.clone());
+        let cases: Vec<LoadedCase> = shown_cases.iter().map(|(c, _)| (*c).clone()).collect();
+        let tried = runner.cases(&candidate, &cases, &what).await?;
+        if let Some(failed) = first_error(&tried) {
+            return Err(halt(self.layout, "optimization", &what, &candidate, failed));
+        }
+        let score = |rs: &[CaseResult]| {
+            (
+                rs.iter().filter(|r| r.factually_correct).count(),
+                rs.iter().map(|r| r.composite_score).sum::<f64>(),
+            )
+        };
+        let before: Vec<CaseResult> = shown_cases.iter().map(|(_, r)| r.clone()).collect();
+        let (b, a) = (score(&before), score(&tried));
+        record.minibatch = Some([b, a]);
+        let better = a.0 > b.0 || (a.0 == b.0 && a.1 > b.1 + 1e-9);
+        record.status = if better {
+            ProposalStatus::Accepted {
+                index: list.prompts.len(),
+                trial: Some(self.study.trials().len()),
+            }
+        } else {
+            ProposalStatus::NotBetter {
+                reason: format!(
+                    "on the {} cases it was written for: {} correct, composite {:.3} (parent: {} correct, {:.3})",
+                    tried.len(),
+                    a.0,
+                    a.1,
+                    b.0,
+                    b.1
+                ),
+            }
+        };
+        Ok(record)
+    }
 }
 
 fn update_best(
@@ -1323,6 +1873,7 @@ pub async fn evaluate(
         services: x.services,
         options: x.options,
         per_case: x.per_case(),
+        per_proposal: x.per_proposal(),
     };
     let zeros: BTreeMap<String, usize> = x
         .lists

@@ -27,7 +27,7 @@ use assay_providers::{AccountingSnapshot, ChatModel};
 
 use crate::cases::{CaseSet, load_cases};
 use crate::error::ExperimentError;
-use crate::prompts::{PromptLists, load_prompt_lists, read_prompt_dir};
+use crate::prompts::{PromptLists, load_prompt_lists, load_prompt_lists_for, read_prompt_dir};
 use crate::run::{self, CaseData, Experiment, Layout, Options, Progress, RunError, Services};
 use crate::target::{ChainTarget, CommandTarget, HttpTarget, Target, TargetError};
 use crate::testdata::{self, Kind};
@@ -76,6 +76,8 @@ pub struct OptimizeRequest {
     pub cache: Option<String>,
     /// An MLflow tracking server; the local store `experiments/<name>/tracking/` without one.
     pub mlflow_uri: Option<String>,
+    /// Proposal rounds (`--propose-rounds`); `[optimize.propose] rounds` when `None`.
+    pub propose_rounds: Option<usize>,
     /// The command line, for the project lock's holder description.
     pub command_line: String,
 }
@@ -237,8 +239,10 @@ fn load_set(
 struct Built {
     target: Arc<dyn Target>,
     grader: Arc<dyn ChatModel>,
+    proposer: Option<Arc<dyn ChatModel>>,
     target_calls: ProviderCalls,
     grader_calls: ProviderCalls,
+    proposer_calls: ProviderCalls,
     agent_models: BTreeMap<String, String>,
     chain_len: usize,
 }
@@ -250,12 +254,15 @@ impl Built {
         lists: &PromptLists,
         cache: Option<&str>,
         env: Env<'_>,
+        proposer_model: Option<&str>,
     ) -> Result<Built, SessionError> {
         let o = &settings.optimize;
         let target_calls = ProviderCalls::open(settings, cache, env, true)?;
-        // The target and the grader are accounted apart but share the rate limits of a model
-        // both call.
+        // The target, the grader and the proposer are accounted apart but share the rate
+        // limits of a model they all call.
         let grader_calls =
+            ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
+        let proposer_calls =
             ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
         let grader = grader_calls.chat(build_chat_model(
             settings,
@@ -263,6 +270,19 @@ impl Built {
             "[optimize] grader_model",
             env,
         )?);
+        let proposer = match proposer_model {
+            Some(name) => Some(proposer_calls.chat(build_chat_model(
+                settings,
+                name,
+                if o.propose.model.is_some() {
+                    "[optimize.propose] model"
+                } else {
+                    "[optimize] grader_model (the proposer's default)"
+                },
+                env,
+            )?)),
+            None => None,
+        };
         let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
         let timeout = Duration::from_secs_f64(o.timeout_seconds);
         let mut agent_models = BTreeMap::new();
@@ -314,8 +334,10 @@ impl Built {
         Ok(Built {
             target,
             grader,
+            proposer,
             target_calls,
             grader_calls,
+            proposer_calls,
             agent_models,
             chain_len,
         })
@@ -326,10 +348,12 @@ impl Built {
         Usage {
             target: totals(&self.target_calls.usage()),
             grader: totals(&self.grader_calls.usage()),
+            proposer: totals(&self.proposer_calls.usage()),
             target_runs: 0,
             rate_limits: {
                 let mut records = self.target_calls.rate_limit_records();
                 records.extend(self.grader_calls.rate_limit_records());
+                records.extend(self.proposer_calls.rate_limit_records());
                 records
             },
         }
@@ -342,10 +366,14 @@ impl Built {
         settings: &ProjectSettings,
         lists: &PromptLists,
         runs: &[(&CaseSet, u64)],
+        propose: Option<(&run::ProposeOptions, &CaseSet)>,
         budget: Option<f64>,
         observer: &Observer<'_>,
     ) -> Result<Estimate, SessionError> {
-        let est = estimate(settings, self, lists, runs);
+        let mut est = estimate(settings, self, lists, runs);
+        if let Some((p, set)) = propose {
+            est.proposer = proposer_estimate(settings, self, lists, p, set);
+        }
         (observer.estimate)(&est);
         check_budget(budget, &est)?;
         let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
@@ -429,6 +457,54 @@ fn estimate(
     e
 }
 
+/// The proposer's calls: one per proposal (no corrective turn assumed), each reading the
+/// longest prompt, `minibatch` cases with every agent's longest reply, and the instructions;
+/// answering with its token limit.
+fn proposer_estimate(
+    settings: &ProjectSettings,
+    built: &Built,
+    lists: &PromptLists,
+    p: &run::ProposeOptions,
+    set: &CaseSet,
+) -> assay_core::experiment::RoleEstimate {
+    let max_out = u64::from(settings.optimize.agent_max_tokens);
+    let calls = (p.rounds * p.proposals_per_round) as u64;
+    let prompt = lists
+        .agents
+        .iter()
+        .flat_map(|a| a.prompts.iter().map(|q| chars(&q.text)))
+        .max()
+        .unwrap_or(0)
+        / 4;
+    let mut case_tokens: Vec<u64> = set
+        .cases
+        .iter()
+        .map(|c| {
+            (chars(&c.case.question)
+                + chars(&c.case.answer)
+                + c.context
+                    .iter()
+                    .map(|f| chars(&f.text).min(3000))
+                    .sum::<u64>())
+                / 4
+                + 150
+                + built.chain_len.max(1) as u64 * max_out
+        })
+        .collect();
+    case_tokens.sort_unstable_by(|a, b| b.cmp(a));
+    let shown: u64 = case_tokens.iter().take(p.minibatch).sum();
+    let input = 400 + prompt + shown;
+    let output = u64::from(p.max_tokens);
+    let cost = assay_providers::price(&p.model)
+        .map(|pr| calls as f64 * (input as f64 * pr.input + output as f64 * pr.output) / 1e6);
+    assay_core::experiment::RoleEstimate {
+        calls,
+        input_tokens: calls * input,
+        output_tokens: calls * output,
+        cost_usd: cost,
+    }
+}
+
 /// The budget rule: a budget must be positive, and every model of the run must be priced
 /// (else the cap cannot be enforced).
 pub fn check_budget(budget: Option<f64>, e: &Estimate) -> Result<(), HarnessError> {
@@ -438,7 +514,11 @@ pub fn check_budget(budget: Option<f64>, e: &Estimate) -> Result<(), HarnessErro
                 "--budget: must be more than 0 USD".into(),
             ));
         }
-        if e.cost_usd().is_none() || e.target.cost_usd.is_none() || e.grader.cost_usd.is_none() {
+        if e.cost_usd().is_none()
+            || e.target.cost_usd.is_none()
+            || e.grader.cost_usd.is_none()
+            || (!e.proposer.is_zero() && e.proposer.cost_usd.is_none())
+        {
             return Err(HarnessError::Usage(
                 "--budget: the cost cannot be enforced: a model of the run has no known price"
                     .into(),
@@ -529,7 +609,50 @@ fn options_of(
         objectives: run::parse_directions(&o.directions).map_err(HarnessError::Usage)?,
         startup_trials: o.startup_trials,
         threshold: o.threshold,
+        propose: None,
     })
+}
+
+/// The proposal rounds' options: `rounds` (the flag, else the settings) above 0, the agents
+/// checked against the prompt lists.
+fn propose_options(
+    settings: &ProjectSettings,
+    lists: &PromptLists,
+    rounds: Option<usize>,
+) -> Result<Option<run::ProposeOptions>, SessionError> {
+    let p = &settings.optimize.propose;
+    let rounds = rounds.unwrap_or(p.rounds);
+    if rounds == 0 {
+        return Ok(None);
+    }
+    let names = lists.names();
+    for a in p.agents.iter().chain(p.required.keys()) {
+        if !names.contains(&a.as_str()) {
+            return Err(HarnessError::Usage(format!(
+                "[optimize.propose]: unknown agent `{a}` (agents: {})",
+                names.join(", ")
+            ))
+            .into());
+        }
+    }
+    let agents: Vec<String> = names
+        .iter()
+        .filter(|n| p.agents.is_empty() || p.agents.iter().any(|a| a == *n))
+        .map(|n| (*n).to_owned())
+        .collect();
+    Ok(Some(run::ProposeOptions {
+        rounds,
+        proposals_per_round: p.proposals_per_round,
+        agents,
+        minibatch: p.minibatch,
+        trials_per_round: p.trials_per_round,
+        max_tokens: p.max_tokens,
+        required: p.required.clone(),
+        model: p
+            .model
+            .clone()
+            .unwrap_or_else(|| settings.optimize.grader_model.clone()),
+    }))
 }
 
 /// `assay optimize`: the three steps (or their continuation with `resume`), the reports, the
@@ -542,22 +665,49 @@ pub async fn optimize(
     let dir = request.project.as_path();
     let settings = ProjectSettings::load(dir).map_err(ExperimentError::from)?;
     run::parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?;
-    let lists = load_prompt_lists(dir)?;
-    let optimization = load_set(dir, Kind::Optimization, &request.optimization, observer)?;
-    let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
     let name = request.name.trim();
     check_experiment_name(name)?;
+    // The experiment's own proposals join its lists during the run, not before (--resume).
+    let lists = load_prompt_lists_for(dir, Some(name))?;
+    let optimization = load_set(dir, Kind::Optimization, &request.optimization, observer)?;
+    let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
+    let propose = propose_options(&settings, &lists, request.propose_rounds)?;
     let _lock = ProjectLock::acquire_for(dir, "optimize", Some(name), &request.command_line)
         .map_err(ExperimentError::from)?;
-    let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env)?;
+    let built = Built::new(
+        dir,
+        &settings,
+        &lists,
+        request.cache.as_deref(),
+        env,
+        propose.as_ref().map(|p| p.model.as_str()),
+    )?;
+    // Proposals: each accepted one a trial, the trials after each round, and per proposal the
+    // parent's traces and the proposal on the cases shown (two runs of `minibatch` cases).
+    let extra_trials = propose.as_ref().map_or(0, run::ProposeOptions::max_trials);
+    let shown = propose.as_ref().map(|p| CaseSet {
+        cases: optimization
+            .set
+            .cases
+            .iter()
+            .take(p.minibatch)
+            .cloned()
+            .collect(),
+        ..optimization.set.clone()
+    });
+    let mut runs = vec![
+        (&optimization.set, (request.trials + extra_trials) as u64),
+        (&evaluation.set, if propose.is_some() { 3 } else { 2 }),
+    ];
+    if let (Some(p), Some(shown)) = (&propose, &shown) {
+        runs.push((shown, 2 * (p.rounds * p.proposals_per_round) as u64));
+    }
     let est = built
         .preflight(
             &settings,
             &lists,
-            &[
-                (&optimization.set, request.trials as u64),
-                (&evaluation.set, 2),
-            ],
+            &runs,
+            propose.as_ref().map(|p| (p, &optimization.set)),
             request.budget,
             observer,
         )
@@ -566,6 +716,7 @@ pub async fn optimize(
     let services = Services {
         target: built.target.clone(),
         grader: built.grader.clone(),
+        proposer: built.proposer.clone(),
         usage: &usage,
         progress: observer.progress,
         estimate: Some(est),
@@ -573,6 +724,7 @@ pub async fn optimize(
     let options = Options {
         trials: request.trials,
         resume: request.resume,
+        propose,
         racing: request.racing.then_some(settings.optimize.racing_fraction),
         ..options_of(
             &settings,
@@ -636,12 +788,13 @@ pub async fn evaluate(
     let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
     let _lock = ProjectLock::acquire(dir, "evaluate", &request.command_line)
         .map_err(ExperimentError::from)?;
-    let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env)?;
+    let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env, None)?;
     let est = built
         .preflight(
             &settings,
             &lists,
             &[(&evaluation.set, 2)],
+            None,
             request.budget,
             observer,
         )
@@ -650,6 +803,7 @@ pub async fn evaluate(
     let services = Services {
         target: built.target.clone(),
         grader: built.grader.clone(),
+        proposer: None,
         usage: &usage,
         progress: observer.progress,
         estimate: Some(est),
@@ -700,6 +854,7 @@ mod tests {
                 cost_usd: Some(0.2),
                 ..Default::default()
             },
+            proposer: assay_core::experiment::RoleEstimate::default(),
         };
         assert!(check_budget(None, &Estimate::default()).is_ok());
         assert!(check_budget(Some(1.0), &priced).is_ok());

@@ -12,8 +12,10 @@
 //!   trials that share a prefix of the chain's prompts share its calls.
 //! * [`CommandTarget`]: a program run once per case. stdin gets
 //!   `{"prompts": {agent: text}, "question": …, "files": [{"path", "text"}]}`; stdout must be
-//!   `{"final_answer": "…"}`. A non-zero exit, a reply that is not that JSON, or the timeout is
-//!   a [`TargetError`] that keeps the program's stderr.
+//!   `{"final_answer": "…"}`, optionally with `"trace": [{"agent", "output"}]` (each agent's
+//!   output in order, which the proposer of `--propose-rounds` reads). A non-zero exit, a
+//!   reply that is not that JSON, or the timeout is a [`TargetError`] that keeps the
+//!   program's stderr.
 //! * [`HttpTarget`]: the same JSON POSTed to a URL; the reply's body is the same JSON. A
 //!   non-2xx status, a bad body or the timeout is a [`TargetError`].
 //!
@@ -175,10 +177,34 @@ pub trait Target: fmt::Debug + Send + Sync {
         prompts: &BTreeMap<String, String>,
         question: &str,
         files: &[TargetFile],
-    ) -> Result<String, TargetError>;
+    ) -> Result<String, TargetError> {
+        Ok(self
+            .answer_traced(prompts, question, files)
+            .await?
+            .final_answer)
+    }
+
+    /// Runs one case and returns the final answer with what each agent said on the way (the
+    /// proposer reads it): the chain's every reply in order; a command or endpoint's optional
+    /// `"trace": [{"agent": …, "output": …}]`.
+    async fn answer_traced(
+        &self,
+        prompts: &BTreeMap<String, String>,
+        question: &str,
+        files: &[TargetFile],
+    ) -> Result<Answered, TargetError>;
 
     /// Checks that each of `agents`' prompts reaches the target (see the module docs).
     async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError>;
+}
+
+/// A final answer and the agents' outputs that led to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The final answer.
+    pub final_answer: String,
+    /// `(agent, output)` in the order the agents ran (empty when the target does not say).
+    pub steps: Vec<(String, String)>,
 }
 
 /// Marker prompts for the dry check: one unique text per agent.
@@ -287,12 +313,12 @@ impl Target for ChainTarget {
         true
     }
 
-    async fn answer(
+    async fn answer_traced(
         &self,
         prompts: &BTreeMap<String, String>,
         question: &str,
         files: &[TargetFile],
-    ) -> Result<String, TargetError> {
+    ) -> Result<Answered, TargetError> {
         let mut previous: Vec<(String, String)> = Vec::with_capacity(self.chain.len());
         for (i, agent) in self.chain.iter().enumerate() {
             let request = self
@@ -319,10 +345,13 @@ impl Target for ChainTarget {
                 })?;
             previous.push((agent.clone(), reply.text));
         }
-        Ok(previous
-            .last()
-            .map(|(_, text)| extract_final_answer(text))
-            .unwrap_or_default())
+        Ok(Answered {
+            final_answer: previous
+                .last()
+                .map(|(_, text)| extract_final_answer(text))
+                .unwrap_or_default(),
+            steps: previous,
+        })
     }
 
     async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError> {
@@ -384,9 +413,17 @@ pub fn request_body(
 #[derive(Deserialize)]
 struct AnswerReply {
     final_answer: Value,
+    #[serde(default)]
+    trace: Vec<TraceStep>,
 }
 
-fn parse_answer(target: &str, body: &str) -> Result<String, TargetError> {
+#[derive(Deserialize)]
+struct TraceStep {
+    agent: String,
+    output: Value,
+}
+
+fn parse_answer(target: &str, body: &str) -> Result<Answered, TargetError> {
     let bad = |problem: String| TargetError::BadReply {
         target: target.to_owned(),
         problem,
@@ -397,11 +434,21 @@ fn parse_answer(target: &str, body: &str) -> Result<String, TargetError> {
             keep_tail(body.trim())
         ))
     })?;
-    match reply.final_answer {
-        Value::String(s) => Ok(s),
-        Value::Null => Err(bad("`final_answer` is null".into())),
-        other => Ok(other.to_string()),
+    let text = |v: Value| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    if reply.final_answer.is_null() {
+        return Err(bad("`final_answer` is null".into()));
     }
+    Ok(Answered {
+        final_answer: text(reply.final_answer),
+        steps: reply
+            .trace
+            .into_iter()
+            .map(|s| (s.agent, text(s.output)))
+            .collect(),
+    })
 }
 
 fn check_hashes(
@@ -460,12 +507,12 @@ impl<W: Wire> Target for W {
         self.is_stateless()
     }
 
-    async fn answer(
+    async fn answer_traced(
         &self,
         prompts: &BTreeMap<String, String>,
         question: &str,
         files: &[TargetFile],
-    ) -> Result<String, TargetError> {
+    ) -> Result<Answered, TargetError> {
         let out = self
             .exchange(&request_body(prompts, question, files))
             .await?;
@@ -715,6 +762,25 @@ mod tests {
             model.0.lock().unwrap().is_empty(),
             "the dry check calls no model"
         );
+    }
+
+    #[test]
+    fn a_reply_may_carry_each_agents_output() {
+        let a = parse_answer(
+            "t",
+            r#"{"final_answer": 42, "trace": [{"agent": "planner", "output": "plan"}, {"agent": "finalizer", "output": "FINAL ANSWER: 42"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(a.final_answer, "42");
+        assert_eq!(a.steps[0], ("planner".to_owned(), "plan".to_owned()));
+        assert_eq!(a.steps.len(), 2);
+        assert!(
+            parse_answer("t", r#"{"final_answer": "x"}"#)
+                .unwrap()
+                .steps
+                .is_empty()
+        );
+        assert!(parse_answer("t", r#"{"final_answer": null}"#).is_err());
     }
 
     #[test]

@@ -209,6 +209,9 @@ pub fn runs_of(
     }
     usage_points("target", &report.usage.target, &mut metrics);
     usage_points("grader", &report.usage.grader, &mut metrics);
+    if !report.usage.proposer.is_zero() {
+        usage_points("proposer", &report.usage.proposer, &mut metrics);
+    }
     let mut tags: BTreeMap<String, String> = report
         .best_prompts
         .iter()
@@ -232,6 +235,23 @@ pub fn runs_of(
             "best_params".into(),
             serde_json::to_string(&report.best_params).unwrap_or_default(),
         );
+    }
+    if !report.proposals.is_empty() {
+        let brief: Vec<serde_json::Value> = report
+            .proposals
+            .iter()
+            .map(|p| {
+                serde_json::json!({"round": p.round, "k": p.k, "agent": p.agent,
+                    "sha256": p.sha256, "status": p.status, "file": p.file})
+            })
+            .collect();
+        tags.insert(
+            "proposals".into(),
+            cut(&serde_json::to_string(&brief).unwrap_or_default()),
+        );
+    }
+    if let Some(h) = &report.hand_written {
+        tags.insert("proposals_vs_hand_written".into(), h.verdict.clone());
     }
     runs.push(TrackedRun {
         name: format!("{}_optimize", report.name),
@@ -636,6 +656,9 @@ mod tests {
             comparisons: Vec::new(),
             usage: Usage::default(),
             estimate: None,
+            prompt_files: BTreeMap::new(),
+            proposals: Vec::new(),
+            hand_written: None,
         }
     }
 

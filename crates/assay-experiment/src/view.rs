@@ -17,7 +17,7 @@ use std::path::Path;
 
 use assay_core::experiment::{
     DataRef, EXPERIMENT_SCHEMA_VERSION, ExperimentProgress, ExperimentReport, ExperimentState,
-    Metrics, StepResult, TrialOutcome, TrialRecord, Usage,
+    Metrics, ProposalRecord, StepResult, TrialOutcome, TrialRecord, Usage,
 };
 use assay_harness::journal::{JournalLinesError, parse_journal};
 use assay_harness::lock::{self, LockState};
@@ -232,9 +232,13 @@ fn modified(path: &Path) -> Option<String> {
 }
 
 fn spent(usage: &Usage) -> Option<f64> {
-    match (usage.target.cost_usd, usage.grader.cost_usd) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+    match (
+        usage.target.cost_usd,
+        usage.grader.cost_usd,
+        usage.proposer.cost_usd,
+    ) {
+        (None, None, None) => None,
+        (a, b, c) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0) + c.unwrap_or(0.0)),
     }
 }
 
@@ -262,13 +266,17 @@ fn from_journal(
     let mut evaluation = None;
     let mut evaluation_baseline = None;
     let mut trials: BTreeMap<usize, TrialRecord> = BTreeMap::new();
+    let mut proposals: Vec<ProposalRecord> = Vec::new();
     let mut usage = Usage::default();
     let mut priced = false;
     for line in lines {
         if let Some(u) = &line.usage {
-            priced |= u.target.cost_usd.is_some() || u.grader.cost_usd.is_some();
+            priced |= u.target.cost_usd.is_some()
+                || u.grader.cost_usd.is_some()
+                || u.proposer.cost_usd.is_some();
             usage.target += u.target;
             usage.grader += u.grader;
+            usage.proposer += u.proposer;
             usage.target_runs += u.target_runs;
         }
         match &line.entry {
@@ -278,14 +286,26 @@ fn from_journal(
             }
             JournalEntry::Evaluation { step } => evaluation = Some(step.clone()),
             JournalEntry::EvaluationBaseline { step } => evaluation_baseline = Some(step.clone()),
+            JournalEntry::Proposal { proposal } => {
+                proposals.push(proposal.clone());
+            }
+            JournalEntry::EvaluationHandWritten { .. } => {}
         }
     }
     let trials: Vec<TrialRecord> = trials.into_values().collect();
-    let agents: BTreeMap<String, usize> = header
+    let mut agents: BTreeMap<String, usize> = header
         .prompts
         .iter()
         .map(|(a, hashes)| (a.clone(), hashes.len()))
         .collect();
+    // Accepted proposals grew their agents' lists.
+    for p in &proposals {
+        if let assay_core::experiment::ProposalStatus::Accepted { .. } = p.status
+            && let Some(n) = agents.get_mut(&p.agent)
+        {
+            *n += 1;
+        }
+    }
     let (search_mode, pareto_front, best_trial) = match study_of(header, &agents, &trials) {
         Ok(s) => s,
         Err(e) => {
@@ -342,6 +362,9 @@ fn from_journal(
         comparisons: Vec::new(),
         usage,
         estimate: None,
+        prompt_files: BTreeMap::new(),
+        proposals,
+        hand_written: None,
     };
     (report, priced, warnings)
 }
@@ -581,6 +604,7 @@ mod tests {
                 ("b".to_owned(), vec!["h0".into()]),
             ]),
             started: Some("2026-11-25T09:00:00Z".into()),
+            propose: None,
         }
     }
 
@@ -623,6 +647,49 @@ mod tests {
         assert_eq!(spent(&report.usage), Some(1.5));
         assert_eq!(report.agents["a"], 3);
         assert!(report.baseline.cases.is_empty(), "no baseline line yet");
+    }
+
+    #[test]
+    fn a_running_experiment_with_an_accepted_proposal_restores_the_grown_space() {
+        let proposal = ProposalRecord {
+            round: 1,
+            k: 1,
+            agent: "b".into(),
+            parent_trial: 1,
+            parent_index: 0,
+            parent_sha256: "h0".into(),
+            cases_shown: vec![1],
+            model: "p".into(),
+            reasoning: "r".into(),
+            text: "new".into(),
+            sha256: "h1".into(),
+            status: assay_core::experiment::ProposalStatus::Accepted {
+                index: 1,
+                trial: Some(2),
+            },
+            file: None,
+            minibatch: None,
+        };
+        let mut proposed = trial(2, 1, TrialOutcome::Complete, vec![3.0, 0.9]);
+        proposed.params.insert("b".into(), 1);
+        let lines: Vec<JournalLine> = [
+            JournalEntry::Trial {
+                trial: trial(0, 0, TrialOutcome::Complete, vec![1.0, 0.5]),
+            },
+            JournalEntry::Trial {
+                trial: trial(1, 1, TrialOutcome::Complete, vec![2.0, 0.4]),
+            },
+            JournalEntry::Proposal { proposal },
+            JournalEntry::Trial { trial: proposed },
+        ]
+        .into_iter()
+        .map(|entry| JournalLine { entry, usage: None })
+        .collect();
+        let (report, _, warnings) = from_journal(&header(), &lines);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(report.agents["b"], 2);
+        assert_eq!(report.best_trial, Some(2));
+        assert_eq!(report.proposals.len(), 1);
     }
 
     #[test]

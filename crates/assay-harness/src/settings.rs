@@ -285,6 +285,48 @@ pub struct OptimizeConfig {
     /// `--racing`: the share of the optimization cases a combination is first scored on
     /// (default 0.5).
     pub racing_fraction: f64,
+    /// `[optimize.propose]`: reflective prompt proposals (`--propose-rounds`).
+    pub propose: ProposeConfig,
+}
+
+/// `[optimize.propose]`: after the search over the hand-written prompts, a proposer model
+/// reads the traces of optimization cases the best combination gets wrong and writes revised
+/// prompts, which join the study (GEPA-style; docs/optimize.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProposeConfig {
+    /// `vendor/model` of the proposer (default: the grader's model).
+    pub model: Option<String>,
+    /// Proposal rounds (default 0: none; `--propose-rounds` overrides).
+    pub rounds: usize,
+    /// Proposals per round, each for the next agent in turn (default 1).
+    pub proposals_per_round: usize,
+    /// Agents whose prompts may be revised (default: every agent).
+    pub agents: Vec<String>,
+    /// Optimization cases shown with each request, the worst first (default 3, as GEPA).
+    pub minibatch: usize,
+    /// Study trials over the grown space after each round's proposals (default 2).
+    pub trials_per_round: usize,
+    /// Tokens the proposer may answer with (default 4096).
+    pub max_tokens: u32,
+    /// Text a proposal for an agent must keep, agent → markers (besides `FINAL ANSWER:`,
+    /// always required when the parent prompt has it).
+    pub required: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for ProposeConfig {
+    fn default() -> Self {
+        ProposeConfig {
+            model: None,
+            rounds: 0,
+            proposals_per_round: 1,
+            agents: Vec::new(),
+            minibatch: 3,
+            trials_per_round: 2,
+            max_tokens: 4096,
+            required: BTreeMap::new(),
+        }
+    }
 }
 
 impl Default for OptimizeConfig {
@@ -308,6 +350,7 @@ impl Default for OptimizeConfig {
             ],
             max_concurrency: 1,
             racing_fraction: 0.5,
+            propose: ProposeConfig::default(),
         }
     }
 }
@@ -796,6 +839,19 @@ impl ProjectSettings {
         }
         if o.directions.is_empty() {
             return Err("optimize.directions: name at least one objective".into());
+        }
+        let p = &o.propose;
+        if p.proposals_per_round == 0 || p.minibatch == 0 || p.max_tokens == 0 {
+            return Err(
+                "optimize.propose.proposals_per_round, minibatch and max_tokens: must be at least 1"
+                    .into(),
+            );
+        }
+        if p.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(
+                "optimize.propose.model: must not be empty (leave it out for the grader's model)"
+                    .into(),
+            );
         }
         if config.report.junit_pass_score > 100 {
             return Err("report.junit_pass_score: must be between 0 and 100".into());

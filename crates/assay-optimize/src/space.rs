@@ -116,6 +116,17 @@ impl SearchSpace {
         Ok(params)
     }
 
+    /// Adds one choice to the parameter at `param`; returns the new choice's index.
+    pub fn add_choice(&mut self, param: usize) -> Result<usize> {
+        let count = self.params.len();
+        let p = self.params.get_mut(param).ok_or(Error::ParamCount {
+            expected: count,
+            got: param + 1,
+        })?;
+        p.n_choices += 1;
+        Ok(p.n_choices - 1)
+    }
+
     /// `(name, index)` pairs of an assignment, for logs and prompt look-up.
     pub fn named<'a>(&'a self, params: &'a [usize]) -> impl Iterator<Item = (&'a str, usize)> {
         self.params

@@ -260,6 +260,29 @@ impl Study {
         self.completed.get(params).copied()
     }
 
+    /// Adds a choice to parameter `param` (a new prompt for an agent, proposed during the
+    /// study) and returns its index (the old `n_choices`). Trials so far keep their values;
+    /// later asks sample from the larger space. An exhaustive study stays exhaustive when the
+    /// larger space still fits `budget` (the trials it may still ask, counted from trial 0),
+    /// enumerating the points it has not seen; otherwise it continues with TPE. The same
+    /// calls in the same order give the same study, so a resumed run replays it exactly.
+    pub fn add_choice(&mut self, param: usize, budget: Option<usize>) -> Result<usize> {
+        let index = self.space.add_choice(param)?;
+        self.settings.budget = budget;
+        let size = self.space.size();
+        self.mode = match (size, budget, self.mode) {
+            (Some(size), Some(budget), SearchMode::Exhaustive { .. }) if size <= budget as u128 => {
+                SearchMode::Exhaustive { size }
+            }
+            _ => SearchMode::Tpe {
+                size,
+                n_startup_trials: self.settings.n_startup_trials,
+            },
+        };
+        self.cursor = 0;
+        Ok(index)
+    }
+
     /// Queues a parameter assignment: the next `ask` returns it before sampling anything
     /// (Optuna's `enqueue_trial`; the baseline, all zeros, goes first).
     pub fn enqueue(&mut self, params: Vec<usize>) -> Result<()> {
@@ -453,9 +476,15 @@ impl Study {
     /// `maximize` objectives, highest first); the earliest trial on a full tie. The result is
     /// always on the Pareto front.
     pub fn best_by_priority(&self) -> Option<&Trial> {
+        self.best_by_priority_among(|_| true)
+    }
+
+    /// [`Study::best_by_priority`] among the completed trials `keep` accepts (for the prompt
+    /// optimizer: those of hand-written prompts only).
+    pub fn best_by_priority_among(&self, keep: impl Fn(&Trial) -> bool) -> Option<&Trial> {
         self.trials
             .iter()
-            .filter(|t| t.state == TrialState::Complete)
+            .filter(|t| t.state == TrialState::Complete && keep(t))
             .min_by(|a, b| {
                 let (la, lb) = (self.losses(a), self.losses(b));
                 la.iter()
@@ -835,6 +864,61 @@ mod tests {
                 b.tell(asked.number, &t.values).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_choice_added_mid_study_is_sampled_and_replays_the_same() {
+        let grow = |s: &mut Study| {
+            let f = |p: &[usize]| vec![p.iter().map(|&i| i as f64).sum::<f64>()];
+            run(s, 12, f);
+            assert_eq!(s.add_choice(1, None).unwrap(), 4);
+            s.enqueue(vec![0, 4, 0]).unwrap();
+            run(s, 10, f);
+        };
+        let mut a = Study::new(space(3, 4), vec![Direction::Maximize], 4).unwrap();
+        grow(&mut a);
+        assert_eq!(a.space().params()[1].n_choices, 5);
+        assert_eq!(a.trials()[12].params, vec![0, 4, 0]);
+        assert!(
+            a.trials()[13..].iter().any(|t| t.params[1] == 4),
+            "later trials sample the new choice"
+        );
+        assert!(matches!(
+            a.add_choice(7, None),
+            Err(Error::ParamCount { .. })
+        ));
+        let mut b = Study::new(space(3, 4), vec![Direction::Maximize], 4).unwrap();
+        grow(&mut b);
+        let params = |s: &Study| {
+            s.trials()
+                .iter()
+                .map(|t| t.params.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(params(&a), params(&b));
+    }
+
+    #[test]
+    fn an_exhaustive_study_that_grows_enumerates_the_new_points() {
+        let settings = SamplerSettings {
+            budget: Some(4),
+            ..SamplerSettings::default()
+        };
+        let mut s =
+            Study::with_settings(space(2, 2), vec![Direction::Minimize], 1, settings).unwrap();
+        run(&mut s, 4, |p| vec![p[0] as f64]);
+        s.add_choice(0, Some(6)).unwrap();
+        assert!(matches!(
+            s.search_mode(),
+            SearchMode::Exhaustive { size: 6 }
+        ));
+        run(&mut s, 2, |p| vec![p[0] as f64]);
+        let mut seen: Vec<_> = s.trials().iter().map(|t| t.params.clone()).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 6, "every point once");
+        s.add_choice(1, Some(7)).unwrap();
+        assert!(matches!(s.search_mode(), SearchMode::Tpe { .. }));
     }
 
     #[test]

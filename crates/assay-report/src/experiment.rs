@@ -1,14 +1,16 @@
 //! Renderers of a prompt-optimization experiment ([`ExperimentReport`]): the console summary
 //! (counts, not one line per trial), the estimate before any call, the Markdown report
 //! (baseline vs optimized on both sets with the cases that changed and the significance, the
-//! Pareto front, the best trial's prompts, calls, tokens, cost and cache hits), and the HTML
+//! Pareto front, the best trial's prompts and where each came from, the proposals and their
+//! held-out verdict, calls, tokens, cost and cache hits), and the HTML
 //! ([`body`], shared by the web UI's experiment page and the self-contained `report.html`;
 //! [`trial_body`], a trial's page). Pure: the report in, text out.
 
 use std::fmt::Write as _;
 
 use assay_core::experiment::{
-    Comparison, Estimate, ExperimentReport, Metrics, RoleEstimate, TrialOutcome, UsageTotals,
+    Comparison, Estimate, ExperimentReport, Metrics, ProposalStatus, RoleEstimate, TrialOutcome,
+    UsageTotals,
 };
 
 mod page;
@@ -29,12 +31,64 @@ pub fn estimate_text(e: &Estimate) -> String {
             )
         )
     };
-    format!(
+    let mut out = format!(
         "estimate before any call: {} target runs\n  target: {}\n  grader: {}",
         e.target_runs,
         role(&e.target),
         role(&e.grader)
-    )
+    );
+    if !e.proposer.is_zero() {
+        out.push_str(&format!("\n  proposer: {}", role(&e.proposer)));
+    }
+    out
+}
+
+/// Where an agent's prompt `index` came from: `baseline`, a variant's file name, or
+/// `proposal r1-2`.
+pub fn prompt_source(report: &ExperimentReport, agent: &str, index: usize) -> String {
+    if index == 0 {
+        return "baseline".to_owned();
+    }
+    if let Some(p) = report.proposals.iter().find(|p| {
+        p.agent == agent
+            && matches!(p.status, ProposalStatus::Accepted { index: i, .. } if i == index)
+    }) {
+        return format!("proposal r{}-{}", p.round, p.k);
+    }
+    report
+        .prompt_files
+        .get(agent)
+        .and_then(|files| files.get(index))
+        .map_or_else(
+            || format!("variant {index}"),
+            |f| f.rsplit('/').next().unwrap_or(f).to_owned(),
+        )
+}
+
+/// The proposals in one line each, for the console and Markdown: accepted first.
+fn proposal_lines(report: &ExperimentReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for p in &report.proposals {
+        let what = match &p.status {
+            ProposalStatus::Accepted { index, trial } => format!(
+                "accepted as {} #{index}{}",
+                p.agent,
+                trial.map_or_else(String::new, |t| format!(", scored in trial {t}"))
+            ),
+            ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
+            ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
+        };
+        lines.push(format!(
+            "r{}-{} {} (from trial {}'s #{}, {} cases shown): {what}",
+            p.round,
+            p.k,
+            p.agent,
+            p.parent_trial,
+            p.parent_index,
+            p.cases_shown.len()
+        ));
+    }
+    lines
 }
 
 fn metrics(m: &Metrics) -> String {
@@ -103,8 +157,44 @@ pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
             c.significance.verdict
         );
     }
+    if !report.proposals.is_empty() {
+        let accepted = report
+            .proposals
+            .iter()
+            .filter(|p| matches!(p.status, ProposalStatus::Accepted { .. }))
+            .count();
+        let _ = writeln!(
+            s,
+            "  proposals: {} made, {accepted} joined the study",
+            report.proposals.len()
+        );
+        for line in proposal_lines(report).iter().take(5) {
+            let _ = writeln!(s, "    {line}");
+        }
+        if report.proposals.len() > 5 {
+            let _ = writeln!(s, "    … {} more in the report", report.proposals.len() - 5);
+        }
+    }
+    if let Some(h) = &report.hand_written {
+        let _ = writeln!(s, "  proposals vs hand-written: {}", h.summary);
+    }
+    if report
+        .best_params
+        .iter()
+        .any(|(a, &i)| prompt_source(report, a, i).starts_with("proposal"))
+    {
+        let from: Vec<String> = report
+            .best_params
+            .iter()
+            .map(|(a, &i)| format!("{a}: {}", prompt_source(report, a, i)))
+            .collect();
+        let _ = writeln!(s, "  best prompts from: {}", from.join(", "));
+    }
     let _ = writeln!(s, "  target: {}", usage(&report.usage.target));
     let _ = writeln!(s, "  grader: {}", usage(&report.usage.grader));
+    if !report.usage.proposer.is_zero() {
+        let _ = writeln!(s, "  proposer: {}", usage(&report.usage.proposer));
+    }
     if let Some(p) = report_path {
         let _ = writeln!(s, "Report: {p}");
     }
@@ -271,10 +361,69 @@ pub fn markdown(report: &ExperimentReport) -> String {
         let index = report.best_params.get(agent).copied().unwrap_or(0);
         let _ = writeln!(
             s,
-            "#### {agent} (index {index}{})\n\n```text\n{}\n```\n",
-            if index == 0 { ", baseline" } else { "" },
+            "#### {agent} (index {index}, {})\n\n```text\n{}\n```\n",
+            prompt_source(report, agent, index),
             text.trim_end()
         );
+    }
+    if !report.proposals.is_empty() || report.hand_written.is_some() {
+        let _ = writeln!(s, "## Proposals\n");
+        if let Some(h) = &report.hand_written {
+            let _ = writeln!(
+                s,
+                "Against the best hand-written combination (trial {}): **{}**\n",
+                h.trial, h.summary
+            );
+            if let Some(c) = &h.comparison {
+                comparison(&mut s, c);
+            }
+        }
+        let _ = writeln!(
+            s,
+            "| proposal | agent | parent | cases shown | outcome | file |\n|---|---|---|---|---|---|"
+        );
+        for p in &report.proposals {
+            let outcome = match &p.status {
+                ProposalStatus::Accepted { index, trial } => format!(
+                    "accepted as #{index}{}",
+                    trial.map_or_else(String::new, |t| format!(", trial {t}"))
+                ),
+                ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
+                ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
+            };
+            let _ = writeln!(
+                s,
+                "| r{}-{} | {} | trial {} #{} | lines {} | {} | {} |",
+                p.round,
+                p.k,
+                p.agent,
+                p.parent_trial,
+                p.parent_index,
+                p.cases_shown
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                outcome.replace('|', "\\|"),
+                p.file.as_deref().unwrap_or("-")
+            );
+        }
+        for p in report
+            .proposals
+            .iter()
+            .filter(|p| matches!(p.status, ProposalStatus::Accepted { .. }))
+        {
+            let _ = writeln!(
+                s,
+                "\n#### r{}-{} for {} ({})\n\nThe proposer's reasoning: {}\n",
+                p.round,
+                p.k,
+                p.agent,
+                p.model,
+                p.reasoning.trim()
+            );
+        }
+        s.push('\n');
     }
     let _ = writeln!(s, "## Calls\n");
     let _ = writeln!(
@@ -284,7 +433,11 @@ pub fn markdown(report: &ExperimentReport) -> String {
     for (role, u) in [
         ("target", &report.usage.target),
         ("grader", &report.usage.grader),
+        ("proposer", &report.usage.proposer),
     ] {
+        if role == "proposer" && u.is_zero() {
+            continue;
+        }
         let _ = writeln!(
             s,
             "| {role} | {} | {} | {} | {} | {} | {} |",
@@ -462,10 +615,14 @@ mod tests {
                     output_tokens: 240,
                     cost_usd: None,
                 },
+                proposer: UsageTotals::default(),
                 target_runs: 12,
                 rate_limits: Vec::new(),
             },
             estimate: None,
+            prompt_files: BTreeMap::new(),
+            proposals: Vec::new(),
+            hand_written: None,
         }
     }
 

@@ -94,6 +94,7 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         },
         cache: args.cache.clone(),
         mlflow_uri: args.mlflow_uri.clone(),
+        propose_rounds: args.propose_rounds,
         command_line: command_line(),
     };
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());

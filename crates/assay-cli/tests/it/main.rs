@@ -16,6 +16,7 @@ mod optimize;
 #[path = "../../examples/prompt_provider.rs"]
 mod prompt_provider;
 mod prompts;
+mod propose;
 mod providers;
 mod quality;
 mod retrieve;

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use assay_core::experiment::{
     CaseResult, Comparison, ExperimentProgress, ExperimentReport, ExperimentState, Metrics,
-    TrialOutcome, TrialRecord, UsageTotals,
+    ProposalStatus, TrialOutcome, TrialRecord, UsageTotals,
 };
 
 use crate::junit::escape;
@@ -343,6 +343,7 @@ pub fn body(page: &Page<'_>, links: &dyn Links, sort: &Sort) -> String {
     }
     trials_table(&mut out, page, links, sort);
     prompts_section(&mut out, page);
+    proposals_section(&mut out, r);
     usage_section(&mut out, r);
     promotion(&mut out, r, links);
     out.push_str("</div>\n");
@@ -969,9 +970,9 @@ fn prompts_section(out: &mut String, page: &Page<'_>) {
     for (agent, index) in &r.best_params {
         let _ = write!(
             out,
-            "<section class=\"agent\"><h3>{} <span class=\"tag\">index {index}{}</span></h3>",
+            "<section class=\"agent\"><h3>{} <span class=\"tag\">index {index}, {}</span></h3>",
             escape(agent),
-            if *index == 0 { ", the baseline" } else { "" }
+            escape(&super::prompt_source(r, agent, *index))
         );
         let new = r.best_prompts.get(agent);
         let old = r.baseline_prompts.get(agent);
@@ -995,6 +996,64 @@ fn prompts_section(out: &mut String, page: &Page<'_>) {
     }
 }
 
+fn proposals_section(out: &mut String, r: &ExperimentReport) {
+    if r.proposals.is_empty() && r.hand_written.is_none() {
+        return;
+    }
+    out.push_str("<h2 id=\"proposals\">Proposed prompts</h2>\n");
+    if let Some(h) = &r.hand_written {
+        let _ = writeln!(
+            out,
+            "<p><strong>{}</strong>: {}</p>",
+            escape(&h.verdict.replace('_', " ")),
+            escape(&h.summary)
+        );
+    }
+    out.push_str("<table><thead><tr><th>Proposal</th><th>Agent</th><th>Parent</th><th>Cases shown</th><th>Outcome</th><th>File</th></tr></thead><tbody>\n");
+    for p in &r.proposals {
+        let outcome = match &p.status {
+            ProposalStatus::Accepted { index, trial } => format!(
+                "accepted as #{index}{}",
+                trial.map_or_else(String::new, |t| format!(", trial {t}"))
+            ),
+            ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
+            ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>r{}-{}</td><td>{}</td><td>trial {} #{}</td><td>lines {}</td><td>{}</td><td>{}</td></tr>",
+            p.round,
+            p.k,
+            escape(&p.agent),
+            p.parent_trial,
+            p.parent_index,
+            p.cases_shown
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            escape(&outcome),
+            escape(p.file.as_deref().unwrap_or("-"))
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    for p in r
+        .proposals
+        .iter()
+        .filter(|p| matches!(p.status, ProposalStatus::Accepted { .. }))
+    {
+        let _ = writeln!(
+            out,
+            "<details><summary>r{}-{} for {}: the proposer's reasoning and prompt</summary><p>{}</p><pre>{}</pre></details>",
+            p.round,
+            p.k,
+            escape(&p.agent),
+            escape(p.reasoning.trim()),
+            escape(&p.text)
+        );
+    }
+}
+
 fn usage_row(role: &str, u: &UsageTotals) -> String {
     format!(
         "<tr><td>{role}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
@@ -1014,8 +1073,12 @@ fn usage_section(out: &mut String, r: &ExperimentReport) {
         usage_row("target", &r.usage.target),
         usage_row("grader", &r.usage.grader)
     );
+    if !r.usage.proposer.is_zero() {
+        out.push_str(&usage_row("proposer", &r.usage.proposer));
+    }
     let mut all = r.usage.target;
     all += r.usage.grader;
+    all += r.usage.proposer;
     let _ = writeln!(out, "{}</tbody></table>", usage_row("all", &all));
     if let Some(e) = &r.estimate {
         let _ = writeln!(
