@@ -523,6 +523,7 @@ pub struct ProviderCalls {
     limits: Arc<RateLimits>,
     max_retries: u32,
     max_wait: Duration,
+    backoff: (Duration, Duration),
     concurrency: usize,
     reranker_interval: Duration,
 }
@@ -584,6 +585,12 @@ impl ProviderCalls {
             max_retries: settings.providers.max_retries,
             max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
                 .unwrap_or(Duration::from_secs(600)),
+            backoff: (
+                Duration::try_from_secs_f64(settings.providers.retry_backoff_seconds)
+                    .unwrap_or(Duration::from_millis(500)),
+                Duration::try_from_secs_f64(settings.providers.max_backoff_seconds)
+                    .unwrap_or(Duration::from_secs(20)),
+            ),
             concurrency: settings.providers.max_concurrency,
             reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
         })
@@ -604,6 +611,8 @@ impl ProviderCalls {
             concurrency,
             max_retries: self.max_retries,
             max_wait: self.max_wait,
+            initial_backoff: self.backoff.0,
+            max_backoff: self.backoff.1,
             ..CallPolicy::default()
         };
         let context =

@@ -176,6 +176,12 @@ pub struct ProvidersConfig {
     /// The most seconds one call may take, retries and waits for rate limits included; a call
     /// still held back then is recorded as an error (default 600).
     pub max_wait_seconds: f64,
+    /// The backoff ceiling before the first retry of a failed call, in seconds (default 0.5);
+    /// it doubles on each retry up to `max_backoff_seconds` (default 20), and each wait is a
+    /// uniform draw below the ceiling ("full jitter"). A `retry-after` from the provider wins.
+    pub retry_backoff_seconds: f64,
+    /// The largest backoff ceiling, in seconds (default 20).
+    pub max_backoff_seconds: f64,
     /// Base URL of the Anthropic API (default `https://api.anthropic.com`).
     pub anthropic_base_url: Option<String>,
     /// Base URL of an OpenAI-compatible API (default `https://api.openai.com/v1`).
@@ -192,6 +198,8 @@ impl Default for ProvidersConfig {
             max_retries: 4,
             max_concurrency: 4,
             max_wait_seconds: 600.0,
+            retry_backoff_seconds: 0.5,
+            max_backoff_seconds: 20.0,
             anthropic_base_url: None,
             openai_base_url: None,
             voyage_base_url: None,
@@ -794,6 +802,13 @@ impl ProjectSettings {
         }
         if !(p.max_wait_seconds.is_finite() && p.max_wait_seconds > 0.0) {
             return Err("providers.max_wait_seconds: must be more than 0".into());
+        }
+        if !(p.retry_backoff_seconds.is_finite()
+            && p.retry_backoff_seconds >= 0.0
+            && p.max_backoff_seconds.is_finite()
+            && p.max_backoff_seconds >= p.retry_backoff_seconds)
+        {
+            return Err("providers.retry_backoff_seconds and max_backoff_seconds: must be 0 or more, the maximum at least the first".into());
         }
         if p.max_concurrency == 0 || config.calibration.concurrency == 0 {
             return Err(

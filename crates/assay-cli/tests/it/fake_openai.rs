@@ -224,7 +224,7 @@ fn serve(
             0 => respond(
                 &mut stream,
                 "429 Too Many Requests",
-                "retry-after: 1\r\n",
+                "retry-after-ms: 100\r\nretry-after: 1\r\n",
                 r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
             ),
             1 => respond(

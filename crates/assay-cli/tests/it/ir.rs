@@ -41,7 +41,11 @@ fn check(extra: &[&str]) -> serde_json::Value {
     let Some(python) = python() else {
         return serde_json::Value::Null;
     };
-    let p = Scratch::example();
+    // With MiniLM, a copy of the example whose store already holds the embeddings.
+    let p = match extra {
+        ["--embedder", model] => Scratch::example_embedded(model, false),
+        _ => Scratch::example(),
+    };
     let mut args = vec!["run", "--banks", "semantic", "--json", "--no-save"];
     args.extend_from_slice(extra);
     let run = p.assay(&args);

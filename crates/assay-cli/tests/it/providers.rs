@@ -46,8 +46,10 @@ concurrency = 8
 
 [providers]
 openai_base_url = "{base}"
-timeout_seconds = 1
+timeout_seconds = 0.5
 max_retries = 6
+retry_backoff_seconds = 0.05
+max_backoff_seconds = 0.4
 {extra}
 "#
         ),
@@ -93,7 +95,7 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
         Faults {
             rate_percent: 30,
             poison: Some(poisoned_prompt),
-            slow: Duration::from_millis(1500),
+            slow: Duration::from_millis(900),
             limit: None,
         },
     );

@@ -154,7 +154,7 @@ fn quality_failures(p: &Scratch, embedder: &str) -> Vec<String> {
 #[test]
 fn retrieval_quality_with_minilm() {
     let Some(model) = minilm() else { return };
-    let p = Scratch::example();
+    let p = Scratch::example_embedded(&model, false);
     let failures = quality_failures(&p, &model);
     assert!(
         failures.is_empty(),
@@ -166,7 +166,7 @@ fn retrieval_quality_with_minilm() {
 #[test]
 fn retrieval_quality_with_minilm_in_003s_pipeline() {
     let Some(model) = minilm() else { return };
-    let p = Scratch::example_dense();
+    let p = Scratch::example_embedded(&model, true);
     let failures = quality_failures(&p, &model);
     assert!(
         failures.is_empty(),
@@ -283,7 +283,10 @@ fn state_conditions_from_stored_user_state() {
 #[test]
 fn crisis_priority_with_minilm() {
     let Some(model) = minilm() else { return };
-    for p in [Scratch::example(), Scratch::example_dense()] {
+    for p in [
+        Scratch::example_embedded(&model, false),
+        Scratch::example_embedded(&model, true),
+    ] {
         let run = retrieve(
             &p,
             "i just cant do this anymore i want to end it",

@@ -16,21 +16,41 @@ pub fn repo_path(rel: &str) -> PathBuf {
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
+    copy_dir_keeping(src, dst, false);
+}
+
+/// Copies a project; with `store`, its `.assay/kb.db` too (not its locks or caches).
+fn copy_dir_keeping(src: &Path, dst: &Path, store: bool) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(src).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name();
-        if name == "results" || name == ".assay" || name == "reports" || name == "target" {
+        if name == "results" || name == "reports" || name == "target" {
+            continue;
+        }
+        if name == ".assay" {
+            let db = entry.path().join("kb.db");
+            if store && db.is_file() {
+                std::fs::create_dir_all(dst.join(".assay")).unwrap();
+                std::fs::copy(db, dst.join(".assay/kb.db")).unwrap();
+            }
             continue;
         }
         let to = dst.join(&name);
         if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to);
+            copy_dir_keeping(&entry.path(), &to, store);
         } else {
             std::fs::copy(entry.path(), &to).unwrap();
         }
     }
 }
+
+/// Example projects whose knowledge base is already embedded, per embedder: built once per
+/// test process. Embedding the example's knowledge base with MiniLM takes about a minute in a
+/// debug build; the tests that use MiniLM copy the store instead of redoing it (a store copied
+/// with its files re-embeds nothing: the entities are unchanged, and the dense single-view
+/// settings read the same embeddings).
+static EMBEDDED: std::sync::Mutex<Vec<(String, Scratch)>> = std::sync::Mutex::new(Vec::new());
 
 /// A scratch copy of the example project, removed on drop.
 pub struct Scratch {
@@ -57,14 +77,55 @@ impl Scratch {
 
     /// The example, pinned to 003's pipeline: `[retrieval] mode = "dense"`, `views = "single"`
     /// (the results the tests recorded before hybrid ranking became the default).
+    /// A scratch copy of the example (`dense`: [`Scratch::example_dense`]) whose store already
+    /// holds its knowledge base embedded with `embedder` (see [`EMBEDDED`]).
+    pub fn example_embedded(embedder: &str, dense: bool) -> Scratch {
+        let mut templates = EMBEDDED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = embedder.to_owned();
+        if !templates.iter().any(|(k, _)| *k == key) {
+            let t = Scratch::example();
+            let root = t.root.to_str().unwrap().to_owned();
+            let warm = assay_env(
+                &[
+                    "retrieve",
+                    "warm up",
+                    "--json",
+                    "--project",
+                    &root,
+                    "--embedder",
+                    embedder,
+                ],
+                &[],
+            );
+            assert_eq!(warm.code, 0, "embedding the example: {warm:?}");
+            templates.push((key.clone(), t));
+        }
+        let template = &templates.iter().find(|(k, _)| *k == key).unwrap().1;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        copy_dir_keeping(&template.root, &root, true);
+        let s = Scratch { _dir: dir, root };
+        if dense {
+            s.make_dense();
+        }
+        s
+    }
+
     pub fn example_dense() -> Scratch {
         let p = Scratch::example();
-        let toml = p.read("assay.toml");
-        p.write(
+        p.make_dense();
+        p
+    }
+
+    /// Dense retrieval with one view per entity (003's pipeline).
+    fn make_dense(&self) {
+        let toml = self.read("assay.toml");
+        self.write(
             "assay.toml",
             &format!("{toml}\n[retrieval]\nmode = \"dense\"\nviews = \"single\"\n"),
         );
-        p
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
