@@ -43,6 +43,19 @@ pub fn estimate_text(e: &Estimate) -> String {
     out
 }
 
+/// What became of a proposal, in words: `accepted as #3, trial 27`, `rejected: …`,
+/// `not better: …`.
+pub fn proposal_outcome(status: &ProposalStatus) -> String {
+    match status {
+        ProposalStatus::Accepted { index, trial } => format!(
+            "accepted as #{index}{}",
+            trial.map_or_else(String::new, |t| format!(", trial {t}"))
+        ),
+        ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
+        ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
+    }
+}
+
 /// Where an agent's prompt `index` came from: `baseline`, a variant's file name, or
 /// `proposal r1-2`.
 pub fn prompt_source(report: &ExperimentReport, agent: &str, index: usize) -> String {
@@ -69,15 +82,7 @@ pub fn prompt_source(report: &ExperimentReport, agent: &str, index: usize) -> St
 fn proposal_lines(report: &ExperimentReport) -> Vec<String> {
     let mut lines = Vec::new();
     for p in &report.proposals {
-        let what = match &p.status {
-            ProposalStatus::Accepted { index, trial } => format!(
-                "accepted as {} #{index}{}",
-                p.agent,
-                trial.map_or_else(String::new, |t| format!(", scored in trial {t}"))
-            ),
-            ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
-            ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
-        };
+        let what = proposal_outcome(&p.status);
         lines.push(format!(
             "r{}-{} {} (from trial {}'s #{}, {} cases shown): {what}",
             p.round,
@@ -383,14 +388,7 @@ pub fn markdown(report: &ExperimentReport) -> String {
             "| proposal | agent | parent | cases shown | outcome | file |\n|---|---|---|---|---|---|"
         );
         for p in &report.proposals {
-            let outcome = match &p.status {
-                ProposalStatus::Accepted { index, trial } => format!(
-                    "accepted as #{index}{}",
-                    trial.map_or_else(String::new, |t| format!(", trial {t}"))
-                ),
-                ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
-                ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
-            };
+            let outcome = proposal_outcome(&p.status);
             let _ = writeln!(
                 s,
                 "| r{}-{} | {} | trial {} #{} | lines {} | {} | {} |",

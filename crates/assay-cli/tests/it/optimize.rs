@@ -235,7 +235,7 @@ fn a_second_optimize_is_refused_while_the_first_runs_and_a_killed_run_leaves_no_
     assert_eq!(third.code, 0, "{third:?}");
 }
 
-fn trials_of(v: &Value) -> Vec<(Value, Value)> {
+pub(crate) fn trials_of(v: &Value) -> Vec<(Value, Value)> {
     v["trials"]
         .as_array()
         .unwrap()

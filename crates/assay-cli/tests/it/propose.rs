@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::optimize::trials_of;
 use crate::prompt_provider::{PromptStats, prompt_router};
 use crate::support::Scratch;
 
@@ -265,15 +266,6 @@ fn proposals_that_are_empty_copies_garbage_or_shown_only_passing_cases_change_no
     assert_eq!(r["best_params"], plain["best_params"]);
     assert_eq!(r["evaluation"]["metrics"], plain["evaluation"]["metrics"]);
     assert_eq!(p.stats.leaks.load(Ordering::SeqCst), 0);
-}
-
-fn trials_of(v: &Value) -> Vec<(Value, Value)> {
-    v["trials"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (t["params"].clone(), t["values"].clone()))
-        .collect()
 }
 
 #[test]

@@ -1011,14 +1011,7 @@ fn proposals_section(out: &mut String, r: &ExperimentReport) {
     }
     out.push_str("<table><thead><tr><th>Proposal</th><th>Agent</th><th>Parent</th><th>Cases shown</th><th>Outcome</th><th>File</th></tr></thead><tbody>\n");
     for p in &r.proposals {
-        let outcome = match &p.status {
-            ProposalStatus::Accepted { index, trial } => format!(
-                "accepted as #{index}{}",
-                trial.map_or_else(String::new, |t| format!(", trial {t}"))
-            ),
-            ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
-            ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
-        };
+        let outcome = super::proposal_outcome(&p.status);
         let _ = writeln!(
             out,
             "<tr><td>r{}-{}</td><td>{}</td><td>trial {} #{}</td><td>lines {}</td><td>{}</td><td>{}</td></tr>",
