@@ -270,7 +270,7 @@ fn proposals_that_are_empty_copies_garbage_or_shown_only_passing_cases_change_no
 
 #[test]
 fn a_run_killed_in_a_proposal_round_resumes_to_the_same_proposals_and_best() {
-    let p = provider(Duration::from_millis(10));
+    let p = provider(Duration::from_millis(25));
     let s = project(&p, "fake-proposer", true);
     let mut first = s.spawn(&args("kill", Some("2")), &ENV);
     let journal = s.path("experiments/kill/journal.jsonl");
