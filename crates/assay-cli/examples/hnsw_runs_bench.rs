@@ -75,86 +75,26 @@ fn model() -> String {
     format!("openai/{MODEL_ID}")
 }
 
-/// SplitMix64, as the store bench.
-struct Rng(u64);
+/// The store bench's generator (one file, included by both benches).
+#[path = "../../assay-retrieval/examples/support/clustered.rs"]
+mod clustered;
+use clustered::{Generator, Rng, centroids, spectrum};
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
-fn normalise(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        for x in v.iter_mut() {
-            *x /= norm;
-        }
-    }
-}
-
-fn spectrum(dim: usize, decay: f64) -> Vec<f64> {
-    let variances: Vec<f64> = (1..=dim).map(|i| (i as f64).powf(-decay)).collect();
-    let total: f64 = variances.iter().sum();
-    variances.iter().map(|v| (v / total).sqrt()).collect()
-}
-
-fn centroids(count: usize, scale: &[f64], seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = Rng(seed ^ 0xC3A5_C85C_97CB_3127);
-    (0..count)
-        .map(|_| {
-            let mut c: Vec<f32> = scale.iter().map(|s| (s * rng.normal()) as f32).collect();
-            normalise(&mut c);
-            c
-        })
-        .collect()
-}
-
-/// Clustered unit vectors, one after another (the store bench's generator): a centroid plus
-/// Gaussian noise of expected norm 0.6 shaped by the spectrum, normalised.
-struct Generator {
-    scale: Vec<f64>,
-    centroids: Vec<Vec<f32>>,
-    rng: Rng,
-}
-
-impl Generator {
-    fn new(seed: u64) -> Generator {
-        let scale = spectrum(DIM, DECAY);
-        let centroids = centroids(CLUSTERS, &scale, SEED);
-        Generator {
-            scale,
-            centroids,
-            rng: Rng(seed),
-        }
-    }
-
-    fn next_row(&mut self, v: &mut [f32]) {
-        let pick = (self.rng.next() % self.centroids.len() as u64) as usize;
-        let centroid = &self.centroids[pick];
-        for ((x, c), s) in v.iter_mut().zip(centroid).zip(&self.scale) {
-            *x = c + (0.6 * s * self.rng.normal()) as f32;
-        }
-        normalise(v);
-    }
+/// The spectrum and centroids of the store bench's data.
+fn clusters() -> (Vec<f64>, Vec<Vec<f32>>) {
+    let scale = spectrum(DIM, DECAY);
+    let centres = centroids(CLUSTERS, &scale, SEED);
+    (scale, centres)
 }
 
 /// The query vectors: the store bench's queries (its seed + 1,000,003).
 fn queries(count: usize) -> Vec<Vec<f32>> {
-    let mut generator = Generator::new(SEED.wrapping_add(1_000_003));
+    let (scale, centres) = clusters();
+    let mut generator = Generator {
+        scale: &scale,
+        centroids: &centres,
+        rng: Rng(SEED.wrapping_add(1_000_003)),
+    };
     (0..count)
         .map(|_| {
             let mut v = vec![0f32; DIM];
@@ -331,7 +271,12 @@ fn load(args: &Args) -> Result<(), Error> {
         );
         let mut writer = std::pin::pin!(writer);
         let dim = i32::try_from(DIM).unwrap_or(i32::MAX);
-        let mut generator = Generator::new(SEED);
+        let (scale, centres) = clusters();
+        let mut generator = Generator {
+            scale: &scale,
+            centroids: &centres,
+            rng: Rng(SEED),
+        };
         let mut v = vec![0f32; DIM];
         for i in 0..args.n {
             generator.next_row(&mut v);

@@ -436,8 +436,7 @@ pub enum ProposalStatus {
         index: usize,
         /// The trial that scored it on every optimization case (with the parent's other
         /// prompts).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        trial: Option<usize>,
+        trial: usize,
     },
     /// A guard refused it (empty, a copy, a required format dropped): not a trial.
     Rejected {

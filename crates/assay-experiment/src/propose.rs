@@ -313,20 +313,7 @@ pub fn write_provenance(
 mod tests {
     use super::*;
     use crate::prompts::PromptFile;
-
-    fn result(line: usize, correct: bool, score: f64) -> CaseResult {
-        CaseResult {
-            line,
-            question: format!("q{line}"),
-            expected: "a".into(),
-            output: Some("b".into()),
-            factually_correct: correct,
-            composite_score: score,
-            rubric_pass: score >= 0.8,
-            rubric: None,
-            error: None,
-        }
-    }
+    use crate::stats::tests::result;
 
     #[test]
     fn the_minibatch_is_the_worst_failures_in_turn_else_the_lowest_scores() {

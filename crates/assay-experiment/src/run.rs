@@ -1401,7 +1401,8 @@ impl Search<'_, '_> {
         }
     }
 
-    fn journal(&mut self, record: TrialRecord) -> Result<(), RunError> {
+    /// Journals a finished trial and keeps its record.
+    fn keep(&mut self, record: TrialRecord) -> Result<(), RunError> {
         self.journal.append(&JournalEntry::Trial {
             trial: record.clone(),
         })?;
@@ -1460,7 +1461,7 @@ impl Search<'_, '_> {
                 origin: origin(&asked),
                 ..blank(&asked, params, TrialOutcome::Duplicate, started)
             };
-            self.journal(record)?;
+            self.keep(record)?;
             runner.services.progress.advance(
                 n_cases as u64,
                 &runner.note(&format!("trial {}", asked.number)),
@@ -1501,7 +1502,7 @@ impl Search<'_, '_> {
                     origin: origin(&asked),
                     ..blank(&asked, params, TrialOutcome::Pruned, started)
                 };
-                self.journal(record)?;
+                self.keep(record)?;
                 return Ok(asked.number);
             }
             let mut all = first;
@@ -1551,7 +1552,7 @@ impl Search<'_, '_> {
             origin: origin(&asked),
             ..blank(&asked, params, TrialOutcome::Complete, started)
         };
-        self.journal(record)?;
+        self.keep(record)?;
         Ok(asked.number)
     }
 
@@ -1616,9 +1617,9 @@ impl Search<'_, '_> {
                 &questions,
             )
             .map_err(|e| RunError::io(&crate::propose::proposed_dir(x.project, &agent), &e))?;
-            let mut record = ProposalRecord { file, ..record };
+            let record = ProposalRecord { file, ..record };
             match &record.status {
-                ProposalStatus::Accepted { index, .. } => {
+                ProposalStatus::Accepted { index, trial } => {
                     let at = self
                         .lists
                         .agents
@@ -1656,10 +1657,12 @@ impl Search<'_, '_> {
                         "{label}: accepted; scored on every optimization case next"
                     ));
                     let number = self.trial(Some(&label)).await?;
-                    record.status = ProposalStatus::Accepted {
-                        index: *index,
-                        trial: Some(number),
-                    };
+                    if number != *trial {
+                        return Err(RunError::Usage(format!(
+                            "{}: proposal r{round}-{k} was to be scored as trial {trial}, but the study numbered it {number}; start a new experiment",
+                            self.layout.journal().display()
+                        )));
+                    }
                     grew = true;
                 }
                 ProposalStatus::Rejected { reason } | ProposalStatus::NotBetter { reason } => {
@@ -1830,7 +1833,7 @@ impl Search<'_, '_> {
         record.status = if better {
             ProposalStatus::Accepted {
                 index: list.prompts.len(),
-                trial: Some(self.study.trials().len()),
+                trial: self.study.trials().len(),
             }
         } else {
             ProposalStatus::NotBetter {

@@ -179,7 +179,7 @@ pub fn compare(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use assay_core::experiment::McNemarMethod;
 
     use super::*;
@@ -206,7 +206,8 @@ mod tests {
         assert!(min_detectable_mean(&[0.1]).is_none());
     }
 
-    fn result(line: usize, correct: bool, score: f64) -> CaseResult {
+    /// A graded case for the crate's tests.
+    pub(crate) fn result(line: usize, correct: bool, score: f64) -> CaseResult {
         CaseResult {
             line,
             question: format!("q{line}"),

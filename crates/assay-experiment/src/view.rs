@@ -663,10 +663,7 @@ mod tests {
             reasoning: "r".into(),
             text: "new".into(),
             sha256: "h1".into(),
-            status: assay_core::experiment::ProposalStatus::Accepted {
-                index: 1,
-                trial: Some(2),
-            },
+            status: assay_core::experiment::ProposalStatus::Accepted { index: 1, trial: 2 },
             file: None,
             minibatch: None,
         };

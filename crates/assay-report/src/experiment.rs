@@ -47,13 +47,30 @@ pub fn estimate_text(e: &Estimate) -> String {
 /// `not better: …`.
 pub fn proposal_outcome(status: &ProposalStatus) -> String {
     match status {
-        ProposalStatus::Accepted { index, trial } => format!(
-            "accepted as #{index}{}",
-            trial.map_or_else(String::new, |t| format!(", trial {t}"))
-        ),
+        ProposalStatus::Accepted { index, trial } => format!("accepted as #{index}, trial {trial}"),
         ProposalStatus::Rejected { reason } => format!("rejected: {reason}"),
         ProposalStatus::NotBetter { reason } => format!("not better: {reason}"),
     }
+}
+
+/// A proposal's row in the reports' proposal table: proposal, agent, parent, cases shown,
+/// outcome, file (unescaped).
+pub fn proposal_cells(p: &assay_core::experiment::ProposalRecord) -> [String; 6] {
+    [
+        format!("r{}-{}", p.round, p.k),
+        p.agent.clone(),
+        format!("trial {} #{}", p.parent_trial, p.parent_index),
+        format!(
+            "lines {}",
+            p.cases_shown
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        proposal_outcome(&p.status),
+        p.file.clone().unwrap_or_else(|| "-".to_owned()),
+    ]
 }
 
 /// Where an agent's prompt `index` came from: `baseline`, a variant's file name, or
@@ -388,23 +405,8 @@ pub fn markdown(report: &ExperimentReport) -> String {
             "| proposal | agent | parent | cases shown | outcome | file |\n|---|---|---|---|---|---|"
         );
         for p in &report.proposals {
-            let outcome = proposal_outcome(&p.status);
-            let _ = writeln!(
-                s,
-                "| r{}-{} | {} | trial {} #{} | lines {} | {} | {} |",
-                p.round,
-                p.k,
-                p.agent,
-                p.parent_trial,
-                p.parent_index,
-                p.cases_shown
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                outcome.replace('|', "\\|"),
-                p.file.as_deref().unwrap_or("-")
-            );
+            let cells = proposal_cells(p).map(|c| c.replace('|', "\\|"));
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
         }
         for p in report
             .proposals

@@ -126,77 +126,9 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// SplitMix64: small, fast, and the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
-fn normalise(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        for x in v.iter_mut() {
-            *x /= norm;
-        }
-    }
-}
-
-/// The standard deviation of each dimension: `sqrt(λ_i)` with variances `λ_i ∝ i^-decay`
-/// summing to 1 (`decay` 0: every dimension alike, `1/sqrt(dim)`).
-fn spectrum(dim: usize, decay: f64) -> Vec<f64> {
-    let variances: Vec<f64> = (1..=dim).map(|i| (i as f64).powf(-decay)).collect();
-    let total: f64 = variances.iter().sum();
-    variances.iter().map(|v| (v / total).sqrt()).collect()
-}
-
-/// `rows` clustered unit vectors of `dim` dimensions, row after row: a centroid plus Gaussian
-/// noise of expected norm 0.6 shaped by `scale` (see [`spectrum`]), normalised.
-fn generate(rows: usize, centroids: &[Vec<f32>], scale: &[f64], seed: u64) -> Vec<f32> {
-    let mut rng = Rng(seed);
-    let mut data = Vec::with_capacity(rows * scale.len());
-    for _ in 0..rows {
-        let centroid = &centroids[(rng.next() % centroids.len() as u64) as usize];
-        let start = data.len();
-        data.extend(
-            centroid
-                .iter()
-                .zip(scale)
-                .map(|(c, s)| c + (0.6 * s * rng.normal()) as f32),
-        );
-        normalise(&mut data[start..]);
-    }
-    data
-}
-
-/// `count` random unit centroids, their coordinates drawn with the same `scale`.
-fn centroids(count: usize, scale: &[f64], seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = Rng(seed ^ 0xC3A5_C85C_97CB_3127);
-    (0..count)
-        .map(|_| {
-            let mut c: Vec<f32> = scale.iter().map(|s| (s * rng.normal()) as f32).collect();
-            normalise(&mut c);
-            c
-        })
-        .collect()
-}
+#[path = "support/clustered.rs"]
+mod clustered;
+use clustered::{centroids, generate, spectrum};
 
 fn id(row: usize) -> String {
     format!("e{row:07}")

@@ -12,12 +12,12 @@ use serde_json::Value;
 use crate::prompt_provider::{PromptStats, prompt_router};
 use crate::support::Scratch;
 
-struct Provider {
-    url: String,
-    stats: Arc<PromptStats>,
+pub(crate) struct Provider {
+    pub(crate) url: String,
+    pub(crate) stats: Arc<PromptStats>,
 }
 
-fn provider(latency: Duration) -> Provider {
+pub(crate) fn provider(latency: Duration) -> Provider {
     let stats = Arc::new(PromptStats::default());
     let url = crate::support::serve(prompt_router(latency, stats.clone()));
     Provider { url, stats }

@@ -5,26 +5,13 @@
 //! questions are marked `[held-out]`: the server answers 500 and counts a leak if one reaches
 //! the proposer.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::optimize::trials_of;
-use crate::prompt_provider::{PromptStats, prompt_router};
+use crate::optimize::{Provider, provider, trials_of};
 use crate::support::Scratch;
-
-struct Provider {
-    url: String,
-    stats: Arc<PromptStats>,
-}
-
-fn provider(latency: Duration) -> Provider {
-    let stats = Arc::new(PromptStats::default());
-    let url = crate::support::serve(prompt_router(latency, stats.clone()));
-    Provider { url, stats }
-}
 
 const ENV: [(&str, &str); 1] = [("OPENAI_API_KEY", "test-key")];
 

@@ -85,7 +85,12 @@ impl Scratch {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = embedder.to_owned();
         if !templates.iter().any(|(k, _)| *k == key) {
-            let t = Scratch::example();
+            // Kept for the whole process (a static is never dropped): under target/tmp, so a
+            // leftover goes with `cargo clean` rather than piling up in /tmp.
+            let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            let root = dir.path().join("project");
+            copy_dir(&example(), &root);
+            let t = Scratch { _dir: dir, root };
             let root = t.root.to_str().unwrap().to_owned();
             let warm = assay_env(
                 &[

@@ -1011,23 +1011,11 @@ fn proposals_section(out: &mut String, r: &ExperimentReport) {
     }
     out.push_str("<table><thead><tr><th>Proposal</th><th>Agent</th><th>Parent</th><th>Cases shown</th><th>Outcome</th><th>File</th></tr></thead><tbody>\n");
     for p in &r.proposals {
-        let outcome = super::proposal_outcome(&p.status);
-        let _ = writeln!(
-            out,
-            "<tr><td>r{}-{}</td><td>{}</td><td>trial {} #{}</td><td>lines {}</td><td>{}</td><td>{}</td></tr>",
-            p.round,
-            p.k,
-            escape(&p.agent),
-            p.parent_trial,
-            p.parent_index,
-            p.cases_shown
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            escape(&outcome),
-            escape(p.file.as_deref().unwrap_or("-"))
-        );
+        out.push_str("<tr>");
+        for cell in super::proposal_cells(p) {
+            let _ = write!(out, "<td>{}</td>", escape(&cell));
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</tbody></table>\n");
     for p in r
