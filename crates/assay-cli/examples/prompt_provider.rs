@@ -23,7 +23,13 @@
 //!   noise. A request that shows a case marked `[held-out]` (the tests mark evaluation cases
 //!   so) is counted as a leak and answered 500.
 //!
-//! `GET /stats` returns the number of chat calls. Run alone (the benchmark):
+//! * The last agent's answer is distorted when its system prompt holds `[[NOISY]]` (a `1` before
+//!   the key: "15 g" for "5 g") or `[[TERSE]]` (the key's last word only: "g" for "400 g"),
+//!   answers the spec's substring rule counts correct and assay's default rule does not.
+//!
+//! `GET /v1/models` lists the models it answers as (`fake-agent`, `fake-grader` and the
+//! proposers), as an OpenAI-compatible server does; a chat request naming another model is
+//! answered 404 `model_not_found`. `GET /stats` returns the number of chat calls. Run alone (the benchmark):
 //! `cargo run --example prompt_provider -- [--port N] [--latency-ms N]` prints its base URL.
 
 use std::net::SocketAddr;
@@ -74,6 +80,13 @@ fn agent_answer(system: &str, user: &str) -> String {
     let units = !question.contains("[needs:UNITS]") || system.contains("[[UNITS]]");
     match between(question, "[key:", "]") {
         Some(key) if count >= difficulty && units => {
+            let key = if system.contains("[[NOISY]]") {
+                format!("1{key}")
+            } else if system.contains("[[TERSE]]") {
+                key.rsplit(' ').next().unwrap_or(key).to_owned()
+            } else {
+                key.to_owned()
+            };
             format!("Thinking done.\nFINAL ANSWER: {key}")
         }
         _ => "FINAL ANSWER: not sure".into(),
@@ -117,12 +130,44 @@ fn grade(user: &str) -> String {
     .to_string()
 }
 
+/// The models the server answers as.
+pub const MODELS: [&str; 5] = [
+    "fake-agent",
+    "fake-grader",
+    "fake-proposer",
+    "fake-proposer-empty",
+    "fake-proposer-copy",
+];
+
+fn known(model: &str) -> bool {
+    MODELS.contains(&model) || model == "fake-proposer-garbage"
+}
+
+async fn models() -> Json<Value> {
+    let mut data: Vec<Value> = MODELS
+        .iter()
+        .map(|m| json!({"id": m, "object": "model", "owned_by": "assay-tests"}))
+        .collect();
+    data.push(json!({"id": "fake-proposer-garbage", "object": "model", "owned_by": "assay-tests"}));
+    Json(json!({"object": "list", "data": data}))
+}
+
 async fn chat(
     State(shared): State<Arc<Shared>>,
     Json(body): Json<Value>,
-) -> Result<Json<Value>, axum::http::StatusCode> {
+) -> Result<Json<Value>, (axum::http::StatusCode, Json<Value>)> {
     if !shared.latency.is_zero() {
         tokio::time::sleep(shared.latency).await;
+    }
+    let model = body["model"].as_str().unwrap_or_default();
+    if !known(model) {
+        return Err((
+            axum::http::StatusCode::NOT_FOUND,
+            Json(
+                json!({"error": {"message": format!("The model `{model}` does not exist"),
+                                   "type": "invalid_request_error", "code": "model_not_found"}}),
+            ),
+        ));
     }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let of = |role: &str| {
@@ -139,7 +184,10 @@ async fn chat(
         shared.stats.proposer.fetch_add(1, Ordering::SeqCst);
         if user.contains("[held-out]") {
             shared.stats.leaks.fetch_add(1, Ordering::SeqCst);
-            return Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+            return Err((
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"error": {"message": "a held-out case was shown"}})),
+            ));
         }
         propose(body["model"].as_str().unwrap_or_default(), &user)
     } else if body["response_format"].is_object() {
@@ -170,6 +218,7 @@ async fn stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
 pub fn prompt_router(latency: Duration, stats_: Arc<PromptStats>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
         .route("/stats", get(stats))
         .with_state(Arc::new(Shared {
             latency,

@@ -110,6 +110,8 @@ fn case(line: usize, correct: bool, score: f64, inject: &str) -> CaseResult {
             format!("I am not sure. {inject}")
         }),
         factually_correct: correct,
+        correctness: None,
+        correct_why: None,
         composite_score: score,
         rubric_pass: score >= 0.8,
         rubric: Some(RubricGrade {
@@ -447,6 +449,9 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
         prompt_files: BTreeMap::new(),
         proposals: Vec::new(),
         hand_written: None,
+        correctness: None,
+        disagreements: Vec::new(),
+        tie: None,
     };
     // The journal: the header, the baseline, every trial (and, finished, step 3).
     let header = JournalHeader {
@@ -465,6 +470,7 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
         prompts: hashes,
         started: Some(report.started.clone()),
         propose: None,
+        correctness: Some("normalised".into()),
     };
     let per_line = Usage {
         target: UsageTotals {

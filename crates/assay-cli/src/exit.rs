@@ -47,25 +47,36 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
     {
         eprintln!("error: {}", chain_message(err));
     }
-    let infrastructure = err.chain().any(|e| {
-        e.downcast_ref::<HarnessError>()
-            .is_some_and(HarnessError::is_infrastructure)
-            || e.downcast_ref::<assay_kb::KbError>()
-                .is_some_and(assay_kb::KbError::is_infrastructure)
-            || e.downcast_ref::<assay_experiment::ExperimentError>()
-                .is_some_and(assay_experiment::ExperimentError::is_infrastructure)
-            || e.downcast_ref::<assay_harness::lock::LockError>()
-                .is_some_and(assay_harness::lock::LockError::is_infrastructure)
-            || e.downcast_ref::<assay_experiment::run::RunError>()
-                .is_some_and(assay_experiment::run::RunError::is_infrastructure)
-            || e.downcast_ref::<assay_experiment::target::TargetError>()
-                .is_some_and(assay_experiment::target::TargetError::is_infrastructure)
-            || e.is::<assay_experiment::tracking::TrackingError>()
-            || e.downcast_ref::<assay_experiment::session::SessionError>()
-                .is_some_and(assay_experiment::session::SessionError::is_infrastructure)
-            || e.downcast_ref::<assay_sim::session::SessionError>()
-                .is_some_and(assay_sim::session::SessionError::is_infrastructure)
-    });
+    // An optimizer session decides for the errors under it (a dry check that fails because the
+    // target exits non-zero is the user's setup, though the target's error alone would say
+    // infrastructure).
+    let session = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<assay_experiment::session::SessionError>());
+    let infrastructure = session.map_or_else(
+        || {
+            err.chain().any(|e| {
+                e.downcast_ref::<HarnessError>()
+                    .is_some_and(HarnessError::is_infrastructure)
+                    || e.downcast_ref::<assay_kb::KbError>()
+                        .is_some_and(assay_kb::KbError::is_infrastructure)
+                    || e.downcast_ref::<assay_experiment::ExperimentError>()
+                        .is_some_and(assay_experiment::ExperimentError::is_infrastructure)
+                    || e.downcast_ref::<assay_harness::lock::LockError>()
+                        .is_some_and(assay_harness::lock::LockError::is_infrastructure)
+                    || e.downcast_ref::<assay_experiment::run::RunError>()
+                        .is_some_and(assay_experiment::run::RunError::is_infrastructure)
+                    || e.downcast_ref::<assay_experiment::target::TargetError>()
+                        .is_some_and(assay_experiment::target::TargetError::is_infrastructure)
+                    || e.is::<assay_experiment::tracking::TrackingError>()
+                    || e.downcast_ref::<assay_experiment::session::SessionError>()
+                        .is_some_and(assay_experiment::session::SessionError::is_infrastructure)
+                    || e.downcast_ref::<assay_sim::session::SessionError>()
+                        .is_some_and(assay_sim::session::SessionError::is_infrastructure)
+            })
+        },
+        assay_experiment::session::SessionError::is_infrastructure,
+    );
     ExitCode::from(if infrastructure { 3 } else { 2 })
 }
 

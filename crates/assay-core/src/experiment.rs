@@ -47,8 +47,17 @@ pub struct CaseResult {
     /// The target's final answer (`None` when the target failed).
     #[serde(default)]
     pub output: Option<String>,
-    /// The seed's factual-correctness check (containment either way, or equality).
+    /// Whether the answer is correct by the case's correctness rule (by default words on word
+    /// boundaries and numbers as numbers; the first objective). The grader's own call is
+    /// `rubric.factually_correct`.
     pub factually_correct: bool,
+    /// The rule that decided `factually_correct` (`normalised`, `exact`, `numeric`, `regex`,
+    /// `grader`, `seed`; absent in reports written before rules existed, which used `seed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<String>,
+    /// Why the rule decided so, in a few words ("15 g is not 5 g").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct_why: Option<String>,
     /// The llm-rubric overall score (0 when the case errored; errors are not averaged).
     pub composite_score: f64,
     /// `composite_score >= threshold`.
@@ -424,6 +433,78 @@ pub struct ExperimentReport {
     /// the best combination against it on the held-out cases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hand_written: Option<HandWritten>,
+    /// The correctness rule that counted `factually_correct` (with declared units), in words;
+    /// absent in reports written before rules existed (the spec's substring rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<String>,
+    /// Cases where the correctness rule and the grader's own `factually_correct` differ, over
+    /// the baseline, every trial and the evaluation steps, one entry per distinct answer to a
+    /// case: where a team decides which to trust.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<Disagreement>,
+    /// How the best trial was chosen when others tie with it on the first objective (absent
+    /// when none does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tie: Option<String>,
+}
+
+/// A case where the correctness rule and the grader disagree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disagreement {
+    /// The step (`baseline`, `trial 7`, `evaluation`, `evaluation_baseline`).
+    pub step: String,
+    /// The case's line.
+    pub line: usize,
+    /// The question.
+    pub question: String,
+    /// The expected answer.
+    pub expected: String,
+    /// The answer.
+    pub output: String,
+    /// The rule (`normalised`, …).
+    pub rule: String,
+    /// The rule's verdict.
+    pub check: bool,
+    /// Why the rule decided so.
+    pub why: String,
+    /// The grader's `factually_correct`.
+    pub grader: bool,
+    /// The grader's reasoning.
+    pub reasoning: String,
+    /// Other steps or trials that gave the same answer to the same case (not listed again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The cases of `cases` (one step's results) where the rule and the grader disagree.
+pub fn disagreements(step: &str, cases: &[CaseResult]) -> Vec<Disagreement> {
+    cases
+        .iter()
+        .filter_map(|c| {
+            let rubric = c.rubric.as_ref()?;
+            if c.error.is_some() || rubric.factually_correct == c.factually_correct {
+                return None;
+            }
+            Some(Disagreement {
+                step: step.to_owned(),
+                line: c.line,
+                question: c.question.clone(),
+                expected: c.expected.clone(),
+                output: c.output.clone().unwrap_or_default(),
+                rule: c.correctness.clone().unwrap_or_else(|| "seed".to_owned()),
+                check: c.factually_correct,
+                why: c.correct_why.clone().unwrap_or_default(),
+                grader: rubric.factually_correct,
+                reasoning: rubric.reasoning.clone(),
+                repeats: 0,
+            })
+        })
+        .collect()
 }
 
 /// How a proposal ended.
@@ -633,6 +714,8 @@ mod tests {
             expected: "a".into(),
             output: Some("a".into()),
             factually_correct: correct,
+            correctness: None,
+            correct_why: None,
             composite_score: score,
             rubric_pass: score >= DEFAULT_RUBRIC_THRESHOLD,
             rubric: None,

@@ -32,6 +32,7 @@ pub mod runlog;
 pub mod scoring;
 pub mod simulation;
 pub mod stats;
+pub mod text;
 
 /// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
 /// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2

@@ -38,6 +38,12 @@ pub struct TestCase {
     pub files: Vec<String>,
     /// The expected answer.
     pub answer: String,
+    /// This case's correctness rule (`"correctness"`), when it differs from the project's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<crate::correct::Correctness>,
+    /// The regular expression of a `regex` case (`"pattern"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
 }
 
 /// A context file's text.
@@ -92,6 +98,10 @@ struct CaseLine {
     question: String,
     files: Vec<String>,
     answer: String,
+    #[serde(default)]
+    correctness: Option<String>,
+    #[serde(default)]
+    pattern: Option<String>,
 }
 
 /// Reads and validates the JSONL file `jsonl`, reading every context file under `files_root`.
@@ -143,6 +153,13 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
                 "answer: must not be empty (an empty expected answer would match every output)",
             ));
         }
+        let correctness =
+            match &parsed.correctness {
+                None => None,
+                Some(c) => Some(c.parse::<crate::correct::Correctness>().map_err(|e| {
+                    ExperimentError::at_line(jsonl, line, format!("correctness: {e}"))
+                })?),
+            };
         let mut context = Vec::with_capacity(parsed.files.len());
         for (n, name) in parsed.files.iter().enumerate() {
             let text = if let Some(text) = files.get(name) {
@@ -165,6 +182,8 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
                 question: parsed.question,
                 files: parsed.files,
                 answer: parsed.answer,
+                correctness,
+                pattern: parsed.pattern,
             },
             context,
         });
@@ -175,10 +194,8 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
             "no test cases (expected one JSON object per line: {\"question\", \"files\", \"answer\"})",
         ));
     }
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
-
+    // The caller reports the warnings (once, naming the user's file; a copy loaded to check it
+    // is never reported).
     let mut hash = Sha256::new();
     hash.update(b"assay-cases-v1\0");
     // Lengths as u64 little-endian, so the fingerprint is the same on every platform.

@@ -1,4 +1,4 @@
-//! Grading a final answer against the expected one, the seed's two assertions:
+//! Grading a final answer against the expected one: two verdicts side by side.
 //!
 //! * **llm-rubric**: a grader model scores factuality, completeness and relevance and an
 //!   overall score, each in 0–1, and says whether the answer is factually correct, in
@@ -8,12 +8,10 @@
 //!   the threshold (0.8, as the seed). A reply that still does not validate after the
 //!   corrective turns, or a provider error after the wrapper's retries, is a
 //!   [`GradeError`]: an infrastructure error, never a score.
-//! * **factual correctness** ([`factually_correct`]): the seed's JavaScript check —
-//!   case-insensitive containment either way, or equality — after normalising both sides:
-//!   Unicode lower case, surrounding whitespace trimmed, inner runs of whitespace collapsed to
-//!   one space. An answer that is empty after normalising is never correct (the seed's
-//!   `expected.includes("")` would have made it so), nor is any answer to an empty
-//!   expectation.
+//! * **correctness**: the case's rule ([`crate::correct`]; by default words on word boundaries
+//!   and numbers as numbers with their units) decides `factually_correct`, the optimizer's
+//!   first objective. The grader's own call is kept beside it; where the two differ the
+//!   report lists the case.
 
 use assay_core::experiment::{CaseResult, RubricGrade};
 use assay_providers::{
@@ -21,6 +19,9 @@ use assay_providers::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::cases::TestCase;
+use crate::correct::Checker;
 
 /// Tokens the grader may answer with.
 pub const GRADER_MAX_TOKENS: u32 = 1024;
@@ -34,23 +35,6 @@ pub struct GradeError {
     /// What went wrong.
     #[source]
     pub source: ProviderError,
-}
-
-/// Lower case, trimmed, whitespace runs collapsed.
-pub fn normalise(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-}
-
-/// The seed's factual-correctness check (see the module docs).
-pub fn factually_correct(output: &str, expected: &str) -> bool {
-    let (actual, expected) = (normalise(output), normalise(expected));
-    if actual.is_empty() || expected.is_empty() {
-        return false;
-    }
-    actual == expected || actual.contains(&expected) || expected.contains(&actual)
 }
 
 /// The JSON schema of the grader's reply.
@@ -188,21 +172,25 @@ impl Grader<'_> {
         })
     }
 
-    /// Grades one answer with both assertions into a [`CaseResult`].
+    /// Grades one answer with the rubric and the case's correctness rule into a
+    /// [`CaseResult`].
     pub async fn grade(
         &self,
-        line: usize,
-        question: &str,
-        expected: &str,
+        case: &TestCase,
         output: &str,
+        checker: &Checker,
     ) -> Result<CaseResult, GradeError> {
-        let rubric = self.rubric(question, expected, output).await?;
+        let rubric = self.rubric(&case.question, &case.answer, output).await?;
+        let rule = checker.rule_of(case).kind;
+        let verdict = checker.judge(case, output, Some(rubric.factually_correct));
         Ok(CaseResult {
-            line,
-            question: question.to_owned(),
-            expected: expected.to_owned(),
+            line: case.line,
+            question: case.question.clone(),
+            expected: case.answer.clone(),
             output: Some(output.to_owned()),
-            factually_correct: factually_correct(output, expected),
+            factually_correct: verdict.correct,
+            correctness: Some(rule.as_str().to_owned()),
+            correct_why: Some(verdict.why),
             composite_score: rubric.overall,
             rubric_pass: rubric.overall >= self.threshold,
             rubric: Some(rubric),
@@ -225,6 +213,8 @@ pub fn errored(
         expected: expected.to_owned(),
         output,
         factually_correct: false,
+        correctness: None,
+        correct_why: None,
         composite_score: 0.0,
         rubric_pass: false,
         rubric: None,
@@ -240,21 +230,6 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-
-    #[test]
-    fn factual_check_is_the_seeds_with_normalised_whitespace_and_no_empty_match() {
-        assert!(factually_correct("Mount Kilimanjaro", "mount kilimanjaro"));
-        assert!(factually_correct(
-            "The tallest is  Mount\nKilimanjaro.",
-            "Mount Kilimanjaro"
-        ));
-        assert!(factually_correct("Paris", "Paris, France"));
-        assert!(!factually_correct("", "Paris"));
-        assert!(!factually_correct("   \n", "Paris"));
-        assert!(!factually_correct("Paris", ""));
-        assert!(!factually_correct("Lyon", "Paris"));
-        assert!(factually_correct("ÉCOLE", "école"));
-    }
 
     #[derive(Debug)]
     struct Scripted(Mutex<Vec<String>>);
@@ -280,6 +255,44 @@ mod tests {
         }
     }
 
+    fn case(line: usize, question: &str, answer: &str) -> TestCase {
+        TestCase {
+            line,
+            question: question.into(),
+            files: Vec::new(),
+            answer: answer.into(),
+            correctness: None,
+            pattern: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_rule_decides_and_the_grader_sits_beside_it() {
+        // The grader says correct; the answer's number is wrong: the rule decides.
+        let model = Scripted(Mutex::new(vec![reply(0.9)]));
+        let grader = Grader {
+            model: &model,
+            threshold: 0.8,
+        };
+        let mut c = case(2, "How much salt?", "Paris");
+        c.answer = "Paris".into();
+        let r = grader
+            .grade(&c, "Parisian salt", &Checker::default())
+            .await
+            .unwrap();
+        assert!(!r.factually_correct);
+        assert!(r.rubric.as_ref().unwrap().factually_correct);
+        assert_eq!(r.correct_why.as_deref(), Some("no `paris`"));
+        let model = Scripted(Mutex::new(vec![reply(0.9)]));
+        let grader = Grader {
+            model: &model,
+            threshold: 0.8,
+        };
+        let by_grader = Checker::new(crate::correct::Correctness::Grader, &[]).unwrap();
+        let r = grader.grade(&c, "Parisian salt", &by_grader).await.unwrap();
+        assert!(r.factually_correct);
+    }
+
     fn reply(overall: f64) -> String {
         json!({"factuality": 1.0, "completeness": 0.9, "relevance": 1.0, "overall": overall,
                "factually_correct": true, "reasoning": "right"})
@@ -294,11 +307,16 @@ mod tests {
             threshold: 0.8,
         };
         let r = grader
-            .grade(3, "Capital of France?", "Paris", "It is Paris.")
+            .grade(
+                &case(3, "Capital of France?", "Paris"),
+                "It is Paris.",
+                &Checker::default(),
+            )
             .await
             .unwrap();
         assert!(r.factually_correct && r.rubric_pass);
         assert_eq!((r.line, r.composite_score), (3, 0.8));
+        assert_eq!(r.correctness.as_deref(), Some("normalised"));
     }
 
     #[tokio::test]
@@ -309,7 +327,10 @@ mod tests {
             model: &model,
             threshold: 0.8,
         };
-        let r = grader.grade(1, "q", "Paris", "Lyon").await.unwrap();
+        let r = grader
+            .grade(&case(1, "q", "Paris"), "Lyon", &Checker::default())
+            .await
+            .unwrap();
         assert!(!r.rubric_pass && !r.factually_correct);
         let always_bad = Scripted(Mutex::new(vec![
             bad;
@@ -319,7 +340,10 @@ mod tests {
             model: &always_bad,
             threshold: 0.8,
         };
-        let e = grader.grade(1, "q", "Paris", "Lyon").await.unwrap_err();
+        let e = grader
+            .grade(&case(1, "q", "Paris"), "Lyon", &Checker::default())
+            .await
+            .unwrap_err();
         assert!(e.to_string().starts_with("grader test/grader:"), "{e}");
     }
 }

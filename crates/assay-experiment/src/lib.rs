@@ -10,8 +10,11 @@
 //! * [`target`]: the system under test into which a trial's prompts are injected (the built-in
 //!   multi-agent chain, a command, an HTTP endpoint) and the dry check that every agent's
 //!   prompt reaches it.
-//! * [`grade`]: llm-rubric through [`assay_providers::ask_structured`] and the seed's
-//!   factual-correctness check.
+//! * [`correct`]: whether an answer is correct (the first objective): words on word
+//!   boundaries and numbers as numbers with their units by default; exact, numeric, regex,
+//!   the grader's own call or the spec's substring rule per project or per case.
+//! * [`grade`]: llm-rubric through [`assay_providers::ask_structured`], beside the case's
+//!   correctness rule.
 //! * [`propose`]: reflective prompt proposals (`--propose-rounds`, GEPA-style): the cases
 //!   shown, the proposer's request, the guards, the provenance files.
 //! * [`run`]: the three steps (baseline, the study, evaluation), the journal and `--resume`,
@@ -43,6 +46,7 @@
 
 pub mod agree;
 pub mod cases;
+pub mod correct;
 pub mod error;
 pub mod grade;
 pub mod promote;

@@ -366,6 +366,8 @@ mod tests {
                 question: "How far?".into(),
                 files: vec!["notes.txt".into()],
                 answer: "5 km".into(),
+                correctness: None,
+                pattern: None,
             },
             context: vec![crate::cases::ContextFile {
                 path: "notes.txt".into(),

@@ -265,6 +265,9 @@ pub struct Options {
     pub threshold: f64,
     /// Proposal rounds after the search (`--propose-rounds`), if any.
     pub propose: Option<ProposeOptions>,
+    /// Whether an answer is correct: the project's rule, its declared units and every case's
+    /// rule checked ([`crate::correct::Checker`]).
+    pub checker: crate::correct::Checker,
 }
 
 /// The proposal rounds' settings (`[optimize.propose]`, `--propose-rounds`); recorded in the
@@ -429,6 +432,10 @@ pub struct JournalHeader {
     /// The proposal rounds, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propose: Option<ProposeOptions>,
+    /// The correctness rule and declared units, in words (absent in journals written before
+    /// rules existed: those counted by the spec's substring rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correctness: Option<String>,
 }
 
 /// A journal line after the header.
@@ -561,7 +568,7 @@ pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), R
 
 fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str> {
     let mut d = Vec::new();
-    let checks: [(&str, bool); 13] = [
+    let checks: [(&str, bool); 14] = [
         ("schema_version", a.schema_version == b.schema_version),
         ("seed", a.seed == b.seed),
         ("trials", a.trials == b.trials),
@@ -575,6 +582,7 @@ fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str>
         ("evaluation cases", a.evaluation == b.evaluation),
         ("prompts", a.prompts == b.prompts),
         ("proposal settings", a.propose == b.propose),
+        ("correctness rule", a.correctness == b.correctness),
     ];
     for (name, same) in checks {
         if !same {
@@ -737,7 +745,7 @@ impl Runner<'_> {
             model: self.services.grader.as_ref(),
             threshold: self.options.threshold,
         };
-        match grader.grade(c.line, &c.question, &c.answer, &output).await {
+        match grader.grade(c, &output, &self.options.checker).await {
             Ok(r) => r,
             Err(e) => grade::errored(c.line, &c.question, &c.answer, Some(output), e.to_string()),
         }
@@ -994,6 +1002,7 @@ impl Experiment<'_> {
                 .collect(),
             started: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
             propose: o.propose.clone(),
+            correctness: Some(o.checker.describe()),
         }
     }
 
@@ -1271,11 +1280,134 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
             .collect(),
         proposals,
         hand_written,
+        correctness: Some(options.checker.describe()),
+        disagreements: Vec::new(),
+        tie: None,
     };
+    let mut report = report;
+    report.tie = tie_note(&report.trials, &report.directions, report.best_trial);
+    report.disagreements = all_disagreements(&report);
     let json = serde_json::to_vec_pretty(&report).map_err(|e| RunError::io(&layout.dir, &e))?;
     let path = layout.dir.join(REPORT_JSON);
     assay_harness::results::write_replace(&path, &json).map_err(|e| RunError::io(&path, &e))?;
     Ok(report)
+}
+
+/// How the best trial was chosen when other completed trials (with other prompts) have its
+/// value of the first objective: which rule broke the tie.
+pub fn tie_note(
+    trials: &[TrialRecord],
+    directions: &[String],
+    best: Option<usize>,
+) -> Option<String> {
+    let best = trials.iter().find(|t| Some(t.number) == best)?;
+    let first = *best.values.first()?;
+    let tied: Vec<&TrialRecord> = trials
+        .iter()
+        .filter(|t| {
+            t.outcome == TrialOutcome::Complete
+                && t.number != best.number
+                && t.values.first().is_some_and(|v| (v - first).abs() < 1e-12)
+        })
+        .collect();
+    if tied.is_empty() {
+        return None;
+    }
+    let name = |i: usize| {
+        directions
+            .get(i)
+            .map_or("the objective", |d| {
+                d.split_whitespace().last().unwrap_or(d)
+            })
+            .to_owned()
+    };
+    let numbers: Vec<String> = tied.iter().map(|t| t.number.to_string()).collect();
+    let same_everywhere: Vec<String> = tied
+        .iter()
+        .filter(|t| {
+            t.values.len() == best.values.len()
+                && t.values
+                    .iter()
+                    .zip(&best.values)
+                    .all(|(a, b)| (a - b).abs() < 1e-12)
+        })
+        .map(|t| t.number.to_string())
+        .collect();
+    let mut note = format!(
+        "trial {} ties with trial{} {} on {} ({}); ",
+        best.number,
+        if numbers.len() == 1 { "" } else { "s" },
+        numbers.join(", "),
+        name(0),
+        format_value(first)
+    );
+    if same_everywhere.len() == tied.len() {
+        note.push_str(&format!(
+            "they tie on every objective, so the earliest trial ({}) is the best",
+            best.number
+        ));
+    } else {
+        let rest: Vec<String> = (1..directions.len()).map(name).collect();
+        note.push_str(&format!(
+            "the tie is broken by {}, then by the earliest trial",
+            rest.join(", then ")
+        ));
+        if !same_everywhere.is_empty() {
+            note.push_str(&format!(
+                " (trial{} {} tie{} on every objective)",
+                if same_everywhere.len() == 1 { "" } else { "s" },
+                same_everywhere.join(", "),
+                if same_everywhere.len() == 1 { "s" } else { "" }
+            ));
+        }
+    }
+    Some(note)
+}
+
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Where the correctness rule and the grader disagree: the baseline, every trial, the
+/// evaluation steps; one entry per distinct answer to a case (the first step that gave it, and
+/// how many others did too).
+fn all_disagreements(report: &ExperimentReport) -> Vec<assay_core::experiment::Disagreement> {
+    use assay_core::experiment::disagreements;
+    let mut steps: Vec<(&str, String, &[CaseResult])> = vec![(
+        "optimization",
+        "baseline".to_owned(),
+        &report.baseline.cases,
+    )];
+    for t in report
+        .trials
+        .iter()
+        .filter(|t| t.outcome != TrialOutcome::Duplicate)
+    {
+        steps.push(("optimization", format!("trial {}", t.number), &t.cases));
+    }
+    for step in [&report.evaluation, &report.evaluation_baseline]
+        .into_iter()
+        .flatten()
+    {
+        steps.push(("evaluation", step.step.clone(), &step.cases));
+    }
+    let mut out: Vec<assay_core::experiment::Disagreement> = Vec::new();
+    let mut seen: BTreeMap<(&str, usize, String), usize> = BTreeMap::new();
+    for (set, step, cases) in steps {
+        for d in disagreements(&step, cases) {
+            if let Some(&i) = seen.get(&(set, d.line, d.output.clone())) {
+                out[i].repeats += 1;
+            } else {
+                seen.insert((set, d.line, d.output.clone()), out.len());
+                out.push(d);
+            }
+        }
+    }
+    out
 }
 
 /// The search space of the prompt lists: one parameter per agent, in name order.

@@ -26,6 +26,7 @@ use assay_harness::settings::ProjectSettings;
 use assay_providers::{AccountingSnapshot, ChatModel};
 
 use crate::cases::{CaseSet, load_cases};
+use crate::correct::{Checker, Correctness};
 use crate::error::ExperimentError;
 use crate::prompts::{PromptLists, load_prompt_lists, load_prompt_lists_for, read_prompt_dir};
 use crate::run::{self, CaseData, Experiment, Layout, Options, Progress, RunError, Services};
@@ -167,6 +168,15 @@ pub enum SessionError {
     /// The dry check failed: an agent's prompt does not reach the target.
     #[error("dry check: every agent's prompt must reach the target before anything is spent: {0}")]
     DryCheck(#[source] TargetError),
+    /// A model of the run is not there (or its provider cannot be reached), found before
+    /// anything was written.
+    #[error("preflight: {message}; nothing was written")]
+    Preflight {
+        /// What is wrong, naming the setting.
+        message: String,
+        /// The provider could not be reached (exit 3) rather than refusing the model (exit 2).
+        infrastructure: bool,
+    },
     /// The target could not be built (a bad URL).
     #[error(transparent)]
     Target(#[from] TargetError),
@@ -190,7 +200,12 @@ impl SessionError {
             SessionError::Harness(e) => e.is_infrastructure(),
             SessionError::Experiment(e) => e.is_infrastructure(),
             SessionError::Run(e) => e.is_infrastructure(),
-            SessionError::DryCheck(e) | SessionError::Target(e) => e.is_infrastructure(),
+            // The dry check runs the user's target with marker prompts: a target that cannot
+            // start, exits non-zero or answers badly there is a setup to fix (exit 2), except
+            // when it cannot be reached or times out.
+            SessionError::DryCheck(e) => e.is_unreachable(),
+            SessionError::Target(e) => e.is_infrastructure(),
+            SessionError::Preflight { infrastructure, .. } => *infrastructure,
             SessionError::Tracking(_) | SessionError::Write { .. } => true,
         }
     }
@@ -245,6 +260,9 @@ struct Built {
     proposer_calls: ProviderCalls,
     agent_models: BTreeMap<String, String>,
     chain_len: usize,
+    /// Every model of the run, unwrapped, with the setting that named it: what the preflight
+    /// asks the providers about.
+    models: Vec<(String, Arc<dyn ChatModel>)>,
 }
 
 impl Built {
@@ -264,23 +282,22 @@ impl Built {
             ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
         let proposer_calls =
             ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
-        let grader = grader_calls.chat(build_chat_model(
-            settings,
-            &o.grader_model,
-            "[optimize] grader_model",
-            env,
-        )?);
+        let mut models: Vec<(String, Arc<dyn ChatModel>)> = Vec::new();
+        let raw_grader =
+            build_chat_model(settings, &o.grader_model, "[optimize] grader_model", env)?;
+        models.push(("[optimize] grader_model".into(), raw_grader.clone()));
+        let grader = grader_calls.chat(raw_grader);
         let proposer = match proposer_model {
-            Some(name) => Some(proposer_calls.chat(build_chat_model(
-                settings,
-                name,
-                if o.propose.model.is_some() {
+            Some(name) => {
+                let source = if o.propose.model.is_some() {
                     "[optimize.propose] model"
                 } else {
                     "[optimize] grader_model (the proposer's default)"
-                },
-                env,
-            )?)),
+                };
+                let raw = build_chat_model(settings, name, source, env)?;
+                models.push((source.to_owned(), raw.clone()));
+                Some(proposer_calls.chat(raw))
+            }
             None => None,
         };
         let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
@@ -306,6 +323,7 @@ impl Built {
             ),
             _ => {
                 let chain = ChainTarget::order(&agents, o.chain.as_deref());
+                let checked = &mut models;
                 let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
                 for agent in &chain {
                     let name = o.agent_models.get(agent).unwrap_or(&o.model);
@@ -314,10 +332,9 @@ impl Built {
                     } else {
                         "[optimize] model".to_owned()
                     };
-                    models.insert(
-                        agent.clone(),
-                        target_calls.chat(build_chat_model(settings, name, &source, env)?),
-                    );
+                    let raw = build_chat_model(settings, name, &source, env)?;
+                    checked.push((source, raw.clone()));
+                    models.insert(agent.clone(), target_calls.chat(raw));
                     agent_models.insert(agent.clone(), name.clone());
                 }
                 let n = chain.len();
@@ -340,7 +357,49 @@ impl Built {
             proposer_calls,
             agent_models,
             chain_len,
+            models,
         })
+    }
+
+    /// Asks each model's provider whether it has the model (`[optimize] preflight`), before
+    /// anything is written: a misspelt model is exit 2 naming the setting, a provider that
+    /// cannot be reached exit 3. With the call cache in `replay` nothing is asked (no call
+    /// leaves the machine).
+    async fn check_models(&self, settings: &ProjectSettings) -> Result<(), SessionError> {
+        let mode = settings.optimize.preflight.as_str();
+        if mode == "off" || self.target_calls.mode() == assay_providers::CacheMode::Replay {
+            return Ok(());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (source, model) in &self.models {
+            if !seen.insert(model.model().to_owned()) {
+                continue;
+            }
+            let found = match model.check_model().await {
+                Ok(assay_providers::ModelCheck::Found) => true,
+                Ok(assay_providers::ModelCheck::Missing { known }) => {
+                    return Err(SessionError::Preflight {
+                        message: missing_model(source, model.model(), &known),
+                        infrastructure: false,
+                    });
+                }
+                Ok(assay_providers::ModelCheck::Unknown(why)) => {
+                    tracing::info!(
+                        model = model.model(),
+                        "preflight: cannot tell whether the model exists: {why}"
+                    );
+                    false
+                }
+                Err(e) => return Err(preflight_error(source, model.model(), &e)),
+            };
+            if !found && mode == "call" {
+                let request = assay_providers::ChatRequest::new(None, "Reply with OK.", 1);
+                if let Err(e) = model.chat(&request).await {
+                    return Err(preflight_error(source, model.model(), &e));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Calls, tokens and cost so far, by role.
@@ -403,7 +462,7 @@ fn estimate(
     let mut e = Estimate::default();
     let mut target_cost = Some(0.0);
     let mut grader_cost = Some(0.0);
-    let grader_price = assay_providers::price(&o.grader_model);
+    let grader_price = built.grader_calls.price(&o.grader_model);
     for (set, times) in runs {
         for case in &set.cases {
             let case_tokens = (chars(&case.case.question)
@@ -427,7 +486,7 @@ fn estimate(
                     .agent_models
                     .get(&agent.agent)
                     .map_or(o.model.as_str(), String::as_str);
-                target_cost = match (target_cost, assay_providers::price(model)) {
+                target_cost = match (target_cost, built.target_calls.price(model)) {
                     (Some(c), Some(p)) => Some(
                         c + *times as f64 * (input as f64 * p.input + max_out as f64 * p.output)
                             / 1e6,
@@ -495,7 +554,9 @@ fn proposer_estimate(
     let shown: u64 = case_tokens.iter().take(p.minibatch).sum();
     let input = 400 + prompt + shown;
     let output = u64::from(p.max_tokens);
-    let cost = assay_providers::price(&p.model)
+    let cost = built
+        .proposer_calls
+        .price(&p.model)
         .map(|pr| calls as f64 * (input as f64 * pr.input + output as f64 * pr.output) / 1e6);
     assay_core::experiment::RoleEstimate {
         calls,
@@ -520,12 +581,36 @@ pub fn check_budget(budget: Option<f64>, e: &Estimate) -> Result<(), HarnessErro
             || (!e.proposer.is_zero() && e.proposer.cost_usd.is_none())
         {
             return Err(HarnessError::Usage(
-                "--budget: the cost cannot be enforced: a model of the run has no known price"
+                "--budget: the cost cannot be enforced: a model of the run has no known price (declare it in assay.toml, e.g. [providers.prices] \"openai/my-model\" = 0 for a free local model, or { input = 0.5, output = 1.5 } USD per million tokens)"
                     .into(),
             ));
         }
     }
     Ok(())
+}
+
+/// The message for a model the provider does not have: the setting, the model, and the
+/// closest names the provider listed.
+fn missing_model(source: &str, model: &str, known: &[String]) -> String {
+    let id = model.split_once('/').map_or(model, |(_, id)| id);
+    let hint = match assay_core::text::closest(id, known.iter().map(String::as_str)) {
+        Some(k) => format!(" (did you mean `{k}`?)"),
+        None if !known.is_empty() => {
+            let list: Vec<&str> = known.iter().take(8).map(String::as_str).collect();
+            format!(" (it lists: {})", list.join(", "))
+        }
+        _ => String::new(),
+    };
+    format!("{source}: the provider has no model `{id}`{hint}")
+}
+
+fn preflight_error(source: &str, model: &str, e: &assay_providers::ProviderError) -> SessionError {
+    let message = format!("{source}: cannot check model `{model}`: {e}");
+    let refused = matches!(e.status(), Some(400 | 401 | 403 | 404 | 422));
+    SessionError::Preflight {
+        message,
+        infrastructure: !refused,
+    }
 }
 
 /// Whether `name` can name an experiment folder.
@@ -596,9 +681,11 @@ fn options_of(
     seed: u64,
     budget: Option<f64>,
     max_concurrency: Option<usize>,
+    checker: Checker,
 ) -> Result<Options, SessionError> {
     let o = &settings.optimize;
     Ok(Options {
+        checker,
         name,
         trials: 1,
         seed,
@@ -611,6 +698,83 @@ fn options_of(
         threshold: o.threshold,
         propose: None,
     })
+}
+
+/// The correctness rule of the project (`[optimize] correctness`, `units`) with every case of
+/// `sets` checked against its own rule.
+fn checker_of(settings: &ProjectSettings, sets: &[&CaseSet]) -> Result<Checker, SessionError> {
+    let o = &settings.optimize;
+    let file = settings.root.join(assay_harness::settings::SETTINGS_FILE);
+    let kind: Correctness = o.correctness.parse().map_err(|e: String| {
+        HarnessError::Usage(format!("{}: [optimize] correctness: {e}", file.display()))
+    })?;
+    let mut checker = Checker::new(kind, &o.units)
+        .map_err(|e| HarnessError::Usage(format!("{}: [optimize] units: {e}", file.display())))?;
+    for set in sets {
+        checker.admit(set)?;
+    }
+    Ok(checker)
+}
+
+/// Every agent the search varies has variants: an agent with only its production prompt is an
+/// error naming the folder its variants belong in, unless `[optimize] fixed_agents` names it
+/// (then a warning says it is held fixed) or proposal rounds may revise it.
+fn check_agents(
+    dir: &Path,
+    settings: &ProjectSettings,
+    lists: &PromptLists,
+    propose: Option<&run::ProposeOptions>,
+    observer: &Observer<'_>,
+) -> Result<(), SessionError> {
+    let o = &settings.optimize;
+    let names = lists.names();
+    for a in &o.fixed_agents {
+        if !names.contains(&a.as_str()) {
+            return Err(HarnessError::Usage(format!(
+                "{}: [optimize] fixed_agents: unknown agent `{a}` (agents: {})",
+                settings
+                    .root
+                    .join(assay_harness::settings::SETTINGS_FILE)
+                    .display(),
+                names.join(", ")
+            ))
+            .into());
+        }
+    }
+    for agent in &lists.agents {
+        if agent.prompts.len() > 1 {
+            continue;
+        }
+        let folder = dir.join("prompt_variations").join(&agent.agent);
+        let proposed = propose.is_some_and(|p| p.agents.contains(&agent.agent));
+        if o.fixed_agents.contains(&agent.agent) {
+            (observer.warning)(&format!(
+                "agent `{}` is held at its production prompt ([optimize] fixed_agents)",
+                agent.agent
+            ));
+        } else if proposed {
+            (observer.warning)(&format!(
+                "agent `{}` has no variants in {}: only the proposal rounds can change its prompt",
+                agent.agent,
+                folder.display()
+            ));
+        } else {
+            let state = if folder.is_dir() {
+                "is empty"
+            } else {
+                "does not exist"
+            };
+            return Err(ExperimentError::data(
+                &folder,
+                format!(
+                    "agent `{}` has no prompt variants: the folder {state}, so the search could never change its prompt. Add variants (<name>.txt), or list it in [optimize] fixed_agents to hold it at its production prompt on purpose",
+                    agent.agent
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The proposal rounds' options: `rounds` (the flag, else the settings) above 0, the agents
@@ -672,8 +836,19 @@ pub async fn optimize(
     let optimization = load_set(dir, Kind::Optimization, &request.optimization, observer)?;
     let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
     let propose = propose_options(&settings, &lists, request.propose_rounds)?;
+    let checker = checker_of(&settings, &[&optimization.set, &evaluation.set])?;
+    check_agents(dir, &settings, &lists, propose.as_ref(), observer)?;
+    let layout = Layout::new(dir, name);
     let _lock = ProjectLock::acquire_for(dir, "optimize", Some(name), &request.command_line)
         .map_err(ExperimentError::from)?;
+    // A name already used is refused before anything is estimated or called.
+    if !request.resume && layout.journal().exists() {
+        return Err(run::RunError::Usage(format!(
+            "experiment `{name}` already exists ({}): pass --resume to continue it, or choose another --experiment-name",
+            layout.journal().display()
+        ))
+        .into());
+    }
     let built = Built::new(
         dir,
         &settings,
@@ -682,6 +857,7 @@ pub async fn optimize(
         env,
         propose.as_ref().map(|p| p.model.as_str()),
     )?;
+    built.check_models(&settings).await?;
     // Proposals: each accepted one a trial, the trials after each round, and per proposal the
     // parent's traces and the proposal on the cases shown (two runs of `minibatch` cases).
     let extra_trials = propose.as_ref().map_or(0, run::ProposeOptions::max_trials);
@@ -732,6 +908,7 @@ pub async fn optimize(
             request.seed,
             request.budget,
             request.max_concurrency,
+            checker,
         )?
     };
     let experiment = Experiment {
@@ -743,7 +920,6 @@ pub async fn optimize(
         services: &services,
     };
     let report = run::optimize(&experiment).await?;
-    let layout = Layout::new(dir, name);
     let files = write_reports(&layout, &report)?;
     track(
         request.mlflow_uri.as_deref(),
@@ -786,9 +962,11 @@ pub async fn evaluate(
         .into());
     }
     let evaluation = load_set(dir, Kind::Evaluation, &request.evaluation, observer)?;
+    let checker = checker_of(&settings, &[&evaluation.set])?;
     let _lock = ProjectLock::acquire(dir, "evaluate", &request.command_line)
         .map_err(ExperimentError::from)?;
     let built = Built::new(dir, &settings, &lists, request.cache.as_deref(), env, None)?;
+    built.check_models(&settings).await?;
     let est = built
         .preflight(
             &settings,
@@ -820,6 +998,7 @@ pub async fn evaluate(
         request.seed,
         request.budget,
         request.max_concurrency,
+        checker,
     )?;
     let experiment = Experiment {
         project: dir,

@@ -214,6 +214,8 @@ pub(crate) mod tests {
             expected: "a".into(),
             output: Some("x".into()),
             factually_correct: correct,
+            correctness: None,
+            correct_why: None,
             composite_score: score,
             rubric_pass: score >= 0.8,
             rubric: None,

@@ -132,6 +132,20 @@ impl TargetError {
             TargetError::Provider { .. } | TargetError::Command { .. } | TargetError::Http { .. }
         )
     }
+
+    /// Whether the target could not be reached at all (a connection refused, a timeout, a
+    /// provider that failed after its retries): at the dry check that is exit 3, the rest a
+    /// setup to fix (exit 2).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            TargetError::Provider { .. } => true,
+            TargetError::Command { problem, .. } => problem.contains("timed out"),
+            TargetError::Http { problem, .. } => {
+                problem == "timed out" || problem.starts_with("cannot reach it")
+            }
+            _ => false,
+        }
+    }
 }
 
 fn stderr_note(stderr: &str) -> String {

@@ -286,7 +286,6 @@ impl ResolvedData {
                 self.kind,
                 self.version
             );
-            tracing::warn!("{w}");
             set.warnings.push(w);
         }
         Ok(set)
@@ -432,6 +431,9 @@ pub fn create_version(
     // Validate everything before writing anything.
     let jsonl = source_jsonl(source_dir)?;
     let set = load_cases(&jsonl, source_dir)?;
+    for w in &set.warnings {
+        tracing::warn!("{w}");
+    }
     let mut files: Vec<PathBuf> = Vec::new();
     for case in &set.cases {
         for name in &case.case.files {

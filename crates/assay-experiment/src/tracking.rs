@@ -581,6 +581,8 @@ mod tests {
             expected: "a".into(),
             output: Some("a".into()),
             factually_correct: correct,
+            correctness: None,
+            correct_why: None,
             composite_score: if correct { 1.0 } else { 0.2 },
             rubric_pass: correct,
             rubric: None,
@@ -659,6 +661,9 @@ mod tests {
             prompt_files: BTreeMap::new(),
             proposals: Vec::new(),
             hand_written: None,
+            correctness: None,
+            disagreements: Vec::new(),
+            tie: None,
         }
     }
 

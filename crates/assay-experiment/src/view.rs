@@ -365,7 +365,12 @@ fn from_journal(
         prompt_files: BTreeMap::new(),
         proposals,
         hand_written: None,
+        correctness: header.correctness.clone(),
+        disagreements: Vec::new(),
+        tie: None,
     };
+    let mut report = report;
+    report.tie = crate::run::tie_note(&report.trials, &report.directions, report.best_trial);
     (report, priced, warnings)
 }
 
@@ -605,6 +610,7 @@ mod tests {
             ]),
             started: Some("2026-11-25T09:00:00Z".into()),
             propose: None,
+            correctness: None,
         }
     }
 

@@ -580,7 +580,14 @@ impl ProviderCalls {
         Ok(ProviderCalls {
             cache,
             mode,
-            accounting: Arc::new(Accounting::default()),
+            accounting: Arc::new(Accounting::with_prices(
+                settings
+                    .providers
+                    .prices
+                    .iter()
+                    .map(|(m, p)| (m.clone(), p.price()))
+                    .collect(),
+            )),
             limits: Arc::new(RateLimits::new()),
             max_retries: settings.providers.max_retries,
             max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
@@ -594,6 +601,11 @@ impl ProviderCalls {
             concurrency: settings.providers.max_concurrency,
             reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
         })
+    }
+
+    /// The price of `model`: declared in `[providers.prices]`, else built-in.
+    pub fn price(&self, model: &str) -> Option<assay_providers::Price> {
+        self.accounting.price_of(model)
     }
 
     /// The cache mode.

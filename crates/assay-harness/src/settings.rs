@@ -188,6 +188,39 @@ pub struct ProvidersConfig {
     pub openai_base_url: Option<String>,
     /// Base URL of the Voyage AI API (default `https://api.voyageai.com/v1`).
     pub voyage_base_url: Option<String>,
+    /// Prices you declare, by `vendor/model`, in USD per million tokens: a number for both
+    /// input and output (`"openai/llama-3.1-8b" = 0` declares a local model free) or
+    /// `{ input = 0.5, output = 1.5 }`. They come before the built-in list, so costs are
+    /// counted and `--budget` can be enforced for models the list does not know.
+    pub prices: BTreeMap<String, PriceSetting>,
+}
+
+/// One declared price (`[providers.prices]`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PriceSetting {
+    /// The same price per million input and output tokens (0: free).
+    Flat(f64),
+    /// Input and output priced apart.
+    Split {
+        /// USD per million input tokens.
+        input: f64,
+        /// USD per million output tokens.
+        output: f64,
+    },
+}
+
+impl PriceSetting {
+    /// As the providers' [`assay_providers::Price`].
+    pub fn price(self) -> assay_providers::Price {
+        match self {
+            PriceSetting::Flat(p) => assay_providers::Price {
+                input: p,
+                output: p,
+            },
+            PriceSetting::Split { input, output } => assay_providers::Price { input, output },
+        }
+    }
 }
 
 impl Default for ProvidersConfig {
@@ -203,6 +236,7 @@ impl Default for ProvidersConfig {
             anthropic_base_url: None,
             openai_base_url: None,
             voyage_base_url: None,
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -295,6 +329,20 @@ pub struct OptimizeConfig {
     pub racing_fraction: f64,
     /// `[optimize.propose]`: reflective prompt proposals (`--propose-rounds`).
     pub propose: ProposeConfig,
+    /// How an answer is judged correct, the first objective (default `normalised`: words on
+    /// word boundaries, numbers as numbers with their units); also `exact`, `numeric`,
+    /// `regex` (each case's `pattern`), `grader` (the grader's own call) and `seed` (the
+    /// spec's substring rule). A test case may name its own (`"correctness"`).
+    pub correctness: String,
+    /// Units that count as one another for the correctness rule, each `1 kg = 1000 g`.
+    pub units: Vec<String>,
+    /// Agents searched with their production prompt only, on purpose: an agent with no
+    /// variants is an error unless it is named here.
+    pub fixed_agents: Vec<String>,
+    /// The check of every model before anything is written: `models` (default: ask the
+    /// provider whether each model exists, where it can say), `call` (also one one-token
+    /// call per model) or `off`.
+    pub preflight: String,
 }
 
 /// `[optimize.propose]`: after the search over the hand-written prompts, a proposer model
@@ -359,6 +407,10 @@ impl Default for OptimizeConfig {
             max_concurrency: 1,
             racing_fraction: 0.5,
             propose: ProposeConfig::default(),
+            correctness: "normalised".into(),
+            units: Vec::new(),
+            fixed_agents: Vec::new(),
+            preflight: "models".into(),
         }
     }
 }
@@ -821,6 +873,19 @@ impl ProjectSettings {
         if config.simulate.runs_in_flight == Some(0) {
             return Err("simulate.runs_in_flight: must be at least 1".into());
         }
+        for (model, p) in &config.providers.prices {
+            let p = p.price();
+            if !(p.input.is_finite() && p.input >= 0.0 && p.output.is_finite() && p.output >= 0.0) {
+                return Err(format!(
+                    "providers.prices.\"{model}\": a price is USD per million tokens, 0 or more"
+                ));
+            }
+            if !model.contains('/') {
+                return Err(format!(
+                    "providers.prices.\"{model}\": name the model as vendor/model, as the settings that use it do"
+                ));
+            }
+        }
         let o = &config.optimize;
         match o.target.as_str() {
             "command" if o.command.is_empty() => {
@@ -854,6 +919,12 @@ impl ProjectSettings {
         }
         if o.directions.is_empty() {
             return Err("optimize.directions: name at least one objective".into());
+        }
+        if !["models", "call", "off"].contains(&o.preflight.as_str()) {
+            return Err(format!(
+                "optimize.preflight: unknown check `{}` (expected models, call or off)",
+                o.preflight
+            ));
         }
         let p = &o.propose;
         if p.proposals_per_round == 0 || p.minibatch == 0 || p.max_tokens == 0 {

@@ -157,6 +157,37 @@ impl ChatModel for AnthropicChat {
         &self.name
     }
 
+    /// `GET {base}/v1/models/{id}`: 200 found; a 404 whose body is Anthropic's
+    /// `not_found_error` says there is no such model; any other 404 (a server without the
+    /// endpoint) cannot say.
+    async fn check_model(&self) -> Result<crate::chat::ModelCheck, ProviderError> {
+        use crate::chat::ModelCheck;
+        let base = self.url.trim_end_matches("v1/messages");
+        let url = format!("{base}v1/models/{}", self.model_id);
+        let with_name = |e: ProviderError| e.with_model(self.name.clone());
+        let (status, body) = self.http.get_raw(&url).await.map_err(with_name)?;
+        if (200..300).contains(&status) {
+            return Ok(ModelCheck::Found);
+        }
+        if status == 404 {
+            let not_found = serde_json::from_slice::<Value>(&body)
+                .is_ok_and(|v| v["error"]["type"].as_str() == Some("not_found_error"));
+            return Ok(if not_found {
+                ModelCheck::Missing { known: Vec::new() }
+            } else {
+                ModelCheck::Unknown(format!(
+                    "GET {url} answered 404 without Anthropic's not_found_error: the server does not describe its models"
+                ))
+            });
+        }
+        if matches!(status, 405 | 501) {
+            return Ok(ModelCheck::Unknown(format!(
+                "GET {url} answered {status}: the server does not describe its models"
+            )));
+        }
+        Err(with_name(self.http.status_error(status, &body)))
+    }
+
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         tracing::debug!(
             model = %self.name,

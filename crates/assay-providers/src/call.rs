@@ -494,6 +494,13 @@ pub fn price(model: &str) -> Option<Price> {
         .map(|&(_, input, output)| Price { input, output })
 }
 
+/// The price of `model`: the one `declared` gives it (by its `vendor/model` name, an `llm:`
+/// prefix ignored), else the built-in [`price`].
+pub fn price_with(declared: &BTreeMap<String, Price>, model: &str) -> Option<Price> {
+    let bare = model.strip_prefix("llm:").unwrap_or(model);
+    declared.get(bare).copied().or_else(|| price(model))
+}
+
 /// What the calls to one model cost and did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelStats {
@@ -553,6 +560,8 @@ pub struct AccountingSnapshot {
 #[derive(Debug, Default)]
 pub struct Accounting {
     models: Mutex<BTreeMap<String, ModelStats>>,
+    /// Prices the user declared (`[providers.prices]`), ahead of the built-in list.
+    declared: BTreeMap<String, Price>,
 }
 
 /// What one wrapped call did, for [`Accounting`].
@@ -572,6 +581,20 @@ struct CallRecord {
 }
 
 impl Accounting {
+    /// Counters that price `declared` models at the declared price (a local model declared
+    /// free costs 0) and the rest by [`price`].
+    pub fn with_prices(declared: BTreeMap<String, Price>) -> Accounting {
+        Accounting {
+            models: Mutex::default(),
+            declared,
+        }
+    }
+
+    /// The price of `model`: declared, else built-in.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
+        price_with(&self.declared, model)
+    }
+
     fn record(&self, model: &str, call: &CallRecord) {
         let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
         let stats = models.entry(model.to_owned()).or_default();
@@ -618,7 +641,7 @@ impl Accounting {
             .clone();
         let mut total = None;
         for (name, stats) in &mut models {
-            stats.cost_usd = price(name).map(|p| {
+            stats.cost_usd = price_with(&self.declared, name).map(|p| {
                 (stats.input_tokens as f64 * p.input + stats.output_tokens as f64 * p.output) / 1e6
             });
             if let Some(cost) = stats.cost_usd {
@@ -1088,6 +1111,11 @@ struct GuardedChat {
 impl ChatModel for GuardedChat {
     fn model(&self) -> &str {
         self.inner.model()
+    }
+
+    /// The wrapped model's check, neither cached nor counted (it is no chat call).
+    async fn check_model(&self) -> Result<crate::chat::ModelCheck, ProviderError> {
+        self.inner.check_model().await
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

@@ -243,4 +243,28 @@ pub trait ChatModel: fmt::Debug + Send + Sync {
 
     /// Sends one request.
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+
+    /// Asks the provider whether it has this model, without a chat call (a preflight before
+    /// anything is spent or written). Providers that cannot say answer
+    /// [`ModelCheck::Unknown`].
+    async fn check_model(&self) -> Result<ModelCheck, ProviderError> {
+        Ok(ModelCheck::Unknown(
+            "this provider cannot be asked for its models".into(),
+        ))
+    }
+}
+
+/// What a provider said of a model ([`ChatModel::check_model`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelCheck {
+    /// The provider has it.
+    Found,
+    /// The provider says it has no such model; `known` holds the models it listed (empty when
+    /// it did not list them).
+    Missing {
+        /// The model ids the provider listed.
+        known: Vec<String>,
+    },
+    /// The provider cannot say (why, in words).
+    Unknown(String),
 }

@@ -229,6 +229,37 @@ impl Http {
         })
     }
 
+    /// GETs `url` (with the key and fixed headers) and returns the status and the body, whatever
+    /// the status: the caller decides what a 404 means. Transport failures are errors.
+    pub(crate) async fn get_raw(&self, url: &str) -> Result<(u16, Vec<u8>), ProviderError> {
+        let mut request = self.client(url)?.get(url).timeout(self.timeout);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        if let Some(key) = &self.key {
+            let (name, value) = key.header(self.scheme)?;
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport_error(&e))?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    /// The error of a non-2xx answer to a preflight request.
+    pub(crate) fn status_error(&self, status: u16, body: &[u8]) -> ProviderError {
+        let message = error_message(self.redact(&String::from_utf8_lossy(body)).as_bytes());
+        ProviderErrorKind::Http {
+            status,
+            retry_after: None,
+            message,
+        }
+        .into()
+    }
+
     fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
         if e.is_timeout() {
             ProviderErrorKind::Timeout {

@@ -78,10 +78,11 @@ pub use builtin::HashedNgramEmbedder;
 pub use call::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
     Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle, is_transient, price,
+    price_with,
 };
 pub use chat::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, OutputSchema, Role, ToolCall, ToolChoice,
-    ToolResult, ToolSpec,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck, OutputSchema, Role, ToolCall,
+    ToolChoice, ToolResult, ToolSpec,
 };
 pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};

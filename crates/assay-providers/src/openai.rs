@@ -262,6 +262,12 @@ struct ChatUsage {
 }
 
 impl OpenAiChat {
+    /// `GET {base}/models` for the preflight.
+    fn models_url(&self) -> String {
+        let base = self.url.trim_end_matches("chat/completions");
+        format!("{base}models")
+    }
+
     /// A client for `model` at `options.openai_base_url`; `key` may be `None` for local servers.
     pub fn new(
         model: &str,
@@ -285,6 +291,42 @@ impl OpenAiChat {
 impl ChatModel for OpenAiChat {
     fn model(&self) -> &str {
         &self.name
+    }
+
+    /// `GET {base}/models`: the model is found when the list has its id. A server without the
+    /// endpoint (404, 405, 501) cannot say; an authentication failure is an error.
+    async fn check_model(&self) -> Result<crate::chat::ModelCheck, ProviderError> {
+        use crate::chat::ModelCheck;
+        let url = self.models_url();
+        let with_name = |e: ProviderError| e.with_model(self.name.clone());
+        let (status, body) = self.http.get_raw(&url).await.map_err(with_name)?;
+        if matches!(status, 404 | 405 | 501) {
+            return Ok(ModelCheck::Unknown(format!(
+                "GET {url} answered {status}: the server does not list its models"
+            )));
+        }
+        if !(200..300).contains(&status) {
+            return Err(with_name(self.http.status_error(status, &body)));
+        }
+        #[derive(Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        #[derive(Deserialize)]
+        struct List {
+            data: Vec<Listed>,
+        }
+        let Ok(list) = serde_json::from_slice::<List>(&body) else {
+            return Ok(ModelCheck::Unknown(format!(
+                "GET {url}: the answer is not a model list"
+            )));
+        };
+        let known: Vec<String> = list.data.into_iter().map(|m| m.id).collect();
+        Ok(if known.contains(&self.model_id) {
+            ModelCheck::Found
+        } else {
+            ModelCheck::Missing { known }
+        })
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

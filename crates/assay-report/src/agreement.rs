@@ -18,16 +18,35 @@ fn scale(s: Scale) -> &'static str {
     }
 }
 
-/// A kappa in words (Landis and Koch's bands), so the number can be read at a glance.
+/// A kappa as it is printed and compared: rounded to two decimals, so that the band named, the
+/// number shown and `--min-kappa` always agree (0.6046 is 0.60: moderate).
+pub fn kappa_rounded(k: f64) -> f64 {
+    (k * 100.0).round() / 100.0
+}
+
+/// A kappa in words, by Landis and Koch's bands on the rounded value: below 0 worse than
+/// chance, 0.00–0.20 slight, 0.21–0.40 fair, 0.41–0.60 moderate, 0.61–0.80 substantial,
+/// 0.81–1.00 almost perfect.
 pub fn kappa_words(k: Option<f64>) -> &'static str {
-    match k {
+    match k.map(kappa_rounded) {
         None => "undefined",
         Some(k) if k < 0.0 => "worse than chance",
-        Some(k) if k < 0.21 => "slight",
-        Some(k) if k < 0.41 => "fair",
-        Some(k) if k < 0.61 => "moderate",
-        Some(k) if k < 0.81 => "substantial",
+        Some(k) if k <= 0.20 => "slight",
+        Some(k) if k <= 0.40 => "fair",
+        Some(k) if k <= 0.60 => "moderate",
+        Some(k) if k <= 0.80 => "substantial",
         Some(_) => "almost perfect",
+    }
+}
+
+/// A score as the reports print it: up to two decimals, trailing zeros dropped (0.85, 0.1, 7).
+pub fn score(v: f64) -> String {
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_owned()
+    } else {
+        s.to_owned()
     }
 }
 
@@ -118,8 +137,11 @@ pub fn console(r: &AgreementReport) -> String {
         for d in m.disagreements.iter().take(5) {
             let _ = writeln!(
                 out,
-                "    {} {}: {} → {:.1}",
-                d.item, d.criterion, d.human, d.judge
+                "    {} {}: {} → {}",
+                d.item,
+                d.criterion,
+                score(d.human),
+                score(d.judge)
             );
         }
         if m.disagreements.len() > 5 {

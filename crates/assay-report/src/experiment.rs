@@ -31,10 +31,14 @@ pub fn estimate_text(e: &Estimate) -> String {
             )
         )
     };
+    let target = if e.target.calls == 0 && e.target_runs > 0 {
+        "runs of your command or endpoint; the model calls it makes itself are not seen or priced by assay".to_owned()
+    } else {
+        role(&e.target)
+    };
     let mut out = format!(
-        "estimate before any call: {} target runs\n  target: {}\n  grader: {}",
+        "estimate before any call: {} target runs\n  target: {target}\n  grader: {}",
         e.target_runs,
-        role(&e.target),
         role(&e.grader)
     );
     if !e.proposer.is_zero() {
@@ -133,6 +137,50 @@ fn usage(u: &UsageTotals) -> String {
     )
 }
 
+/// The trials in words: `30 trials`, `12 of 30 requested trials` (a study still running or
+/// stopped), `33 trials (30 requested + 3 from proposals)`.
+pub fn trials_count(report: &ExperimentReport) -> String {
+    let (done, asked) = (report.trials.len(), report.trials_requested);
+    match done.cmp(&asked) {
+        std::cmp::Ordering::Equal => format!("{done} trials"),
+        std::cmp::Ordering::Less => format!("{done} of {asked} requested trials"),
+        std::cmp::Ordering::Greater => format!(
+            "{done} trials ({asked} requested + {} from proposals)",
+            done - asked
+        ),
+    }
+}
+
+/// Whether a verdict is correct, in a word.
+fn yes_no(b: bool) -> &'static str {
+    if b { "correct" } else { "wrong" }
+}
+
+/// The rows of the disagreement table: step, line, answer, expected, rule's verdict (with why),
+/// grader's verdict (unescaped).
+pub fn disagreement_cells(d: &assay_core::experiment::Disagreement) -> [String; 6] {
+    let cut = |t: &str, n: usize| {
+        let t = t.trim();
+        if t.chars().count() > n {
+            format!("{}…", t.chars().take(n).collect::<String>())
+        } else {
+            t.to_owned()
+        }
+    };
+    [
+        if d.repeats == 0 {
+            d.step.clone()
+        } else {
+            format!("{} (and {} more)", d.step, d.repeats)
+        },
+        d.line.to_string(),
+        cut(&d.output, 60),
+        cut(&d.expected, 40),
+        format!("{} by {} ({})", yes_no(d.check), d.rule, d.why),
+        format!("{}: {}", yes_no(d.grader), cut(&d.reasoning, 80)),
+    ]
+}
+
 fn outcomes(report: &ExperimentReport) -> (usize, usize, usize, usize) {
     let count = |o: TrialOutcome| report.trials.iter().filter(|t| t.outcome == o).count();
     (
@@ -155,8 +203,8 @@ pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
     let (complete, dup, pruned, failed) = outcomes(report);
     let _ = writeln!(
         s,
-        "  step 2 optimization: {} trials ({complete} evaluated, {dup} duplicates reused, {pruned} pruned, {failed} failed), {}",
-        report.trials.len(),
+        "  step 2 optimization: {}: {complete} evaluated, {dup} duplicates reused, {pruned} pruned, {failed} failed; {}",
+        trials_count(report),
         report.search_mode
     );
     if let Some(best) = report.best_trial {
@@ -165,6 +213,9 @@ pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
             "                       best trial {best}, Pareto front {:?}",
             report.pareto_front
         );
+    }
+    if let Some(tie) = &report.tie {
+        let _ = writeln!(s, "                       {tie}");
     }
     if let Some(e) = &report.evaluation {
         let _ = writeln!(s, "  step 3 evaluation:   {}", metrics(&e.metrics));
@@ -199,6 +250,24 @@ pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
     }
     if let Some(h) = &report.hand_written {
         let _ = writeln!(s, "  proposals vs hand-written: {}", h.summary);
+    }
+    if !report.disagreements.is_empty() {
+        let rule = report.correctness.as_deref().unwrap_or("seed");
+        let _ = writeln!(
+            s,
+            "  correctness ({rule}) and the grader disagree on {} case{}, e.g. {} line {}: {} ({}), the grader says {}; all in the report",
+            report.disagreements.len(),
+            if report.disagreements.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            report.disagreements[0].step,
+            report.disagreements[0].line,
+            yes_no(report.disagreements[0].check),
+            report.disagreements[0].why,
+            yes_no(report.disagreements[0].grader)
+        );
     }
     if report
         .best_params
@@ -308,7 +377,7 @@ pub fn markdown(report: &ExperimentReport) -> String {
     let _ = writeln!(s, "# Prompt optimization: {}\n", report.name);
     let _ = writeln!(
         s,
-        "- Started {}, finished {}\n- Target: {}\n- Grader: {} (llm-rubric threshold {}{})\n- Objectives: {}\n- Trials: {} requested, {}; seed {}\n- Agents: {}",
+        "- Started {}, finished {}\n- Target: {}\n- Grader: {} (llm-rubric threshold {}{})\n- Correct answers counted by: {}\n- Objectives: {}\n- Trials: {}, {}; seed {}\n- Agents: {}",
         report.started,
         report.finished,
         report.target,
@@ -318,14 +387,18 @@ pub fn markdown(report: &ExperimentReport) -> String {
             .grader_version
             .as_deref()
             .map_or_else(String::new, |v| format!(", grader version {v}")),
+        report
+            .correctness
+            .as_deref()
+            .unwrap_or("seed (the spec's substring rule)"),
         report.directions.join(", "),
-        report.trials_requested,
+        trials_count(report),
         report.search_mode,
         report.seed,
         report
             .agents
             .iter()
-            .map(|(a, n)| format!("{a} ({n} prompts)"))
+            .map(|(a, n)| format!("{a} ({n} prompt{})", if *n == 1 { "" } else { "s" }))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -352,6 +425,9 @@ pub fn markdown(report: &ExperimentReport) -> String {
         "{} trials: {complete} evaluated, {dup} duplicates (values reused, not re-evaluated), {pruned} pruned by racing, {failed} failed.\n",
         report.trials.len()
     );
+    if let Some(tie) = &report.tie {
+        let _ = writeln!(s, "Best trial: {tie}.\n");
+    }
     let _ = writeln!(s, "### Pareto front\n");
     let _ = writeln!(s, "| trial | values | prompt indices |\n|---|---|---|");
     for n in &report.pareto_front {
@@ -425,6 +501,23 @@ pub fn markdown(report: &ExperimentReport) -> String {
         }
         s.push('\n');
     }
+    if !report.disagreements.is_empty() {
+        let _ = writeln!(s, "## Where the correctness rule and the grader disagree\n");
+        let _ = writeln!(
+            s,
+            "The first objective counts an answer correct by the rule ({}); the grader's own call sits beside it. Read these cases to decide which to trust.\n",
+            report.correctness.as_deref().unwrap_or("seed")
+        );
+        let _ = writeln!(
+            s,
+            "| step | line | answer | expected | rule | grader |\n|---|---|---|---|---|---|"
+        );
+        for d in &report.disagreements {
+            let cells = disagreement_cells(d).map(|c| c.replace('|', "\\|").replace('\n', " "));
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
+        }
+        s.push('\n');
+    }
     let _ = writeln!(s, "## Calls\n");
     let _ = writeln!(
         s,
@@ -487,6 +580,8 @@ mod tests {
             expected: "a".into(),
             output: Some("a".into()),
             factually_correct: correct,
+            correctness: None,
+            correct_why: None,
             composite_score: if correct { 1.0 } else { 0.2 },
             rubric_pass: correct,
             rubric: None,
@@ -623,6 +718,9 @@ mod tests {
             prompt_files: BTreeMap::new(),
             proposals: Vec::new(),
             hand_written: None,
+            correctness: None,
+            disagreements: Vec::new(),
+            tie: None,
         }
     }
 

@@ -37,6 +37,25 @@ pub(crate) fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// [`range`], but when every value is a whole number (a count) the ends are whole numbers too,
+/// one step outside the data (never below 0 for counts that are not), so the axis labels read
+/// as counts.
+pub(crate) fn range_of(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
+    let finite: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+    let whole = !finite.is_empty() && finite.iter().all(|v| (v - v.round()).abs() < 1e-9);
+    if !whole {
+        return range(finite.into_iter());
+    }
+    let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let low = if lo >= 0.0 {
+        (lo - 1.0).max(0.0)
+    } else {
+        lo - 1.0
+    };
+    (low, hi + 1.0)
+}
+
 /// A number for an axis label: integers as integers, else three significant decimals.
 pub(crate) fn num(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 && v.abs() < 1e12 {
@@ -227,6 +246,14 @@ pub(crate) fn legend(out: &mut String, shape: Shape, x: f64, y: f64, class: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_get_whole_number_ranges() {
+        assert_eq!(range_of([0.0, 8.0].into_iter()), (0.0, 9.0));
+        assert_eq!(range_of([3.0, 3.0].into_iter()), (2.0, 4.0));
+        let (lo, hi) = range_of([0.2, 0.9].into_iter());
+        assert!(lo < 0.2 && hi > 0.9 && lo.fract() != 0.0);
+    }
 
     #[test]
     fn ranges_and_scales() {

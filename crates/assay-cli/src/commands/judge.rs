@@ -82,15 +82,34 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                         .measurement
                         .criteria
                         .iter()
-                        .filter(|c| c.kappa.is_none_or(|k| k < min))
-                        .map(|c| c.id.clone())
+                        .filter(|c| {
+                            c.kappa.is_none_or(|k| {
+                                assay_report::agreement::kappa_rounded(k)
+                                    < assay_report::agreement::kappa_rounded(min)
+                            })
+                        })
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                c.id,
+                                c.kappa.map_or_else(
+                                    || "undefined".to_owned(),
+                                    |k| format!(
+                                        "{:.2}, {}",
+                                        k,
+                                        assay_report::agreement::kappa_words(Some(k))
+                                    )
+                                )
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
             if !below.is_empty() {
+                let min = min_kappa.unwrap_or_default();
                 tracing::error!(
-                    "kappa below {} on: {}",
-                    min_kappa.unwrap_or_default(),
+                    "kappa below --min-kappa {min:.2} ({} by Landis & Koch's bands) on: {}",
+                    assay_report::agreement::kappa_words(Some(min)),
                     below.join(", ")
                 );
             }

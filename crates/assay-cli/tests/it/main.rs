@@ -3,6 +3,7 @@
 mod bad_input;
 mod baseline;
 mod calibrate;
+mod correctness;
 mod data;
 mod eval_set;
 mod expectations;

@@ -518,11 +518,15 @@ fn evaluate_scores_a_prompt_folder_against_the_production_prompts_on_held_out_ca
 
 #[test]
 fn a_budget_smaller_than_one_case_stops_before_any_model_call() {
-    // A priced model name (the local server answers whatever the name): the estimate gives a
-    // cost per case, and `--budget` is checked before each dispatch.
+    // A declared price for the agents' model: the estimate gives a cost per case, and
+    // `--budget` is checked before each dispatch.
     let p = provider(Duration::ZERO);
     let s = project(&p, "");
-    s.edit("assay.toml", "openai/fake-agent", "openai/gpt-5-mini");
+    s.edit(
+        "assay.toml",
+        "max_retries = 1\n",
+        "max_retries = 1\n\n[providers.prices]\n\"openai/fake-agent\" = { input = 0.25, output = 2.0 }\n",
+    );
     // The grader is not priced: the cap could not be enforced, so it is refused up front.
     let mut a = args("tight", "5");
     a.extend(["--budget", "0.0000001"]);
@@ -534,7 +538,11 @@ fn a_budget_smaller_than_one_case_stops_before_any_model_call() {
         unpriced.stderr
     );
 
-    s.edit("assay.toml", "openai/fake-grader", "openai/gpt-5-mini");
+    s.edit(
+        "assay.toml",
+        "[providers.prices]\n",
+        "[providers.prices]\n\"openai/fake-grader\" = 3\n",
+    );
     let run = run_in(&s, &a);
     assert_eq!(
         run.code, 3,

@@ -344,6 +344,7 @@ pub fn body(page: &Page<'_>, links: &dyn Links, sort: &Sort) -> String {
     trials_table(&mut out, page, links, sort);
     prompts_section(&mut out, page);
     proposals_section(&mut out, r);
+    disagreements_section(&mut out, r);
     usage_section(&mut out, r);
     promotion(&mut out, r, links);
     out.push_str("</div>\n");
@@ -370,7 +371,7 @@ fn setup(out: &mut String, r: &ExperimentReport) {
         escape(
             &r.agents
                 .iter()
-                .map(|(a, n)| format!("{a} ({n} prompts)"))
+                .map(|(a, n)| format!("{a} ({n} prompt{})", if *n == 1 { "" } else { "s" }))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -386,9 +387,39 @@ fn setup(out: &mut String, r: &ExperimentReport) {
     }
     let _ = writeln!(
         out,
-        "<tr><th>Rubric threshold</th><td>{}</td></tr></tbody></table>",
-        r.threshold
+        "<tr><th>Rubric threshold</th><td>{}</td></tr><tr><th>Correct answers counted by</th><td>{}</td></tr></tbody></table>",
+        r.threshold,
+        escape(
+            r.correctness
+                .as_deref()
+                .unwrap_or("seed (the spec's substring rule)")
+        )
     );
+}
+
+fn disagreements_section(out: &mut String, r: &ExperimentReport) {
+    if r.disagreements.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2 id=\"disagreements\">Where the correctness rule and the grader disagree ({})</h2>\n<p>The first objective counts an answer correct by the rule; the grader's own call sits beside it. Read these cases to decide which to trust.</p>\n<table><thead><tr><th>Step</th><th class=\"num\">Line</th><th>Answer</th><th>Expected</th><th>Rule</th><th>Grader</th></tr></thead><tbody>",
+        r.disagreements.len()
+    );
+    for d in &r.disagreements {
+        let c = super::disagreement_cells(d);
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c[0]),
+            escape(&c[1]),
+            escape(&c[2]),
+            escape(&c[3]),
+            escape(&c[4]),
+            escape(&c[5])
+        );
+    }
+    out.push_str("</tbody></table>\n");
 }
 
 fn metrics_cell(m: &Metrics) -> String {
@@ -545,7 +576,7 @@ fn history(r: &ExperimentReport, objective: usize, links: &dyn Links) -> String 
         520.0,
         250.0,
         (0.0, (last.max(1)) as f64),
-        svg::range(valued.iter().map(|(_, value)| *value)),
+        svg::range_of(valued.iter().map(|(_, value)| *value)),
     );
     let mut out = format!("<figure><figcaption>{}</figcaption>", escape(&name));
     plot.open(
@@ -652,8 +683,8 @@ fn pareto(r: &ExperimentReport, links: &dyn Links) -> String {
     let plot = Plot::new(
         560.0,
         380.0,
-        svg::range(points.iter().map(|p| p.1)),
-        svg::range(points.iter().map(|p| p.2)),
+        svg::range_of(points.iter().map(|p| p.1)),
+        svg::range_of(points.iter().map(|p| p.2)),
     );
     let mut s = String::from("<figure><figcaption>Pareto front</figcaption>");
     plot.open(
@@ -752,12 +783,23 @@ fn pareto(r: &ExperimentReport, links: &dyn Links) -> String {
         .and_then(|n| points.iter().find(|p| p.0.number == n))
     {
         let (px, py) = (plot.px(b.1), plot.py(b.2));
+        let text = format!("best (trial {})", b.0.number);
+        // About 7 pixels a character: a label that would leave the plot goes to the left of
+        // the point, and below it when the point is at the top.
+        let wide = text.chars().count() as f64 * 7.0;
+        let (lx, anchor) = if px + 11.0 + wide > plot.width - plot.right {
+            (px - 11.0, "end")
+        } else {
+            (px + 11.0, "start")
+        };
+        let ly = if py - 8.0 < plot.top + 12.0 {
+            py + 20.0
+        } else {
+            py - 8.0
+        };
         let _ = write!(
             s,
-            "<circle class=\"best\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"9\" fill=\"none\" stroke-width=\"2\"><title>best: trial {}</title></circle><text x=\"{:.1}\" y=\"{:.1}\" class=\"label\">best (trial {})</text>",
-            b.0.number,
-            px + 11.0,
-            py - 8.0,
+            "<circle class=\"best\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"9\" fill=\"none\" stroke-width=\"2\"><title>best: trial {}</title></circle><text x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"{anchor}\" class=\"label\">{text}</text>",
             b.0.number
         );
     }
@@ -830,10 +872,12 @@ fn trials_table(out: &mut String, page: &Page<'_>, links: &dyn Links, sort: &Sor
     let r = page.report;
     let _ = writeln!(
         out,
-        "<h2 id=\"trials\">Trials ({} of {} requested)</h2>",
-        r.trials.len(),
-        r.trials_requested
+        "<h2 id=\"trials\">Trials</h2>\n<p class=\"note\">{}</p>",
+        escape(&super::trials_count(r))
     );
+    if let Some(tie) = &r.tie {
+        let _ = writeln!(out, "<p class=\"note\">Best trial: {}.</p>", escape(tie));
+    }
     if r.trials.is_empty() {
         return;
     }
