@@ -293,3 +293,50 @@ async fn an_output_schema_is_a_forced_tool_whose_input_is_the_answer() {
     );
     assert!(response.tool_calls.is_empty());
 }
+
+#[tokio::test]
+async fn check_model_asks_for_the_model_and_reads_not_found_errors() {
+    let server = FakeServer::start(|r| {
+        if r.path.ends_with("/v1/models/claude-haiku-4-5") {
+            Reply::json(&json!({"type": "model", "id": "claude-haiku-4-5"}))
+        } else {
+            Reply::raw(
+                404,
+                r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-haiku-4-5"}}"#,
+            )
+        }
+    })
+    .await;
+    assert_eq!(
+        client(&server).check_model().await.unwrap(),
+        assay_providers::ModelCheck::Found
+    );
+    let seen = server.requests();
+    assert_eq!(seen[0].method, axum::http::Method::GET);
+    assert_eq!(seen[0].header("x-api-key"), Some(ANTHROPIC_KEY));
+    assert_eq!(seen[0].header("anthropic-version"), Some("2023-06-01"));
+    let missing = AnthropicChat::new(
+        "claude-haiku-4-55",
+        anthropic_key(),
+        &server.provider_options(),
+    )
+    .unwrap();
+    assert_eq!(
+        missing.check_model().await.unwrap(),
+        assay_providers::ModelCheck::Missing { known: Vec::new() }
+    );
+    // A server without the endpoint cannot say.
+    let bare = FakeServer::always(Reply::raw(404, "Not Found")).await;
+    assert!(matches!(
+        client(&bare).check_model().await.unwrap(),
+        assay_providers::ModelCheck::Unknown(_)
+    ));
+    // A refused key is an error, not a verdict on the model.
+    let refused = FakeServer::always(Reply::raw(
+        401,
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+    ))
+    .await;
+    let e = client(&refused).check_model().await.unwrap_err();
+    assert_eq!(e.status(), Some(401), "{e}");
+}

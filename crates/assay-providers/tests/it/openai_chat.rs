@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use assay_providers::{
-    ChatMessage, ChatModel, ChatRequest, OpenAiChat, ProviderErrorKind, Usage,
+    ChatMessage, ChatModel, ChatRequest, ModelCheck, OpenAiChat, ProviderErrorKind, Usage,
     build_chat_model_with_env,
 };
 use serde_json::json;
@@ -265,4 +265,31 @@ async fn tool_calls_and_results_use_function_messages() {
         server.requests()[1].body["response_format"],
         json!({"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": true}})
     );
+}
+
+#[tokio::test]
+async fn check_model_reads_the_model_list() {
+    let server = FakeServer::start(|r| {
+        assert_eq!(r.method, axum::http::Method::GET);
+        assert!(r.path.ends_with("/v1/models"), "{}", r.path);
+        Reply::json(&json!({"object": "list", "data": [
+            {"id": "llama-3.1-8b", "object": "model"}, {"id": "qwen2.5-7b", "object": "model"}]}))
+    })
+    .await;
+    let found = OpenAiChat::new("llama-3.1-8b", None, &server.provider_options()).unwrap();
+    assert_eq!(found.check_model().await.unwrap(), ModelCheck::Found);
+    let typo = OpenAiChat::new("llama-3.1-8", None, &server.provider_options()).unwrap();
+    assert_eq!(
+        typo.check_model().await.unwrap(),
+        ModelCheck::Missing {
+            known: vec!["llama-3.1-8b".into(), "qwen2.5-7b".into()]
+        }
+    );
+    // No model list (404/405): it cannot say.
+    let bare = FakeServer::always(Reply::raw(405, "")).await;
+    let chat = OpenAiChat::new("m", None, &bare.provider_options()).unwrap();
+    assert!(matches!(
+        chat.check_model().await.unwrap(),
+        ModelCheck::Unknown(_)
+    ));
 }
