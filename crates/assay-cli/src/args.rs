@@ -266,6 +266,19 @@ pub struct ServeArgs {
     /// The address to bind. Anything but localhost exposes an API without authentication.
     #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
     pub host: String,
+
+    /// Seconds a connection may take to send a request's headers (from its start or its
+    /// previous answer) before it is closed.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub header_timeout: f64,
+
+    /// Seconds a request body may send nothing before the request fails (408).
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub body_timeout: f64,
+
+    /// Connections served at once; more wait in the operating system's queue.
+    #[arg(long, default_value_t = 512, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_connections: u32,
 }
 
 /// A project directory.

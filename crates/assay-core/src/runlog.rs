@@ -692,6 +692,10 @@ pub struct CaseLog {
     pub file: String,
     /// Cases it holds.
     pub count: usize,
+    /// SHA-256 (hex) of the file as saved: readers check it, so a run log changed afterwards
+    /// is an error, never believed (absent in run logs saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl RunLog {

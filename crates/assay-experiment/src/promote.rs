@@ -166,6 +166,32 @@ pub fn list_experiments(project: &Path) -> Vec<String> {
     names
 }
 
+/// Promotion copies what the optimizer wrote: a prompt file (or the folder) that is a symbolic
+/// link, which could lead anywhere on the machine, is refused, naming it and its target.
+fn refuse_links(source: &Path) -> Result<(), ExperimentError> {
+    let link = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+    let refuse = |p: &Path| {
+        let to = std::fs::read_link(p).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+        ExperimentError::data(
+            p,
+            format!(
+                "is a symbolic link (to {to}): promotion copies only files the optimizer wrote; replace it with the file itself"
+            ),
+        )
+    };
+    if link(source) {
+        return Err(refuse(source));
+    }
+    let entries =
+        std::fs::read_dir(source).map_err(|e| ExperimentError::data(source, e.to_string()))?;
+    for entry in entries.flatten() {
+        if link(&entry.path()) {
+            return Err(refuse(&entry.path()));
+        }
+    }
+    Ok(())
+}
+
 /// Plans installing an experiment's prompts (`optimized_prompts/` for [`Action::Promote`],
 /// `baseline_prompts/` for [`Action::Rollback`]) into `prompts/`.
 pub fn plan(
@@ -186,6 +212,7 @@ pub fn plan(
             }
         )));
     }
+    refuse_links(&source)?;
     let new = read_prompt_dir(&source)?;
     let prompts_dir = project.join(PROMPTS_DIR);
     let current: BTreeMap<String, String> = if prompts_dir.is_dir() {
@@ -533,6 +560,31 @@ mod tests {
             "Answer briefly.\n",
         );
         dir
+    }
+
+    #[test]
+    fn a_prompt_that_is_a_symbolic_link_out_of_the_project_is_never_promoted() {
+        let dir = project();
+        let p = dir.path();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "ssh-rsa AAAA the key\n").unwrap();
+        let link = p.join("experiments/exp1/optimized_prompts/planner_system_prompt.txt");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let e = plan(p, "exp1", Action::Promote).unwrap_err().to_string();
+        assert!(
+            e.contains("planner_system_prompt.txt") && e.contains("is a symbolic link (to "),
+            "{e}"
+        );
+        assert!(!e.contains("ssh-rsa"), "{e}");
+        // Nor a folder that is one.
+        std::fs::remove_file(&link).unwrap();
+        let folder = p.join("experiments/exp1/optimized_prompts");
+        std::fs::remove_dir_all(&folder).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &folder).unwrap();
+        let e = plan(p, "exp1", Action::Promote).unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
     }
 
     #[test]

@@ -12,10 +12,18 @@
 //!
 //! Line 1 ties it to its RunLog (the same `run_id`); then one case a line, in the order the
 //! cases finished (a resumed run's earlier cases first). Every case appears once. Readers
-//! hold one line at a time.
+//! hold one line at a time, and believe nothing they cannot check: a line that is not a case
+//! of a known bank, a case that appears twice (a line replaced by a copy of another), a count
+//! other than the RunLog's, and a file whose SHA-256 differs from the one the RunLog recorded
+//! at the save are each an error naming the file (and the line where there is one).
+//! [`verify`] makes that pass alone, for a reader (the HTTP API) that must know before it
+//! answers.
 
+use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
@@ -115,18 +123,37 @@ pub fn for_each_case(
             format!("cannot read the run log: {e}")
         },
     };
-    let reader = std::io::BufReader::new(std::fs::File::open(file).map_err(unreadable)?);
+    if file.is_dir() {
+        return Err(CaseLogError::Unreadable {
+            path: file.to_owned(),
+            message: format!(
+                "is a folder where the run log of run {} belongs",
+                log.run_id
+            ),
+        });
+    }
+    let mut reader = std::io::BufReader::new(std::fs::File::open(file).map_err(unreadable)?);
     let bad = |line: usize, message: String| CaseLogError::Bad {
         path: file.to_owned(),
         line,
         message,
     };
     let mut count = 0usize;
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(unreadable)?;
-        let n = i + 1;
+    let mut hash = Sha256::new();
+    // Each case's bank and a 64-bit digest of its id, with the line it was first seen on.
+    let mut seen: HashMap<(BankType, u64), usize> = HashMap::new();
+    let mut raw = String::new();
+    let mut n = 0usize;
+    loop {
+        raw.clear();
+        if reader.read_line(&mut raw).map_err(unreadable)? == 0 {
+            break;
+        }
+        hash.update(raw.as_bytes());
+        n += 1;
+        let line = raw.trim_end_matches(['\n', '\r']);
         if n == 1 {
-            let header: JournalHeader = serde_json::from_str(&line)
+            let header: JournalHeader = serde_json::from_str(line)
                 .map_err(|e| bad(n, format!("not a run log header: {e}")))?;
             if header.run_id != log.run_id {
                 return Err(bad(
@@ -142,21 +169,50 @@ pub fn for_each_case(
         if line.trim().is_empty() {
             continue;
         }
-        // Only the bank is parsed in full when it is not wanted: a record of another bank
-        // costs a scan, not an allocation per field.
-        if let Some(b) = bank {
-            let key: BankKey =
-                serde_json::from_str(&line).map_err(|e| bad(n, format!("not a case: {e}")))?;
-            if key.bank != b.key() {
-                count += 1;
-                continue;
-            }
+        // Only the bank and the id are parsed when the bank is not wanted: a record of another
+        // bank costs a scan, not an allocation per field.
+        let key: CaseKey =
+            serde_json::from_str(line).map_err(|e| bad(n, format!("not a case: {e}")))?;
+        let Some(line_bank) = BankType::from_key(&key.bank) else {
+            return Err(bad(
+                n,
+                format!(
+                    "unknown bank `{}` (a run log holds semantic, state, pattern and always cases)",
+                    key.bank
+                ),
+            ));
+        };
+        let id = key.result.test_id.as_deref().unwrap_or_default();
+        if let Some(first) = seen.insert((line_bank, id_digest(id)), n) {
+            return Err(bad(
+                n,
+                format!(
+                    "the {} case `{id}` again (first on line {first}): every case appears once, so the run log was changed",
+                    line_bank.key()
+                ),
+            ));
+        }
+        count += 1;
+        if !wanted(line_bank) {
+            continue;
         }
         let record: CaseRecord =
-            serde_json::from_str(&line).map_err(|e| bad(n, format!("not a case: {e}")))?;
-        count += 1;
-        if wanted(record.bank()) {
-            each(record).map_err(CaseLogError::Each)?;
+            serde_json::from_str(line).map_err(|e| bad(n, format!("not a case: {e}")))?;
+        each(record).map_err(CaseLogError::Each)?;
+    }
+    if n == 0 {
+        return Err(bad(1, "empty: no run log header".into()));
+    }
+    if let Some(expected) = log.cases.as_ref().and_then(|c| c.sha256.as_deref()) {
+        let got = format!("{:x}", hash.finalize());
+        if got != expected {
+            return Err(CaseLogError::Unreadable {
+                path: file.to_owned(),
+                message: format!(
+                    "changed since run {} was saved: its SHA-256 is {got}, the RunLog recorded {expected}",
+                    log.run_id
+                ),
+            });
         }
     }
     if let Some(expected) = log.cases.as_ref().map(|c| c.count)
@@ -172,11 +228,40 @@ pub fn for_each_case(
     Ok(())
 }
 
-/// The bank of a run-log line (its `bank` tag, lower case), read without the rest.
+/// The bank and case id of a run-log line, read without the rest.
 #[derive(serde::Deserialize)]
-struct BankKey<'a> {
+struct CaseKey<'a> {
     #[serde(borrow)]
     bank: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    result: IdKey<'a>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct IdKey<'a> {
+    #[serde(borrow, default)]
+    test_id: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// A 64-bit digest of a case id (the first 8 bytes of its SHA-256): the duplicate check holds
+/// 8 bytes a case, not the id.
+fn id_digest(id: &str) -> u64 {
+    let d = Sha256::digest(id.as_bytes());
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// The SHA-256 (hex) of a run log, as the save records it.
+pub fn digest(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hash = Sha256::new();
+    std::io::copy(&mut file, &mut hash)?;
+    Ok(format!("{:x}", hash.finalize()))
+}
+
+/// Reads the whole run log of `log` and checks it (see the module docs) without doing
+/// anything with its cases: for a reader that must know before it answers.
+pub fn verify(log: &RunLog, file: Option<&Path>) -> Result<(), CaseLogError> {
+    for_each_case(log, file, None, &mut |_| Ok(()))
 }
 
 /// The score of every case of `log`, as a run comparison needs them (see [`for_each_case`]).
@@ -249,6 +334,7 @@ mod tests {
         log.cases = Some(CaseLog {
             file: "cases.jsonl".into(),
             count: scores.len(),
+            sha256: None,
         });
         (log, path)
     }
@@ -286,5 +372,67 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let e = case_scores(&log, Some(&path)).unwrap_err().to_string();
         assert!(e.contains("is missing"), "{e}");
+        std::fs::create_dir(&path).unwrap();
+        let e = case_scores(&log, Some(&path)).unwrap_err().to_string();
+        assert!(
+            e.contains("is a folder where the run log of run r2 belongs"),
+            "{e}"
+        );
+    }
+
+    /// The run log's lines, changed by `edit`, written back.
+    fn edit(path: &Path, edit: impl FnOnce(&mut Vec<String>)) {
+        let mut lines: Vec<String> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        edit(&mut lines);
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn run_logs_that_lie_are_named_by_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, path) = streamed(dir.path(), &[100, 50, 0, 70]);
+        log.cases.as_mut().unwrap().sha256 = Some(digest(&path).unwrap());
+        let original = std::fs::read_to_string(&path).unwrap();
+        assert!(verify(&log, Some(&path)).is_ok());
+
+        // A line replaced by a copy of another: the count holds, the duplicate is named.
+        edit(&path, |l| l[4] = l[2].clone());
+        let e = verify(&log, Some(&path)).unwrap_err().to_string();
+        assert!(
+            e.contains("cases.jsonl:5: the always case `A1` again (first on line 3)"),
+            "{e}"
+        );
+
+        // A bank no run log holds, also when only another bank is asked for.
+        std::fs::write(&path, &original).unwrap();
+        edit(&path, |l| {
+            l[3] = l[3].replace("\"bank\":\"always\"", "\"bank\":\"xstate\"");
+        });
+        let e = for_each_case(&log, Some(&path), Some(BankType::State), &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cases.jsonl:4: unknown bank `xstate`"), "{e}");
+
+        // A score changed by hand: every line reads, the digest tells.
+        std::fs::write(&path, &original).unwrap();
+        edit(&path, |l| {
+            l[1] = l[1].replace("\"score\":100", "\"score\":99");
+        });
+        let e = verify(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("changed since run r1 was saved"), "{e}");
+
+        // A bad header, a truncated line.
+        std::fs::write(&path, &original).unwrap();
+        edit(&path, |l| l[0] = "{\"journal\":".into());
+        let e = verify(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("cases.jsonl:1: not a run log header"), "{e}");
+        std::fs::write(&path, &original).unwrap();
+        edit(&path, |l| l[2].truncate(20));
+        let e = verify(&log, Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("cases.jsonl:3: not a case"), "{e}");
     }
 }

@@ -126,6 +126,23 @@ pub fn parse_entries<E: DeserializeOwned>(
     Ok((entries, pending))
 }
 
+/// The header of the journal at `path`, when there is one that reads.
+pub fn read_header(path: &Path) -> Option<JournalHeader> {
+    let file = File::open(path).ok()?;
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first).ok()?;
+    serde_json::from_str(&first).ok()
+}
+
+/// Removes the journal at `path` (unlinks it: a run log it is linked to keeps its contents).
+pub fn discard(path: &Path) -> Result<(), HarnessError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(HarnessError::io(path, &e)),
+    }
+}
+
 /// An open journal: the cases already finished (when resuming) and the file new ones go to.
 #[derive(Debug)]
 pub struct Journal {
@@ -137,11 +154,19 @@ pub struct Journal {
 
 impl Journal {
     /// Starts a new journal at `path`, replacing an old one.
+    ///
+    /// The old file is unlinked, never truncated: a journal that is also a saved run's run log
+    /// (linked to `results/cases_<stamp>.jsonl` by the save) keeps its contents there.
     pub fn start(path: &Path, header: JournalHeader) -> Result<Journal, HarnessError> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
         }
-        let mut file = File::create(path).map_err(|e| HarnessError::io(path, &e))?;
+        discard(path)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| HarnessError::io(path, &e))?;
         let line = serde_json::to_string(&header)
             .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
         writeln!(file, "{line}").map_err(|e| HarnessError::io(path, &e))?;

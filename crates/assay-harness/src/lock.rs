@@ -37,6 +37,11 @@ use serde::{Deserialize, Serialize};
 pub const LOCK_FILE: &str = ".assay/lock";
 /// The holder's description, relative to the project.
 pub const HOLDER_FILE: &str = ".assay/lock.json";
+/// The run lock (one `assay run` that journals or saves at a time per project: they share
+/// `.assay/journal.jsonl`), relative to the project.
+pub const RUN_LOCK_FILE: &str = ".assay/run.lock";
+/// The run lock holder's description, relative to the project.
+pub const RUN_HOLDER_FILE: &str = ".assay/run.json";
 
 /// Who holds the lock, as written to `.assay/lock.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,10 +115,14 @@ fn held_message(
         .parent()
         .and_then(Path::parent)
         .map_or_else(|| path.display().to_string(), |p| p.display().to_string());
+    let rule = if path.ends_with(RUN_LOCK_FILE) {
+        "one `assay run` at a time per project (runs share its journal, .assay/journal.jsonl): start the next one when this one has finished"
+    } else {
+        "one optimize, evaluate or prompt change runs at a time per project: wait for it to finish, or stop it"
+    };
     match pid {
         Some(pid) => format!(
-            "another assay run holds the lock on project {project}: {} (pid {pid}, started {}, command: {}); \
-             one optimize, evaluate or prompt change runs at a time per project: wait for it to finish, or stop it",
+            "another assay run holds the lock on project {project}: {} (pid {pid}, started {}, command: {}); {rule}",
             operation.unwrap_or("unknown operation"),
             started.unwrap_or("unknown"),
             command.unwrap_or("unknown"),
@@ -225,8 +234,35 @@ impl ProjectLock {
         subject: Option<&str>,
         command_line: &str,
     ) -> Result<ProjectLock, LockError> {
-        let path = project_root.join(LOCK_FILE);
-        let holder_path = project_root.join(HOLDER_FILE);
+        ProjectLock::acquire_at(
+            project_root.join(LOCK_FILE),
+            project_root.join(HOLDER_FILE),
+            operation,
+            subject,
+            command_line,
+        )
+    }
+
+    /// The run lock (`.assay/run.lock`), without waiting: an `assay run` that journals or
+    /// saves holds it from before its journal is opened until its results are saved, so two
+    /// runs never share a journal. Optimizations and simulations do not take it.
+    pub fn acquire_run(project_root: &Path, command_line: &str) -> Result<ProjectLock, LockError> {
+        ProjectLock::acquire_at(
+            project_root.join(RUN_LOCK_FILE),
+            project_root.join(RUN_HOLDER_FILE),
+            "run",
+            None,
+            command_line,
+        )
+    }
+
+    fn acquire_at(
+        path: PathBuf,
+        holder_path: PathBuf,
+        operation: &str,
+        subject: Option<&str>,
+        command_line: &str,
+    ) -> Result<ProjectLock, LockError> {
         let io = |e: &std::io::Error| LockError::Io {
             path: path.clone(),
             message: e.to_string(),

@@ -402,6 +402,7 @@ pub async fn run(
         cases: (!keep_all).then(|| CaseLog {
             file: JOURNALED.to_owned(),
             count: case_count,
+            sha256: None,
         }),
         notable_cases: Some(notable),
     })

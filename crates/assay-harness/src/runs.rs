@@ -195,6 +195,37 @@ pub fn load_run(results_dir: &Path, id: &str) -> Result<RunLog, RunsError> {
     })
 }
 
+/// The saved run whose run id is `run_id` among those saved with the stamp of `timestamp`
+/// (`results_<stamp>.json`, `results_<stamp>-2.json`, …): its id and RunLog.
+pub fn find_saved(results_dir: &Path, timestamp: &str, run_id: &str) -> Option<(String, RunLog)> {
+    let stamp = crate::results::stamp(timestamp);
+    (1..10_000)
+        .map(|n| {
+            if n == 1 {
+                stamp.clone()
+            } else {
+                format!("{stamp}-{n}")
+            }
+        })
+        .take_while(|id| results_dir.join(format!("results_{id}.json")).exists())
+        .find_map(|id| {
+            load_run(results_dir, &id)
+                .ok()
+                .filter(|log| log.run_id == run_id)
+                .map(|log| (id, log))
+        })
+}
+
+/// The files of the saved run `id`.
+pub fn saved_paths(results_dir: &Path, id: &str, log: &RunLog) -> crate::results::SavedResults {
+    crate::results::SavedResults {
+        json: results_dir.join(format!("results_{id}.json")),
+        markdown: results_dir.join(format!("report_{id}.md")),
+        html: results_dir.join(format!("report_{id}.html")),
+        cases: log.cases.as_ref().map(|c| results_dir.join(&c.file)),
+    }
+}
+
 /// Compares the saved run `before` with the saved run `after`.
 pub fn diff(results_dir: &Path, before: &str, after: &str) -> Result<RunDiff, RunsError> {
     let a = load_run(results_dir, before)?;

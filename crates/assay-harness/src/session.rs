@@ -72,6 +72,11 @@ pub struct RunOutcome {
     pub usage_report: String,
 }
 
+/// This process's command line, for the run lock's holder description.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
 /// Whether the request may run semantic cases (so the embedder is needed).
 pub fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
     let cases = &project.banks.semantic;
@@ -184,6 +189,47 @@ pub async fn execute(
     } else {
         setup.journal
     };
+    // Runs that journal or save share `.assay/journal.jsonl` and the results folder: one at a
+    // time per project, the second refused with the first named (never two writers of one
+    // journal, never a live run's journal called interrupted).
+    let _run_lock = if journal_mode == JournalMode::Off && !setup.save {
+        None
+    } else {
+        Some(
+            crate::lock::ProjectLock::acquire_run(&settings.root, &command_line())
+                .map_err(|e| HarnessError::Usage(e.to_string()))?,
+        )
+    };
+    // A journal whose run was saved already (a process killed between the save and the
+    // journal's removal): that run is done. `--resume` answers with it; a new run leaves its
+    // saved run log alone (the journal is unlinked, never truncated, in `Journal::start`).
+    if journal_mode != JournalMode::Off
+        && let Some(header) = crate::journal::read_header(&journal_path)
+        && let Some((id, saved)) =
+            crate::runs::find_saved(&settings.results_dir, &header.timestamp, &header.run_id)
+    {
+        if journal_mode == JournalMode::Resume {
+            tracing::warn!(
+                "--resume: run {} was saved already as results_{id}.json (the process stopped before it removed its journal): nothing to resume",
+                header.run_id
+            );
+            crate::journal::discard(&journal_path)?;
+            let json = assay_report::json(&saved);
+            let paths = crate::runs::saved_paths(&settings.results_dir, &id, &saved);
+            return Ok(RunOutcome {
+                log: saved,
+                json,
+                saved: Some(paths),
+                usage: calls.usage(),
+                usage_report: String::new(),
+            });
+        }
+        tracing::info!(
+            "the journal of run {} is left over from its save (results_{id}.json); a new run starts",
+            header.run_id
+        );
+        crate::journal::discard(&journal_path)?;
+    }
     let mut journal = match journal_mode {
         JournalMode::Off => None,
         JournalMode::Start => {
@@ -244,6 +290,13 @@ pub async fn execute(
             .as_ref()
             .filter(|_| log.cases.is_some())
             .map(|_| journal_path.as_path());
+        // The run log's digest, recorded in the RunLog: every reader checks it, so a run log
+        // changed after the save is named, never believed.
+        if let (Some(path), Some(c)) = (cases, log.cases.as_mut()) {
+            c.sha256 = Some(crate::caselog::digest(path).map_err(|e| {
+                HarnessError::Infrastructure(format!("cannot read {}: {e}", path.display()))
+            })?);
+        }
         let stamp = results::stamp(&log.timestamp);
         let mut render = |name: Option<&str>| {
             if let Some(c) = log.cases.as_mut() {

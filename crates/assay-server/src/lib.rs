@@ -337,11 +337,48 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// What a connection may cost the server: how long it may take to send its request headers
+/// and each part of its body, and how many connections are served at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A connection that has not sent a whole request head within this time (from its start,
+    /// or from its previous answer) is closed. Default 10 s.
+    pub header_timeout: std::time::Duration,
+    /// A request body that sends nothing for this long is cut off (the request fails with
+    /// 408). Default 30 s.
+    pub body_timeout: std::time::Duration,
+    /// Connections served at once; more wait in the operating system's queue until one
+    /// closes. Default 512: well under the common limit of 1,024 open files, so `/health`
+    /// and the store keep file descriptors to work with.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
 /// Serves [`app`] on `listener` until `shutdown` completes, then finishes the requests in
-/// flight.
+/// flight, with the default [`Limits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(listener, state, Limits::default(), shutdown).await
+}
+
+/// [`serve`] with explicit [`Limits`]: hyper's HTTP/1 server per connection (header read
+/// timeout), tower-http's request-body timeout, and a semaphore that caps the connections.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     if state.read_only() {
@@ -351,7 +388,46 @@ pub async fn serve(
     } else {
         tracing::info!("KB admin API: writes need `Authorization: Bearer <{ASSAY_ADMIN_TOKEN}>`");
     }
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let service = app(state).layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        limits.body_timeout,
+    ));
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = std::sync::Arc::clone(&slots).acquire_owned() => slot,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slot else { break };
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, a connection reset before it was accepted: say
+                    // so and go on (a short pause, so a full table is not spun on).
+                    tracing::warn!("accepting a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let hyper_service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .serve_connection(io, hyper_service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection closed: {e}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

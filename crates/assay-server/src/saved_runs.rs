@@ -109,14 +109,19 @@ pub async fn cases(
         blocking(move || Ok(runs::load_run(&dir, &id)?)).await?
     };
     let file = assay_harness::caselog::cases_file(&dir, &log);
-    if let Some(f) = &file
-        && !f.is_file()
-    {
-        return Err(ApiError::internal(format!(
-            "the run log of this run is missing ({})",
-            f.display()
-        )));
-    }
+    // The whole run log is checked before the answer starts: a missing, damaged or changed
+    // one is a 422 naming the file and the line, never a 200 cut short.
+    let (log, file) = blocking(move || {
+        assay_harness::caselog::verify(&log, file.as_deref()).map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "damaged_run_log",
+                e.to_string(),
+            )
+        })?;
+        Ok((log, file))
+    })
+    .await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
@@ -134,8 +139,13 @@ pub async fn cases(
         match walked {
             Ok(()) => drop(tx.blocking_send(Ok(buf))),
             Err(e) => {
+                // The file changed after the check: the stream ends with an error record, not
+                // silence, so a reader never takes a partial list for the whole.
                 tracing::warn!("streaming a run log: {e}");
-                drop(tx.blocking_send(Err(std::io::Error::other(e.to_string()))));
+                serde_json::to_writer(&mut buf, &serde_json::json!({"error": e.to_string()}))
+                    .unwrap_or_default();
+                buf.push(b'\n');
+                drop(tx.blocking_send(Ok(buf)));
             }
         }
     });

@@ -208,13 +208,33 @@ pub fn path_of(project: &Path, stamp: &str) -> Result<PathBuf, String> {
         .join(format!("report_{stamp}.json")))
 }
 
-/// The transcript file of `run` in the saved report `stamp` (its transcripts folder).
-pub fn transcript_path(project: &Path, stamp: &str, run: &ScenarioRun) -> PathBuf {
-    project
-        .join(REPORTS_DIR)
-        .join("transcripts")
-        .join(stamp)
-        .join(transcript_file(run))
+/// The transcript file of `run` in the saved report `stamp` (its transcripts folder). The
+/// scenario id comes from a report, which anyone can edit: a name that would leave the
+/// transcripts folder (`../`, an absolute path, a symbolic link out) is refused by the
+/// project's one rule for paths read from files ([`assay_kb::datafile::file_inside`]).
+pub fn transcript_path(project: &Path, stamp: &str, run: &ScenarioRun) -> Result<PathBuf, String> {
+    check_stamp(stamp)?;
+    let root = project.join(REPORTS_DIR).join("transcripts");
+    let base = root.join(stamp);
+    let name = transcript_file(run);
+    match assay_kb::datafile::file_inside(&root, &base, &name, "the transcripts folder") {
+        Ok(path) => Ok(path),
+        // A transcript that is not there is the caller's to report; one that would be
+        // outside is refused.
+        Err(e) if e.contains("not found under") => {
+            let lexical = base.join(&name);
+            let inside = lexical
+                .components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir))
+                && Path::new(&name).components().count() == 1;
+            if inside {
+                Ok(lexical)
+            } else {
+                Err(format!("the run's transcript `{name}` {e}"))
+            }
+        }
+        Err(e) => Err(format!("the run's transcript: {e}")),
+    }
 }
 
 /// Reads a report's head (checking its version as [`read`] does), skipping its runs.

@@ -54,6 +54,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             args.host
         );
     }
+    let seconds = |v: f64, flag: &str| {
+        std::time::Duration::try_from_secs_f64(v)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| HarnessError::Usage(format!("{flag}: must be more than 0 seconds")))
+    };
+    let limits = assay_server::Limits {
+        header_timeout: seconds(args.header_timeout, "--header-timeout")?,
+        body_timeout: seconds(args.body_timeout, "--body-timeout")?,
+        max_connections: args.max_connections as usize,
+    };
     let state = AppState::new(&args.project);
     runtime()?.block_on(async {
         let host = args.host.trim_start_matches('[').trim_end_matches(']');
@@ -69,7 +80,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         let url = format!("http://{addr}");
         tracing::info!(project = %args.project.display(), "listening on {url}");
         out(&format!("{url}\n"));
-        assay_server::serve(listener, state, shutdown_signal()).await?;
+        assay_server::serve_with(listener, state, limits, shutdown_signal()).await?;
         anyhow::Ok(())
     })?;
     Ok(Exit::Success)

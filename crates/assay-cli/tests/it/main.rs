@@ -9,6 +9,7 @@ mod eval_set;
 mod expectations;
 mod fake_openai;
 mod fuzz;
+mod integrity;
 mod ir;
 mod kb;
 mod kb_store;

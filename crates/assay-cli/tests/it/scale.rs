@@ -9,16 +9,16 @@ use crate::support::{Scratch, assay};
 /// Cases in the grown state bank: above the 5,000 a RunLog lists whole.
 const CASES: usize = 6_000;
 
-/// Replaces the example's state bank with `CASES` cases (its own, repeated under new ids);
+/// Replaces the example's state bank with `count` cases (its own, repeated under new ids);
 /// every 1,000th (from the first) expects a handler its user state cannot trigger, so it
 /// hard-fails. Returns the ids of those.
-fn grow_state_bank(p: &Scratch) -> Vec<String> {
+pub(crate) fn grow_state_bank_to(p: &Scratch, count: usize) -> Vec<String> {
     let rel = "test_banks/state/state_handler_tests.json";
     let mut bank = p.json(rel);
     let cases = bank["tests"].as_array().unwrap().clone();
-    let mut grown = Vec::with_capacity(CASES);
+    let mut grown = Vec::with_capacity(count);
     let mut broken = Vec::new();
-    for i in 0..CASES {
+    for i in 0..count {
         let id = format!("S-{i:05}");
         let mut case = if i % 1_000 == 0 {
             // STATE-001's first conversation never triggers the clinician handler.
@@ -38,8 +38,12 @@ fn grow_state_bank(p: &Scratch) -> Vec<String> {
     broken
 }
 
+fn grow_state_bank(p: &Scratch) -> Vec<String> {
+    grow_state_bank_to(p, CASES)
+}
+
 /// The saved RunLogs (`results_*.json`), in the order they were written.
-fn saved(p: &Scratch) -> Vec<String> {
+pub(crate) fn saved(p: &Scratch) -> Vec<String> {
     let mut names: Vec<String> = p
         .results()
         .into_iter()

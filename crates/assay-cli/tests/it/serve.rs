@@ -17,6 +17,32 @@ impl Drop for Server {
     }
 }
 
+/// Starts `assay serve` (as `command` runs it, its log dropped) and reads the address it
+/// prints.
+fn started(mut command: Command) -> (Server, String) {
+    let child = command
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    listening(Server(child))
+}
+
+/// The address a started server prints on its first line.
+fn listening(mut server: Server) -> (Server, String) {
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("no URL on stdout: {line:?}"));
+    let addr = format!("127.0.0.1:{port}");
+    (server, addr)
+}
+
 fn get(addr: &str, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
@@ -35,24 +61,11 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn serve_answers_health_on_a_free_port() {
     let project = Scratch::example();
-    let child = Command::new(env!("CARGO_BIN_EXE_assay"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command
         .args(["serve", "--port", "0", "--project"])
-        .arg(&project.root)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server(child);
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim();
-    let port = url
-        .strip_prefix("http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("no URL on stdout: {line:?}"));
-    let addr = format!("127.0.0.1:{port}");
+        .arg(&project.root);
+    let (_server, addr) = started(command);
     assert_ne!(addr, "127.0.0.1:0");
 
     let response = get(&addr, "/health");
@@ -251,17 +264,7 @@ fn start_logged(project: &Scratch, env: &[(&str, &str)], log: &str) -> (Server, 
     for (k, v) in env {
         command.env(k, v);
     }
-    let mut server = Server(command.spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("not on 127.0.0.1: {line:?}"))
-        .to_owned();
-    (server, format!("127.0.0.1:{port}"))
+    listening(Server(command.spawn().unwrap()))
 }
 
 /// The entity's current version and title, as a server reports it.
@@ -424,4 +427,78 @@ fn a_server_and_kb_update_accept_exactly_one_of_two_edits_of_a_version() {
     }
     assert_history(&addr, usize::try_from(first).unwrap() + rounds);
     eprintln!("the CLI won {cli_wins} of {rounds} rounds");
+}
+
+/// Whether the server has finished with `stream`: it answered and closed, or reset it (a
+/// read that would still block means the connection is being held open).
+fn finished(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn stalled_connections_are_closed_and_health_answers_throughout() {
+    // 200 connections that stall, with the open-file limit at 1,024: 100 stop inside their
+    // headers, 100 send a head that promises a body and then nothing. Slow clients must not
+    // hold the server: they are closed within the timeouts while /health answers throughout.
+    let project = Scratch::example();
+    let mut command = Command::new("sh");
+    command.arg("-c").arg(format!(
+        "ulimit -n 1024 && exec '{}' serve --port 0 --header-timeout 2 --body-timeout 2 --project '{}'",
+        env!("CARGO_BIN_EXE_assay"),
+        project.root.display()
+    ));
+    let (_server, addr) = started(command);
+    let mut stalled: Vec<TcpStream> = (0..200)
+        .map(|i| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            if i % 2 == 0 {
+                write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").unwrap();
+            } else {
+                write!(
+                    s,
+                    "POST /cli/calibrate?dry_run=true HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+                )
+                .unwrap();
+            }
+            s
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let mut slowest = Duration::ZERO;
+    while start.elapsed() < Duration::from_secs(5) {
+        let asked = std::time::Instant::now();
+        let response = get(&addr, "/health");
+        slowest = slowest.max(asked.elapsed());
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "/health took {slowest:?} with 200 stalled connections"
+    );
+    // Past both timeouts (2 s) and a margin: every stalled connection is finished.
+    let open = stalled
+        .iter_mut()
+        .map(finished)
+        .filter(|done| !done)
+        .count();
+    assert_eq!(open, 0, "{open} stalled connections still held after 5 s");
 }

@@ -195,15 +195,29 @@ impl Scratch {
         assay_env(&self.full_args(args), env)
     }
 
+    /// Starts the binary without waiting for it, its output kept for `wait_with_output`.
+    pub fn spawn_output(&self, args: &[&str]) -> std::process::Child {
+        self.spawn_with(args, &[], std::process::Stdio::piped)
+    }
+
     /// Starts the binary without waiting for it.
     pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        self.spawn_with(args, env, std::process::Stdio::null)
+    }
+
+    fn spawn_with(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        output: fn() -> std::process::Stdio,
+    ) -> std::process::Child {
         Command::new(env!("CARGO_BIN_EXE_assay"))
             .args(self.full_args(args))
             .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(output())
+            .stderr(output())
             .spawn()
             .unwrap()
     }

@@ -173,7 +173,7 @@ async fn transcript(
             .iter()
             .find(|run| run.scenario_id == id && run.repeat == repeat && run.transcript.is_none())
             .map(|run| {
-                let path = report::transcript_path(dir, &lookup, run);
+                let path = report::transcript_path(dir, &lookup, run)?;
                 match std::fs::read_to_string(&path) {
                     Ok(text) => serde_json::from_str::<Transcript>(&text).map_err(|e| {
                         format!(

@@ -9,6 +9,11 @@ use crate::support::{Server, assert_error};
 async fn saved_run(server: &Server) -> String {
     let (status, body) = server.get("/cli/test-harness?banks=state,always").await;
     assert_eq!(status, StatusCode::OK, "{body:#}");
+    saved_id(&body)
+}
+
+/// The saved RunLog's id (its stamp) in a run's answer.
+fn saved_id(body: &Value) -> String {
     let json = body["saved"]["json"].as_str().unwrap();
     let name = std::path::Path::new(json)
         .file_name()
@@ -169,4 +174,107 @@ async fn run_ids_cannot_reach_outside_the_results_folder() {
         .request(Method::DELETE, "/runs/2026-01-01-0000", None)
         .await;
     assert_error(&got, StatusCode::METHOD_NOT_ALLOWED, "does not take DELETE");
+}
+
+/// The example's state bank grown past what a RunLog lists whole, run and saved: its id and
+/// its run log's file name.
+async fn streamed_run(server: &Server) -> (String, String) {
+    let rel = "test_banks/state/state_handler_tests.json";
+    let path = server.root.join(rel);
+    let mut bank: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let cases = bank["tests"].as_array().unwrap().clone();
+    let grown: Vec<Value> = (0..6_000)
+        .map(|i| {
+            let mut c = cases[i % cases.len()].clone();
+            c["test_id"] = format!("S-{i:05}").into();
+            c
+        })
+        .collect();
+    bank["tests"] = grown.into();
+    server.write(rel, &bank.to_string());
+    let (status, body) = server.get("/cli/test-harness?banks=state").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    let id = saved_id(&body);
+    // The API's runs list every case in the RunLog; `assay run` streams a run this large to a
+    // run log. Make this one so: its cases moved to `cases_<id>.jsonl`, as the save writes it.
+    let log_path = server.root.join(format!("results/results_{id}.json"));
+    let mut log: Value =
+        serde_json::from_str(&std::fs::read_to_string(&log_path).unwrap()).unwrap();
+    let file = format!("cases_{id}.jsonl");
+    let mut text = serde_json::json!({"journal": 1, "run_id": log["run_id"],
+        "timestamp": log["timestamp"], "request": "banks=state", "setup": "fixture"})
+    .to_string();
+    text.push('\n');
+    let results = log["state"]["results"].as_array().unwrap();
+    for r in results {
+        text.push_str(&serde_json::json!({"bank": "state", "result": r}).to_string());
+        text.push('\n');
+    }
+    server.write(&format!("results/{file}"), &text);
+    log["cases"] = serde_json::json!({"file": file, "count": results.len()});
+    log["notable"]["complete"] = false.into();
+    server.write(
+        &format!("results/results_{id}.json"),
+        &serde_json::to_string(&log).unwrap(),
+    );
+    (id, file)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_run_log_is_a_422_naming_file_and_line_before_any_case_is_sent() {
+    let server = Server::example();
+    let (id, file) = streamed_run(&server).await;
+    let path = server.root.join("results").join(&file);
+    let original = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    let resp = server
+        .raw(Method::GET, &format!("/runs/{id}/cases"), None, &[])
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    let damage = |edit: &dyn Fn(&mut Vec<String>)| {
+        let mut l: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
+        edit(&mut l);
+        std::fs::write(&path, l.join("\n") + "\n").unwrap();
+    };
+    for (what, edit, uri, needle) in [
+        (
+            "a line replaced by a copy of another",
+            Box::new(|l: &mut Vec<String>| l[9] = l[4].clone()) as Box<dyn Fn(&mut Vec<String>)>,
+            format!("/runs/{id}/cases"),
+            format!("{file}:10: the state case"),
+        ),
+        (
+            "an unknown bank, with another bank asked for",
+            Box::new(|l: &mut Vec<String>| {
+                l[7] = l[7].replacen("\"bank\":\"state\"", "\"bank\":\"xstate\"", 1);
+            }),
+            format!("/runs/{id}/cases?bank=state"),
+            format!("{file}:8: unknown bank `xstate`"),
+        ),
+        (
+            "a bad header",
+            Box::new(|l: &mut Vec<String>| l[0] = "{\"journal\": 1,".into()),
+            format!("/runs/{id}/cases"),
+            format!("{file}:1: not a run log header"),
+        ),
+        (
+            "a truncated line",
+            Box::new(|l: &mut Vec<String>| l[3].truncate(30)),
+            format!("/runs/{id}/cases"),
+            format!("{file}:4: not a case"),
+        ),
+    ] {
+        damage(&*edit);
+        let got = server.get(&uri).await;
+        assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, &needle);
+        assert!(!what.is_empty());
+    }
+    // Missing, or a folder in its place: a 422 that says which.
+    std::fs::remove_file(&path).unwrap();
+    let got = server.get(&format!("/runs/{id}/cases")).await;
+    assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, "is missing");
+    std::fs::create_dir(&path).unwrap();
+    let got = server.get(&format!("/runs/{id}/cases")).await;
+    assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, "is a folder");
 }

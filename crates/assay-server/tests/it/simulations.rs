@@ -209,3 +209,67 @@ async fn bad_simulation_files_are_clear_messages_never_500() {
         list.body
     );
 }
+
+#[tokio::test]
+async fn a_scenario_id_that_climbs_out_of_the_project_reads_nothing_there() {
+    let s = Server::example();
+    let r = write_simulation(&s.root, &spec("20261125_093000", 1, 1));
+    let run = &r.runs[0];
+    let inside = s.root.join(format!(
+        "sim/reports/transcripts/20261125_093000/{}-{}.json",
+        run.scenario_id, run.repeat
+    ));
+    // A transcript outside the project, with a marker, where `../` from the transcripts
+    // folder leads.
+    let outside = s.root.parent().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let mut secret: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&inside).unwrap()).unwrap();
+    secret["turns"][0]["content"] = "OUTSIDE-MARKER".into();
+    std::fs::write(outside.join("leak-1.json"), secret.to_string()).unwrap();
+    let path = s.root.join("sim/reports/report_20261125_093000.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["runs"][0].as_object_mut().unwrap().remove("transcript");
+    v["runs"][0]["scenario_id"] = "../../../../../outside/leak".into();
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    let page = get(
+        &s,
+        "/ui/simulations/20261125_093000/runs/..%2F..%2F..%2F..%2F..%2Foutside%2Fleak/1",
+        None,
+    )
+    .await;
+    assert!(
+        page.status.is_success() || page.status.is_client_error(),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("OUTSIDE-MARKER"), "{}", page.body);
+    assert!(
+        !page.body.contains("<article class=\"turn"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("leaves the transcripts folder"),
+        "{}",
+        page.body
+    );
+
+    // A symbolic link inside the transcripts folder that leads out is refused too.
+    v["runs"][0]["scenario_id"] = "linked".into();
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("leak-1.json"),
+        s.root
+            .join("sim/reports/transcripts/20261125_093000/linked-1.json"),
+    )
+    .unwrap();
+    let page = get(&s, "/ui/simulations/20261125_093000/runs/linked/1", None).await;
+    assert!(!page.body.contains("OUTSIDE-MARKER"), "{}", page.body);
+    assert!(
+        page.body.contains("leads outside the transcripts folder"),
+        "{}",
+        page.body
+    );
+}
