@@ -1,0 +1,249 @@
+//! Every provider call of a run goes through one [`ProviderCalls`]: one call cache in one mode,
+//! retries and limits from `[providers]`, one accounting (declared prices first).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use assay_core::runlog::RateLimitRecord;
+use assay_providers::{
+    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
+    Embedder, Guarded, RateLimits, Reranker,
+};
+
+use super::{ASSAY_CACHE, cache_path};
+use crate::HarnessError;
+use crate::settings::ProjectSettings;
+
+/// Every provider call of a run goes through here: one call cache (`.assay/cache.db`) in one
+/// mode, retries and limits from `[providers]`, and one accounting of calls, tokens, cost and
+/// latency.
+#[derive(Debug)]
+pub struct ProviderCalls {
+    cache: Option<Arc<CallCache>>,
+    mode: CacheMode,
+    accounting: Arc<Accounting>,
+    /// One rate limiter per model, shared by every role: roles calling the same model share
+    /// its limits.
+    limits: Arc<RateLimits>,
+    max_retries: u32,
+    max_wait: Duration,
+    backoff: (Duration, Duration),
+    concurrency: usize,
+    reranker_interval: Duration,
+}
+
+/// Chat models sharing one call context: one concurrency limit for all of them
+/// ([`ProviderCalls::chat_group`]).
+#[derive(Debug, Clone)]
+pub struct ChatGroup {
+    context: Arc<CallContext>,
+}
+
+impl ChatGroup {
+    /// Wraps a chat model into the group.
+    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat(inner, self.context.clone())
+    }
+}
+
+impl ProviderCalls {
+    /// Opens the cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names; only
+    /// when `remote` (some provider of the run is called over the network: in-process models
+    /// are never cached), though the mode is checked either way.
+    pub fn open(
+        settings: &ProjectSettings,
+        flag: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+        remote: bool,
+    ) -> Result<ProviderCalls, HarnessError> {
+        let from_env = env(ASSAY_CACHE).filter(|v| !v.trim().is_empty());
+        let (name, source) = match (flag, from_env) {
+            (Some(f), _) => (f.to_owned(), "--cache"),
+            (None, Some(e)) => (e, ASSAY_CACHE),
+            (None, None) => (
+                settings.providers.cache.clone(),
+                "assay.toml [providers] cache",
+            ),
+        };
+        let mode: CacheMode = name.trim().parse().map_err(|_| {
+            HarnessError::Usage(format!(
+                "{source}: unknown cache mode `{name}` (expected read-write, off or replay)"
+            ))
+        })?;
+        let cache = if mode == CacheMode::Off || !remote {
+            None
+        } else {
+            let path = cache_path(settings);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
+            }
+            Some(Arc::new(CallCache::open(&path).map_err(|e| {
+                HarnessError::Infrastructure(format!("{}: {e}", path.display()))
+            })?))
+        };
+        Ok(ProviderCalls {
+            cache,
+            mode,
+            accounting: Arc::new(Accounting::with_prices(
+                settings
+                    .providers
+                    .prices
+                    .iter()
+                    .map(|(m, p)| (m.clone(), p.price()))
+                    .collect(),
+            )),
+            limits: Arc::new(RateLimits::new()),
+            max_retries: settings.providers.max_retries,
+            max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
+                .unwrap_or(Duration::from_secs(600)),
+            backoff: (
+                Duration::try_from_secs_f64(settings.providers.retry_backoff_seconds)
+                    .unwrap_or(Duration::from_millis(500)),
+                Duration::try_from_secs_f64(settings.providers.max_backoff_seconds)
+                    .unwrap_or(Duration::from_secs(20)),
+            ),
+            concurrency: settings.providers.max_concurrency,
+            reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
+        })
+    }
+
+    /// The price of `model`: declared in `[providers.prices]`, else built-in.
+    pub fn price(&self, model: &str) -> Option<assay_providers::Price> {
+        self.accounting.price_of(model)
+    }
+
+    /// The cache mode.
+    pub fn mode(&self) -> CacheMode {
+        self.mode
+    }
+
+    fn context(&self, min_interval: Duration) -> Arc<CallContext> {
+        self.context_with(min_interval, self.concurrency)
+    }
+
+    fn context_with(&self, min_interval: Duration, concurrency: usize) -> Arc<CallContext> {
+        let policy = CallPolicy {
+            min_interval,
+            concurrency,
+            max_retries: self.max_retries,
+            max_wait: self.max_wait,
+            initial_backoff: self.backoff.0,
+            max_backoff: self.backoff.1,
+            ..CallPolicy::default()
+        };
+        let context =
+            CallContext::new(policy, self.accounting.clone()).with_limits(Arc::clone(&self.limits));
+        Arc::new(match &self.cache {
+            Some(cache) => context.with_cache(cache.clone(), self.mode),
+            None => context,
+        })
+    }
+
+    /// Shares `other`'s rate limiters: roles whose calls are accounted apart (the optimizer's
+    /// target and grader) but may call the same model share its limits.
+    pub fn sharing_limits_with(mut self, other: &ProviderCalls) -> ProviderCalls {
+        self.limits = Arc::clone(&other.limits);
+        self
+    }
+
+    /// Wraps an embedder.
+    pub fn embedder(&self, inner: Box<dyn Embedder>) -> Arc<dyn Embedder> {
+        Guarded::embedder(Arc::from(inner), self.context(Duration::ZERO))
+    }
+
+    /// Wraps a reranker; its calls start at least `[semantic] rate_limit_delay` apart.
+    pub fn reranker(&self, inner: Arc<dyn Reranker>) -> Arc<dyn Reranker> {
+        Guarded::reranker(inner, self.context(self.reranker_interval))
+    }
+
+    /// Wraps a chat model.
+    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat(inner, self.context(Duration::ZERO))
+    }
+
+    /// A group of chat models that share one limit of `concurrency` calls in flight (and the
+    /// cache and accounting): the roles of one workflow, such as a simulation's user, model
+    /// under test and judge, whose calls together are what the provider sees.
+    pub fn chat_group(&self, concurrency: usize) -> ChatGroup {
+        ChatGroup {
+            context: self.context_with(Duration::ZERO, concurrency.max(1)),
+        }
+    }
+
+    /// Calls, cache hits, tokens, cost and latency so far, per model.
+    pub fn usage(&self) -> AccountingSnapshot {
+        self.accounting.snapshot()
+    }
+
+    /// The rate limiters of the calls, one per model: [`RateLimits::held_back`] says whether
+    /// callers wait on one now (for a progress display).
+    pub fn limits(&self) -> Arc<RateLimits> {
+        Arc::clone(&self.limits)
+    }
+
+    /// How the providers' rate limits shaped the calls, per remote model that was sent
+    /// requests: for the RunLog and the other reports.
+    pub fn rate_limit_records(&self) -> Vec<RateLimitRecord> {
+        rate_limit_records(&self.usage())
+    }
+
+    /// The usage as text, one line per remote model that was called or answered from the
+    /// cache (empty when none was).
+    pub fn usage_report(&self) -> String {
+        let snapshot = self.usage();
+        let mut out = String::new();
+        for (model, s) in &snapshot.models {
+            // In-process models (the built-in embedder, a local model) send nothing and cost
+            // nothing: only providers that were called, or answered from the cache, are listed.
+            if s.requests == 0 && s.cache_hits == 0 && s.errors == 0 {
+                continue;
+            }
+            if out.is_empty() {
+                out.push_str(&format!("Provider calls (cache {}):\n", self.mode));
+            }
+            let cost = s
+                .cost_usd
+                .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+            out.push_str(&format!(
+                "  {model}: {} calls, {} cached, {} requests, {} retries, {} errors, {} in / {} out tokens, {cost}, {} ms max latency\n",
+                s.calls, s.cache_hits, s.requests, s.retries, s.errors, s.input_tokens, s.output_tokens, s.latency_ms_max
+            ));
+            // Only when a limit showed itself: a run that was never held back reads as before.
+            if let Some(r) = s
+                .rate_limit
+                .filter(|r| s.throttled > 0 || r.wait_ms > 0 || r.min_concurrency < r.ceiling)
+            {
+                out.push_str(&format!(
+                    "    rate limits: {} answered 429/529 (no retry spent), {:.1} s held back, concurrency settled at {} of {} (lowest {})\n",
+                    s.throttled,
+                    r.wait_ms as f64 / 1000.0,
+                    r.concurrency,
+                    r.ceiling,
+                    r.min_concurrency
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// How the providers' rate limits shaped the calls in `snapshot`, per remote model that was
+/// sent requests.
+pub fn rate_limit_records(snapshot: &AccountingSnapshot) -> Vec<RateLimitRecord> {
+    snapshot
+        .models
+        .iter()
+        .filter(|(_, s)| s.requests > 0)
+        .filter_map(|(model, s)| {
+            s.rate_limit.map(|r| RateLimitRecord {
+                model: model.clone(),
+                requests: s.requests,
+                throttled: s.throttled,
+                wait_ms: r.wait_ms,
+                concurrency: r.concurrency,
+                min_concurrency: r.min_concurrency,
+                ceiling: r.ceiling,
+            })
+        })
+        .collect()
+}
