@@ -74,6 +74,10 @@ pub enum HarnessError {
     /// waits: try again.
     #[error("{0}")]
     Busy(String),
+    /// Another run holds a lock this one needs and does not wait for (the run lock, the project
+    /// lock); the message names the holder. Bad timing, not bad input: exit 2, HTTP 409.
+    #[error("{0}")]
+    Held(String),
 }
 
 impl From<lock::LockError> for HarnessError {
@@ -85,7 +89,7 @@ impl From<lock::LockError> for HarnessError {
         } else if e.is_infrastructure() {
             HarnessError::Infrastructure(e.to_string())
         } else {
-            HarnessError::Usage(e.to_string())
+            HarnessError::Held(e.to_string())
         }
     }
 }
@@ -101,7 +105,7 @@ impl HarnessError {
         match self {
             HarnessError::Infrastructure(_) | HarnessError::Busy(_) => true,
             HarnessError::Kb(e) => e.is_infrastructure(),
-            HarnessError::Data(_) | HarnessError::Usage(_) => false,
+            HarnessError::Data(_) | HarnessError::Usage(_) | HarnessError::Held(_) => false,
         }
     }
 }

@@ -197,7 +197,7 @@ pub async fn execute(
     } else {
         Some(
             crate::lock::ProjectLock::acquire_run(&settings.root, &command_line())
-                .map_err(|e| HarnessError::Usage(e.to_string()))?,
+                .map_err(HarnessError::from)?,
         )
     };
     // A journal whose run was saved already (a process killed between the save and the

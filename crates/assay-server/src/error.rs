@@ -24,6 +24,7 @@ impl ErrorCode for HarnessError {
     fn code(&self) -> &'static str {
         match self {
             HarnessError::Usage(_) => "bad_request",
+            HarnessError::Held(_) => "busy",
             HarnessError::Busy(_) => "kb_busy",
             e if e.is_infrastructure() => "infrastructure",
             HarnessError::Data(_) | HarnessError::Kb(_) => "invalid_project",
@@ -36,6 +37,7 @@ impl ErrorCode for HarnessError {
             "bad_request" => StatusCode::BAD_REQUEST,
             "invalid_project" => StatusCode::UNPROCESSABLE_ENTITY,
             "kb_busy" => StatusCode::SERVICE_UNAVAILABLE,
+            "busy" => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

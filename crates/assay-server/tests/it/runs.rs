@@ -278,3 +278,28 @@ async fn a_damaged_run_log_is_a_422_naming_file_and_line_before_any_case_is_sent
     let got = server.get(&format!("/runs/{id}/cases")).await;
     assert_error(&got, StatusCode::UNPROCESSABLE_ENTITY, "is a folder");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_while_the_cli_runs_on_the_project_is_a_409_naming_it() {
+    let server = Server::example();
+    let held =
+        assay_harness::lock::ProjectLock::acquire_run(&server.root, "assay run . --banks state")
+            .unwrap();
+    let got = server.get("/cli/test-harness?banks=state").await;
+    assert_error(
+        &got,
+        StatusCode::CONFLICT,
+        "another assay run holds the lock on project",
+    );
+    assert!(
+        got.1["error"]
+            .as_str()
+            .unwrap()
+            .contains("command: assay run . --banks state"),
+        "{:#}",
+        got.1
+    );
+    drop(held);
+    let (status, body) = server.get("/cli/test-harness?banks=state").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+}
