@@ -126,7 +126,11 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
             format!("judge: `{}` is not `simulation`", file.judge),
         ));
     }
-    let base = path.parent().unwrap_or(Path::new("."));
+    // A bare file name (`labels.yaml`) has an empty parent: its folder is the current one.
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let report = match &file.report {
         None => None,
         Some(report) => {

@@ -11,6 +11,7 @@ mod fake_openai;
 mod fuzz;
 mod integrity;
 mod ir;
+mod judge;
 mod kb;
 mod kb_store;
 mod migrate;

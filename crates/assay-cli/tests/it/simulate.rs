@@ -54,7 +54,7 @@ pub fn provider(behaviour: Behaviour) -> Provider {
 }
 
 /// A copy of examples/scout-quest whose assay.toml points at `provider`.
-fn project(provider: &Provider) -> Scratch {
+pub(crate) fn project(provider: &Provider) -> Scratch {
     let scratch = Scratch::copy_of(&crate::support::repo_path("examples/scout-quest"));
     let _ = std::fs::remove_dir_all(scratch.path("mcp-server"));
     scratch.write(
@@ -67,7 +67,7 @@ fn project(provider: &Provider) -> Scratch {
     scratch
 }
 
-fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, String)> {
+pub(crate) fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, String)> {
     let server = scout_server().display().to_string();
     let mut env: Vec<(&str, String)> = vec![
         ("SCOUT_QUEST_MCP", server),
