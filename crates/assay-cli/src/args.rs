@@ -124,8 +124,9 @@ pub enum Command {
     /// Evaluate a prompt folder on the evaluation cases next to the production prompts
     /// (step 3 of `assay optimize` alone).
     Evaluate(EvaluateArgs),
-    /// Serve the HTTP API (000 §7): run banks, one case or a topic, and calibrate, over JSON;
-    /// edit the knowledge base (/admin/kb/, 003 §4); read saved runs (/runs).
+    /// Serve the web UI (/ui/: knowledge base, runs, experiments, simulations) and the HTTP
+    /// API: run banks, one case or a topic, and calibrate, over JSON; edit the knowledge base
+    /// (/admin/kb/); read saved runs (/runs). `assay serve DIR` or `--project DIR`.
     ///
     /// Knowledge-base writes need `Authorization: Bearer $ASSAY_ADMIN_TOKEN`; without that
     /// variable the admin API is read-only. Everything else has no authentication: keep it on
@@ -255,6 +256,10 @@ pub enum PromptsCommand {
 /// `assay serve`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// The project directory (as `--project`).
+    #[arg(value_name = "DIR", conflicts_with = "project")]
+    pub dir: Option<PathBuf>,
+
     /// The project directory.
     #[arg(long, default_value = ".", value_name = "DIR")]
     pub project: PathBuf,
@@ -279,6 +284,13 @@ pub struct ServeArgs {
     /// Connections served at once; more wait in the operating system's queue.
     #[arg(long, default_value_t = 512, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_connections: u32,
+}
+
+impl ServeArgs {
+    /// The project: the positional `DIR`, else `--project`.
+    pub fn project(&self) -> &std::path::Path {
+        self.dir.as_deref().unwrap_or(&self.project)
+    }
 }
 
 /// A project directory.

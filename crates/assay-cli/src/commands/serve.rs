@@ -44,7 +44,7 @@ async fn shutdown_signal() {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     // A bad project stops here (exit 2), before anything listens.
-    let project = Project::load(&args.project)?;
+    let project = Project::load(args.project())?;
     log_warnings(&project.warnings);
     drop(project);
 
@@ -65,7 +65,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         body_timeout: seconds(args.body_timeout, "--body-timeout")?,
         max_connections: args.max_connections as usize,
     };
-    let state = AppState::new(&args.project);
+    let state = AppState::new(args.project());
     runtime()?.block_on(async {
         let host = args.host.trim_start_matches('[').trim_end_matches(']');
         let listener = tokio::net::TcpListener::bind((host, args.port))
@@ -78,7 +78,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             })?;
         let addr = listener.local_addr()?;
         let url = format!("http://{addr}");
-        tracing::info!(project = %args.project.display(), "listening on {url}");
+        tracing::info!(project = %args.project().display(), "listening on {url}");
         out(&format!("{url}\n"));
         assay_server::serve_with(listener, state, limits, shutdown_signal()).await?;
         anyhow::Ok(())

@@ -502,3 +502,24 @@ fn stalled_connections_are_closed_and_health_answers_throughout() {
         .count();
     assert_eq!(open, 0, "{open} stalled connections still held after 5 s");
 }
+
+#[test]
+fn serve_takes_the_project_as_run_does() {
+    // `assay serve DIR`, as `assay run DIR`.
+    let project = Scratch::example();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command.args(["serve", "--port", "0"]).arg(&project.root);
+    let (_server, addr) = started(command);
+    let response = get(&addr, "/health");
+    let body = &response[response.find("\r\n\r\n").unwrap() + 4..];
+    let health: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(health["project"], project.root.display().to_string());
+    // Both at once is a usage error, before anything listens.
+    let both = assay(&[
+        "serve",
+        project.root.to_str().unwrap(),
+        "--project",
+        project.root.to_str().unwrap(),
+    ]);
+    assert_eq!(both.code, 2, "{both:?}");
+}
