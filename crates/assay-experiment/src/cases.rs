@@ -13,7 +13,8 @@
 //! Blank lines are skipped; a UTF-8 byte-order mark at the start of the file is accepted.
 //! Fields the format does not define are **warnings**, not errors (the data-file rule of
 //! DESIGN.md: a case exported with extra metadata, such as a GAIA `task_id` or `level`, still
-//! loads), collected in [`CaseSet::warnings`] and logged.
+//! loads), collected in [`CaseSet::warnings`] for the caller to report; one within a typo of a
+//! defined field (`corectness`) is an error naming the field it meant.
 //!
 //! `files` paths are relative to `files_root`, which for versioned test data is the version's
 //! folder (`test_data/<kind>/<version>/`), so a case names `context_files/article.txt`.
@@ -92,6 +93,9 @@ impl CaseSet {
     }
 }
 
+/// The fields a case line may have.
+const CASE_FIELDS: [&str; 5] = ["question", "files", "answer", "correctness", "pattern"];
+
 /// The seed's line format. `files` is required as in the seed (it may be an empty list).
 #[derive(Debug, Deserialize)]
 struct CaseLine {
@@ -130,8 +134,8 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
         if raw.trim().is_empty() {
             continue;
         }
-        let mut warn =
-            |w: String| warnings.push(w.replacen(": unknown", &format!(":{line}: unknown"), 1));
+        let mut unknown = Vec::new();
+        let mut warn = |w: String| unknown.push(w);
         let parsed: CaseLine =
             datafile::parse(jsonl, raw, Format::Json, &mut warn).map_err(|e: DataError| {
                 ExperimentError::Data(DataError {
@@ -139,6 +143,23 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
                     ..e
                 })
             })?;
+        for w in unknown {
+            // A field close to one the format defines is a typo, and a typo would silently
+            // change what the case checks: an error naming the right one. Others (a GAIA
+            // `task_id`) stay warnings.
+            let field = w
+                .split_once("unknown field `")
+                .and_then(|(_, rest)| rest.split_once('`'))
+                .map_or("", |(f, _)| f);
+            if let Some(known) = assay_core::text::closest(field, CASE_FIELDS) {
+                return Err(ExperimentError::at_line(
+                    jsonl,
+                    line,
+                    format!("unknown field `{field}` (did you mean `{known}`?)"),
+                ));
+            }
+            warnings.push(w.replacen(": unknown", &format!(":{line}: unknown"), 1));
+        }
         if parsed.question.trim().is_empty() {
             return Err(ExperimentError::at_line(
                 jsonl,

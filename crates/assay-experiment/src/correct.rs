@@ -94,10 +94,16 @@ impl FromStr for Correctness {
             .into_iter()
             .find(|c| c.as_str() == s)
             .ok_or_else(|| {
-                format!(
-                    "unknown correctness rule `{s}` (expected one of: {})",
-                    Correctness::ALL.map(Correctness::as_str).join(", ")
-                )
+                let names = Correctness::ALL.map(Correctness::as_str);
+                match assay_core::text::closest(s, names) {
+                    Some(near) => {
+                        format!("unknown correctness rule `{s}` (did you mean `{near}`?)")
+                    }
+                    None => format!(
+                        "unknown correctness rule `{s}` (expected one of: {})",
+                        names.join(", ")
+                    ),
+                }
             })
     }
 }
@@ -532,7 +538,6 @@ const FILLER: &[&str] = &[
     "approx",
     "around",
     "roughly",
-    "about",
     "some",
     "answer",
     "final",
@@ -1278,5 +1283,7 @@ mod tests {
             Ok(Correctness::Normalised)
         );
         assert!("fuzzy".parse::<Correctness>().is_err());
+        let e = "normalsed".parse::<Correctness>().unwrap_err();
+        assert!(e.contains("did you mean `normalised`?"), "{e}");
     }
 }

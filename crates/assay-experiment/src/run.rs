@@ -598,6 +598,14 @@ fn header_differences(a: &JournalHeader, b: &JournalHeader) -> Vec<&'static str>
     d
 }
 
+/// An experiment name already used, without `--resume`.
+pub(crate) fn name_taken(name: &str, journal: &Path) -> RunError {
+    RunError::Usage(format!(
+        "experiment `{name}` already exists ({}): pass --resume to continue it, or choose another --experiment-name",
+        journal.display()
+    ))
+}
+
 fn open_journal<'a>(
     layout: &Layout,
     header: &JournalHeader,
@@ -608,11 +616,7 @@ fn open_journal<'a>(
     let mut replay = Replay::default();
     if path.exists() {
         if !resume {
-            return Err(RunError::Usage(format!(
-                "experiment `{}` already exists ({}): pass --resume to continue it, or choose another --experiment-name",
-                header.name,
-                path.display()
-            )));
+            return Err(name_taken(&header.name, &path));
         }
         let (old, entries) = read_journal(&path)?;
         replay.started.clone_from(&old.started);

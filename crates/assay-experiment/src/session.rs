@@ -282,10 +282,10 @@ impl Built {
             ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
         let proposer_calls =
             ProviderCalls::open(settings, cache, env, true)?.sharing_limits_with(&target_calls);
-        let mut models: Vec<(String, Arc<dyn ChatModel>)> = Vec::new();
+        let mut to_check: Vec<(String, Arc<dyn ChatModel>)> = Vec::new();
         let raw_grader =
             build_chat_model(settings, &o.grader_model, "[optimize] grader_model", env)?;
-        models.push(("[optimize] grader_model".into(), raw_grader.clone()));
+        to_check.push(("[optimize] grader_model".into(), raw_grader.clone()));
         let grader = grader_calls.chat(raw_grader);
         let proposer = match proposer_model {
             Some(name) => {
@@ -295,7 +295,7 @@ impl Built {
                     "[optimize] grader_model (the proposer's default)"
                 };
                 let raw = build_chat_model(settings, name, source, env)?;
-                models.push((source.to_owned(), raw.clone()));
+                to_check.push((source.to_owned(), raw.clone()));
                 Some(proposer_calls.chat(raw))
             }
             None => None,
@@ -323,7 +323,6 @@ impl Built {
             ),
             _ => {
                 let chain = ChainTarget::order(&agents, o.chain.as_deref());
-                let checked = &mut models;
                 let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
                 for agent in &chain {
                     let name = o.agent_models.get(agent).unwrap_or(&o.model);
@@ -333,7 +332,7 @@ impl Built {
                         "[optimize] model".to_owned()
                     };
                     let raw = build_chat_model(settings, name, &source, env)?;
-                    checked.push((source, raw.clone()));
+                    to_check.push((source, raw.clone()));
                     models.insert(agent.clone(), target_calls.chat(raw));
                     agent_models.insert(agent.clone(), name.clone());
                 }
@@ -357,7 +356,7 @@ impl Built {
             proposer_calls,
             agent_models,
             chain_len,
-            models,
+            models: to_check,
         })
     }
 
@@ -843,11 +842,7 @@ pub async fn optimize(
         .map_err(ExperimentError::from)?;
     // A name already used is refused before anything is estimated or called.
     if !request.resume && layout.journal().exists() {
-        return Err(run::RunError::Usage(format!(
-            "experiment `{name}` already exists ({}): pass --resume to continue it, or choose another --experiment-name",
-            layout.journal().display()
-        ))
-        .into());
+        return Err(run::name_taken(name, &layout.journal()).into());
     }
     let built = Built::new(
         dir,

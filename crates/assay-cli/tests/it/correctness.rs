@@ -169,6 +169,14 @@ fn a_case_may_name_its_own_rule_and_a_bad_one_is_refused_by_line_and_field() {
             "opt.jsonl:1: correctness: unknown correctness rule `fuzzy`",
         ),
         (
+            "{\"question\": \"q [key:5 g]\", \"files\": [], \"answer\": \"5 g\", \"correctness\": \"numerc\"}\n",
+            "opt.jsonl:1: correctness: unknown correctness rule `numerc` (did you mean `numeric`?)",
+        ),
+        (
+            "{\"question\": \"q [key:5 g]\", \"files\": [], \"answer\": \"5 g\", \"corectness\": \"exact\"}\n",
+            "opt.jsonl:1: unknown field `corectness` (did you mean `correctness`?)",
+        ),
+        (
             "{\"question\": \"q [key:5 g]\", \"files\": [], \"answer\": \"5 g\", \"correctness\": \"regex\"}\n",
             "opt.jsonl:1: `correctness` is `regex` but the case has no `pattern`",
         ),

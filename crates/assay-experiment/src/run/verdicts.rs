@@ -33,8 +33,16 @@ pub fn tie_note(
             })
             .to_owned()
     };
-    let numbers: Vec<String> = tied.iter().map(|t| t.number.to_string()).collect();
-    let same_everywhere: Vec<String> = tied
+    // A few trial numbers, then how many more: a large study can tie dozens of trials.
+    let list = |n: &[usize]| {
+        let shown: Vec<String> = n.iter().take(5).map(ToString::to_string).collect();
+        match n.len().saturating_sub(5) {
+            0 => shown.join(", "),
+            more => format!("{} and {more} more", shown.join(", ")),
+        }
+    };
+    let tied_numbers: Vec<usize> = tied.iter().map(|t| t.number).collect();
+    let same_everywhere: Vec<usize> = tied
         .iter()
         .filter(|t| {
             t.values.len() == best.values.len()
@@ -43,13 +51,13 @@ pub fn tie_note(
                     .zip(&best.values)
                     .all(|(a, b)| (a - b).abs() < 1e-12)
         })
-        .map(|t| t.number.to_string())
+        .map(|t| t.number)
         .collect();
     let mut note = format!(
         "trial {} ties with trial{} {} on {} ({}); ",
         best.number,
-        if numbers.len() == 1 { "" } else { "s" },
-        numbers.join(", "),
+        if tied_numbers.len() == 1 { "" } else { "s" },
+        list(&tied_numbers),
         name(0),
         format_value(first)
     );
@@ -68,7 +76,7 @@ pub fn tie_note(
             note.push_str(&format!(
                 " (trial{} {} tie{} on every objective)",
                 if same_everywhere.len() == 1 { "" } else { "s" },
-                same_everywhere.join(", "),
+                list(&same_everywhere),
                 if same_everywhere.len() == 1 { "s" } else { "" }
             ));
         }
@@ -122,4 +130,55 @@ pub(super) fn all_disagreements(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(number: usize, values: [f64; 2]) -> TrialRecord {
+        TrialRecord {
+            number,
+            params: BTreeMap::new(),
+            outcome: TrialOutcome::Complete,
+            values: values.to_vec(),
+            duplicate_of: None,
+            metrics: None,
+            cases: Vec::new(),
+            note: None,
+            origin: "tpe".into(),
+            duration_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_tie_names_a_few_trials_and_the_rule_that_broke_it() {
+        let directions = [
+            "maximize factually_correct_count".to_owned(),
+            "maximize average_composite_score".to_owned(),
+        ];
+        let trials = vec![
+            trial(0, [3.0, 0.5]),
+            trial(1, [3.0, 0.9]),
+            trial(2, [2.0, 1.0]),
+        ];
+        let note = tie_note(&trials, &directions, Some(1)).unwrap();
+        assert_eq!(
+            note,
+            "trial 1 ties with trial 0 on factually_correct_count (3); the tie is broken by average_composite_score, then by the earliest trial"
+        );
+        assert_eq!(tie_note(&trials, &directions, Some(2)), None);
+        let many: Vec<TrialRecord> = (0..12).map(|n| trial(n, [0.0, 0.2])).collect();
+        let note = tie_note(&many, &directions, Some(0)).unwrap();
+        assert!(
+            note.starts_with(
+                "trial 0 ties with trials 1, 2, 3, 4, 5 and 6 more on factually_correct_count (0)"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("the earliest trial (0) is the best"),
+            "{note}"
+        );
+    }
 }
