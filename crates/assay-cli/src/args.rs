@@ -68,6 +68,17 @@ pub enum Command {
     },
     /// Load and validate a project without running anything.
     Validate(ProjectArg),
+    /// Print the JSON Schema of a kind of file assay reads (knowledge-base files, the four
+    /// banks, pattern rules, expectation history, assay.toml, simulation suites and scenarios,
+    /// judge labels, optimizer cases), for editors and validators. Without KIND, lists the
+    /// kinds. docs/reference/ has a page on each.
+    Schema {
+        /// The kind of file (`assay schema` lists them).
+        kind: Option<String>,
+        /// Print the kind's reference page (Markdown) instead of its schema.
+        #[arg(long, requires = "kind")]
+        markdown: bool,
+    },
     /// Retrieve the context for a message with the project's retrieval pipeline.
     ///
     /// Stages: ALWAYS, STATE (conditions on the user's state), pattern rules (crisis first),
@@ -87,7 +98,8 @@ pub enum Command {
         #[command(subcommand)]
         command: KbCommand,
     },
-    /// Read and change stored user state (003 §5), which STATE conditions read.
+    /// Read and change stored user state (user type, conversation count, last rating, …),
+    /// which STATE conditions read.
     State {
         /// The project directory.
         #[arg(long, global = true, default_value = ".", value_name = "DIR")]
@@ -113,7 +125,7 @@ pub enum Command {
     /// MCP or judge errors kept scenario runs from a verdict. `assay simulate compare REPORT…`
     /// puts several reports side by side.
     Simulate(SimulateArgs),
-    /// Optimize the agents' system prompts (seed 001): baseline on the optimization cases,
+    /// Optimize the agents' system prompts: baseline on the optimization cases,
     /// a multi-objective TPE study over prompts/ and prompt_variations/, the best prompts on
     /// the held-out evaluation cases, and a paired comparison.
     ///
@@ -127,6 +139,10 @@ pub enum Command {
     /// Serve the web UI (/ui/: knowledge base, runs, experiments, simulations) and the HTTP
     /// API: run banks, one case or a topic, and calibrate, over JSON; edit the knowledge base
     /// (/admin/kb/); read saved runs (/runs). `assay serve DIR` or `--project DIR`.
+    ///
+    /// The folder may hold any of test banks, a knowledge base, runs, experiments and
+    /// simulation reports, or none yet: each page shows what is there or names the command
+    /// that fills it. Running, testing a case or a topic and calibrating need test banks.
     ///
     /// Knowledge-base writes need `Authorization: Bearer $ASSAY_ADMIN_TOKEN`; without that
     /// variable the admin API is read-only. Everything else has no authentication: keep it on
@@ -364,8 +380,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub resume: bool,
 
-    /// Compare with a saved run: a results JSON file, a saved run's id (its stamp, like
-    /// 2026-11-25-0915, or its run_id) or `latest` (the newest saved run before this one).
+    /// Compare with a saved run: `accepted` (the run your team accepted with `assay runs
+    /// accept`; until one is, the run is compared with nothing and says so), `latest` (the
+    /// newest saved run before this one, whatever it was like: after a bad run, the next is
+    /// compared with the bad one), a saved run's id (its stamp, like 2026-11-25-0915, or its
+    /// run_id) or a results JSON file. In CI, use `accepted`.
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
 
@@ -382,9 +401,13 @@ pub struct RunArgs {
 pub enum JudgeCommand {
     /// Judge the labelled items again and measure the agreement with the labels.
     ///
+    /// Items left unscored (no score, no verdict) are skipped and counted. Paths in the labels
+    /// file (`report`, `transcript`) are looked up beside the labels file first, then in the
+    /// project folder.
+    ///
     /// Exit codes: 0 measured; 1 a criterion's kappa is below --min-kappa; 2 bad labels
-    /// (unknown criteria, scores off the scale, runs the report does not have); 3 the judge
-    /// failed on some items (reported apart, left out of the measures).
+    /// (unknown criteria, scores off the scale, runs the report does not have, no item
+    /// scored); 3 the judge failed on some items (reported apart, left out of the measures).
     Agree {
         /// The labels file (YAML or JSON; `judge: simulation` or `judge: rubric`).
         labels: PathBuf,
@@ -392,8 +415,9 @@ pub enum JudgeCommand {
         /// labels, [optimize] grader_model for rubric labels).
         #[arg(long, value_name = "VENDOR/MODEL")]
         model: Option<String>,
-        /// Judge each item K times (another criteria order and seed each time) and report how
-        /// often its verdict flips.
+        /// Judge each item K times (another criteria order and seed each time): items whose
+        /// verdict flips are listed as uncertain (apart from too lenient and too strict), and
+        /// each criterion's spread across the samples is reported.
         #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
         judge_samples: u32,
         /// Fail (exit 1) when a criterion's kappa is below this (or undefined).
@@ -408,10 +432,18 @@ pub enum JudgeCommand {
     },
     /// Write a labels file to fill in for a saved simulation report: every run, every
     /// criterion left empty (label blind: the judge's scores are not shown).
+    ///
+    /// The file names the report so that `assay judge agree` finds it: with --output, by a
+    /// path relative to the output file's folder; on stdout (redirected anywhere), by a path
+    /// relative to the project folder, where `agree` looks when nothing is beside the labels
+    /// file. `latest.json` is named by the stamped report it copies, which later simulations
+    /// leave alone.
     Template {
-        /// The simulation report (JSON, or the Markdown with its JSON beside it).
+        /// The simulation report (JSON, or the Markdown with its JSON beside it), inside the
+        /// project.
         report: PathBuf,
-        /// Write here instead of stdout (never over an existing file).
+        /// Write here instead of stdout (never over an existing file; missing folders are
+        /// made).
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -428,13 +460,31 @@ pub enum RunsCommand {
     },
     /// Compare two runs case by case: what differs in their setups, regressions, topics,
     /// improvements, and the paired comparison of their per-case scores. Each run is a saved
-    /// run's id, `latest`, or a results JSON file.
+    /// run's id, `latest`, `accepted`, or a results JSON file.
     Diff {
         /// The first run (the baseline).
         before: String,
         /// The second run.
         after: String,
         /// Print the comparison as JSON (every case, unchanged ones included).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a saved run as the project's baseline: `assay run --baseline accepted` compares
+    /// with it until another is accepted. The run is copied into baseline/ (commit that
+    /// folder so CI compares with it) with who accepted it and when; baseline/history.jsonl
+    /// keeps every acceptance.
+    Accept {
+        /// A saved run's id (like 2026-11-25-0915), or `latest`.
+        #[arg(value_name = "RUN_ID|latest")]
+        run: String,
+        /// Who accepts it (default: ASSAY_USER, else the login name).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        /// Why (kept with the acceptance).
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// Print the acceptance as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -514,7 +564,8 @@ pub enum KbCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Create an entity from a YAML or JSON file holding one entity (003 §4 fields).
+    /// Create an entity from a YAML or JSON file holding one entity (the fields of a
+    /// knowledge-base entity: see docs/reference/kb.md).
     Create {
         /// The file.
         #[arg(long, value_name = "FILE")]
@@ -527,7 +578,9 @@ pub enum KbCommand {
     Update {
         /// The entity.
         entity_id: String,
-        /// A YAML or JSON file with the fields to change (003 §4 `KBEntityUpdate`).
+        /// A YAML or JSON file with the fields to change: title, concept_summary, recognition,
+        /// keywords, guidance_do, guidance_dont, examples, red_flags, load_mode, priority,
+        /// state_conditions, audience_types, is_active (`null` clears an optional one).
         #[arg(long, value_name = "FILE", required_unless_present = "set")]
         file: Option<PathBuf>,
         /// A field to change, as FIELD=VALUE (VALUE is read as JSON when it parses, else text).

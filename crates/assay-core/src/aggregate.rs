@@ -474,8 +474,28 @@ impl Aggregator {
             .or_default() += 1;
         let b = record.breakdown();
         let names = |p: Option<&Penalty<String>>| p.map(|p| p.items.clone());
+        // A semantic hard fail is named by the expected entities it lost (its reason names
+        // each with the detail, which would make every case its own group).
+        let hard_fail = |b: &crate::scoring::Breakdown| -> Vec<String> {
+            match record {
+                CaseRecord::Semantic(r) if !r.lost.is_empty() => r
+                    .lost
+                    .iter()
+                    .filter(|l| r.expectations.expected_primary.contains(&l.entity_id))
+                    .map(|l| match l.lost_at {
+                        crate::runlog::LostAt::NotRetrieved => {
+                            format!("{} not retrieved", l.entity_id)
+                        }
+                        crate::runlog::LostAt::DroppedByReranker => {
+                            format!("{} not selected", l.entity_id)
+                        }
+                    })
+                    .collect(),
+                _ => b.reason.clone().into_iter().collect(),
+            }
+        };
         let hits: [Option<Vec<String>>; 5] = [
-            (b.primary_fail == Some(true)).then(|| b.reason.clone().into_iter().collect()),
+            (b.primary_fail == Some(true)).then(|| hard_fail(b)),
             names(b.false_positives.as_ref()),
             names(b.secondary_missing.as_ref()),
             b.rank_violations.as_ref().map(|p| {

@@ -1,4 +1,4 @@
-//! Test banks and their cases (000 §5), as they are written in files.
+//! Test banks and their cases, as they are written in files.
 
 use std::fmt;
 
@@ -6,8 +6,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::UserState;
 
-/// The mechanism a bank tests (000 §1.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// The retrieval mechanism a bank tests.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum BankType {
     /// Embedding search and reranking.
@@ -70,7 +82,8 @@ impl fmt::Display for BankType {
 }
 
 /// An ordering constraint on a semantic selection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RankCheck {
     /// Must be ranked above `lower` when both are selected.
     pub higher: String,
@@ -79,7 +92,8 @@ pub struct RankCheck {
 }
 
 /// What a semantic case must (and must not) retrieve.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExpectationSet {
     /// All must be selected, or the case is a hard fail.
     #[serde(default)]
@@ -95,8 +109,9 @@ pub struct ExpectationSet {
     pub rank_check: Vec<RankCheck>,
 }
 
-/// A semantic case (000 §5.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A semantic case: a user message and what semantic retrieval must (and must not) select for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SemanticCase {
     /// Unique id.
     pub test_id: String,
@@ -125,6 +140,11 @@ pub struct SemanticCase {
     /// The user's state while sending the message.
     #[serde(default)]
     pub user_state: UserState,
+    /// Entities this case names on purpose although the knowledge base does not hold them
+    /// (one still to be written, or one removed that must stay absent). Any other name the
+    /// knowledge base lacks is a mistake in the test and stops the run before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_missing: Vec<String>,
 }
 
 impl SemanticCase {
@@ -139,8 +159,9 @@ impl SemanticCase {
     }
 }
 
-/// A state case (000 §5.2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A state case: a user state and the STATE handlers it must (and must not) trigger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct StateCase {
     /// Unique id.
     pub test_id: String,
@@ -154,10 +175,16 @@ pub struct StateCase {
     /// Each one that triggers costs 20 points.
     #[serde(default)]
     pub not_expected_handlers: Vec<String>,
+    /// Entities this case names on purpose although the knowledge base does not hold them
+    /// (one still to be written, or one removed that must stay absent). Any other name the
+    /// knowledge base lacks is a mistake in the test and stops the run before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_missing: Vec<String>,
 }
 
-/// A pattern case (000 §5.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A pattern case: a user message and the entities the pattern rules must (and must not) bring in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PatternCase {
     /// Unique id.
     pub test_id: String,
@@ -177,17 +204,23 @@ pub struct PatternCase {
     /// `crisis`, `keyword`, `negative`, or a project's own type.
     #[serde(default = "unknown_pattern_type")]
     pub pattern_type: String,
-    /// Whether a failure here is a critical failure (000 §6.3).
+    /// Whether a failure here is a critical failure (a missed crisis): it makes the run CRITICAL.
     #[serde(default)]
     pub is_critical: bool,
+    /// Entities this case names on purpose although the knowledge base does not hold them
+    /// (one still to be written, or one removed that must stay absent). Any other name the
+    /// knowledge base lacks is a mistake in the test and stops the run before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_missing: Vec<String>,
 }
 
 fn unknown_pattern_type() -> String {
     "unknown".to_owned()
 }
 
-/// An always case (000 §5.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An always case: an audience and the ALWAYS entities every message of it must load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AlwaysCase {
     /// Unique id.
     pub test_id: String,
@@ -201,11 +234,21 @@ pub struct AlwaysCase {
     pub user_state: UserState,
     /// All must be loaded, or the case scores 0.
     pub expected_always: Vec<String>,
+    /// Entities this case names on purpose although the knowledge base does not hold them
+    /// (one still to be written, or one removed that must stay absent). Any other name the
+    /// knowledge base lacks is a mistake in the test and stops the run before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_missing: Vec<String>,
 }
 
 /// A bank file: header fields and its cases.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BankFile<C> {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// Absent in pre-V2 banks; then the type comes from the bank's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bank_type: Option<BankType>,
@@ -222,9 +265,14 @@ pub struct BankFile<C> {
     pub tests: Vec<C>,
 }
 
-/// The pattern rules file (000 §5.5).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// The pattern rules: crisis regexes and keyword groups that bring entities in by name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PatternRules {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// Regexes that detect a crisis, matched case-insensitively.
     #[serde(default)]
     pub crisis_patterns: Vec<CrisisPattern>,
@@ -234,9 +282,10 @@ pub struct PatternRules {
 }
 
 /// One crisis rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CrisisPattern {
-    /// A regular expression (Rust `regex` syntax, which covers the seed's patterns).
+    /// A regular expression (Rust `regex` syntax), matched case-insensitively.
     pub pattern: String,
     /// The entities a match brings in.
     pub entities: Vec<String>,
@@ -246,7 +295,8 @@ pub struct CrisisPattern {
 }
 
 /// One keyword group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct KeywordBoost {
     /// Any of these, found case-insensitively as a substring, matches.
     pub keywords: Vec<String>,

@@ -5,8 +5,20 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-/// What kind of content an entity is (003 §1 `entity_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// What kind of content an entity is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum EntityType {
     /// Who the assistant is.
@@ -53,9 +65,20 @@ impl fmt::Display for EntityType {
     }
 }
 
-/// How an entity reaches the context (003 §1 `load_mode`).
+/// How an entity reaches the context.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum LoadMode {
@@ -85,7 +108,7 @@ impl fmt::Display for LoadMode {
     }
 }
 
-/// Entity priority, 0–100 inclusive (003 §1). Out-of-range values are rejected while parsing.
+/// Entity priority, 0–100 inclusive. Out-of-range values are rejected while parsing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct Priority(u8);
@@ -111,6 +134,21 @@ impl Default for Priority {
     }
 }
 
+impl schemars::JsonSchema for Priority {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Priority".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 100,
+            "description": "How much the entity matters, 0 to 100: it breaks ties in ranking and decides what stays when the token budget runs out."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Priority {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = i64::deserialize(deserializer)?;
@@ -123,8 +161,10 @@ impl<'de> Deserialize<'de> for Priority {
     }
 }
 
-/// Who may edit an entity in an admin UI (003 §1 `editable_by`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Who may edit an entity in an admin UI.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum EditableBy {
     /// Administrators only (default).
@@ -144,16 +184,18 @@ fn default_true() -> bool {
     true
 }
 
-/// The audience an entity has when its file names none (003 §1).
+/// The audience an entity has when its file names none.
 pub const DEFAULT_AUDIENCE: &str = "PARENT";
 
-/// One knowledge-base entity, with the fields of 003 §4 `KBEntityCreate` plus `is_active`
-/// and `editable_by`.
+/// One knowledge-base entity: a piece of guidance the assistant's context can be given, with
+/// how and for whom it is loaded.
 ///
 /// Audience types are free strings: each project defines its own audiences.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Entity {
-    /// Stable identifier, unique within a knowledge base.
+    /// Stable identifier, unique within a knowledge base: 1 to 128 letters, digits, `_`, `-`
+    /// or `.`.
     pub entity_id: String,
     /// The kind of content.
     pub entity_type: EntityType,
@@ -162,7 +204,7 @@ pub struct Entity {
     /// Optional finer classification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
-    /// What the concept is (excluded from the embedding text, 003 §8).
+    /// What the concept is, in a sentence or two (shown to the model, not embedded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concept_summary: Option<String>,
     /// How a user's message shows the situation.
@@ -189,7 +231,11 @@ pub struct Entity {
     /// 0–100; adds `priority / 100 × priority_weight` to a retrieval score.
     #[serde(default)]
     pub priority: Priority,
-    /// For STATE entities: the conditions on the user's state (see [`crate::condition`]).
+    /// For STATE entities: the conditions on the user's state that load it, one test per
+    /// field, all of which must hold: `{days_since_last: {gte: 7}}`. Operators: `eq`, `ne`,
+    /// `gt`, `gte`, `lt`, `lte`, `in`, `nin`, `exists` (each also written with a `$`, as
+    /// `$gte`); a bare list means `in`, a bare value `eq`. A missing or null field satisfies
+    /// no comparison; only `exists: false` matches it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_conditions: Option<Map<String, Value>>,
     /// Audiences this entity is for (default `["PARENT"]`).

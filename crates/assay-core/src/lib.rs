@@ -28,6 +28,7 @@ pub mod entity;
 pub mod experiment;
 pub mod ir;
 pub mod rundiff;
+pub mod schema;
 pub mod runlog;
 pub mod scoring;
 pub mod simulation;

@@ -128,6 +128,26 @@ pub struct LostEntity {
     pub entity_id: String,
     /// Where it was lost.
     pub lost_at: LostAt,
+    /// What happened, in plain words: "not among the 15 nearest", "ranked 9th of 15, below
+    /// the cut of 6", "similarity 0.131 below the threshold 0.2", "inactive", "not for the
+    /// PARENT audience" (absent in runs saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl LostEntity {
+    /// The entity and what happened to it: "`chain_care` not retrieved (not among the 15
+    /// nearest)".
+    pub fn describe(&self) -> String {
+        let what = match self.lost_at {
+            LostAt::NotRetrieved => "not retrieved",
+            LostAt::DroppedByReranker => "retrieved but not selected",
+        };
+        match &self.detail {
+            Some(d) => format!("`{}` {what}: {d}", self.entity_id),
+            None => format!("`{}` {what}", self.entity_id),
+        }
+    }
 }
 
 /// One semantic case's result (000 §6.1).

@@ -169,7 +169,7 @@ pub enum CheckStatus {
 }
 
 /// A criterion's scale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Scale {
     /// A score from 0 to 10.
     #[serde(rename = "0-10")]
@@ -223,7 +223,7 @@ pub struct Judgement {
 }
 
 /// A simulation suite's gate (`gate:` in `sim/suite.yaml`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SimGate {
     /// The mean overall score over scored scenario runs must reach this.

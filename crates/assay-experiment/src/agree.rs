@@ -14,13 +14,16 @@
 //!     verdict: fail              # optional; else overall >= the pass threshold
 //! ```
 //!
-//! Scores are 0 to 1, as the grader gives them; `factually_correct` is true or false.
+//! Scores are 0 to 1, as the grader gives them; `factually_correct` is true or false. An item
+//! with no score, no `factually_correct` and no verdict is unscored: skipped and counted
+//! ([`Labels::unscored`]).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use assay_core::agreement::{
-    AgreementReport, ItemScores, Observation, Scale, VerdictPair, measure,
+    AgreementReport, Criterion, JudgeSample, JudgedItem, ReportHead, Scale,
+    report as measure_report,
 };
 use assay_core::experiment::RubricGrade;
 use assay_kb::datafile::{self, DataError};
@@ -31,28 +34,53 @@ use crate::grade::{self, Grader};
 /// The grader's criteria on a 0-1 scale.
 pub const CRITERIA: [&str; 4] = ["factuality", "completeness", "relevance", "overall"];
 
-#[derive(Debug, Deserialize)]
+/// A labels file for the optimizer's llm-rubric grader: answers people graded, which `assay
+/// judge agree` has the grader grade again and compares.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LabelsFile {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing)]
+    #[allow(dead_code)]
+    schema: Option<String>,
+    /// Which judge the labels are for: `rubric` (the optimizer's llm-rubric grader).
     judge: String,
+    /// The graded answers.
     items: Vec<ItemConfig>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One answer a person graded.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ItemConfig {
+    /// The question the answer replies to.
     question: String,
+    /// The expected (reference) answer.
     expected: String,
+    /// The answer being graded.
     answer: String,
+    /// The person's score of each criterion (`factuality`, `completeness`, `relevance`,
+    /// `overall`), from 0 to 1. A criterion left empty (`~`) was not scored.
     #[serde(default)]
-    scores: BTreeMap<String, Option<f64>>,
+    scores: Option<BTreeMap<String, Option<f64>>>,
+    /// Whether the answer states the facts of the expected one.
     #[serde(default)]
     factually_correct: Option<bool>,
+    /// The person's overall verdict: `pass` or `fail`.
     #[serde(default)]
     verdict: Option<String>,
+    /// Free text for the people reading the file; assay does not read it.
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
+}
+
+/// The JSON Schema of a labels file for the llm-rubric grader (`assay schema grader-labels`).
+pub fn labels_schema() -> schemars::Schema {
+    let mut schema = schemars::schema_for!(LabelsFile);
+    assay_core::schema::set_const(&mut schema, "judge", "rubric");
+    schema
 }
 
 /// One labelled answer.
@@ -79,8 +107,19 @@ pub struct Label {
 pub struct Labels {
     /// The file.
     pub path: PathBuf,
-    /// The labelled answers, in file order.
+    /// The labelled answers, in file order (the scored ones).
     pub labels: Vec<Label>,
+    /// Items left unscored (no score, no `factually_correct`, no verdict): skipped.
+    pub unscored: usize,
+}
+
+/// The grader's criteria in its order, with their scales.
+fn criteria() -> Vec<Criterion> {
+    CRITERIA
+        .iter()
+        .map(|c| Criterion::new(c, Scale::Unit))
+        .chain([Criterion::new("factually_correct", Scale::Boolean)])
+        .collect()
 }
 
 /// Reads and checks a `judge: rubric` labels file; `threshold` derives verdicts from
@@ -102,8 +141,10 @@ pub fn load_labels(path: &Path, threshold: f64) -> Result<Labels, DataError> {
     if file.items.is_empty() {
         return Err(DataError::new(path, "items: no labelled answer"));
     }
+    let total = file.items.len();
     let mut seen = HashSet::new();
     let mut labels = Vec::new();
+    let mut unscored = 0usize;
     for (i, item) in file.items.into_iter().enumerate() {
         let at = |message: String| DataError::new(path, format!("items[{i}]: {message}"));
         for (field, value) in [
@@ -119,7 +160,7 @@ pub fn load_labels(path: &Path, threshold: f64) -> Result<Labels, DataError> {
             return Err(at("the same question and answer are labelled twice".into()));
         }
         let mut scores = BTreeMap::new();
-        for (criterion, score) in &item.scores {
+        for (criterion, score) in item.scores.iter().flatten() {
             if !CRITERIA.contains(&criterion.as_str()) {
                 return Err(at(format!(
                     "scores: unknown criterion `{criterion}` (the grader's: {})",
@@ -142,7 +183,8 @@ pub fn load_labels(path: &Path, threshold: f64) -> Result<Labels, DataError> {
             None => scores.get("overall").map(|o| *o >= threshold),
         };
         if scores.is_empty() && verdict.is_none() && item.factually_correct.is_none() {
-            return Err(at("give scores, factually_correct or a verdict".into()));
+            unscored += 1;
+            continue;
         }
         labels.push(Label {
             item: format!("item {}", i + 1),
@@ -154,19 +196,20 @@ pub fn load_labels(path: &Path, threshold: f64) -> Result<Labels, DataError> {
             verdict,
         });
     }
+    if labels.is_empty() {
+        return Err(DataError::new(
+            path,
+            format!(
+                "items: none of the {total} item(s) is scored; give the answers you judged their \
+                 scores, factually_correct or a verdict (unscored items are skipped)"
+            ),
+        ));
+    }
     Ok(Labels {
         path: path.to_owned(),
         labels,
+        unscored,
     })
-}
-
-fn score_of(grade: &RubricGrade, criterion: &str) -> f64 {
-    match criterion {
-        "factuality" => grade.factuality,
-        "completeness" => grade.completeness,
-        "relevance" => grade.relevance,
-        _ => grade.overall,
-    }
 }
 
 /// Grades every labelled answer again (`samples` times each) and measures the agreement.
@@ -182,11 +225,8 @@ pub async fn agree(grader: &Grader<'_>, labels: &Labels, samples: u32) -> Agreem
             .collect();
         (label, out)
     });
-    let results = futures_util::future::join_all(asks).await;
-    let (mut observations, mut verdicts, mut per_item, mut errors) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut judged, mut flipped) = (0usize, 0usize);
-    for (label, result) in results {
+    let (mut judged, mut errors) = (Vec::new(), Vec::new());
+    for (label, result) in futures_util::future::join_all(asks).await {
         let grades = match result {
             Ok(g) => g,
             Err(e) => {
@@ -194,69 +234,48 @@ pub async fn agree(grader: &Grader<'_>, labels: &Labels, samples: u32) -> Agreem
                 continue;
             }
         };
-        judged += 1;
-        let passes: Vec<bool> = grades
-            .iter()
-            .map(|g| g.overall >= grader.threshold)
-            .collect();
-        if passes.iter().any(|p| *p) && passes.iter().any(|p| !*p) {
-            flipped += 1;
+        let mut human = label.scores.clone();
+        if let Some(correct) = label.factually_correct {
+            human.insert("factually_correct".into(), if correct { 1.0 } else { 0.0 });
         }
-        let n = grades.len() as f64;
-        let mean = |c: &str| grades.iter().map(|g| score_of(g, c)).sum::<f64>() / n;
-        let mut scores = BTreeMap::new();
-        for (criterion, human) in &label.scores {
-            let judge = mean(criterion);
-            scores.insert(criterion.clone(), (*human, judge));
-            observations.push(Observation::new(
-                &label.item,
-                criterion,
-                Scale::Unit,
-                *human,
-                judge,
-            ));
-        }
-        if let Some(human) = label.factually_correct {
-            // The grader's call by majority of its samples.
-            let yes = grades.iter().filter(|g| g.factually_correct).count();
-            let judge = if 2 * yes >= grades.len() { 1.0 } else { 0.0 };
-            let human = if human { 1.0 } else { 0.0 };
-            scores.insert("factually_correct".into(), (human, judge));
-            observations.push(Observation::new(
-                &label.item,
-                "factually_correct",
-                Scale::Boolean,
-                human,
-                judge,
-            ));
-        }
-        let judge_verdict = mean("overall") >= grader.threshold;
-        if let Some(human) = label.verdict {
-            verdicts.push(VerdictPair {
-                item: label.item.clone(),
-                human,
-                judge: judge_verdict,
-            });
-        }
-        per_item.push(ItemScores {
+        judged.push(JudgedItem {
             item: label.item.clone(),
-            scores,
+            human,
             human_verdict: label.verdict,
-            judge_verdict: Some(judge_verdict),
+            samples: grades
+                .iter()
+                .map(|g| JudgeSample {
+                    scores: [
+                        ("factuality", g.factuality),
+                        ("completeness", g.completeness),
+                        ("relevance", g.relevance),
+                        ("overall", g.overall),
+                        (
+                            "factually_correct",
+                            if g.factually_correct { 1.0 } else { 0.0 },
+                        ),
+                    ]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+                    passes: g.overall >= grader.threshold,
+                })
+                .collect(),
         });
     }
-    AgreementReport {
-        kind: "rubric".into(),
-        judge_model: grader.model.model().to_owned(),
-        judge_version: grade::version(),
-        labels: labels.path.display().to_string(),
-        samples,
-        items: labels.labels.len(),
+    measure_report(
+        ReportHead {
+            kind: "rubric".into(),
+            judge_model: grader.model.model().to_owned(),
+            judge_version: grade::version(),
+            labels: labels.path.display().to_string(),
+            samples,
+            unscored: labels.unscored,
+        },
+        &criteria(),
+        &judged,
         errors,
-        flip_share: (samples > 1 && judged > 0).then(|| flipped as f64 / judged as f64),
-        measurement: measure(&observations, &verdicts),
-        per_item,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -307,5 +326,122 @@ mod tests {
             let e = load_labels(&p, 0.8).unwrap_err().to_string();
             assert!(e.contains(needle), "{needle}: {e}");
         }
+    }
+
+    #[test]
+    fn unscored_items_are_skipped_and_counted() {
+        let item = |q: &str, rest: &str| {
+            format!("  - question: {q}\n    expected: A\n    answer: A\n{rest}")
+        };
+        let text = format!(
+            "judge: rubric\nitems:\n{}{}{}",
+            item("Q1", "    scores: {overall: 0.9}\n"),
+            item("Q2", "    scores: {overall: ~, factuality: ~}\n"),
+            item("Q3", "    scores:\n"),
+        );
+        let (_d, p) = write(&text);
+        let l = load_labels(&p, 0.8).unwrap();
+        assert_eq!((l.labels.len(), l.unscored), (1, 2));
+        assert_eq!(l.labels[0].item, "item 1");
+        // Nothing scored: an error naming the file.
+        let text = format!(
+            "judge: rubric\nitems:\n{}",
+            item("Q2", "    scores: {overall: ~}\n")
+        );
+        let (_d, p) = write(&text);
+        let e = load_labels(&p, 0.8).unwrap_err().to_string();
+        assert!(
+            e.contains("labels.yaml") && e.contains("none of the 1 item(s) is scored"),
+            "{e}"
+        );
+        // A score present but off the scale is still an error naming the item and field.
+        let text = format!(
+            "judge: rubric\nitems:\n{}{}",
+            item("Q2", "    scores: {overall: ~}\n"),
+            item("Q1", "    scores: {relevance: 2}\n")
+        );
+        let (_d, p) = write(&text);
+        let e = load_labels(&p, 0.8).unwrap_err().to_string();
+        assert!(
+            e.contains("labels.yaml") && e.contains("items[1]: scores.relevance: 2"),
+            "{e}"
+        );
+    }
+
+    /// A grader that changes its mind on chosen questions: sample 0 passes every answer, the
+    /// resamples (with a seed) fail the questions marked `FLIP`.
+    #[derive(Debug)]
+    struct Fickle;
+
+    #[async_trait::async_trait]
+    impl assay_providers::ChatModel for Fickle {
+        fn model(&self) -> &'static str {
+            "test/fickle-grader"
+        }
+        async fn chat(
+            &self,
+            request: &assay_providers::ChatRequest,
+        ) -> Result<assay_providers::ChatResponse, assay_providers::ProviderError> {
+            let prompt = &request.messages[0].content;
+            let fail = prompt.contains("FLIP") && request.seed.is_some();
+            let score = if fail { 0.2 } else { 0.9 };
+            Ok(assay_providers::ChatResponse {
+                text: serde_json::json!({"factuality": score, "completeness": score,
+                    "relevance": 1.0, "overall": score, "factually_correct": !fail,
+                    "reasoning": "scripted"})
+                .to_string(),
+                ..assay_providers::ChatResponse::default()
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn items_whose_verdict_flips_across_samples_are_uncertain() {
+        let item = |q: &str, verdict: &str| {
+            format!(
+                "  - question: {q}\n    expected: A\n    answer: A\n    scores: {{overall: ~}}\n    verdict: {verdict}\n"
+            )
+        };
+        let text = format!(
+            "judge: rubric\nitems:\n{}{}{}{}{}",
+            item("Q1 FLIP", "fail"),
+            item("Q2", "fail"),
+            item("Q3 FLIP", "pass"),
+            item("Q4", "pass"),
+            "  - question: Q5\n    expected: A\n    answer: A\n",
+        );
+        let (_d, p) = write(&text);
+        let labels = load_labels(&p, 0.8).unwrap();
+        let grader = Grader {
+            model: &Fickle,
+            threshold: 0.8,
+        };
+        let r = agree(&grader, &labels, 3).await;
+        assert_eq!((r.items, r.unscored), (4, 1));
+        let c = r.consistency.as_ref().unwrap();
+        assert_eq!(c.uncertain, ["item 1", "item 3"]);
+        let v = r.measurement.verdicts.as_ref().unwrap();
+        assert_eq!(v.n, 2, "the uncertain items are left out of the verdicts");
+        assert_eq!(
+            v.judge_too_lenient,
+            ["item 2"],
+            "stable, and not the person's"
+        );
+        assert!(v.judge_too_strict.is_empty());
+        let ids: Vec<&str> = c.criteria.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "factuality",
+                "completeness",
+                "relevance",
+                "overall",
+                "factually_correct"
+            ]
+        );
+        let overall = &c.criteria[3];
+        assert_eq!(overall.unstable_items, ["item 1", "item 3"]);
+        assert_eq!(c.criteria[2].unstable, 0, "relevance never moves");
+        assert!(overall.mean_sd > 0.0 && c.criteria[2].mean_sd == 0.0);
     }
 }

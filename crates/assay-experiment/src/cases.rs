@@ -96,16 +96,31 @@ impl CaseSet {
 /// The fields a case line may have.
 const CASE_FIELDS: [&str; 5] = ["question", "files", "answer", "correctness", "pattern"];
 
-/// The seed's line format. `files` is required as in the seed (it may be an empty list).
-#[derive(Debug, Deserialize)]
+/// One line of an optimizer cases file (JSON Lines): a question, the files that hold what it
+/// needs, and the expected answer. `files` is required (it may be an empty list).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct CaseLine {
+    /// The question the agents answer.
     question: String,
+    /// Context files the agents are given, relative to the cases' files folder.
     files: Vec<String>,
+    /// The expected answer.
     answer: String,
+    /// How an answer is judged correct, overriding `[optimize] correctness` for this case:
+    /// `normalised`, `exact`, `numeric`, `regex`, `grader` or `seed`.
     #[serde(default)]
     correctness: Option<String>,
+    /// With `correctness: regex`: the pattern a correct answer matches.
     #[serde(default)]
     pattern: Option<String>,
+}
+
+/// The JSON Schema of one line of an optimizer cases file (`assay schema optimizer-case`).
+/// Unknown fields are refused when the file is read (with the closest known one named).
+pub fn case_line_schema() -> schemars::Schema {
+    let mut schema = schemars::schema_for!(CaseLine);
+    schema.insert("additionalProperties".to_owned(), false.into());
+    schema
 }
 
 /// Reads and validates the JSONL file `jsonl`, reading every context file under `files_root`.

@@ -205,8 +205,56 @@ pub fn load_banks(banks_dir: &Path, warn: &mut dyn FnMut(String)) -> Result<Bank
 pub struct StreamedChecks {
     /// The digest of every case's test id ([`id_digest`]), in reading order.
     pub ids: Vec<u64>,
-    /// Entity id → the first case that names it.
-    pub refs: std::collections::BTreeMap<String, String>,
+    /// The entities the cases name, each once per way it is named, at the first case that
+    /// names it so.
+    pub refs: std::collections::BTreeMap<(String, RefKind), EntityRef>,
+}
+
+/// How a case names an entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefKind {
+    /// The case expects it (primary, secondary, handlers, matches, always, rank checks).
+    Expects,
+    /// The case expects it absent (`not_expected…`).
+    Excludes,
+    /// The case lists it in `known_missing`: named on purpose though the knowledge base lacks it.
+    KnownMissing,
+}
+
+/// An entity a bank case or a pattern rule names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityRef {
+    /// Where: `<file>: tests[3] (S001)`, `<rules file>: keyword_boosts[2]`.
+    pub place: String,
+    /// The file that names it.
+    pub file: PathBuf,
+    /// The entity.
+    pub entity_id: String,
+    /// How.
+    pub kind: RefKind,
+}
+
+/// The entities one case names: `expects` and `excludes`, less those its `known_missing`
+/// lists, which come back as [`RefKind::KnownMissing`].
+pub fn case_refs<'a>(
+    expects: impl IntoIterator<Item = &'a String>,
+    excludes: impl IntoIterator<Item = &'a String>,
+    known_missing: &'a [String],
+) -> impl Iterator<Item = (&'a str, RefKind)> {
+    let named = expects
+        .into_iter()
+        .map(|id| (id.as_str(), RefKind::Expects))
+        .chain(
+            excludes
+                .into_iter()
+                .map(|id| (id.as_str(), RefKind::Excludes)),
+        )
+        .filter(move |(id, _)| !known_missing.iter().any(|k| k == id));
+    named.chain(
+        known_missing
+            .iter()
+            .map(|id| (id.as_str(), RefKind::KnownMissing)),
+    )
 }
 
 /// The digest of a test id for [`StreamedChecks::ids`].
@@ -237,7 +285,10 @@ pub fn load_banks_streaming(
         let mut nothing = 0usize;
         for path in &paths {
             let mut listed: Vec<String> = Vec::new();
-            let mut each = |index: usize, id: &str, tests_nothing: bool, refs: Vec<String>| {
+            let mut each = |index: usize,
+                            id: &str,
+                            tests_nothing: bool,
+                            refs: Vec<(&str, RefKind)>| {
                 if id.trim().is_empty() {
                     return Err(DataError::new(
                         path,
@@ -255,8 +306,16 @@ pub fn load_banks_streaming(
                         ));
                     }
                 }
-                for r in refs {
-                    checks.refs.entry(r).or_insert_with(place);
+                for (entity, kind) in refs {
+                    checks
+                        .refs
+                        .entry((entity.to_owned(), kind))
+                        .or_insert_with(|| EntityRef {
+                            place: place(),
+                            file: path.clone(),
+                            entity_id: entity.to_owned(),
+                            kind,
+                        });
                 }
                 Ok(())
             };
@@ -264,24 +323,26 @@ pub fn load_banks_streaming(
                 BankType::State => for_each_case(path, bank, warn, &mut |i, c: StateCase| {
                     let nothing =
                         c.expected_handlers.is_empty() && c.not_expected_handlers.is_empty();
-                    let refs = c
-                        .expected_handlers
-                        .into_iter()
-                        .chain(c.not_expected_handlers)
-                        .collect();
+                    let refs = case_refs(
+                        &c.expected_handlers,
+                        &c.not_expected_handlers,
+                        &c.known_missing,
+                    )
+                    .collect();
                     each(i, &c.test_id, nothing, refs)
                 })?,
                 BankType::Pattern => for_each_case(path, bank, warn, &mut |i, c: PatternCase| {
-                    let refs = c
-                        .expected_matches
-                        .into_iter()
-                        .chain(c.expected_secondary)
-                        .chain(c.not_expected_matches)
-                        .collect();
+                    let refs = case_refs(
+                        c.expected_matches.iter().chain(&c.expected_secondary),
+                        &c.not_expected_matches,
+                        &c.known_missing,
+                    )
+                    .collect();
                     each(i, &c.test_id, false, refs)
                 })?,
                 _ => for_each_case(path, bank, warn, &mut |i, c: AlwaysCase| {
-                    each(i, &c.test_id, false, c.expected_always)
+                    let refs = case_refs(&c.expected_always, [], &c.known_missing).collect();
+                    each(i, &c.test_id, false, refs)
                 })?,
             };
             listed.into_iter().for_each(&mut *warn);

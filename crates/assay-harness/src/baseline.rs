@@ -2,16 +2,19 @@
 //! it belongs to this project and is recent enough to compare, and the regression rules of
 //! `[gate]` (`no_new_hard_fails`, `no_new_critical`, `max_score_drop`).
 //!
-//! A baseline is a results file, a saved run's id (its stamp, or the RunLog's `run_id`), or
-//! `latest` (the newest saved run before this one). It is resolved and checked before the run
-//! starts, so a bad baseline stops the run with nothing written.
+//! A baseline is a results file, a saved run's id (its stamp, or the RunLog's `run_id`),
+//! `latest` (the newest saved run before this one) or `accepted` (the run the team accepted,
+//! [`crate::accepted`]). It is resolved and checked before the run starts, so a bad baseline
+//! stops the run with nothing written. `accepted` before any run has been accepted is no
+//! baseline at all ([`load`] returns `None`): a project's first CI run must not fail for it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), assay_harness::HarnessError> {
 //! use assay_harness::{baseline, project::Project};
 //! let project = Project::load(std::path::Path::new("examples/coparent"))?;
-//! let base = baseline::load(&project, "latest")?;
-//! println!("comparing with {}", base.label);
+//! if let Some(base) = baseline::load(&project, "accepted")? {
+//!     println!("comparing with {}", base.label);
+//! }
 //! # Ok(()) }
 //! ```
 
@@ -82,18 +85,42 @@ pub fn read_file(path: &Path) -> Result<RunLog, HarnessError> {
     serde_json::from_value(value).map_err(|e| data(path, format!("not a RunLog: {e}")))
 }
 
-/// Finds and reads the baseline `spec` names: a file, `latest`, a saved run's stamp or its
-/// `run_id`. Then checks that it is a run of `project`.
-pub fn load(project: &Project, spec: &str) -> Result<Baseline, HarnessError> {
-    let path = resolve(&project.settings.results_dir, spec)?;
+/// The word that names the accepted baseline.
+pub const ACCEPTED: &str = "accepted";
+
+/// Finds and reads the baseline `spec` names: a file, `latest`, `accepted`, a saved run's
+/// stamp or its `run_id`. Then checks that it is a run of `project`. `None`: `accepted`, and
+/// no run has been accepted yet.
+pub fn load(project: &Project, spec: &str) -> Result<Option<Baseline>, HarnessError> {
+    let settings = &project.settings;
+    let (path, label) = if spec.trim() == ACCEPTED {
+        match crate::accepted::current(&settings.root)? {
+            Some(a) => (a.results_path(&settings.root), a.label()),
+            None => return Ok(None),
+        }
+    } else {
+        let path = resolve(&settings.results_dir, spec)?;
+        let label = path.display().to_string();
+        (path, label)
+    };
     let log = read_file(&path)?;
     let cases = read_cases(&log, &path)?;
     check_project(&log, &cases, project, &path)?;
-    Ok(Baseline {
-        log,
-        cases,
-        label: path.display().to_string(),
-    })
+    Ok(Some(Baseline { log, cases, label }))
+}
+
+/// [`resolve`], and `accepted` too (the accepted run's copy, [`crate::accepted`]), for a
+/// project whose folder is `root`.
+pub fn resolve_in(root: &Path, results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> {
+    if spec.trim() == ACCEPTED {
+        return match crate::accepted::current(root)? {
+            Some(a) => Ok(a.results_path(root)),
+            None => Err(HarnessError::Usage(
+                "`accepted`: no run has been accepted yet (`assay runs accept latest` accepts the newest)".to_owned(),
+            )),
+        };
+    }
+    resolve(results_dir, spec)
 }
 
 /// The score of every case of the run `log` read from `path`: from its lists, or streamed
@@ -116,7 +143,7 @@ pub fn resolve(results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> 
             .next()
             .ok_or_else(|| {
                 HarnessError::Usage(format!(
-                    "`latest`: there is no saved run in {} yet (run once without --baseline, or name a results file)",
+                    "`latest`: there is no saved run in {} yet (run once without --baseline, or use --baseline accepted, which compares with nothing until a run is accepted)",
                     dir.display()
                 ))
             })?;
@@ -133,7 +160,7 @@ pub fn resolve(results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> 
         entry.json
     } else {
         return Err(HarnessError::Usage(format!(
-            "`{spec}`: not a file, `latest`, a saved run's id (like 2026-11-25-0915) or a run_id in {}",
+            "`{spec}`: not a file, `latest`, `accepted`, a saved run's id (like 2026-11-25-0915) or a run_id in {}",
             dir.display()
         )));
     };

@@ -944,6 +944,7 @@ pub async fn calibrate(
     let mut log = read_log(&log_path)?;
     if !changes.is_empty() {
         let file = HistoryFile {
+            schema: None,
             version: Some(result.timestamp.clone()),
             calibration_trigger: Some(result.trigger.clone()),
             kb_version: result.kb_version.clone(),

@@ -7,16 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use assay_core::UserState;
-use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_core::entity::LoadMode;
-use assay_core::runlog::Candidate;
 use assay_kb::store::{Edit, ImportReport, KbBackend, KbStore, SqliteStore};
 use assay_kb::{EmbeddingIndex, EntityFilter, KnowledgeBase, MemoryKb};
 use assay_kb::{ViewEmbedding, view_text_hash};
 use assay_providers::{
     ChatModel, ChatSpec, Embedder, EmbedderOptions, EmbedderSpec, InputKind, ProviderOptions,
-    RerankDocument, Reranker, RerankerSpec,
+    Reranker, RerankerSpec,
 };
 use assay_retrieval::pipeline::{
     DEFAULT_LEXICAL_WEIGHT, IndexSearch, Pipeline, RankMode, RetrievalConfig, ViewVector,
@@ -25,11 +22,12 @@ use assay_retrieval::pipeline::{
 use crate::HarnessError;
 use crate::lock::KbLock;
 use crate::project::Project;
-use crate::runners::{SemanticRetrieval, SemanticRetriever};
 use crate::settings::{ProjectSettings, TunedConfig};
 
 mod calls;
+mod semantic;
 pub use calls::{ChatGroup, ProviderCalls, rate_limit_records};
+pub use semantic::{Selection, SemanticSearch, rerank_documents};
 
 /// The folder of local state inside a project (git-ignored).
 pub const STATE_DIR: &str = ".assay";
@@ -998,233 +996,6 @@ pub async fn embed_queries(
         out.insert(query, one);
     }
     out
-}
-
-/// What the reranker sees of each SITUATION entity: id, title and a short summary (its
-/// `concept_summary`, else its recognition text), keyed by entity id.
-pub fn rerank_documents(
-    kb: &dyn assay_kb::KnowledgeBase,
-) -> Result<HashMap<String, RerankDocument>, HarnessError> {
-    const SUMMARY_CHARS: usize = 400;
-    let entities = kb.list(&EntityFilter {
-        active: Some(true),
-        ..EntityFilter::default()
-    })?;
-    Ok(entities
-        .into_iter()
-        .map(|e| {
-            let summary = e
-                .concept_summary
-                .as_deref()
-                .or(e.recognition.as_deref())
-                .unwrap_or_default()
-                .trim();
-            let summary = match summary.char_indices().nth(SUMMARY_CHARS) {
-                Some((cut, _)) => format!("{}…", &summary[..cut]),
-                None => summary.to_owned(),
-            };
-            let doc = RerankDocument {
-                id: e.entity_id.clone(),
-                title: e.title,
-                summary,
-            };
-            (e.entity_id, doc)
-        })
-        .collect())
-}
-
-/// The semantic bank's system under test (000 §6.1): the `candidates` nearest SITUATION
-/// entities of the case's audience, then a selection of `top_k` by the reranker, or, without
-/// one, by similarity plus priority bonus (the pipeline's final score).
-pub struct SemanticSearch<'a> {
-    pipeline: &'a Pipeline,
-    queries: &'a HashMap<String, Result<Vec<f32>, String>>,
-    reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
-    candidates: usize,
-    top_k: usize,
-    threshold: Option<f32>,
-    description: String,
-    search: Option<SearchChoice>,
-}
-
-impl<'a> SemanticSearch<'a> {
-    /// A search over `pipeline` with the prompts' embeddings from [`embed_queries`], reranked
-    /// by `reranker` (with the documents from [`rerank_documents`]) when there is one.
-    pub fn new(
-        pipeline: &'a Pipeline,
-        queries: &'a HashMap<String, Result<Vec<f32>, String>>,
-        candidates: usize,
-        top_k: usize,
-        embedder_model: &str,
-        reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
-    ) -> SemanticSearch<'a> {
-        let reranking = reranker.as_ref().map_or_else(
-            || "none (similarity + priority)".to_owned(),
-            |(r, _)| r.model().to_owned(),
-        );
-        let description =
-            format!("{embedder_model} top {candidates} → reranker {reranking} top {top_k}");
-        SemanticSearch {
-            pipeline,
-            queries,
-            reranker,
-            candidates,
-            top_k,
-            threshold: None,
-            description,
-            search: None,
-        }
-    }
-
-    /// Records how the pipeline searches ([`prepare_search_pipeline`]): an index search is
-    /// part of the description (a journal of an exact run does not resume with the index), and
-    /// [`SemanticSearch::setup_entries`] records it.
-    #[must_use]
-    pub fn with_search(mut self, search: SearchChoice) -> Self {
-        if search.kind == SearchKind::Index {
-            self.description
-                .push_str(&format!(", candidates from {}", search.describe()));
-        }
-        self.search = Some(search);
-        self
-    }
-
-    /// What a run records of the search in the RunLog's `setup`: `semantic_search` (`exact` or
-    /// `index`) and `semantic_search_detail` (why; with the index, what answered, its
-    /// `ef_search`, and how many searches the exact search in the database answered instead).
-    pub fn setup_entries(&self) -> Vec<(String, String)> {
-        let Some(search) = &self.search else {
-            return Vec::new();
-        };
-        let mut detail = search.reason.clone();
-        if search.kind == SearchKind::Index {
-            detail = format!("{}; {detail}", search.describe());
-            if let Some(stats) = self.pipeline.index_stats() {
-                detail.push_str(&format!(
-                    "; {} searches, {} answered by the exact search",
-                    stats.searches, stats.exact_fallbacks
-                ));
-            }
-        }
-        vec![
-            (
-                "semantic_search".to_owned(),
-                search.kind.as_str().to_owned(),
-            ),
-            ("semantic_search_detail".to_owned(), detail),
-        ]
-    }
-
-    /// Selects only candidates scoring at least `threshold` (a threshold tuned for the
-    /// embedder by `assay kb tune`; without one, as in 000 §6.1, there is none).
-    #[must_use]
-    pub fn with_threshold(mut self, threshold: Option<f32>) -> Self {
-        self.threshold = threshold;
-        if let Some(t) = threshold {
-            self.description.push_str(&format!(" (threshold {t})"));
-        }
-        self
-    }
-}
-
-fn audience_of(state: &UserState) -> &str {
-    state
-        .get("user_type")
-        .and_then(|v| v.as_str())
-        .unwrap_or(DEFAULT_AUDIENCE)
-}
-
-#[async_trait::async_trait]
-impl SemanticRetriever for SemanticSearch<'_> {
-    fn describe(&self) -> String {
-        self.description.clone()
-    }
-
-    async fn retrieve(
-        &self,
-        prompt: &str,
-        user_state: &UserState,
-    ) -> Result<SemanticRetrieval, String> {
-        self.retrieve_sample(prompt, user_state, 0).await
-    }
-
-    fn is_stochastic(&self) -> bool {
-        self.reranker
-            .as_ref()
-            .is_some_and(|(r, _)| r.is_stochastic())
-    }
-
-    async fn retrieve_sample(
-        &self,
-        prompt: &str,
-        user_state: &UserState,
-        sample: u32,
-    ) -> Result<SemanticRetrieval, String> {
-        let query = match self.queries.get(prompt) {
-            Some(Ok(q)) => q,
-            Some(Err(e)) => return Err(e.clone()),
-            None => return Err(format!("no embedding for prompt {prompt:?}")),
-        };
-        let nearest: Vec<(String, f32)> = self
-            .pipeline
-            .rank(query, prompt, audience_of(user_state), self.candidates)
-            .map_err(|e| format!("searching the knowledge base: {e}"))?
-            .into_iter()
-            .map(|h| (h.entity_id, h.score))
-            .collect();
-        let candidates: Vec<Candidate> = nearest
-            .iter()
-            .map(|(id, sim)| Candidate {
-                entity_id: id.clone(),
-                similarity: f64::from(*sim),
-            })
-            .collect();
-        let selections = if let Some((reranker, documents)) = &self.reranker {
-            let docs: Vec<RerankDocument> = nearest
-                .iter()
-                .map(|(id, _)| {
-                    documents
-                        .get(id)
-                        .cloned()
-                        .unwrap_or_else(|| RerankDocument {
-                            id: id.clone(),
-                            title: id.clone(),
-                            summary: String::new(),
-                        })
-                })
-                .collect();
-            let reranking = reranker
-                .rerank_sample(prompt, &docs, self.top_k, sample)
-                .await
-                .map_err(|e| format!("reranking with {}: {e}", reranker.model()))?;
-            reranking
-                .order
-                .iter()
-                .filter_map(|r| docs.get(r.index).map(|d| d.id.clone()))
-                .take(self.top_k)
-                .collect()
-        } else {
-            let weight = self.pipeline.config().priority_weight;
-            let mut ranked: Vec<(f32, &str)> = nearest
-                .iter()
-                .filter(|(_, sim)| self.threshold.is_none_or(|t| *sim >= t))
-                .map(|(id, sim)| {
-                    let bonus = f32::from(self.pipeline.priority(id).unwrap_or(0)) / 100.0 * weight;
-                    (sim + bonus, id.as_str())
-                })
-                .collect();
-            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-            ranked
-                .into_iter()
-                .take(self.top_k)
-                .map(|(_, id)| id.to_owned())
-                .collect()
-        };
-        Ok(SemanticRetrieval {
-            candidates,
-            selections,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use assay_kb::datafile::{self, DataError};
 use serde::{Deserialize, Serialize};
 
 /// A human override in a history entry.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HumanOverride {
     /// Replaces the primary expectations.
     #[serde(default)]
@@ -58,8 +59,10 @@ impl HumanOverride {
     }
 }
 
-/// One change in a history file (000 §4.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One change in a history file: a case's expectations before and after a calibration, or a
+/// human override.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HistoryChange {
     /// The case.
     pub test_id: String,
@@ -77,9 +80,15 @@ pub struct HistoryChange {
     pub human_override: Option<HumanOverride>,
 }
 
-/// A history file (000 §4.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A history file (`test_banks/semantic/history/expectations_<date>.json`): the expectations
+/// one calibration or override changed. History files are append-only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HistoryFile {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing)]
+    pub schema: Option<String>,
     /// When the calibration ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -280,7 +289,7 @@ impl ExpectationLoader {
             .find_map(|e| e.change.human_override.as_ref())
     }
 
-    /// How many cases take their expectations from each source (000 §4.3).
+    /// How many cases take their expectations from each source.
     pub fn summary<'a>(
         &self,
         cases: impl IntoIterator<Item = &'a SemanticCase>,

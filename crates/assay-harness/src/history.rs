@@ -121,6 +121,7 @@ mod tests {
 
     fn file() -> HistoryFile {
         HistoryFile {
+            schema: None,
             version: Some("2026-11-21T10:00:00Z".into()),
             calibration_trigger: None,
             kb_version: None,

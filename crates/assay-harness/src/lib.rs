@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod accepted;
 pub mod banks;
 pub mod baseline;
 pub mod calibrate;

@@ -170,6 +170,7 @@ pub fn record_override(
             .map(str::to_owned),
     };
     let file = HistoryFile {
+        schema: None,
         version: Some(now.to_rfc3339_opts(SecondsFormat::Secs, true)),
         calibration_trigger: Some(OVERRIDE_TRIGGER.to_owned()),
         kb_version: None,

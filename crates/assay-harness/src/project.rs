@@ -41,31 +41,92 @@ pub struct Project {
     pub refs_checked_against_files: bool,
 }
 
-/// An entity a bank case or a pattern rule names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntityRef {
-    /// Where: `<file>: tests[3] (S001)`, `<rules file>: keyword_boosts[2]`.
-    pub place: String,
-    /// The entity.
-    pub entity_id: String,
-}
+pub use crate::banks::{EntityRef, RefKind};
 
-/// Warnings for the entities of `refs` that `kb` does not hold (`source` says what `kb` is).
-fn unknown_refs(
+/// The version that deactivated an entity, where a store keeps versions.
+type DeactivatedIn<'a> = &'a dyn Fn(&str) -> Option<u32>;
+
+/// How many unknown names one error lists (the rest are counted).
+const UNKNOWN_LISTED: usize = 20;
+
+/// Checks the entities `refs` name against `kb` (`source` says what `kb` is). An unknown
+/// entity is a mistake in the test, not a failure of the product: an error naming each place
+/// and the closest known ids, before anything runs. With `inactive_since` (which gives the
+/// version that deactivated an entity, where a store keeps versions), returns the warnings: a
+/// case that expects an inactive entity, and a `known_missing` entity the knowledge base does
+/// hold.
+fn check_refs(
     refs: &[EntityRef],
     kb: &dyn KnowledgeBase,
     source: &str,
+    inactive_since: Option<DeactivatedIn<'_>>,
 ) -> Result<Vec<String>, HarnessError> {
+    let warn = inactive_since.is_some();
+    let inactive_since = inactive_since.unwrap_or(&|_| None);
     let mut warnings = Vec::new();
+    let mut unknown: Vec<&EntityRef> = Vec::new();
     for r in refs {
-        if !kb.contains(&r.entity_id)? {
-            warnings.push(format!(
-                "{}: unknown entity `{}` (not in {source})",
+        let entity = kb.get(&r.entity_id)?;
+        match (r.kind, entity) {
+            (RefKind::KnownMissing, Some(_)) => warnings.push(format!(
+                "{}: `{}` is listed in known_missing, but {source} has it",
                 r.place, r.entity_id
-            ));
+            )),
+            (RefKind::KnownMissing, None) => {}
+            (_, None) => unknown.push(r),
+            (RefKind::Expects, Some(e)) if !e.is_active => warnings.push(match inactive_since(&r.entity_id) {
+                Some(v) => format!(
+                    "{}: expects `{}`, which is inactive (deactivated in version {v}); the case cannot pass until it is active again",
+                    r.place, r.entity_id
+                ),
+                None => format!(
+                    "{}: expects `{}`, which is inactive (is_active: false); the case cannot pass until it is active again",
+                    r.place, r.entity_id
+                ),
+            }),
+            _ => {}
         }
     }
-    Ok(warnings)
+    if !warn {
+        warnings.clear();
+    }
+    let Some(first) = unknown.first() else {
+        return Ok(warnings);
+    };
+    let ids: Vec<String> = kb
+        .list(&assay_kb::EntityFilter::default())?
+        .into_iter()
+        .map(|e| e.entity_id)
+        .collect();
+    let describe = |r: &EntityRef| {
+        let near = assay_core::text::closest(&r.entity_id, ids.iter().map(String::as_str))
+            .map(|near| format!(" (did you mean `{near}`?)"))
+            .unwrap_or_default();
+        format!("{}: unknown entity `{}`{near}", r.place, r.entity_id)
+    };
+    let mut message = format!(
+        "{} name{} an entity that {source} does not have; this is a mistake in the tests, so nothing was run",
+        if unknown.len() == 1 {
+            "a case".to_owned()
+        } else {
+            format!("{} references", unknown.len())
+        },
+        if unknown.len() == 1 { "s" } else { "" },
+    );
+    for r in unknown.iter().take(UNKNOWN_LISTED) {
+        message.push_str("\n  ");
+        message.push_str(&describe(r));
+    }
+    if unknown.len() > UNKNOWN_LISTED {
+        message.push_str(&format!(
+            "\n  … and {} more",
+            unknown.len() - UNKNOWN_LISTED
+        ));
+    }
+    message.push_str(
+        "\n(a case that names an absent entity on purpose lists it in its `known_missing`)",
+    );
+    Err(DataError::new(&first.file, message).into())
 }
 
 /// What the warnings call the `kb/` files.
@@ -148,13 +209,7 @@ impl Project {
         let banks = other.banks;
         let (patterns, rules, rules_file) = match other.rules {
             Some((rules, matcher, path)) => {
-                let refs = rule_entities(&path, &rules);
-                if files_are_source {
-                    unknown_refs(&refs, &kb.kb, FILES_KB)?
-                        .into_iter()
-                        .for_each(&mut warn);
-                }
-                entity_refs.extend(refs);
+                entity_refs.extend(rule_entities(&path, &rules));
                 (Some(Arc::new(matcher)), Some(rules), Some(path))
             }
             None => (None, None, None),
@@ -167,12 +222,12 @@ impl Project {
         if let Some(checks) = other.streamed_checks {
             refs.extend(validate_streamed(&banks, checks)?);
         }
-        if files_are_source {
-            unknown_refs(&refs, &kb.kb, FILES_KB)?
-                .into_iter()
-                .for_each(&mut warn);
-        }
         entity_refs.extend(refs);
+        // The warnings (an inactive entity expected) come from the run, once the store can
+        // say which version deactivated it, and from `assay validate`.
+        if files_are_source {
+            check_refs(&entity_refs, &kb.kb, FILES_KB, None)?;
+        }
         let semantic_ids: std::collections::HashSet<&str> = banks
             .semantic
             .iter()
@@ -200,10 +255,29 @@ impl Project {
         })
     }
 
-    /// Warnings for the entities the banks and the pattern rules name that `kb` (a snapshot
-    /// of the project's store, where that store is the source of truth) does not hold.
-    pub fn check_entity_refs(&self, kb: &dyn KnowledgeBase) -> Result<Vec<String>, HarnessError> {
-        unknown_refs(&self.entity_refs, kb, "the store's knowledge base")
+    /// Checks the entities the banks and the pattern rules name against `kb`, a snapshot of
+    /// the project's store where that store is the source of truth: an unknown one is an
+    /// error; returns the warnings (an expected entity that is inactive, with the version that
+    /// deactivated it from `store`).
+    pub fn check_entity_refs(
+        &self,
+        kb: &dyn KnowledgeBase,
+        store: &dyn assay_kb::store::KbStore,
+    ) -> Result<Vec<String>, HarnessError> {
+        let since = |id: &str| store.get_stored(id).ok().flatten().map(|s| s.version);
+        let source = if self.refs_checked_against_files {
+            FILES_KB
+        } else {
+            "the store's knowledge base"
+        };
+        check_refs(&self.entity_refs, kb, source, Some(&since))
+    }
+
+    /// The warnings of the entities the banks and rules name, against the `kb/` files (for
+    /// `assay validate`, which opens no store): a case that expects an inactive entity, a
+    /// `known_missing` entity the knowledge base has.
+    pub fn ref_warnings(&self) -> Result<Vec<String>, HarnessError> {
+        check_refs(&self.entity_refs, &self.kb.kb, FILES_KB, Some(&|_| None))
     }
 }
 
@@ -317,7 +391,9 @@ fn rule_entities(path: &Path, rules: &PatternRules) -> Vec<EntityRef> {
         .into_iter()
         .map(|(place, id)| EntityRef {
             place: format!("{}: {place}", path.display()),
+            file: path.to_owned(),
             entity_id: id.to_owned(),
+            kind: RefKind::Expects,
         })
         .collect()
 }
@@ -342,7 +418,15 @@ fn validate_cases(
         }
         Ok(())
     };
-    let mut refs: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut refs: Vec<EntityRef> = Vec::new();
+    let mut add = |place: &str, file: &Path, named: &mut dyn Iterator<Item = (&str, RefKind)>| {
+        refs.extend(named.map(|(id, kind)| EntityRef {
+            place: place.to_owned(),
+            file: file.to_owned(),
+            entity_id: id.to_owned(),
+            kind,
+        }));
+    };
     for c in &banks.semantic {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
@@ -351,14 +435,17 @@ fn validate_cases(
                 "{place}: no expected_primary, so the case can never hard-fail"
             ));
         }
-        let ids = c
-            .case
+        let case = &c.case;
+        let expects = case
             .expected_primary
             .iter()
-            .chain(&c.case.expected_secondary)
-            .chain(&c.case.not_expected);
-        let ranks = c.case.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]);
-        refs.push((place, ids.chain(ranks).map(String::as_str).collect()));
+            .chain(&case.expected_secondary)
+            .chain(case.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]));
+        add(
+            &place,
+            &c.file,
+            &mut banks::case_refs(expects, &case.not_expected, &case.known_missing),
+        );
     }
     for c in &banks.state {
         let place = case_place(c, &c.case.test_id);
@@ -368,41 +455,41 @@ fn validate_cases(
                 "{place}: neither expected_handlers nor not_expected_handlers: the case tests nothing"
             ));
         }
-        let ids = c
-            .case
-            .expected_handlers
-            .iter()
-            .chain(&c.case.not_expected_handlers);
-        refs.push((place, ids.map(String::as_str).collect()));
+        let case = &c.case;
+        add(
+            &place,
+            &c.file,
+            &mut banks::case_refs(
+                &case.expected_handlers,
+                &case.not_expected_handlers,
+                &case.known_missing,
+            ),
+        );
     }
     for c in &banks.pattern {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
-        let ids = c
-            .case
-            .expected_matches
-            .iter()
-            .chain(&c.case.expected_secondary)
-            .chain(&c.case.not_expected_matches);
-        refs.push((place, ids.map(String::as_str).collect()));
+        let case = &c.case;
+        add(
+            &place,
+            &c.file,
+            &mut banks::case_refs(
+                case.expected_matches.iter().chain(&case.expected_secondary),
+                &case.not_expected_matches,
+                &case.known_missing,
+            ),
+        );
     }
     for c in &banks.always {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
-        refs.push((
-            place,
-            c.case.expected_always.iter().map(String::as_str).collect(),
-        ));
+        add(
+            &place,
+            &c.file,
+            &mut banks::case_refs(&c.case.expected_always, [], &c.case.known_missing),
+        );
     }
-    Ok(refs
-        .into_iter()
-        .flat_map(|(place, ids)| {
-            ids.into_iter().map(move |id| EntityRef {
-                place: place.clone(),
-                entity_id: id.to_owned(),
-            })
-        })
-        .collect())
+    Ok(refs)
 }
 
 /// The checks of [`validate_cases`] for streamed banks: test ids unique across every bank;
@@ -434,11 +521,8 @@ fn validate_streamed(
     if !twice.is_empty() {
         find_duplicate(banks, &twice)?;
     }
-    // Each entity once, at the first case that names it.
-    Ok(refs
-        .into_iter()
-        .map(|(entity_id, place)| EntityRef { place, entity_id })
-        .collect())
+    // Each entity once per way it is named, at the first case that names it so.
+    Ok(refs.into_values().collect())
 }
 
 /// Reads every case whose id has one of the `digests` (sorted) and fails on the first id seen

@@ -7,7 +7,9 @@ use assay_core::runlog::{
     AlwaysCaseResult, Candidate, LostAt, LostEntity, PatternCaseResult, SemanticCaseResult,
     StateCaseResult,
 };
-use assay_core::scoring::{Breakdown, RankViolation, ScoreInput, score, score_with_reason};
+use assay_core::scoring::{
+    Breakdown, PRIMARY_FAIL_REASON, RankViolation, ScoreInput, score_with_reason,
+};
 use assay_kb::KnowledgeBase;
 use assay_retrieval::patterns::PatternMatcher;
 use assay_retrieval::{RetrievalError, StateMatcher, always_entities};
@@ -21,6 +23,10 @@ pub struct SemanticRetrieval {
     pub candidates: Vec<Candidate>,
     /// The final selection after reranking, best first.
     pub selections: Vec<String>,
+    /// Why entities were not selected, in plain words, where the retriever knows (the
+    /// pipeline's threshold, an inactive entity, another audience), by entity id. An expected
+    /// entity missing here is explained by its place among the candidates.
+    pub why_not: std::collections::HashMap<String, String>,
 }
 
 /// The system under test of the semantic bank: embedding search, then reranking (000 §6.1).
@@ -38,6 +44,14 @@ pub trait SemanticRetriever: Send + Sync {
         prompt: &str,
         user_state: &UserState,
     ) -> Result<SemanticRetrieval, String>;
+
+    /// Why this retriever can never select `entity_id` for a user in `user_state` (not in the
+    /// knowledge base, inactive, another audience), if it knows: the plain words a lost
+    /// expected entity's report gives.
+    fn explain(&self, entity_id: &str, user_state: &UserState) -> Option<String> {
+        let _ = (entity_id, user_state);
+        None
+    }
 
     /// Whether a stage may answer differently on the same input (an LLM reranker): only then
     /// does `assay run --repeat` measure anything.
@@ -189,19 +203,45 @@ async fn run_semantic_sample(
         rank_violations: rank_violations(&selections, exp),
         wrong_handlers: Vec::new(),
     };
-    let lost = primary_missing
+    let n = retrieval.candidates.len();
+    let kept = selections.len();
+    let lost: Vec<LostEntity> = primary_missing
         .iter()
         .chain(&input.secondary_missing)
-        .map(|id| LostEntity {
-            entity_id: id.clone(),
-            lost_at: if retrieval.candidates.iter().any(|c| c.entity_id == *id) {
-                LostAt::DroppedByReranker
-            } else {
-                LostAt::NotRetrieved
-            },
+        .map(|id| {
+            let rank = retrieval.candidates.iter().position(|c| c.entity_id == *id);
+            let detail = retrieval
+                .why_not
+                .get(id)
+                .cloned()
+                .or_else(|| retriever.explain(id, &case.user_state))
+                .or_else(|| {
+                    Some(match rank {
+                        Some(r) => format!(
+                            "ranked {} of the {n} candidates; {kept} were selected",
+                            ordinal(r + 1)
+                        ),
+                        None => format!("not among the {n} nearest"),
+                    })
+                });
+            LostEntity {
+                entity_id: id.clone(),
+                lost_at: if rank.is_some() {
+                    LostAt::DroppedByReranker
+                } else {
+                    LostAt::NotRetrieved
+                },
+                detail,
+            }
         })
         .collect();
-    let scored = score(&input);
+    let reason = lost
+        .iter()
+        .filter(|l| primary_missing.contains(&l.entity_id))
+        .map(LostEntity::describe)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let scored = score_with_reason(&input, &format!("{PRIMARY_FAIL_REASON}: {reason}"));
     let ranked = ranked_list(
         selections.iter().map(String::as_str),
         retrieval.candidates.iter().map(|c| c.entity_id.as_str()),
@@ -221,6 +261,18 @@ async fn run_semantic_sample(
         ir,
         ..result
     }
+}
+
+/// `1st`, `2nd`, `3rd`, `11th`, `22nd`.
+pub fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Runs one state case (000 §6.2).
@@ -361,6 +413,7 @@ mod tests {
         Fixed(Ok(SemanticRetrieval {
             candidates: candidates(cands),
             selections: sel.iter().map(|s| (*s).to_owned()).collect(),
+            why_not: std::collections::HashMap::new(),
         }))
     }
 
@@ -396,7 +449,8 @@ mod tests {
             r.lost,
             vec![LostEntity {
                 entity_id: "biff_response".into(),
-                lost_at: LostAt::DroppedByReranker
+                lost_at: LostAt::DroppedByReranker,
+                detail: Some("ranked 3rd of the 3 candidates; 2 were selected".into()),
             }]
         );
     }
@@ -428,8 +482,21 @@ mod tests {
             r.lost[0],
             LostEntity {
                 entity_id: "gray_rock".into(),
-                lost_at: LostAt::NotRetrieved
+                lost_at: LostAt::NotRetrieved,
+                detail: Some("not among the 1 nearest".into()),
             }
+        );
+        assert_eq!(
+            r.breakdown.reason.as_deref(),
+            Some(
+                "Primary expected entity not found: `gray_rock` not retrieved: not among the 1 nearest"
+            )
+        );
+        assert_eq!(
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd"
+            ],
+            [1, 2, 3, 4, 11, 12, 13, 21, 102].map(ordinal)
         );
     }
 

@@ -72,6 +72,8 @@ pub struct RunEntry {
     pub error_count: usize,
     /// The banks that ran (keys).
     pub banks: Vec<String>,
+    /// Each scored bank's score (key → average out of 100), as the run's summary has it.
+    pub bank_scores: std::collections::BTreeMap<String, f64>,
     /// How long it took.
     pub duration_ms: u64,
     /// The RunLog's file.
@@ -162,6 +164,11 @@ fn entry_of(results_dir: &Path, id: &str, log: &RunLog) -> RunEntry {
             .iter()
             .filter(|(_, v)| v.is_some())
             .map(|(k, _)| k.clone())
+            .collect(),
+        bank_scores: s
+            .component_scores
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| (k.clone(), v)))
             .collect(),
         duration_ms: log.duration_ms,
         json: results_dir.join(format!("results_{id}.json")),

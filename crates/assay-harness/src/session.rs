@@ -112,14 +112,11 @@ pub async fn execute(
     let store = engine::open_store_with(settings, env)?;
     engine::sync_kb(&store, project)?;
     let kb = engine::snapshot(&*store)?;
-    // Where the database is the source of truth, the entities the banks and rules name are
-    // checked against what it holds (Project::load checked them against the kb/ files only
-    // where those are).
-    let ref_warnings = if project.refs_checked_against_files {
-        Vec::new()
-    } else {
-        project.check_entity_refs(&kb)?
-    };
+    // The entities the banks and rules name, checked against the store: where the database
+    // is the source of truth, an unknown one stops the run here (Project::load checked them
+    // against the kb/ files where those are); and a case that expects an inactive entity is
+    // named with the version that deactivated it.
+    let ref_warnings = project.check_entity_refs(&kb, &*store)?;
     let wants_semantic = wants_semantic(project, request);
     // The call cache is for remote providers: a run with an in-process embedder and no reranker
     // does not open it.
@@ -150,18 +147,24 @@ pub async fn execute(
     } else {
         None
     };
-    let search = semantic.as_ref().map(|(parts, reranker)| {
-        SemanticSearch::new(
-            &parts.pipeline,
-            &parts.queries,
-            parts.candidates,
-            settings.semantic.top_k,
-            &parts.model,
-            reranker.clone(),
-        )
-        .with_threshold(parts.threshold)
-        .with_search(parts.search.clone())
-    });
+    let selection = engine::Selection::parse(&settings.semantic.selection).unwrap_or_default();
+    let search = semantic
+        .as_ref()
+        .map(|(parts, reranker)| {
+            SemanticSearch::new(
+                &parts.pipeline,
+                &parts.queries,
+                parts.candidates,
+                settings.semantic.top_k,
+                &parts.model,
+                reranker.clone(),
+            )
+            .with_threshold(parts.threshold)
+            .with_search(parts.search.clone())
+            .with_kb(&kb)
+            .with_selection(selection)
+        })
+        .transpose()?;
     let backends = Backends {
         kb: &kb,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),

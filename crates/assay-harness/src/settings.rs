@@ -12,12 +12,13 @@ use serde::Deserialize;
 pub const SETTINGS_FILE: &str = "assay.toml";
 
 /// `[paths]`: where the project's parts live, relative to the project directory.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PathsConfig {
     /// Entity files (default `kb`).
     pub kb: PathBuf,
-    /// Test banks in the 000 §2 layout (default `test_banks`).
+    /// Test banks, one folder per bank: `semantic/`, `state/`, `pattern/`, `always/` (default
+    /// `test_banks`).
     pub test_banks: PathBuf,
     /// Saved results and reports (default `results`).
     pub results: PathBuf,
@@ -33,8 +34,8 @@ impl Default for PathsConfig {
     }
 }
 
-/// `[weights]`: each bank's weight in the combined score (000 §6.5; default 0.60/0.15/0.15/0.10).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// `[weights]`: each bank's weight in the combined score (default 0.60/0.15/0.15/0.10).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WeightsConfig {
     /// Semantic bank weight.
@@ -60,7 +61,7 @@ impl Default for WeightsConfig {
 }
 
 /// `[gate]`: when a run fails (exit code 1).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GateConfig {
     /// The lowest health that passes (default `POOR`: only `CRITICAL` fails).
@@ -101,8 +102,9 @@ pub struct RegressionRules {
     pub max_score_drop: Option<f64>,
 }
 
-/// `[semantic]`: the semantic bank's pipeline sizes (000 §6.1).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `[semantic]`: how the semantic bank selects each case's entities: embedding search, then
+/// reranking.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SemanticConfig {
     /// Candidates taken from the embedding search (default 15).
@@ -130,6 +132,12 @@ pub struct SemanticConfig {
     /// [`DEFAULT_EF_SEARCH`]). Higher finds more of the exact answer, more slowly:
     /// `assay kb check-index` measures it.
     pub ef_search: u32,
+    /// What the bank scores: `pipeline` (what the retrieval pipeline loads for the message,
+    /// exactly as `assay retrieve` shows it: its similarity threshold, top_k, pattern rules and
+    /// token budget; what `assay init` writes) or `top_k` (the `top_k` best of the `candidates`
+    /// nearest, whatever their similarity; the default when unset, as projects made before
+    /// the setting existed were scored).
+    pub selection: String,
 }
 
 /// The values `[semantic] search` accepts.
@@ -153,13 +161,14 @@ impl Default for SemanticConfig {
             search: "auto".into(),
             index_min_entities: INDEX_MIN_ENTITIES,
             ef_search: DEFAULT_EF_SEARCH,
+            selection: "top_k".into(),
         }
     }
 }
 
 /// `[providers]`: how model providers are called (every chat, rerank and remote embedding call
 /// goes through one wrapper with these settings).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProvidersConfig {
     /// The call cache in `.assay/cache.db`: `read-write` (default), `off`, or `replay` (a miss
@@ -196,7 +205,7 @@ pub struct ProvidersConfig {
 }
 
 /// One declared price (`[providers.prices]`).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum PriceSetting {
     /// The same price per million input and output tokens (0: free).
@@ -241,8 +250,9 @@ impl Default for ProvidersConfig {
     }
 }
 
-/// `[calibration]`: the strong model that proposes expectations (000 §4).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `[calibration]`: the strong model that proposes the semantic cases' expectations
+/// (`assay calibrate`).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CalibrationConfig {
     /// `vendor/model` of the calibrating chat model (default `anthropic/claude-opus-4-5`).
@@ -261,7 +271,7 @@ impl Default for CalibrationConfig {
 }
 
 /// `[simulate]`: defaults of `assay simulate` (the conversation simulator).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimulateConfig {
     /// `vendor/model` of the model under test when `--model` is not given.
@@ -289,8 +299,8 @@ impl Default for SimulateConfig {
     }
 }
 
-/// `[optimize]`: the prompt optimizer (`assay optimize`, `assay evaluate`, seed 001).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `[optimize]`: the prompt optimizer (`assay optimize`, `assay evaluate`).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimizeConfig {
     /// The system under test: `chain` (the built-in multi-agent chain, default), `command`
@@ -305,7 +315,9 @@ pub struct OptimizeConfig {
     /// The command or endpoint keeps no state between executions, so `--max-concurrency`
     /// may run several cases of a trial at once (default false; the chain is stateless).
     pub stateless: bool,
-    /// The chain's agent order (default: the seed's seven when those are the agents).
+    /// The chain's agent order (default: planner, researcher, expert, critic_planner,
+    /// critic_researcher, critic_expert, finalizer when those are exactly the agents, else the
+    /// agents in name order with `finalizer` last).
     pub chain: Option<Vec<String>>,
     /// `vendor/model` of the chain's agents (default `anthropic/claude-haiku-4-5`).
     pub model: String,
@@ -315,14 +327,14 @@ pub struct OptimizeConfig {
     pub agent_max_tokens: u32,
     /// `vendor/model` of the llm-rubric grader (default `anthropic/claude-sonnet-4-6`).
     pub grader_model: String,
-    /// The composite score at which a case passes the rubric (default 0.8, as the seed).
+    /// The composite score at which a case passes the rubric (default 0.8).
     pub threshold: f64,
     /// Random start-up trials before TPE (default 10, Optuna's).
     pub startup_trials: usize,
-    /// The objectives, each `maximize <metric>` or `minimize <metric>` (default the seed's
-    /// pair: `maximize factually_correct_count`, `maximize average_composite_score`).
+    /// The objectives, each `maximize <metric>` or `minimize <metric>` (default
+    /// `maximize factually_correct_count`, `maximize average_composite_score`).
     pub directions: Vec<String>,
-    /// Cases of one trial run at once for stateless targets (default 1, the seed's rule).
+    /// Cases of one trial run at once for stateless targets (default 1: one case at a time).
     pub max_concurrency: usize,
     /// `--racing`: the share of the optimization cases a combination is first scored on
     /// (default 0.5).
@@ -331,8 +343,8 @@ pub struct OptimizeConfig {
     pub propose: ProposeConfig,
     /// How an answer is judged correct, the first objective (default `normalised`: words on
     /// word boundaries, numbers as numbers with their units); also `exact`, `numeric`,
-    /// `regex` (each case's `pattern`), `grader` (the grader's own call) and `seed` (the
-    /// spec's substring rule). A test case may name its own (`"correctness"`).
+    /// `regex` (each case's `pattern`), `grader` (the grader's own call) and `seed` (correct
+    /// when either text contains the other). A test case may name its own (`"correctness"`).
     pub correctness: String,
     /// Units that count as one another for the correctness rule, each `1 kg = 1000 g`.
     pub units: Vec<String>,
@@ -348,7 +360,7 @@ pub struct OptimizeConfig {
 /// `[optimize.propose]`: after the search over the hand-written prompts, a proposer model
 /// reads the traces of optimization cases the best combination gets wrong and writes revised
 /// prompts, which join the study (GEPA-style; docs/optimize.md).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProposeConfig {
     /// `vendor/model` of the proposer (default: the grader's model).
@@ -416,7 +428,7 @@ impl Default for OptimizeConfig {
 }
 
 /// `[report]`: report options.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReportConfig {
     /// In JUnit XML, a case with a lower score is a failure (default 100).
@@ -432,7 +444,7 @@ impl Default for ReportConfig {
 }
 
 /// `[embedder]`: how entity and query texts are embedded.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedderConfig {
     /// `vendor/model`: `builtin/hashed-ngrams` (default), `local/<dir>` (or `local` with
@@ -457,8 +469,9 @@ pub struct EmbedderConfig {
     pub document_prefix: Option<String>,
 }
 
-/// `[retrieval]`: the retrieval pipeline (003 §3, §6).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `[retrieval]`: the retrieval pipeline (ALWAYS, STATE, pattern and SITUATION entities, the
+/// final score and the token budget).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrievalSettingsConfig {
     /// SITUATION entities kept (default 5).
@@ -473,9 +486,10 @@ pub struct RetrievalSettingsConfig {
     /// Token budget of the context (default 3000).
     pub max_tokens_budget: usize,
     /// `hybrid` (dense + BM25, the default: see the guide for the measurements) or `dense`
-    /// (003's pipeline exactly).
+    /// (ranked by cosine similarity alone).
     pub mode: String,
-    /// `single` (one embedding of the whole embedding text, 003 §8; the default) or `multi`
+    /// `single` (one embedding of the whole embedding text: title, recognition, keywords and
+    /// examples; the default) or `multi`
     /// (one embedding per view: title, each recognition line, keywords, each example).
     pub views: String,
     /// Hybrid mode: weight of the normalised BM25 score (default 0.3).
@@ -486,7 +500,7 @@ pub struct RetrievalSettingsConfig {
 }
 
 /// `[retrieval.tuned."<embedder>"]`: what `assay kb tune` chose for one embedder.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TunedConfig {
     /// The similarity threshold of the SITUATION stage.
@@ -522,7 +536,7 @@ impl Default for RetrievalSettingsConfig {
 }
 
 /// The whole `assay.toml`, as written.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProjectConfig {
     /// `store`: where the knowledge base is kept: a `postgres://user@host:port/db` URL (no
@@ -664,14 +678,19 @@ impl ProjectSettings {
         let config = if path.exists() {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| DataError::new(&path, format!("cannot read file: {e}")))?;
-            let config = toml::from_str::<ProjectConfig>(&text).map_err(|e| {
+            let located = |e: toml::de::Error, field: &str| {
                 let (line, column) = e.span().map(|s| line_col(&text, s.start)).unzip();
                 DataError {
                     path: path.clone(),
                     line,
                     column,
-                    message: e.message().to_owned(),
+                    message: assay_kb::datafile::with_field(field, e.message()),
                 }
+            };
+            let de = toml::Deserializer::parse(&text).map_err(|e| located(e, ""))?;
+            let config: ProjectConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+                let field = e.path().to_string();
+                located(e.into_inner(), &field)
             })?;
             // TOML can write `inf` and `nan`; no setting means either.
             let table = text.parse::<toml::Table>().unwrap_or_default();
@@ -820,6 +839,18 @@ impl ProjectSettings {
             return Err(format!(
                 "semantic.search: unknown value `{}` (expected auto, exact or index)",
                 semantic.search
+            ));
+        }
+        if crate::engine::Selection::parse(&semantic.selection).is_none() {
+            let near = assay_core::text::closest(
+                &semantic.selection,
+                crate::engine::Selection::NAMES.iter().copied(),
+            )
+            .map(|n| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
+            return Err(format!(
+                "semantic.selection: unknown value `{}`{near}; expected `pipeline` or `top_k`",
+                semantic.selection
             ));
         }
         if !(1..=MAX_EF_SEARCH).contains(&semantic.ef_search) {
@@ -1101,11 +1132,13 @@ mod tests {
             let e = load(text).unwrap_err();
             assert!(e.message.starts_with(message), "{text}: {e}");
         }
-        // A negative count is a type error, placed at the value (line 2, column 22).
+        // A negative count is a type error, placed at the value (line 2, column 22) and
+        // naming the key.
         let e = load("[semantic]\nindex_min_entities = -1\n").unwrap_err();
         assert!(
-            e.to_string()
-                .contains("assay.toml:2:22: invalid value: integer `-1`"),
+            e.to_string().contains(
+                "assay.toml:2:22: semantic.index_min_entities: invalid value: integer `-1`"
+            ),
             "{e}"
         );
     }

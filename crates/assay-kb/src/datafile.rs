@@ -84,7 +84,8 @@ fn strip_yaml_path<'m>(message: &'m str, field: &str) -> &'m str {
         Some((head, rest))
             if !head.contains(' ')
                 && (head.starts_with(['.', '['])
-                    || (!field.is_empty() && (head == field || head.ends_with(last)))) =>
+                    || (!field.is_empty()
+                        && (head == field || head.ends_with(last) || field.starts_with(head)))) =>
         {
             rest
         }
@@ -92,11 +93,57 @@ fn strip_yaml_path<'m>(message: &'m str, field: &str) -> &'m str {
     }
 }
 
-fn with_field(path: &str, message: &str) -> String {
+/// `message` about the field at `path` (`semantic.top_k`), as every data-file error reads:
+/// `path: message`, with the closest known name suggested for an unknown field or value.
+pub fn with_field(path: &str, message: &str) -> String {
+    let message = suggest(message);
+    // serde's path to an unknown field ends with the field, which the message names already.
+    let path = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .and_then(|(name, _)| path.strip_suffix(name))
+        .map_or(path, |parent| parent.trim_end_matches('.'));
     if path.is_empty() || path == "." {
-        message.to_owned()
+        message
     } else {
         format!("{path}: {message}")
+    }
+}
+
+/// Rewrites serde's "unknown field `guidence_do`, expected one of `entity_id`, …" (and the
+/// same for an unknown variant) as "unknown field `guidence_do` (did you mean `guidance_do`?)":
+/// the closest known name when there is one within a typo's reach, else the known names.
+fn suggest(message: &str) -> String {
+    let Some((head, expected)) = message.split_once(", expected ") else {
+        return message.to_owned();
+    };
+    let (kind, rest) = if let Some(rest) = head.strip_prefix("unknown field `") {
+        ("field", rest)
+    } else if let Some(rest) = head.strip_prefix("unknown variant `") {
+        ("value", rest)
+    } else {
+        return message.to_owned();
+    };
+    let Some(name) = rest.strip_suffix('`') else {
+        return message.to_owned();
+    };
+    let known: Vec<&str> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|k| !k.is_empty())
+        .collect();
+    match assay_core::text::closest(name, known.iter().copied()) {
+        Some(near) => format!("unknown {kind} `{name}` (did you mean `{near}`?)"),
+        None if known.is_empty() => message.to_owned(),
+        None => format!(
+            "unknown {kind} `{name}`; expected one of {}",
+            known
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -384,6 +431,44 @@ mod tests {
                 "bank.json: unknown field `extra` (ignored)".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn an_unknown_field_of_a_strict_type_is_an_error_with_a_suggestion() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Strict {
+            guidance_do: Option<String>,
+            title: String,
+        }
+        let mut warnings = Vec::new();
+        let e = parse::<Vec<Strict>>(
+            Path::new("kb/bikes.yaml"),
+            "- title: Chains\n  guidence_do: oil it\n",
+            Format::Yaml,
+            &mut |w| warnings.push(w),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(
+            e.message
+                .ends_with("[0]: unknown field `guidence_do` (did you mean `guidance_do`?)"),
+            "{e}"
+        );
+        let e = parse::<Strict>(
+            Path::new("a.json"),
+            "{\"title\": \"t\", \"zzz\": 1}",
+            Format::Json,
+            &mut |w| warnings.push(w),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("unknown field `zzz`; expected one of `guidance_do`, `title`"),
+            "{e}"
+        );
+        assert!(warnings.is_empty());
     }
 
     #[test]

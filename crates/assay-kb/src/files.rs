@@ -229,7 +229,8 @@ mod tests {
         )]);
         let err = load_dir(dir.path()).unwrap_err().to_string();
         assert!(
-            err.contains("a.yaml:2:") && err.contains("unknown variant `FACT`"),
+            err.contains("a.yaml:2:")
+                && err.contains("entity_type: unknown value `FACT`; expected one of `PERSONA`"),
             "{err}"
         );
     }
@@ -238,11 +239,24 @@ mod tests {
     fn state_entity_without_conditions_warns() {
         let dir = kb_dir(&[(
             "a.json",
-            r#"[{"entity_id":"h","entity_type":"HANDLER","title":"H","load_mode":"STATE","colour":"red"}]"#,
+            r#"[{"entity_id":"h","entity_type":"HANDLER","title":"H","load_mode":"STATE"}]"#,
         )]);
         let loaded = load_dir(dir.path()).unwrap();
-        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
-        assert!(loaded.warnings[0].contains("unknown field `[0].colour`"));
-        assert!(loaded.warnings[1].contains("never triggers"));
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].contains("never triggers"));
+    }
+
+    #[test]
+    fn an_unknown_entity_field_is_an_error_naming_the_closest() {
+        let dir = kb_dir(&[(
+            "a.json",
+            r#"[{"entity_id":"h","entity_type":"HANDLER","title":"H","colour":"red","guidance_dont":"x","guidence_do":"y"}]"#,
+        )]);
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("a.json:1:"), "{err}");
+        assert!(
+            err.contains("[0]: unknown field `colour`; expected one of `entity_id`"),
+            "{err}"
+        );
     }
 }

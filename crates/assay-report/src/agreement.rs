@@ -1,5 +1,5 @@
-//! Renderings of a judge's agreement with people ([`AgreementReport`], `assay judge agree`):
-//! for the console and as Markdown.
+//! Renderings of a judge's agreement with people ([`AgreementReport`], `assay judge agree`)
+//! for the console, the criteria in the judge's order. `--json` is the report itself.
 
 use std::fmt::Write as _;
 
@@ -39,6 +39,15 @@ pub fn kappa_words(k: Option<f64>) -> &'static str {
     }
 }
 
+/// `n thing` or `n things`.
+fn plural(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// A score as the reports print it: up to two decimals, trailing zeros dropped (0.85, 0.1, 7).
 pub fn score(v: f64) -> String {
     let s = format!("{v:.2}");
@@ -69,6 +78,13 @@ pub fn console(r: &AgreementReport) -> String {
             String::new()
         }
     );
+    if r.unscored > 0 {
+        let _ = writeln!(
+            out,
+            "  {} unscored, skipped (no score and no verdict)",
+            plural(r.unscored, "item")
+        );
+    }
     let _ = writeln!(
         out,
         "  {:<24} {:>10} {:>3} {:>7} {:<16} {:>8} {:>6} {:>9}",
@@ -125,12 +141,41 @@ pub fn console(r: &AgreementReport) -> String {
             }
         );
     }
-    if let Some(f) = r.flip_share {
+    if let Some(c) = &r.consistency {
         let _ = writeln!(
             out,
-            "  self-consistency: the verdict flipped between samples on {:.0}% of items",
-            f * 100.0
+            "  uncertain (the verdict flipped across the {} samples; left out of the verdicts): {}",
+            c.samples,
+            if c.uncertain.is_empty() {
+                "none".to_owned()
+            } else {
+                c.uncertain.join(", ")
+            }
         );
+        let _ = writeln!(
+            out,
+            "  self-consistency: the verdict flipped between samples on {:.0}% of items ({} of {})",
+            r.flip_share.unwrap_or_default() * 100.0,
+            c.uncertain.len(),
+            c.judged
+        );
+        if !c.criteria.is_empty() {
+            let _ = writeln!(
+                out,
+                "  spread across samples (the judge's score: mean standard deviation; items whose samples disagree):"
+            );
+            for s in &c.criteria {
+                let _ = writeln!(
+                    out,
+                    "    {:<24} {:>10}  sd {:>5}  unstable on {} of {}",
+                    s.id,
+                    scale(s.scale),
+                    format!("{:.2}", s.mean_sd),
+                    s.unstable,
+                    s.n
+                );
+            }
+        }
     }
     if !m.disagreements.is_empty() {
         let _ = writeln!(out, "  largest disagreements (person → judge):");
@@ -156,4 +201,109 @@ pub fn console(r: &AgreementReport) -> String {
         let _ = writeln!(out, "  error: {e}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use assay_core::agreement::{Criterion, JudgeSample, JudgedItem, ReportHead, report};
+
+    use super::*;
+
+    fn scores(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
+    /// Three samples, one item the judge flips on, one it passes against the person, two
+    /// items unscored: the criteria in the suite's order (not the alphabet's), the uncertain
+    /// item apart from "too lenient", the spread per criterion.
+    #[test]
+    fn console_with_samples_lists_uncertain_items_apart() {
+        let criteria = [
+            Criterion::new("scope_adherence", Scale::ZeroToTen),
+            Criterion::new("accuracy", Scale::ZeroToTen),
+            Criterion::new("ypt_compliance", Scale::PassFail),
+        ];
+        let human = scores(&[
+            ("scope_adherence", 8.0),
+            ("accuracy", 7.0),
+            ("ypt_compliance", 10.0),
+        ]);
+        let steady = |passes: bool, acc: f64| {
+            (0..3)
+                .map(|_| JudgeSample {
+                    scores: scores(&[
+                        ("scope_adherence", 8.0),
+                        ("accuracy", acc),
+                        ("ypt_compliance", 10.0),
+                    ]),
+                    passes,
+                })
+                .collect::<Vec<_>>()
+        };
+        let flip = vec![
+            JudgeSample {
+                scores: scores(&[
+                    ("scope_adherence", 8.0),
+                    ("accuracy", 9.0),
+                    ("ypt_compliance", 10.0),
+                ]),
+                passes: true,
+            },
+            JudgeSample {
+                scores: scores(&[
+                    ("scope_adherence", 6.0),
+                    ("accuracy", 2.0),
+                    ("ypt_compliance", 0.0),
+                ]),
+                passes: false,
+            },
+            JudgeSample {
+                scores: scores(&[
+                    ("scope_adherence", 8.0),
+                    ("accuracy", 9.0),
+                    ("ypt_compliance", 10.0),
+                ]),
+                passes: true,
+            },
+        ];
+        let item = |name: &str, verdict: bool, samples: Vec<JudgeSample>| JudgedItem {
+            item: name.into(),
+            human: human.clone(),
+            human_verdict: Some(verdict),
+            samples,
+        };
+        let r = report(
+            ReportHead {
+                kind: "simulation".into(),
+                judge_model: "openai/judge".into(),
+                judge_version: "0123456789abcdef".into(),
+                labels: "sim/labels.yaml".into(),
+                samples: 3,
+                unscored: 2,
+            },
+            &criteria,
+            &[
+                item("daily_chore#1", true, steady(true, 7.0)),
+                item("daily_chore#2", false, flip),
+                item("off_topic#1", false, steady(true, 8.0)),
+                item("off_topic#2", false, steady(false, 3.0)),
+            ],
+            Vec::new(),
+        );
+        let text = console(&r);
+        assert!(
+            text.contains("uncertain (the verdict flipped across the 3 samples; left out of the verdicts): daily_chore#2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("too lenient on off_topic#1, too strict on none"),
+            "{text}"
+        );
+        assert!(text.contains("2 items unscored, skipped"), "{text}");
+        let at = |needle: &str| text.find(needle).unwrap();
+        assert!(at("  scope_adherence") < at("  accuracy"), "{text}");
+        insta::assert_snapshot!(text);
+    }
 }

@@ -390,7 +390,7 @@ pub fn markdown(report: &ExperimentReport) -> String {
         report
             .correctness
             .as_deref()
-            .unwrap_or("seed (the spec's substring rule)"),
+            .unwrap_or("seed (either text contains the other)"),
         report.directions.join(", "),
         trials_count(report),
         report.search_mode,

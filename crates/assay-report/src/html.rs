@@ -1,6 +1,7 @@
 //! The self-contained HTML report (`results/report_<stamp>.html`): the Markdown report's
 //! content with charts, as one file with inline CSS and inline SVG, no script and no external
-//! asset. The web UI's run page shows the same [`body`].
+//! asset. The web UI's run page shows the same body, its case ids linked to the cases' pages
+//! ([`body_with`]), and a case's page its section ([`case_section`]).
 //!
 //! Every string that comes from the run (ids, names, prompts, entity ids, topics, warnings,
 //! errors) goes through [`escape`]; nothing else is ever interpolated.
@@ -8,8 +9,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use assay_core::aggregate::CaseRecord;
 use assay_core::bank::{BankType, ExpectationSet};
-use assay_core::runlog::{GroupScore, LostAt, RunLog, SemanticCaseResult};
+use assay_core::runlog::{
+    AlwaysCaseResult, GroupScore, LostAt, PatternCaseResult, RunLog, SemanticCaseResult,
+    StateCaseResult,
+};
 use assay_core::scoring::{Breakdown, interpret};
 
 use crate::select;
@@ -21,6 +26,29 @@ pub use crate::junit::escape;
 pub const STYLE: &str = include_str!("report.css");
 
 const PAGE_STYLE: &str = "body{font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",sans-serif;color:#1d2127;margin:0 auto;max-width:72rem;padding:1.5rem}";
+
+/// Where the report's case ids link to: the self-contained file links nowhere ([`NoLinks`]),
+/// the web UI links every case id to the case's own page.
+pub trait CaseLinks {
+    /// The page of case `test_id` of `bank`, when it has one.
+    fn case(&self, _bank: BankType, _test_id: &str) -> Option<String> {
+        None
+    }
+}
+
+/// No links: the self-contained file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLinks;
+
+impl CaseLinks for NoLinks {}
+
+/// A case id as HTML: a link to its page when `links` has one, else the escaped id.
+fn case_id(links: &dyn CaseLinks, bank: BankType, id: &str) -> String {
+    match links.case(bank, id) {
+        Some(href) => format!("<a href=\"{}\">{}</a>", escape(&href), escape(id)),
+        None => escape(id),
+    }
+}
 
 /// The whole report as one HTML document.
 pub fn render(log: &RunLog) -> String {
@@ -166,13 +194,35 @@ fn group_section(out: &mut String, title: &str, key: &str, groups: &BTreeMap<Str
     out.push_str("</tbody></table>\n");
 }
 
-/// The report's content, `<div class="report">…</div>`, for [`render`] and the web UI.
+/// The report's content, `<div class="report">…</div>`, for [`render`].
 pub fn body(log: &RunLog) -> String {
+    body_with(log, &NoLinks)
+}
+
+/// [`body`] with every case id linked through `links` (the web UI's run page).
+pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     let s = &log.summary;
     let mut out = String::from("<div class=\"report\">\n");
+    // The regression gate's verdict sits beside health: a run can be healthy and still have
+    // regressed against its baseline.
+    let gate = log
+        .baseline
+        .as_ref()
+        .and_then(|d| d.gate.as_ref())
+        .map(|g| {
+            if g.passed {
+                " <span class=\"gate gate-pass\" title=\"no regression rule broken against the baseline\">regression gate passed</span>".to_owned()
+            } else {
+                format!(
+                    " <span class=\"gate gate-fail\" title=\"{}\">regression gate FAILED</span>",
+                    escape(&g.reasons.join("; "))
+                )
+            }
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "<h1>Run <code>{}</code> <span class=\"health h-{}\">{}</span></h1>",
+        "<h1>Run <code>{}</code> <span class=\"health h-{}\" title=\"health\">{}</span>{gate}</h1>",
         escape(&log.run_id),
         s.health_status,
         s.health_status
@@ -213,10 +263,10 @@ pub fn body(log: &RunLog) -> String {
             .label
             .clone()
             .unwrap_or_else(|| format!("run {}", diff.before.run_id));
-        out.push_str(&crate::rundiff::html(diff, &label));
+        out.push_str(&crate::rundiff::html_with(diff, &label, links));
     }
-    critical(&mut out, log);
-    errors(&mut out, log);
+    critical(&mut out, log, links);
+    errors(&mut out, log, links);
     components(&mut out, log);
     charts(&mut out, log);
     if let Some(sem) = &log.semantic {
@@ -272,7 +322,7 @@ pub fn body(log: &RunLog) -> String {
             &p.pattern_type_scores,
         );
     }
-    failures(&mut out, log);
+    failures(&mut out, log, links);
     out.push_str(&crate::limits::html(&log.rate_limits, escape));
     if !log.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
@@ -285,7 +335,7 @@ pub fn body(log: &RunLog) -> String {
     out
 }
 
-fn critical(out: &mut String, log: &RunLog) {
+fn critical(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     let s = &log.summary;
     if s.critical_failures.is_empty() {
         return;
@@ -301,7 +351,7 @@ fn critical(out: &mut String, log: &RunLog) {
             let _ = write!(
                 out,
                 "<li><strong>{}</strong> ({}): “{}” — {what}",
-                escape(&r.test_id),
+                case_id(links, BankType::Pattern, &r.test_id),
                 escape(&r.pattern_type),
                 escape(&r.prompt)
             );
@@ -323,7 +373,7 @@ fn critical(out: &mut String, log: &RunLog) {
     out.push_str("</ul></section>\n");
 }
 
-fn errors(out: &mut String, log: &RunLog) {
+fn errors(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     if log.summary.error_count == 0 {
         return;
     }
@@ -339,7 +389,7 @@ fn errors(out: &mut String, log: &RunLog) {
             let _ = writeln!(
                 out,
                 "<li><strong>{}</strong>: {}</li>",
-                escape(&r.test_id),
+                case_id(links, BankType::Semantic, &r.test_id),
                 escape(r.error.as_deref().unwrap_or_default())
             );
         }
@@ -462,7 +512,14 @@ fn breakdown(out: &mut String, b: &Breakdown) {
     }
 }
 
-fn case_head(out: &mut String, id: &str, name: &str, score: u32) {
+fn case_head(
+    out: &mut String,
+    links: &dyn CaseLinks,
+    bank: BankType,
+    id: &str,
+    name: &str,
+    score: u32,
+) {
     let title = if name.is_empty() {
         String::new()
     } else {
@@ -472,7 +529,7 @@ fn case_head(out: &mut String, id: &str, name: &str, score: u32) {
         out,
         "<section class=\"case\" id=\"case-{}\"><h3>{}{title} — <span class=\"{}\">{score}</span> ({})</h3>",
         escape(id),
-        escape(id),
+        case_id(links, bank, id),
         score_class(f64::from(score)),
         interpret(score)
     );
@@ -490,17 +547,31 @@ fn expectation_of(e: &ExpectationSet, entity: &str) -> &'static str {
     }
 }
 
-fn semantic_case(out: &mut String, r: &SemanticCaseResult) {
-    case_head(out, &r.test_id, &r.name, r.score.unwrap_or(0));
+fn semantic_case(out: &mut String, r: &SemanticCaseResult, links: &dyn CaseLinks) {
+    case_head(
+        out,
+        links,
+        BankType::Semantic,
+        &r.test_id,
+        &r.name,
+        r.score.unwrap_or(0),
+    );
     let lost: Vec<String> = r
         .lost
         .iter()
         .map(|l| {
             let at = match l.lost_at {
                 LostAt::NotRetrieved => "not retrieved",
-                LostAt::DroppedByReranker => "dropped by the reranker",
+                LostAt::DroppedByReranker => "retrieved but not selected",
             };
-            format!("<code>{}</code> ({at})", escape(&l.entity_id))
+            match &l.detail {
+                Some(d) => format!(
+                    "<code>{}</code> ({at}: {})",
+                    escape(&l.entity_id),
+                    escape(d)
+                ),
+                None => format!("<code>{}</code> ({at})", escape(&l.entity_id)),
+            }
         })
         .collect();
     let _ = writeln!(
@@ -553,79 +624,96 @@ fn partial_note(out: &mut String, log: &RunLog, bank: BankType, shown: usize) {
     }
 }
 
-fn failures(out: &mut String, log: &RunLog) {
-    {
-        let failed = select::semantic_failures(log);
-        if !failed.is_empty() {
-            out.push_str("<h2>Semantic test failures</h2>\n");
-            partial_note(out, log, BankType::Semantic, failed.len());
-            for r in failed {
-                semantic_case(out, r);
-            }
+fn state_case(out: &mut String, r: &StateCaseResult, links: &dyn CaseLinks) {
+    case_head(out, links, BankType::State, &r.test_id, &r.name, r.score);
+    let state = serde_json::to_string(&r.user_state).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "<ul><li><strong>User state:</strong> <code>{}</code></li><li><strong>Expected:</strong> {}</li><li><strong>Triggered:</strong> {}</li>",
+        escape(&state),
+        ids(&r.expected_handlers),
+        ids(&r.triggered_handlers)
+    );
+    breakdown(out, &r.breakdown);
+    out.push_str("</ul></section>\n");
+}
+
+fn pattern_case(out: &mut String, r: &PatternCaseResult, links: &dyn CaseLinks) {
+    case_head(out, links, BankType::Pattern, &r.test_id, &r.name, r.score);
+    let critical = if r.is_critical_failure {
+        " <strong class=\"unwanted\">critical failure</strong>"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "<ul><li><strong>Prompt:</strong> “{}”{critical}</li><li><strong>Type:</strong> {}</li><li><strong>Expected:</strong> {}</li><li><strong>Matched:</strong> {}</li>",
+        escape(&r.prompt),
+        escape(&r.pattern_type),
+        ids(&r.expected_matches),
+        ids(&r.matched_entities)
+    );
+    breakdown(out, &r.breakdown);
+    out.push_str("</ul></section>\n");
+}
+
+fn always_case(out: &mut String, r: &AlwaysCaseResult, links: &dyn CaseLinks) {
+    case_head(out, links, BankType::Always, &r.test_id, &r.name, r.score);
+    let _ = writeln!(
+        out,
+        "<ul><li><strong>User type:</strong> <code>{}</code></li><li><strong>Missing:</strong> {}</li><li><strong>Loaded:</strong> {}</li>",
+        escape(&r.user_type),
+        ids(&r.missing),
+        ids(&r.loaded_entities)
+    );
+    breakdown(out, &r.breakdown);
+    out.push_str("</ul></section>\n");
+}
+
+/// One case as the report shows a failing one (`<section class="case">`): what it asked, what
+/// was expected and what came back, and what cost it points. The web UI's case page.
+pub fn case_section(record: &CaseRecord) -> String {
+    let mut out = String::new();
+    match record {
+        CaseRecord::Semantic(r) => semantic_case(&mut out, r, &NoLinks),
+        CaseRecord::State(r) => state_case(&mut out, r, &NoLinks),
+        CaseRecord::Pattern(r) => pattern_case(&mut out, r, &NoLinks),
+        CaseRecord::Always(r) => always_case(&mut out, r, &NoLinks),
+    }
+    out
+}
+
+fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
+    let failed = select::semantic_failures(log);
+    if !failed.is_empty() {
+        out.push_str("<h2>Semantic test failures</h2>\n");
+        partial_note(out, log, BankType::Semantic, failed.len());
+        for r in failed {
+            semantic_case(out, r, links);
         }
     }
-    {
-        let failed = select::state_failures(log);
-        if !failed.is_empty() {
-            out.push_str("<h2>State test failures</h2>\n");
-            partial_note(out, log, BankType::State, failed.len());
-            for r in failed {
-                case_head(out, &r.test_id, &r.name, r.score);
-                let state = serde_json::to_string(&r.user_state).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "<ul><li><strong>User state:</strong> <code>{}</code></li><li><strong>Expected:</strong> {}</li><li><strong>Triggered:</strong> {}</li>",
-                    escape(&state),
-                    ids(&r.expected_handlers),
-                    ids(&r.triggered_handlers)
-                );
-                breakdown(out, &r.breakdown);
-                out.push_str("</ul></section>\n");
-            }
+    let failed = select::state_failures(log);
+    if !failed.is_empty() {
+        out.push_str("<h2>State test failures</h2>\n");
+        partial_note(out, log, BankType::State, failed.len());
+        for r in failed {
+            state_case(out, r, links);
         }
     }
-    {
-        let failed = select::pattern_failures(log);
-        if !failed.is_empty() {
-            out.push_str("<h2>Pattern test failures</h2>\n");
-            partial_note(out, log, BankType::Pattern, failed.len());
-            for r in failed {
-                case_head(out, &r.test_id, &r.name, r.score);
-                let critical = if r.is_critical_failure {
-                    " <strong class=\"unwanted\">critical failure</strong>"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    out,
-                    "<ul><li><strong>Prompt:</strong> “{}”{critical}</li><li><strong>Type:</strong> {}</li><li><strong>Expected:</strong> {}</li><li><strong>Matched:</strong> {}</li>",
-                    escape(&r.prompt),
-                    escape(&r.pattern_type),
-                    ids(&r.expected_matches),
-                    ids(&r.matched_entities)
-                );
-                breakdown(out, &r.breakdown);
-                out.push_str("</ul></section>\n");
-            }
+    let failed = select::pattern_failures(log);
+    if !failed.is_empty() {
+        out.push_str("<h2>Pattern test failures</h2>\n");
+        partial_note(out, log, BankType::Pattern, failed.len());
+        for r in failed {
+            pattern_case(out, r, links);
         }
     }
-    {
-        let failed = select::always_failures(log);
-        if !failed.is_empty() {
-            out.push_str("<h2>Always test failures</h2>\n");
-            partial_note(out, log, BankType::Always, failed.len());
-            for r in failed {
-                case_head(out, &r.test_id, &r.name, r.score);
-                let _ = writeln!(
-                    out,
-                    "<ul><li><strong>User type:</strong> <code>{}</code></li><li><strong>Missing:</strong> {}</li><li><strong>Loaded:</strong> {}</li>",
-                    escape(&r.user_type),
-                    ids(&r.missing),
-                    ids(&r.loaded_entities)
-                );
-                breakdown(out, &r.breakdown);
-                out.push_str("</ul></section>\n");
-            }
+    let failed = select::always_failures(log);
+    if !failed.is_empty() {
+        out.push_str("<h2>Always test failures</h2>\n");
+        partial_note(out, log, BankType::Always, failed.len());
+        for r in failed {
+            always_case(out, r, links);
         }
     }
 }
@@ -679,6 +767,7 @@ pub(crate) mod tests {
                 lost: vec![LostEntity {
                     entity_id: format!("kb_pickups{inject}"),
                     lost_at: LostAt::DroppedByReranker,
+                    detail: None,
                 }],
                 score: Some(0),
                 breakdown: Breakdown {

@@ -12,6 +12,7 @@
 //!   HTML section (a report's "Compared with", the web UI's run diff);
 //! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
 //!   of a conversation simulation, from its [`assay_core::simulation::SimReport`].
+//! * [`trend`]: the saved runs over time as an SVG chart (the web UI's runs page).
 //!
 //! ```
 //! assert_eq!(assay_report::junit::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
@@ -26,10 +27,12 @@ pub mod html;
 pub mod junit;
 mod limits;
 pub mod markdown;
+pub mod reference;
 pub mod rundiff;
 mod select;
 pub mod simulation;
 mod svg;
+pub mod trend;
 
 pub use assay_core::runlog::RunLog;
 

@@ -357,7 +357,7 @@ fn failures(out: &mut String, log: &RunLog) {
                 let lost: Vec<String> = r
                     .lost
                     .iter()
-                    .map(|l| format!("`{}` ({:?})", l.entity_id, l.lost_at))
+                    .map(assay_core::runlog::LostEntity::describe)
                     .collect();
                 let details = vec![
                     format!("**Prompt:** \"{}\"", quote(&r.prompt, 200)),
@@ -371,7 +371,7 @@ fn failures(out: &mut String, log: &RunLog) {
                         if lost.is_empty() {
                             "—".to_owned()
                         } else {
-                            lost.join(", ")
+                            lost.join("; ")
                         }
                     ),
                     format!("**Expectation source:** {}", r.expectation_source),

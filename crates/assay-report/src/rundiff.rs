@@ -81,22 +81,77 @@ pub fn setup_lines(d: &RunDiff) -> Vec<String> {
     lines
 }
 
+/// The paired comparison of the per-case scores in words: whether the mean change is a real
+/// drop, a real gain or within noise, with its interval.
 fn significance_line(d: &RunDiff) -> Option<String> {
     let s = d.significance.as_ref()?;
     let verdict = match s.verdict {
-        Verdict::Better => "better",
-        Verdict::Worse => "worse",
-        Verdict::NotDistinguishable => "not distinguishable",
+        Verdict::Better => "a real gain",
+        Verdict::Worse => "a real drop",
+        Verdict::NotDistinguishable => "within noise",
     };
     let i = &s.difference;
     Some(format!(
-        "per-case score change {:+.2} ({:.0}% CI {:+.2} to {:+.2}, paired bootstrap over {} cases): {verdict}",
+        "the mean per-case change is {verdict} ({:+.2} points, {:.0}% CI {:+.2} to {:+.2}, paired bootstrap over {} cases)",
         i.estimate,
         i.level * 100.0,
         i.low,
         i.high,
         i.n
     ))
+}
+
+/// The comparison's verdict, one coherent statement: the gate's outcome and the rule that
+/// failed with its cases first, then the statistics as context (`None` without a gate or a
+/// paired comparison). A gate that fails while the mean change is within noise says that the
+/// failure rests on its rule, not on the average; a gate that passes over a real drop says
+/// that no rule forbids it.
+pub fn verdict(d: &RunDiff) -> Option<(String, Option<String>)> {
+    let stats = significance_line(d);
+    let worse = d
+        .significance
+        .as_ref()
+        .is_some_and(|s| s.verdict == Verdict::Worse);
+    let noise = d
+        .significance
+        .as_ref()
+        .is_some_and(|s| s.verdict == Verdict::NotDistinguishable);
+    let Some(g) = &d.gate else {
+        return stats.map(|s| (capitalised(&s), None));
+    };
+    let head = if g.passed {
+        "regression gate: passed (no rule broken)".to_owned()
+    } else {
+        format!("regression gate: FAILED: {}", g.reasons.join("; "))
+    };
+    let context = stats.map(|s| {
+        if !g.passed && noise {
+            format!("{s}: the gate failed on its rule, not on the average")
+        } else if g.passed && worse {
+            format!("{s}: no gate rule forbids it (max_score_drop would)")
+        } else {
+            s
+        }
+    });
+    Some((head, context))
+}
+
+/// The line under the gate in a report: the statistics as context ("In context: …"), or, with
+/// no gate, the statistics alone.
+fn context_line(d: &RunDiff) -> Option<String> {
+    match verdict(d)? {
+        (_, Some(context)) if d.gate.is_some() => Some(format!("In context: {context}.")),
+        (_, None) if d.gate.is_some() => None,
+        (head, _) => Some(format!("{head}.")),
+    }
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// The comparison for a terminal, bounded: at most [`SHOWN`] cases a group, and where the rest
@@ -198,17 +253,10 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
             let _ = writeln!(out, "  Cases: {}", other.join(", "));
         }
     }
-    if let Some(line) = significance_line(d) {
-        let _ = writeln!(out, "  {line}");
-    }
-    if let Some(g) = &d.gate {
-        if g.passed {
-            let _ = writeln!(out, "  regression gate: passed");
-        } else {
-            let _ = writeln!(out, "  regression gate: FAILED");
-            for r in &g.reasons {
-                let _ = writeln!(out, "    {r}");
-            }
+    if let Some((head, context)) = verdict(d) {
+        let _ = writeln!(out, "  {head}");
+        if let Some(context) = context {
+            let _ = writeln!(out, "    in context: {context}");
         }
     }
     out
@@ -241,7 +289,11 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
         let _ = writeln!(
             md,
             "**Regression gate: {}**{}\n",
-            if g.passed { "passed" } else { "FAILED" },
+            if g.passed {
+                "passed (no rule broken)"
+            } else {
+                "FAILED"
+            },
             if g.reasons.is_empty() {
                 String::new()
             } else {
@@ -249,8 +301,8 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
             }
         );
     }
-    if let Some(line) = significance_line(d) {
-        let _ = writeln!(md, "{line}.\n");
+    if let Some(line) = context_line(d) {
+        let _ = writeln!(md, "{line}\n");
     }
     let c = &d.cases;
     for (title, list) in [
@@ -303,7 +355,27 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
     md
 }
 
-fn html_rows(h: &mut String, title: &str, id: &str, list: &[CaseChange], class: &str) {
+/// A changed case's name (`bank/test_id`) as HTML: linked to the case's page in the run
+/// compared when `links` has one (a removed case is not in that run: never linked).
+fn html_case(c: &CaseChange, links: &dyn crate::html::CaseLinks, linked: bool) -> String {
+    let href = assay_core::bank::BankType::from_key(&c.bank)
+        .filter(|_| linked)
+        .and_then(|bank| links.case(bank, &c.test_id));
+    match href {
+        Some(href) => format!("<a href=\"{}\">{}</a>", esc(&href), esc(&c.name())),
+        None => esc(&c.name()),
+    }
+}
+
+fn html_rows(
+    h: &mut String,
+    title: &str,
+    id: &str,
+    list: &[CaseChange],
+    class: &str,
+    links: &dyn crate::html::CaseLinks,
+    linked: bool,
+) {
     if list.is_empty() {
         return;
     }
@@ -317,7 +389,7 @@ fn html_rows(h: &mut String, title: &str, id: &str, list: &[CaseChange], class: 
         let _ = write!(
             h,
             "<tr><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {class}\">{}</td></tr>",
-            esc(&c.name()),
+            html_case(c, links, linked),
             score(c.before),
             score(c.after),
             c.delta.map_or_else(|| "–".to_owned(), |x| format!("{x:+}"))
@@ -330,6 +402,11 @@ fn html_rows(h: &mut String, title: &str, id: &str, list: &[CaseChange], class: 
 /// heading, [`html_overview`], then every changed case by group. The unchanged cases, when
 /// the diff still has them, go in a closed `<details>`.
 pub fn html(d: &RunDiff, baseline: &str) -> String {
+    html_with(d, baseline, &crate::html::NoLinks)
+}
+
+/// [`html`] with the cases of the run compared linked through `links` (the web UI).
+pub fn html_with(d: &RunDiff, baseline: &str, links: &dyn crate::html::CaseLinks) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
@@ -340,27 +417,39 @@ pub fn html(d: &RunDiff, baseline: &str) -> String {
         d.after.combined_score,
         d.score_delta
     );
-    h.push_str(&html_overview(d));
+    h.push_str(&html_overview_with(d, links));
     let c = &d.cases;
-    html_rows(&mut h, "Worse", "worse", &c.worse, "worse");
-    html_rows(&mut h, "Better", "better", &c.better, "better");
-    html_rows(
-        &mut h,
-        "Hard fails fixed",
-        "fixed_hard_fails",
-        &c.fixed_hard_fails,
-        "better",
-    );
-    html_rows(&mut h, "Not comparable (errors)", "errored", &c.errored, "");
-    html_rows(&mut h, "Added", "added", &c.added, "");
-    html_rows(&mut h, "Removed", "removed", &c.removed, "");
+    let groups: [(&str, &str, &[CaseChange], &str); 6] = [
+        ("Worse", "worse", &c.worse, "worse"),
+        ("Better", "better", &c.better, "better"),
+        (
+            "Hard fails fixed",
+            "fixed_hard_fails",
+            &c.fixed_hard_fails,
+            "better",
+        ),
+        ("Not comparable (errors)", "errored", &c.errored, ""),
+        ("Added", "added", &c.added, ""),
+        ("Removed", "removed", &c.removed, ""),
+    ];
+    for (title, id, list, class) in groups {
+        html_rows(&mut h, title, id, list, class, links, id != "removed");
+    }
     if !c.unchanged.is_empty() {
         let _ = write!(
             h,
             "<details><summary>Unchanged ({})</summary>",
             c.unchanged.len()
         );
-        html_rows(&mut h, "Unchanged", "unchanged", &c.unchanged, "");
+        html_rows(
+            &mut h,
+            "Unchanged",
+            "unchanged",
+            &c.unchanged,
+            "",
+            links,
+            true,
+        );
         h.push_str("</details>");
     }
     h.push_str("</section>");
@@ -371,6 +460,11 @@ pub fn html(d: &RunDiff, baseline: &str) -> String {
 /// setups, the regression gate, the paired comparison, new critical failures and new hard
 /// fails, and the topics. The web UI's run diff page shows it above its case tables.
 pub fn html_overview(d: &RunDiff) -> String {
+    html_overview_with(d, &crate::html::NoLinks)
+}
+
+/// [`html_overview`] with the cases of the run compared linked through `links` (the web UI).
+pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> String {
     let mut h = String::new();
     if d.is_unchanged() {
         h.push_str("<p id=\"no-change\">No change: same settings, same knowledge base, every case scored as before.</p>");
@@ -387,7 +481,11 @@ pub fn html_overview(d: &RunDiff) -> String {
         let _ = write!(
             h,
             "<p id=\"regression-gate\"><b>Regression gate: {}</b>{}</p>",
-            if g.passed { "passed" } else { "FAILED" },
+            if g.passed {
+                "passed (no rule broken)"
+            } else {
+                "FAILED"
+            },
             if g.reasons.is_empty() {
                 String::new()
             } else {
@@ -395,8 +493,8 @@ pub fn html_overview(d: &RunDiff) -> String {
             }
         );
     }
-    if let Some(line) = significance_line(d) {
-        let _ = write!(h, "<p id=\"significance\">{}.</p>", esc(&line));
+    if let Some(line) = context_line(d) {
+        let _ = write!(h, "<p id=\"significance\">{}</p>", esc(&line));
     }
     let c = &d.cases;
     html_rows(
@@ -405,6 +503,8 @@ pub fn html_overview(d: &RunDiff) -> String {
         "new_critical",
         &c.new_critical,
         "worse",
+        links,
+        true,
     );
     html_rows(
         &mut h,
@@ -412,6 +512,8 @@ pub fn html_overview(d: &RunDiff) -> String {
         "new_hard_fails",
         &c.new_hard_fails,
         "worse",
+        links,
+        true,
     );
     if !d.topic_changes.is_empty() {
         h.push_str("<h3 id=\"topics\">Topics</h3><table class=\"grid\"><thead><tr><th>Topic</th><th class=\"num\">Before</th><th class=\"num\">After</th><th class=\"num\">Change</th></tr></thead><tbody>");
@@ -430,4 +532,101 @@ pub fn html_overview(d: &RunDiff) -> String {
         h.push_str("</tbody></table>");
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assay_core::rundiff::{CaseDiff, KbChanges, RegressionGate, RunHeadline};
+    use assay_core::runlog::Health;
+    use assay_core::stats::{Interval, IntervalMethod, PairedComparison};
+
+    fn diff(passed: bool, verdict: Verdict) -> RunDiff {
+        let headline = |score: f64| RunHeadline {
+            run_id: "r".into(),
+            timestamp: "t".into(),
+            combined_score: score,
+            health_status: Health::Good,
+            total_tests: 17,
+            hard_fails: 0,
+            error_count: 0,
+        };
+        RunDiff {
+            label: None,
+            before: headline(90.0),
+            after: headline(85.0),
+            setup_changes: Vec::new(),
+            kb_changes: KbChanges::default(),
+            score_delta: -5.0,
+            counts: std::collections::BTreeMap::default(),
+            topic_changes: Vec::new(),
+            significance: Some(PairedComparison {
+                difference: Interval {
+                    method: IntervalMethod::PairedBootstrapPercentile,
+                    estimate: -17.65,
+                    low: -35.29,
+                    high: 0.0,
+                    level: 0.95,
+                    n: 17,
+                    resamples: Some(10_000),
+                    seed: Some(1),
+                },
+                alpha: 0.05,
+                p_value: 0.1,
+                verdict,
+            }),
+            gate: Some(RegressionGate {
+                passed,
+                reasons: if passed {
+                    Vec::new()
+                } else {
+                    vec!["3 new hard fail(s): semantic/S1, semantic/S2, semantic/S3 (no_new_hard_fails)".into()]
+                },
+                cases: Vec::new(),
+            }),
+            cases: CaseDiff::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_gate_over_noise_is_one_coherent_verdict() {
+        let d = diff(false, Verdict::NotDistinguishable);
+        let (head, context) = verdict(&d).unwrap();
+        assert_eq!(
+            head,
+            "regression gate: FAILED: 3 new hard fail(s): semantic/S1, semantic/S2, semantic/S3 (no_new_hard_fails)"
+        );
+        assert_eq!(
+            context.unwrap(),
+            "the mean per-case change is within noise (-17.65 points, 95% CI -35.29 to +0.00, paired bootstrap over 17 cases): the gate failed on its rule, not on the average"
+        );
+        let text = console(&d, "base.json");
+        assert!(!text.contains("not distinguishable"), "{text}");
+        let md = markdown(&d, "base.json");
+        assert!(
+            md.contains("**Regression gate: FAILED** — 3 new hard fail(s)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("In context: the mean per-case change is within noise"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_passed_gate_over_a_real_drop_says_no_rule_forbids_it() {
+        let (head, context) = verdict(&diff(true, Verdict::Worse)).unwrap();
+        assert_eq!(head, "regression gate: passed (no rule broken)");
+        assert!(
+            context.unwrap().ends_with("a real drop (-17.65 points, 95% CI -35.29 to +0.00, paired bootstrap over 17 cases): no gate rule forbids it (max_score_drop would)")
+        );
+        let mut no_gate = diff(true, Verdict::Better);
+        no_gate.gate = None;
+        let (head, context) = verdict(&no_gate).unwrap();
+        assert!(
+            head.starts_with("The mean per-case change is a real gain"),
+            "{head}"
+        );
+        assert!(context.is_none());
+    }
 }

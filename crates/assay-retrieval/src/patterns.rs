@@ -1145,6 +1145,7 @@ mod tests {
 
     fn rules_from(crisis: &[&str], keywords: &[(&[&str], bool)]) -> PatternRules {
         PatternRules {
+            schema: None,
             crisis_patterns: crisis
                 .iter()
                 .enumerate()

@@ -45,6 +45,9 @@ where
 }
 
 fn load(dir: &FsPath) -> Result<Project, ApiError> {
+    // A folder of experiments or simulation reports is served too; only these routes need
+    // the test banks, and say so.
+    crate::project::require_test_banks(dir)?;
     let project = Project::load(dir)?;
     for w in &project.warnings {
         tracing::warn!("{w}");

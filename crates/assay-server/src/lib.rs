@@ -1,10 +1,12 @@
-//! The assay HTTP API (000 §7): run the test banks, one case or one topic, and calibrate
-//! expectations, over JSON; the KB admin API (003 §4) under `/admin/kb/`; and the saved runs,
-//! read-only, under `/runs`. `assay serve` binds it; [`app`] builds the router on its own so
-//! tests can call it without a socket.
+//! The assay HTTP API: run the test banks, one case or one topic, and calibrate
+//! expectations, over JSON; the KB admin API under `/admin/kb/`; the saved runs, read-only,
+//! under `/runs`; and the web UI under `/ui/`. `assay serve` binds it; [`app`] builds the
+//! router on its own so tests can call it without a socket.
 //!
 //! The project directory is loaded afresh for every request (files may change between
-//! requests). One run or calibration runs at a time: a request that would start a second one
+//! requests). It may hold any of the parts (test banks, a knowledge base, runs, experiments,
+//! simulation reports) or none ([`project::Contents`]): the pages show what is there, and
+//! the harness routes, which need the test banks, answer 422 `no_test_banks` without them. One run or calibration runs at a time: a request that would start a second one
 //! while one is in progress gets **409** at once. Runs go through
 //! [`assay_harness::session::execute`] (no journal) on a blocking thread with its own
 //! current-thread runtime, because the run's future is not `Send`.
@@ -17,9 +19,9 @@
 //! | `GET /cli/test-harness/topic/{topic}` | the semantic cases with the topic |
 //! | `POST /cli/calibrate` | a calibration: `scope`, `test_ids`, `added_entities`, `kb_version`, `dry_run` (default true), as query parameters or a JSON body |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of this |
-//! | `GET /ui/…` | the web UI ([`ui`]): knowledge-base pages and the runs dashboard, HTML |
+//! | `GET /ui/…` | the web UI ([`ui`]): knowledge base, runs, experiments and simulations, HTML |
 //! | `GET /admin/kb/entities` | a page of entities: `entity_type`, `load_mode`, `is_active` (default true), `page` (from 1), `page_size` (default 20, at most [`admin::MAX_PAGE_SIZE`]) |
-//! | `POST /admin/kb/entities` | create (token); body: the entity's fields (003 §4 `KBEntityCreate`) |
+//! | `POST /admin/kb/entities` | create (token); body: the entity's fields (`EntityCreate` in the OpenAPI document) |
 //! | `GET /admin/kb/entities/{entity_id}` | one entity, its version (also as `ETag`) and embedding status |
 //! | `PUT /admin/kb/entities/{entity_id}` | update → a new version (token); body: the fields to change and `expected_version` (or `If-Match: "N"`) |
 //! | `DELETE /admin/kb/entities/{entity_id}` | deactivate: a new, inactive version (token; `If-Match` optional) |
@@ -59,6 +61,7 @@
 //! | 409 | `already_exists` / `conflict` | a create with a taken id (ids are never reused) / an edit the knowledge base's state refuses (an entity in no `kb/` file, re-embedding an inactive one) |
 //! | 422 | `validation_failed` | a well-formed body whose content breaks a rule: a wrong type, an unknown field, a priority out of range, an unknown enum value, an empty title, bad `state_conditions`, an `entity_id` that breaks the id rule (1 to 128 bytes of letters, digits, `_`, `-`, `.`); `field` names the field, and the message is the CLI's |
 //! | 422 | `invalid_project` | the project does not load: a bad `assay.toml`, bank or `kb/` file (the message names the file), or a saved run that is not a RunLog |
+//! | 422 | `no_test_banks` | a run, case, topic or calibration asked of a project without test banks (no `test_banks/` folder) |
 //! | 428 | `precondition_required` | an update without `expected_version` or `If-Match` |
 //! | 500 | `infrastructure` | a provider, the store or the file system failed ([`HarnessError::is_infrastructure`]) |
 //! | 503 | `kb_busy` | another process held the project's knowledge-base lock (`.assay/kb.lock`) for longer than a request waits (30 s); try again |
@@ -83,6 +86,7 @@ pub mod error;
 mod handlers;
 pub mod openapi;
 pub mod params;
+pub mod project;
 mod saved_runs;
 pub mod ui;
 pub mod views;

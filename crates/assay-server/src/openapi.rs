@@ -37,7 +37,7 @@ fn run_errors(not_found: Option<&str>) -> Vec<(&'static str, Value)> {
         (
             "422",
             error_response(
-                "The project does not load: a bad assay.toml, bank or kb/ file (the message names the file).",
+                "The project does not load: a bad assay.toml, bank or kb/ file (the message names the file; code invalid_project), or it has no test banks to run (no test_banks/ folder; code no_test_banks).",
             ),
         ),
         (
@@ -115,7 +115,7 @@ fn schemas() -> Value {
             "properties": {
                 "error": {"type": "string", "description": "What went wrong."},
                 "status": {"type": "integer", "description": "The HTTP status, repeated."},
-                "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "read_only", "not_found", "method_not_allowed", "busy", "stale_version", "already_exists", "conflict", "validation_failed", "invalid_project", "precondition_required", "infrastructure", "internal"]},
+                "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "read_only", "not_found", "method_not_allowed", "busy", "stale_version", "already_exists", "conflict", "validation_failed", "invalid_project", "no_test_banks", "precondition_required", "infrastructure", "internal"]},
                 "field": {"type": "string", "description": "422 only: the field of the request body at fault."}
             },
             "required": ["error", "status", "code"]
@@ -452,19 +452,19 @@ fn kb_schemas() -> Value {
         "EntityCreate": {
             "type": "object",
             "additionalProperties": false,
-            "description": "003 §4 KBEntityCreate: the entity's fields. With the embedded store the entity is written to a new file kb/<entity_id>.yaml (letters, digits, `_`, `-` and `.`).",
+            "description": "A new entity: its fields. With the embedded store the entity is written to a new file kb/<entity_id>.yaml (letters, digits, `_`, `-` and `.`).",
             "properties": entity_props,
             "required": ["entity_id", "entity_type", "title"]
         },
         "EntityUpdate": {
             "type": "object",
             "additionalProperties": false,
-            "description": "003 §4 KBEntityUpdate: the fields to change (left out: unchanged; null clears an optional field), and the version edited.",
+            "description": "A change to an entity: the fields to change (left out: unchanged; null clears an optional field), and the version edited.",
             "properties": update_props
         },
         "Entity": {
             "type": "object",
-            "description": "003 §4 KBEntityResponse: every field and the current version's metadata.",
+            "description": "An entity as stored: every field and the current version's metadata.",
             "properties": entity_view_props,
             "required": ["id", "entity_id", "entity_type", "title", "load_mode", "priority", "audience_types", "is_active", "version", "created_at", "updated_at", "created_by", "retrieval_count"]
         },
@@ -591,11 +591,12 @@ fn kb_schemas() -> Value {
                 "critical_failures": {"type": "integer"},
                 "error_count": {"type": "integer"},
                 "banks": {"type": "array", "items": {"type": "string"}},
-                "duration_ms": {"type": "integer"},
+                "bank_scores": {"type": "object", "additionalProperties": {"type": "number"}, "description": "Each scored bank's score out of 100, by bank."},
+                "duration_ms": {"type": "integer", "description": "How long the run took, as the run measured it (wall clock from its start to its end; for a resumed run, from the resume)."},
                 "json": {"type": "string"},
                 "markdown": {"type": ["string", "null"]}
             },
-            "required": ["id", "run_id", "timestamp", "combined_score", "health_status", "total_tests", "hard_fails", "critical_failures", "error_count", "banks", "duration_ms", "json", "markdown"]
+            "required": ["id", "run_id", "timestamp", "combined_score", "health_status", "total_tests", "hard_fails", "critical_failures", "error_count", "banks", "bank_scores", "duration_ms", "json", "markdown"]
         },
         "Runs": {
             "type": "object",
@@ -827,7 +828,7 @@ fn base_document() -> Value {
         "info": {
             "title": "assay API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Run assay's test banks and calibrate expectations over HTTP (spec 000 §7), edit the knowledge base (003 §4, under /admin/kb/), and read saved runs (/runs). One run or calibration at a time; errors are JSON. KB writes need the admin token (Authorization: Bearer <ASSAY_ADMIN_TOKEN>); everything else has no authentication: bind it to localhost."
+            "description": "Run assay's test banks and calibrate expectations over HTTP, edit the knowledge base (under /admin/kb/), and read saved runs (/runs). One run or calibration at a time; errors are JSON. KB writes need the admin token (Authorization: Bearer <ASSAY_ADMIN_TOKEN>); everything else has no authentication: bind it to localhost."
         },
         "paths": {
             "/health": {

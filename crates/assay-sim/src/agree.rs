@@ -7,7 +7,7 @@
 //!
 //! ```yaml
 //! judge: simulation
-//! report: reports/report_20261126_120449.json   # relative to this file, inside the project
+//! report: reports/report_20261126_120449.json   # beside this file, else in the project folder
 //! items:
 //!   - run: daily_chore#1          # scenario id, `#` and the repeat (`#1` may be left out)
 //!     scores: {requirement_accuracy: 8, state_management: 2}
@@ -19,13 +19,20 @@
 //!
 //! Criteria must be the suite's; scores must lie on the criterion's scale (0-10, or 0 or 10 for
 //! `pass_fail`). A verdict left out is derived when every criterion is scored (the scenario's
-//! weights, the suite's pass threshold).
+//! weights, the suite's pass threshold). An item with no score and no verdict is unscored:
+//! skipped and counted ([`Labels::unscored`]).
+//!
+//! Paths (`report`, `transcript`) are relative: looked up beside the labels file first, then in
+//! the project folder, and must stay inside the project. [`template`] writes the report's path
+//! so that it resolves: relative to the labels file's folder when it knows where the file goes,
+//! else relative to the project folder.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use assay_core::agreement::{
-    AgreementReport, ItemScores, Observation, Scale as AgreementScale, VerdictPair, measure,
+    AgreementReport, Criterion, JudgeSample, JudgedItem, ReportHead, Scale as AgreementScale,
+    report as measure_report,
 };
 use assay_core::simulation::{Judgement, Scale, ScenarioRun, SimReport, Transcript};
 use assay_kb::datafile::{self, DataError};
@@ -35,33 +42,55 @@ use serde::Deserialize;
 use crate::judge::{self, Sample};
 use crate::suite::{Scenario, Suite, line_of};
 
-#[derive(Debug, Deserialize)]
+/// A labels file for the simulator's judge: transcripts people scored, which `assay judge
+/// agree` has the judge score again and compares.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LabelsFile {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing)]
+    #[allow(dead_code)]
+    schema: Option<String>,
+    /// Which judge the labels are for: `simulation` (the simulator's judge).
     judge: String,
+    /// The simulation report whose runs the items name (`items[].run`): relative to this
+    /// file's folder, else to the project's folder.
     #[serde(default)]
     report: Option<String>,
+    /// The labelled runs.
     items: Vec<LabelConfig>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One run a person scored.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LabelConfig {
     /// A run of the report: `scenario#repeat`.
     #[serde(default)]
     run: Option<String>,
     /// Or a transcript file (`sim/reports/transcripts/<stamp>/<scenario>-<repeat>.json`, or
-    /// one written by hand), relative to the labels file.
+    /// one written by hand): relative to this file's folder, else to the project's folder.
     #[serde(default)]
     transcript: Option<String>,
-    /// A criterion left empty (`~`) was not scored.
+    /// The person's score of each criterion, on the criterion's scale. A criterion left empty
+    /// (`~`) was not scored; an item with no score and no verdict is skipped and counted.
     #[serde(default)]
-    scores: BTreeMap<String, Option<f64>>,
+    scores: Option<BTreeMap<String, Option<f64>>>,
+    /// The person's overall verdict: `pass` or `fail`.
     #[serde(default)]
     verdict: Option<String>,
+    /// Free text for the people reading the file; assay does not read it.
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
+}
+
+/// The JSON Schema of a labels file for the simulator's judge (`assay schema judge-labels`).
+pub fn labels_schema() -> schemars::Schema {
+    let mut schema = schemars::schema_for!(LabelsFile);
+    assay_core::schema::set_const(&mut schema, "judge", "simulation");
+    schema
 }
 
 /// One labelled run.
@@ -84,8 +113,54 @@ pub struct Labels {
     pub path: PathBuf,
     /// The report the labels score, when they name runs of one.
     pub report_path: Option<PathBuf>,
-    /// The labelled runs, in file order.
+    /// The labelled runs, in file order (the scored ones).
     pub labels: Vec<Label>,
+    /// Items left unscored (no score, no verdict): skipped.
+    pub unscored: usize,
+}
+
+/// What the labels' paths are relative to, in messages.
+const FOLDER: &str = "the project's folder";
+
+/// Resolves a path of a labels file: beside the labels file (in `base`, its folder) first,
+/// then in the project folder; either way it must stay inside the project. When it is in
+/// neither, the error says both places looked.
+fn resolve(project: &Path, base: &Path, name: &str) -> Result<PathBuf, String> {
+    // Real folders: a project given as `../..` holds `..` that would not compare as inside.
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let (project, base) = (&real(project), &real(base));
+    let beside = base.join(name);
+    let in_project = project.join(name);
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    if exists(&beside) || Path::new(name).is_absolute() || !lexically_inside(project, base, name) {
+        return datafile::file_inside(project, base, name, FOLDER);
+    }
+    if exists(&in_project) {
+        return datafile::file_inside(project, project, name, FOLDER);
+    }
+    Err(format!(
+        "`{name}` not found: looked beside the labels file ({}) and in the project folder ({})",
+        beside.display(),
+        in_project.display()
+    ))
+}
+
+/// Whether `name`, read from `base`, stays inside `root` before any link is followed.
+fn lexically_inside(root: &Path, base: &Path, name: &str) -> bool {
+    let (Ok(root), Ok(mut at)) = (std::path::absolute(root), std::path::absolute(base)) else {
+        return false;
+    };
+    for c in Path::new(name).components() {
+        match c {
+            Component::Normal(part) => at.push(part),
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    at.starts_with(&root) && at != root
 }
 
 /// Reads `judge:` of a labels file (`simulation` or `rubric`) without reading the rest.
@@ -134,9 +209,8 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
     let report = match &file.report {
         None => None,
         Some(report) => {
-            let report_path =
-                datafile::file_inside(&suite.project, base, report, "the project's folder")
-                    .map_err(|e| err("report", format!("report: {e}")))?;
+            let report_path = resolve(&suite.project, base, report)
+                .map_err(|e| err("report", format!("report: {e}")))?;
             let read = crate::report::read(&report_path)?;
             if read.suite != suite.config.name {
                 return Err(err(
@@ -153,8 +227,10 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
     if file.items.is_empty() {
         return Err(err("items", "items: no labelled run".into()));
     }
+    let total = file.items.len();
     let mut seen = HashSet::new();
     let mut labels = Vec::new();
+    let mut unscored = 0usize;
     for (i, item) in file.items.into_iter().enumerate() {
         let name = item
             .run
@@ -167,8 +243,8 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
             column: None,
             message: format!("items[{i}] ({name}): {message}"),
         };
-        let item_scores: BTreeMap<String, f64> = item
-            .scores
+        let given = item.scores.clone().unwrap_or_default();
+        let item_scores: BTreeMap<String, f64> = given
             .iter()
             .filter_map(|(k, v)| v.map(|v| (k.clone(), v)))
             .collect();
@@ -206,9 +282,8 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
                 found.clone()
             }
             (None, Some(file)) => {
-                let real =
-                    datafile::file_inside(&suite.project, base, file, "the project's folder")
-                        .map_err(|e| at(format!("transcript: {e}")))?;
+                let real = resolve(&suite.project, base, file)
+                    .map_err(|e| at(format!("transcript: {e}")))?;
                 let mut ignore = |_: String| {};
                 let transcript: Transcript = datafile::read(&real, &mut ignore)?;
                 ScenarioRun {
@@ -243,7 +318,7 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
         let scenario = suite
             .scenario(&scenario_id)
             .ok_or_else(|| at(format!("the suite has no scenario `{scenario_id}`")))?;
-        for (criterion, score) in &item_scores {
+        for (criterion, score) in &given {
             let c = suite
                 .criteria()
                 .iter()
@@ -259,6 +334,9 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
                             .join(", ")
                     ))
                 })?;
+            let Some(score) = score else {
+                continue;
+            };
             if !scale_of(c.scale).admits(*score) {
                 return Err(at(format!(
                     "scores.{criterion}: {score} is not on the criterion's scale ({})",
@@ -278,7 +356,8 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
             None => derived_verdict(scenario, suite, &item_scores),
         };
         if item_scores.is_empty() && verdict.is_none() {
-            return Err(at("give scores, a verdict, or both".into()));
+            unscored += 1;
+            continue;
         }
         labels.push(Label {
             item: key,
@@ -287,10 +366,20 @@ pub fn load_labels(path: &Path, suite: &Suite) -> Result<Labels, DataError> {
             verdict,
         });
     }
+    if labels.is_empty() {
+        return Err(err(
+            "items",
+            format!(
+                "items: none of the {total} item(s) is scored; give the runs you judged their \
+                 scores or a verdict (unscored items are skipped)"
+            ),
+        ));
+    }
     Ok(Labels {
         path: path.to_owned(),
         report_path: report.map(|(p, _)| p),
         labels,
+        unscored,
     })
 }
 
@@ -343,12 +432,6 @@ pub async fn agree(
     samples: u32,
 ) -> AgreementReport {
     let samples = samples.max(1);
-    let mut observations = Vec::new();
-    let mut verdicts = Vec::new();
-    let mut per_item = Vec::new();
-    let mut errors = Vec::new();
-    let mut flipped = 0usize;
-    let mut judged = 0usize;
     let asks = labels.labels.iter().map(|label| async move {
         let scenario = suite.scenario(&label.run.scenario_id);
         let transcript = label.run.transcript.as_ref();
@@ -374,86 +457,120 @@ pub async fn agree(
             .collect();
         (label, out)
     });
-    let results = futures_util::future::join_all(asks).await;
-    for (label, result) in results {
-        let judgements = match result {
-            Ok(j) => j,
-            Err(e) => {
-                errors.push(format!("{}: {e}", label.item));
-                continue;
-            }
-        };
-        judged += 1;
-        let passes: Vec<bool> = judgements.iter().map(|j| judge_passes(j, suite)).collect();
-        if passes.iter().any(|p| *p) && passes.iter().any(|p| !*p) {
-            flipped += 1;
-        }
-        let n = judgements.len() as f64;
-        let mean_of = |id: &str| {
-            judgements
-                .iter()
-                .filter_map(|j| j.scores.iter().find(|s| s.id == id))
-                .map(|s| s.score)
-                .sum::<f64>()
-                / n
-        };
-        let mut scores = BTreeMap::new();
-        for (criterion, human) in &label.scores {
-            let Some(c) = suite.criteria().iter().find(|c| &c.id == criterion) else {
-                continue;
-            };
-            let judge = mean_of(criterion);
-            scores.insert(criterion.clone(), (*human, judge));
-            observations.push(Observation::new(
-                &label.item,
-                criterion,
-                scale_of(c.scale),
-                *human,
-                judge,
-            ));
-        }
-        let overall = judgements.iter().map(|j| j.overall).sum::<f64>() / n;
-        let judge_verdict = overall >= suite.config.pass_threshold;
-        if let Some(human) = label.verdict {
-            verdicts.push(VerdictPair {
+    let mut judged = Vec::new();
+    let mut errors = Vec::new();
+    for (label, result) in futures_util::future::join_all(asks).await {
+        match result {
+            Ok(judgements) => judged.push(JudgedItem {
                 item: label.item.clone(),
-                human,
-                judge: judge_verdict,
-            });
+                human: label.scores.clone(),
+                human_verdict: label.verdict,
+                samples: judgements
+                    .iter()
+                    .map(|j| JudgeSample {
+                        scores: j.scores.iter().map(|s| (s.id.clone(), s.score)).collect(),
+                        passes: judge_passes(j, suite),
+                    })
+                    .collect(),
+            }),
+            Err(e) => errors.push(format!("{}: {e}", label.item)),
         }
-        per_item.push(ItemScores {
-            item: label.item.clone(),
-            scores,
-            human_verdict: label.verdict,
-            judge_verdict: Some(judge_verdict),
-        });
     }
-    AgreementReport {
-        kind: "simulation".into(),
-        judge_model: model.model().to_owned(),
-        judge_version: judge::version(suite),
-        labels: labels.path.display().to_string(),
-        samples,
-        items: labels.labels.len(),
+    let criteria: Vec<Criterion> = suite
+        .criteria()
+        .iter()
+        .map(|c| Criterion::new(&c.id, scale_of(c.scale)))
+        .collect();
+    measure_report(
+        ReportHead {
+            kind: "simulation".into(),
+            judge_model: model.model().to_owned(),
+            judge_version: judge::version(suite),
+            labels: labels.path.display().to_string(),
+            samples,
+            unscored: labels.unscored,
+        },
+        &criteria,
+        &judged,
         errors,
-        flip_share: (samples > 1 && judged > 0).then(|| flipped as f64 / judged as f64),
-        measurement: measure(&observations, &verdicts),
-        per_item,
-    }
+    )
 }
 
 /// A labels file to fill in for a saved report: every run with a transcript, with empty
 /// scores for every criterion (people label blind: the judge's scores are not shown).
+///
+/// `report_path` is the report as given (`.json`, or the `.md` beside it); `latest.json` is
+/// replaced by the stamped report it copies, which later simulations leave alone. `labels_at`
+/// is where the labels file will be written, when known: the report's path is written relative
+/// to its folder; without it (the text goes to stdout, wherever that lands), relative to the
+/// project folder. Loading the labels finds it either way. A report outside the project is an error:
+/// labels can only name reports inside it.
 pub fn template(
+    suite: &Suite,
     report_path: &Path,
     report: &SimReport,
-    suite: &Suite,
-    relative_to: &Path,
-) -> String {
-    let shown = pathdiff(report_path, relative_to);
+    labels_at: Option<&Path>,
+) -> Result<String, DataError> {
+    let json = crate::report::json_path(report_path);
+    let real = |p: &Path| std::fs::canonicalize(p).map_err(|e| DataError::new(p, e.to_string()));
+    let mut report_real = real(&json)?;
+    let mut note = String::new();
+    if json.file_name().is_some_and(|n| n == "latest.json")
+        && let Some(stamped) = stamped_twin(&report_real)
+    {
+        note = format!(
+            "# Given latest.json, which the next simulation replaces: the report below is {},\n\
+             # the stamped report it copies.\n",
+            stamped.file_name().unwrap_or_default().to_string_lossy()
+        );
+        report_real = stamped;
+    }
+    let project = real(&suite.project)?;
+    if !report_real.starts_with(&project) {
+        return Err(DataError::new(
+            &json,
+            format!(
+                "the report lies outside the project ({}); labels can only name a report inside \
+                 it: copy the report (and its transcripts/ folder) under sim/reports/",
+                project.display()
+            ),
+        ));
+    }
+    let from = match labels_at {
+        Some(file) => real_dir(
+            file.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        ),
+        None => project.clone(),
+    };
+    let relative_to = if labels_at.is_some() {
+        "this file's folder"
+    } else {
+        "the project folder"
+    };
+    let transcripts = report_real
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("report_"))
+        .and_then(|n| n.strip_suffix(".json"))
+        .and_then(|stamp| {
+            let dir = report_real.parent()?.join("transcripts").join(stamp);
+            dir.is_dir().then_some(dir)
+        });
+    let transcripts = transcripts.map_or_else(
+        || "the report's transcripts/ folder".to_owned(),
+        |dir| format!("{}/", relative(&dir, &from).display()),
+    );
+    let shown = yaml_scalar(&relative(&report_real, &from).display().to_string());
     let mut out = format!(
-        "# Labels for `assay judge agree`: score each run's transcript yourself, then compare the judge.\n\
-         # The transcripts are in the report's transcripts/ folder. Leave out what you did not score.\n\
+        "# Labels for `assay judge agree`: score each run's transcript yourself, then measure the\n\
+         # judge with `assay judge agree <this file>`. Score the runs you judged and leave the\n\
+         # rest empty: unscored runs are skipped (and counted).\n\
+         # The transcripts, one file per run (<scenario>-<repeat>.json):\n\
+         #   {transcripts}\n\
+         # The report's path below is relative to {relative_to}; `agree` looks beside this\n\
+         # file first, then in the project folder.\n{note}\
          judge: simulation\nreport: {shown}\nitems:\n"
     );
     for run in report.runs.iter().filter(|r| r.transcript.is_some()) {
@@ -470,15 +587,130 @@ pub fn template(
         }
         out.push_str("    verdict:    # pass or fail (left empty: derived from the scores)\n");
     }
+    Ok(out)
+}
+
+/// The stamped report (`report_<stamp>.json`, in the same folder) that `latest` copies.
+fn stamped_twin(latest: &Path) -> Option<PathBuf> {
+    let bytes = std::fs::read(latest).ok()?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(latest.parent()?)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("report_"))
+        })
+        .filter(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.len() == bytes.len() as u64)
+                && std::fs::read(p).is_ok_and(|b| b == bytes)
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// A folder's real path; a part that does not exist yet is kept as written.
+fn real_dir(dir: &Path) -> PathBuf {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// `path` relative to the folder `from` (both absolute), climbing with `..` as needed.
+fn relative(path: &Path, from: &Path) -> PathBuf {
+    let p: Vec<Component> = path.components().collect();
+    let f: Vec<Component> = from.components().collect();
+    let common = p.iter().zip(&f).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &p[common..] {
+        out.push(c);
+    }
     out
 }
 
-/// `path` relative to `base` when it lies under it, else as given.
-fn pathdiff(path: &Path, base: &Path) -> String {
-    let (p, b) = (
-        std::path::absolute(path).unwrap_or_else(|_| path.to_owned()),
-        std::path::absolute(base).unwrap_or_else(|_| base.to_owned()),
-    );
-    p.strip_prefix(&b)
-        .map_or_else(|_| path.display().to_string(), |r| r.display().to_string())
+/// A path as a YAML value: plain when it can be, else double-quoted.
+fn yaml_scalar(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c))
+    {
+        text.to_owned()
+    } else {
+        serde_json::Value::String(text.to_owned()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_out_of_the_labels_folder() {
+        let check = |path: &str, from: &str, expect: &str| {
+            assert_eq!(
+                relative(Path::new(path), Path::new(from)),
+                PathBuf::from(expect),
+                "{path} from {from}"
+            );
+        };
+        check("/p/sim/reports/r.json", "/p/sim", "reports/r.json");
+        check(
+            "/p/sim/reports/r.json",
+            "/p/sim/labels",
+            "../reports/r.json",
+        );
+        check("/p/sim/reports/r.json", "/p", "sim/reports/r.json");
+        check(
+            "/p/sim/reports/r.json",
+            "/q/x",
+            "../../p/sim/reports/r.json",
+        );
+        assert_eq!(yaml_scalar("sim/reports/r_1.json"), "sim/reports/r_1.json");
+        assert_eq!(
+            yaml_scalar("my reports/r #1.json"),
+            "\"my reports/r #1.json\""
+        );
+    }
+
+    #[test]
+    fn a_path_is_found_beside_the_labels_then_in_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path();
+        std::fs::create_dir_all(project.join("sim/labels")).unwrap();
+        std::fs::create_dir_all(project.join("sim/reports")).unwrap();
+        std::fs::write(project.join("sim/reports/r.json"), "{}").unwrap();
+        let base = project.join("sim/labels");
+        let found = resolve(project, &base, "../reports/r.json").unwrap();
+        assert!(found.ends_with("sim/reports/r.json"));
+        let found = resolve(project, &base, "sim/reports/r.json").unwrap();
+        assert!(found.ends_with("sim/reports/r.json"), "from the project");
+        let e = resolve(project, &base, "reports/r.json").unwrap_err();
+        assert!(
+            e.contains("looked beside the labels file")
+                && e.contains("sim/labels/reports/r.json")
+                && e.contains("in the project folder"),
+            "{e}"
+        );
+        let e = resolve(project, &base, "../../../etc/passwd").unwrap_err();
+        assert!(e.contains("leaves the project's folder"), "{e}");
+    }
 }

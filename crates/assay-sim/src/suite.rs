@@ -22,10 +22,24 @@ pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 8;
 /// The largest `max_turns` a scenario may ask for.
 pub const MAX_TURNS_LIMIT: u32 = 50;
 
+/// The JSON Schema of `sim/suite.yaml` (`assay schema suite`).
+pub fn suite_schema() -> schemars::Schema {
+    schemars::schema_for!(SuiteConfig)
+}
+
+/// The JSON Schema of a scenario file, `sim/scenarios/*.yaml` (`assay schema scenario`).
+pub fn scenario_schema() -> schemars::Schema {
+    schemars::schema_for!(ScenarioConfig)
+}
+
 /// `sim/suite.yaml` as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteConfig {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing)]
+    pub schema: Option<String>,
     /// Shown in reports.
     pub name: String,
     /// The system prompt of the model under test.
@@ -73,7 +87,7 @@ fn default_stop_token() -> String {
 }
 
 /// One MCP server: a command started per scenario run (stdio) or a URL (streamable HTTP).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// `[a-z0-9_-]+`, unique.
@@ -97,7 +111,7 @@ fn default_tool_timeout() -> f64 {
 }
 
 /// A setup or teardown step, or the source of an expected-state check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepConfig {
     /// A program and its arguments.
@@ -115,7 +129,7 @@ pub struct StepConfig {
 }
 
 /// `tool: {server, name, arguments}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolStep {
     /// The server's name.
@@ -132,7 +146,7 @@ fn empty_object() -> Value {
 }
 
 /// `resource: {server, uri}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceStep {
     /// The server's name.
@@ -142,7 +156,7 @@ pub struct ResourceStep {
 }
 
 /// One judging criterion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CriterionConfig {
     /// `[a-z0-9_]+`, unique.
@@ -171,9 +185,13 @@ impl CriterionConfig {
 }
 
 /// One scenario file as written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioConfig {
+    /// The JSON Schema the file follows, for editors that complete and check it (`assay
+    /// schema`); assay itself does not read it.
+    #[serde(rename = "$schema", default, skip_serializing)]
+    pub schema: Option<String>,
     /// `[a-z0-9_-]+`, unique.
     pub id: String,
     /// Shown in reports.
@@ -195,7 +213,7 @@ pub struct ScenarioConfig {
 }
 
 /// One expected-state check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckConfig {
     /// Shown in reports.
@@ -218,7 +236,7 @@ pub struct CheckConfig {
 }
 
 /// One assertion on a JSON value at a dot path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     /// Dot path (`a.b.0.c`; numbers index arrays); empty for the whole value.

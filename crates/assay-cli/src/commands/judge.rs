@@ -127,13 +127,14 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
 fn template(dir: &Path, report: &Path, output: Option<&Path>) -> anyhow::Result<Exit> {
     let suite = assay_sim::load(dir)?;
     let sim = assay_sim::report::read(report)?;
-    let json = assay_sim::report::json_path(report);
-    let base = output
-        .and_then(Path::parent)
-        .map_or_else(|| std::path::PathBuf::from("."), Path::to_owned);
-    let text = assay_sim::agree::template(&json, &sim, &suite, &base);
+    let text =
+        assay_sim::agree::template(&suite, report, &sim, output).map_err(HarnessError::Data)?;
     match output {
         Some(path) => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| HarnessError::Usage(format!("{}: {e}", parent.display())))?;
+            }
             assay_harness::results::write_new(path, text.as_bytes())
                 .map_err(|e| HarnessError::Usage(format!("{}: {e}", path.display())))?;
             out(&format!("wrote {}\n", path.display()));

@@ -15,6 +15,7 @@ mod prompts;
 mod retrieve;
 mod run;
 mod runs;
+pub mod schema;
 mod serve;
 mod simulate;
 mod state;
@@ -35,6 +36,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
             command: BanksCommand::Migrate(args),
         } => banks::migrate(&args.dir),
         Command::Validate(args) => validate::run(&args.dir),
+        Command::Schema { kind, markdown } => schema::run(kind.as_deref(), markdown),
         Command::Init(args) => init::run(&args.dir),
         Command::Serve(args) => serve::run(&args),
         Command::Simulate(args) => simulate::run(&args),

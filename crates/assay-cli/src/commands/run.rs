@@ -36,11 +36,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     };
     log_warnings(&project.warnings);
     // The baseline is found and checked before anything runs: a bad one writes nothing.
-    let baseline = args
-        .baseline
-        .as_deref()
-        .map(|spec| assay_harness::baseline::load(&project, spec))
-        .transpose()?;
+    let baseline = match args.baseline.as_deref() {
+        Some(spec) => {
+            let found = assay_harness::baseline::load(&project, spec)?;
+            if found.is_none() {
+                tracing::warn!(
+                    "--baseline accepted: no run has been accepted yet, so this run is compared with nothing (accept one with `assay runs accept latest`)"
+                );
+            }
+            found
+        }
+        None => None,
+    };
     let setup = RunSetup {
         embedder: args.embedder.clone(),
         reranker: args.reranker.clone(),

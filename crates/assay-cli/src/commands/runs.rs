@@ -1,4 +1,4 @@
-//! `assay runs list` and `assay runs diff A B`.
+//! `assay runs list`, `assay runs diff A B` and `assay runs accept RUN`.
 
 use std::path::Path;
 
@@ -22,14 +22,20 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
             } else if runs.is_empty() {
                 out(&format!("no saved runs in {}\n", results.display()));
             } else {
+                let accepted = assay_harness::accepted::current(&settings.root)?;
                 let mut text = format!(
                     "{:<20} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}\n",
                     "id", "started", "score", "health", "cases", "hard", "errors"
                 );
                 for r in &runs {
+                    let id = if accepted.as_ref().is_some_and(|a| a.id == r.id) {
+                        format!("{} *", r.id)
+                    } else {
+                        r.id.clone()
+                    };
                     text.push_str(&format!(
                         "{:<20} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}\n",
-                        r.id,
+                        id,
                         r.timestamp,
                         r.combined_score,
                         r.health_status.to_string(),
@@ -37,6 +43,15 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                         r.hard_fails,
                         r.error_count
                     ));
+                }
+                match &accepted {
+                    Some(a) => text.push_str(&format!(
+                        "* the accepted baseline (by {} on {}; `assay run --baseline accepted` compares with it)\n",
+                        a.accepted_by, a.accepted_at
+                    )),
+                    None => text.push_str(
+                        "no run accepted as the baseline yet (`assay runs accept latest`)\n",
+                    ),
                 }
                 out(&text);
             }
@@ -46,8 +61,8 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
             after,
             json,
         } => {
-            let a = baseline::resolve(results, before)?;
-            let b = baseline::resolve(results, after)?;
+            let a = baseline::resolve_in(&settings.root, results, before)?;
+            let b = baseline::resolve_in(&settings.root, results, after)?;
             let (a_log, b_log) = (read(&a)?, read(&b)?);
             // Every case of each run: from its lists, or streamed from its run log when the
             // RunLog lists only the worst.
@@ -65,6 +80,35 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                     b.display()
                 ));
                 out(&text);
+            }
+        }
+        RunsCommand::Accept {
+            run,
+            by,
+            note,
+            json,
+        } => {
+            let by = by.clone().unwrap_or_else(|| {
+                assay_harness::accepted::default_user(&|k| std::env::var(k).ok())
+            });
+            let a = assay_harness::accepted::accept(
+                &settings.root,
+                results,
+                run,
+                &by,
+                note.as_deref(),
+            )?;
+            if *json {
+                out(&format!("{}\n", serde_json::to_string_pretty(&a)?));
+            } else {
+                out(&format!(
+                    "accepted run {} (score {:.1}, {}) as the baseline, by {}\n  copied to {} (commit baseline/ so CI compares with it)\n  `assay run --baseline accepted` now compares with it\n",
+                    a.id,
+                    a.combined_score,
+                    a.health_status,
+                    a.accepted_by,
+                    a.results_path(&settings.root).display()
+                ));
             }
         }
     }

@@ -3,6 +3,7 @@
 use assay_harness::HarnessError;
 use assay_harness::project::Project;
 use assay_server::AppState;
+use assay_server::project::Contents;
 
 use super::{log_warnings, out, runtime};
 use crate::args::ServeArgs;
@@ -43,10 +44,23 @@ async fn shutdown_signal() {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
-    // A bad project stops here (exit 2), before anything listens.
-    let project = Project::load(args.project())?;
-    log_warnings(&project.warnings);
-    drop(project);
+    // A folder is served whatever it holds (test banks, a knowledge base, runs, experiments,
+    // simulation reports, or none yet). What it has is read now, so a bad file stops here
+    // (exit 2) before anything listens: test banks load as `assay run` loads them, a
+    // knowledge base without them as the pages read it.
+    let dir = args.project();
+    let contents = Contents::survey(dir, &|name| std::env::var(name).ok())?;
+    if contents.test_banks {
+        log_warnings(&Project::load(dir)?.warnings);
+    } else if contents.kb {
+        log_warnings(&assay_server::project::load(dir)?.warnings);
+    }
+    tracing::info!(project = %dir.display(), "serving {}", contents.describe());
+    if !contents.test_banks {
+        tracing::info!(
+            "no test banks: the pages show what the folder holds; running, testing a case or a topic and calibrating over HTTP answer 422 until it has them (`assay init` makes a project with test banks)"
+        );
+    }
 
     if !is_loopback(&args.host) {
         tracing::warn!(

@@ -16,11 +16,14 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     // With a database store, the entities the banks and rules name are checked against what
     // the database holds, not the kb/ files.
     let store_check = if project.refs_checked_against_files {
+        let refs = project.ref_warnings()?;
+        log_warnings(&refs);
+        warnings += refs.len();
         None
     } else {
         let store = engine::open_store(&project.settings)?;
         let kb = engine::snapshot(&*store)?;
-        let unknown = project.check_entity_refs(&kb)?;
+        let unknown = project.check_entity_refs(&kb, &*store)?;
         log_warnings(&unknown);
         warnings += unknown.len();
         Some((store.location.to_string(), kb.entities().len()))

@@ -185,7 +185,8 @@ fn priority_out_of_range_and_bad_enum_are_rejected() {
     );
     let run = rejected(&p);
     assert!(
-        run.stderr.contains("unknown variant `SOMETIMES`"),
+        run.stderr
+            .contains("unknown value `SOMETIMES`; expected one of `ALWAYS`, `STATE`, `SITUATION`"),
         "{run:?}"
     );
 }
@@ -210,7 +211,8 @@ fn unknown_settings_key_is_rejected() {
     p.write("assay.toml", "[weights]\nsemantic = 0.6\nstat = 0.15\n");
     let run = rejected(&p);
     assert!(
-        run.stderr.contains("assay.toml:3:1: unknown field `stat`"),
+        run.stderr
+            .contains("assay.toml:3:1: weights: unknown field `stat` (did you mean `state`?)"),
         "{run:?}"
     );
 }
@@ -230,32 +232,39 @@ fn malformed_history_file_is_rejected_and_left_alone() {
 }
 
 #[test]
-fn unknown_entity_referenced_by_a_case_is_a_warning() {
+fn unknown_entity_referenced_by_a_case_is_an_error_before_anything_runs() {
     let p = Scratch::example();
     let mut bank = p.json("test_banks/state/state_handler_tests.json");
     bank["tests"][0]["not_expected_handlers"] = serde_json::json!(["handler_does_not_exist"]);
     p.write_json("test_banks/state/state_handler_tests.json", &bank);
-    let run = p.assay(&["run", "--banks", "state", "--no-save"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stderr.contains("WARN"), "{run:?}");
+    let run = p.assay(&["run", "--banks", "state"]);
+    assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr
-            .contains("unknown entity `handler_does_not_exist`"),
+            .contains("tests[0] (STATE-001): unknown entity `handler_does_not_exist`"),
         "{run:?}"
     );
+    assert!(p.results().is_empty());
+    // Named on purpose, it runs.
+    bank["tests"][0]["known_missing"] = serde_json::json!(["handler_does_not_exist"]);
+    p.write_json("test_banks/state/state_handler_tests.json", &bank);
+    let run = p.assay(&["run", "--banks", "state", "--no-save"]);
+    assert_eq!(run.code, 0, "{run:?}");
 }
 
 #[test]
-fn unknown_case_field_is_a_warning() {
+fn unknown_case_field_is_an_error_with_the_closest_field() {
     let p = Scratch::example();
     let mut bank = p.json("test_banks/always/always_load_tests.json");
     bank["tests"][1]["expected_allways"] = serde_json::json!([]);
     p.write_json("test_banks/always/always_load_tests.json", &bank);
     let run = p.assay(&["validate"]);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, 2, "{run:?}");
     assert!(
-        run.stderr
-            .contains("unknown field `tests[1].expected_allways`"),
+        run.stderr.contains("always_load_tests.json:")
+            && run.stderr.contains(
+                "tests[1]: unknown field `expected_allways` (did you mean `expected_always`?)"
+            ),
         "{run:?}"
     );
 }

@@ -166,10 +166,17 @@ fn a_kb_edit_that_breaks_cases_fails_the_gate_and_names_exactly_those_cases() {
         &root,
     ]);
     assert_eq!(json.json()["counts"]["new_hard_fails"], 4);
+    // The header, one line a run, and the line on the accepted baseline.
     let list = assay(&["runs", "list", "--project", &root]);
     assert_eq!(
         list.stdout.lines().count(),
-        1 + saved(&p).len(),
+        2 + saved(&p).len(),
+        "{}",
+        list.stdout
+    );
+    assert!(
+        list.stdout
+            .ends_with("no run accepted as the baseline yet (`assay runs accept latest`)\n"),
         "{}",
         list.stdout
     );
@@ -267,5 +274,8 @@ fn a_baseline_that_cannot_be_compared_is_bad_input_and_nothing_is_written() {
     p.write("torn.json", "{\"schema_version\": 2, ");
     refused(p.path("torn.json").to_str().unwrap(), "not JSON");
     refused("2020-01-01-0000", "no saved run");
-    refused("nonsense", "not a file, `latest`, a saved run's id");
+    refused(
+        "nonsense",
+        "not a file, `latest`, `accepted`, a saved run's id",
+    );
 }

@@ -8,6 +8,7 @@ mod data;
 mod eval_set;
 mod expectations;
 mod fake_openai;
+mod first_hour;
 mod fuzz;
 mod integrity;
 mod ir;
@@ -25,6 +26,7 @@ mod quality;
 mod retrieve;
 mod run;
 mod scale;
+mod schema;
 mod serve;
 #[path = "../../examples/sim_provider.rs"]
 mod sim_provider;

@@ -523,3 +523,247 @@ fn serve_takes_the_project_as_run_does() {
     ]);
     assert_eq!(both.code, 2, "{both:?}");
 }
+
+/// A folder holding one experiment and one simulation report, and nothing else (no test
+/// banks, no knowledge base, no runs), made with the UI fixtures as `assay optimize` and
+/// `assay simulate` save them.
+pub(crate) fn lab_only() -> (tempfile::TempDir, std::path::PathBuf) {
+    use crate::ui_fixtures::{ExperimentSpec, SimulationSpec, write_experiment, write_simulation};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lab");
+    std::fs::create_dir_all(&root).unwrap();
+    write_experiment(&root, &ExperimentSpec::new("exp_lab", 8));
+    write_simulation(&root, &SimulationSpec::new("20261125_093000", 2, 2, 4));
+    (dir, root)
+}
+
+/// The status and body of a GET.
+fn fetch(addr: &str, path: &str) -> (u16, String) {
+    let response = get(addr, path);
+    let status: u16 = response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{path}: no status line: {response:?}"));
+    let body = response
+        .find("\r\n\r\n")
+        .map_or("", |at| &response[at + 4..])
+        .to_owned();
+    (status, body)
+}
+
+#[test]
+fn serve_starts_on_a_folder_of_an_experiment_and_a_simulation_report() {
+    let (_dir, root) = lab_only();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command.args(["serve", "--port", "0"]).arg(&root);
+    let (_server, addr) = started(command);
+
+    let (status, body) = fetch(&addr, "/health");
+    assert_eq!(status, 200, "{body}");
+    for (page, needle) in [
+        ("/ui/experiments", "exp_lab"),
+        ("/ui/simulations", "20261125_093000"),
+        ("/ui/runs", "id=\"empty-runs\""),
+        ("/ui/entities", "id=\"empty-kb\""),
+    ] {
+        let (status, body) = fetch(&addr, page);
+        assert_eq!(status, 200, "{page}: {body}");
+        assert!(body.contains(needle), "{page}: {needle} not in {body}");
+    }
+
+    // A harness route gets a JSON error that says why, and the server stays up.
+    let (status, error) = call(&addr, "GET", "/cli/test-harness", None, None);
+    assert_eq!(status, 422, "{error:#}");
+    assert_eq!(error["code"], "no_test_banks", "{error:#}");
+    assert!(
+        error["error"].as_str().unwrap().contains("no test banks"),
+        "{error:#}"
+    );
+    let (status, error) = call(&addr, "POST", "/cli/calibrate", None, None);
+    assert_eq!((status, &error["code"]), (422, &"no_test_banks".into()));
+    let (status, _) = fetch(&addr, "/health");
+    assert_eq!(status, 200, "still serving");
+
+    // `assay run` still refuses the folder.
+    let run = assay(&["run", root.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("no test_banks folder"), "{run:?}");
+}
+
+#[test]
+fn serve_refuses_a_folder_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let out = assay(&["serve", "--port", "0", missing.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("does not exist"), "{out:?}");
+}
+
+/// Where `text` cites a seed or a spec section, as the pattern
+/// `(seed|spec)\s*0\d\d|\b00\d\s*§|§\s*\d` (case-insensitive) finds it: the text around it.
+fn cites_a_section(text: &str) -> Option<String> {
+    let c: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
+    let digit = |i: usize| c.get(i).is_some_and(char::is_ascii_digit);
+    let space = |mut i: usize| {
+        while c.get(i).is_some_and(|ch| ch.is_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let word = |i: usize| {
+        c.get(i)
+            .is_some_and(|ch| ch.is_alphanumeric() || *ch == '_')
+    };
+    let around = |i: usize| {
+        c[i.saturating_sub(40)..(i + 40).min(c.len())]
+            .iter()
+            .collect()
+    };
+    for i in 0..c.len() {
+        for w in ["seed", "spec"] {
+            let at = w
+                .chars()
+                .enumerate()
+                .all(|(k, ch)| c.get(i + k) == Some(&ch));
+            if at {
+                let j = space(i + 4);
+                if c.get(j) == Some(&'0') && digit(j + 1) && digit(j + 2) {
+                    return Some(around(i));
+                }
+            }
+        }
+        if c[i] == '0' && c.get(i + 1) == Some(&'0') && digit(i + 2) && (i == 0 || !word(i - 1)) {
+            let j = space(i + 3);
+            if c.get(j) == Some(&'§') {
+                return Some(around(i));
+            }
+        }
+        if c[i] == '§' && digit(space(i + 1)) {
+            return Some(around(i));
+        }
+    }
+    None
+}
+
+#[test]
+fn the_section_pattern_finds_what_it_should() {
+    for hit in [
+        "the API of 000 §7",
+        "spec 000",
+        "Seed 001's domain",
+        "see §4",
+        "003 § 4",
+    ] {
+        assert!(cites_a_section(hit).is_some(), "{hit}");
+    }
+    for miss in ["seed 1", "a100 §", "§ a", "spectrum 001", "specs 000"] {
+        assert!(cites_a_section(miss).is_none(), "{miss}");
+    }
+}
+
+/// The `href="/ui/…"` links of a page, unescaped, without their fragments.
+fn ui_links(body: &str) -> Vec<String> {
+    body.split("href=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|href| href.starts_with("/ui/"))
+        .map(|href| {
+            let href = href.replace("&amp;", "&");
+            href.split('#').next().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn no_page_cites_a_seed_or_a_spec_section() {
+    let project = Scratch::example();
+    // Two runs (for a run's page, its cases and a comparison), an experiment and two
+    // simulation reports, so every kind of page has something to show.
+    for _ in 0..2 {
+        let run = project.assay(&["run"]);
+        assert!(run.code <= 1, "{run:?}");
+    }
+    {
+        use crate::ui_fixtures::{
+            ExperimentSpec, SimulationSpec, write_experiment, write_simulation,
+        };
+        write_experiment(&project.root, &ExperimentSpec::new("exp_pages", 8));
+        for stamp in ["20261125_093000", "20261126_093000"] {
+            write_simulation(&project.root, &SimulationSpec::new(stamp, 2, 2, 4));
+        }
+    }
+    let mut command = Command::new(env!("CARGO_BIN_EXE_assay"));
+    command.args(["serve", "--port", "0"]).arg(&project.root);
+    let (_server, addr) = started(command);
+
+    // Every page the UI links to, from the navigation down (links to the same page with
+    // other sort orders or filters included), at most 1,500.
+    let mut queue: std::collections::VecDeque<String> = [
+        "/ui/entities",
+        "/ui/entities/new",
+        "/ui/retrieval",
+        "/ui/retrieval?query=my+ex+is+late+again",
+        "/ui/bulk",
+        "/ui/stats",
+        "/ui/runs",
+        "/ui/experiments",
+        "/ui/simulations",
+        "/ui/simulations/compare?r=20261125_093000&r=20261126_093000",
+        "/ui/login",
+        "/ui/no/such/page",
+        "/ui/runs/2000-01-01-0000",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    let mut seen: std::collections::HashSet<String> = queue.iter().cloned().collect();
+    let mut kinds = std::collections::BTreeSet::new();
+    while let Some(page) = queue.pop_front() {
+        if page.starts_with("/ui/assets/") || page.starts_with("/ui/bulk/export") {
+            continue;
+        }
+        let (status, body) = fetch(&addr, &page);
+        assert!(status < 500, "{page}: {status}\n{body}");
+        if let Some(at) = cites_a_section(&body) {
+            panic!("{page} cites a seed or spec section: …{at}…");
+        }
+        // The shape of the page's path (`/ui/runs/*/cases/*`), to check the crawl's reach.
+        let shape: Vec<&str> = page
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .split('/')
+            .enumerate()
+            .map(|(i, part)| if i <= 2 || i == 4 { part } else { "*" })
+            .collect();
+        kinds.insert(format!("{} {}", shape.join("/"), shape.len()));
+        for link in ui_links(&body) {
+            if seen.len() < 1_500 && seen.insert(link.clone()) {
+                queue.push_back(link);
+            }
+        }
+    }
+    assert!(seen.len() > 60, "the crawl reached {} pages", seen.len());
+    for reached in [
+        "/ui/runs/*/cases/* 6",
+        "/ui/runs/*/diff/* 6",
+        "/ui/entities/* 4",
+        "/ui/experiments/* 4",
+        "/ui/simulations/*/runs/*/* 7",
+    ] {
+        assert!(kinds.contains(reached), "no page like {reached}: {kinds:?}");
+    }
+
+    // The JSON side: the OpenAPI document and the errors.
+    let (status, doc) = fetch(&addr, "/openapi.json");
+    assert_eq!(status, 200);
+    assert_eq!(cites_a_section(&doc), None, "the OpenAPI document");
+    for path in [
+        "/cli/test-harness/topic/no_such_topic",
+        "/runs/2000-01-01-0000",
+        "/nowhere",
+    ] {
+        let (_, body) = fetch(&addr, path);
+        assert_eq!(cites_a_section(&body), None, "{path}: {body}");
+    }
+}

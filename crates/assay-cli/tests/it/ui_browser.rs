@@ -329,6 +329,20 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .unwrap()
         .len();
     assert!(rows >= 2, "both runs are listed, found {rows}");
+    let points = client
+        .find_all(Locator::Css("#runs-trend .series-weighted .point"))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(points, rows, "a point per run on the chart");
+    let wraps: Value = client
+        .execute(
+            "return [...document.querySelectorAll('#runs td.id, #runs td.when')].filter(c => { const r = document.createRange(); r.selectNodeContents(c); return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1 || getComputedStyle(c).whiteSpace !== 'nowrap'; }).length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(wraps, 0, "ids and timestamps stay on one line");
     shot(client, dir, "06-runs").await;
     client
         .find(Locator::Css("#runs tbody tr:first-child td:first-child a"))
@@ -350,6 +364,15 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         "histogram and topic bars"
     );
     shot(client, dir, "07-run-detail").await;
+    // A case id on the run's page opens the case.
+    click(client, ".report a[href*='/cases/']").await;
+    text_containing(client, "h1", "Case").await;
+    let case = text(client, "#case").await;
+    assert!(
+        case.contains("bank") && case.contains("expected") && case.contains("came back"),
+        "{case}"
+    );
+    shot(client, dir, "07b-run-case").await;
     client.goto(&format!("{base}/ui/runs")).await.unwrap();
     client
         .find(Locator::Css("#compare button"))
@@ -385,6 +408,55 @@ async fn journey(client: &Client, base: &str, project: &Path, dir: &Path) {
         .await
         .unwrap();
     assert_nothing_ran(client, "entity list").await;
+}
+
+/// `assay serve` on a folder holding only an experiment and a simulation report: both pages
+/// render, and the runs and knowledge-base pages show their empty states.
+#[test]
+fn a_folder_without_test_banks_in_headless_chromium() {
+    let (_driver, driver_url) = chromedriver();
+    let (_lab, root) = crate::serve::lab_only();
+    let (_server, base) = serve(&root);
+    let dir = screenshots_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(caps)
+            .connect(&driver_url)
+            .await
+            .expect("a WebDriver session in headless Chromium");
+        let c = &client;
+        c.goto(&format!("{base}/ui/experiments")).await.unwrap();
+        text_containing(c, "#experiments", "exp_lab").await;
+        click(c, "#experiments tbody tr:first-child a").await;
+        text_containing(c, ".report h1", "exp_lab").await;
+        shot(c, &dir, "30-lab-experiment").await;
+        c.goto(&format!("{base}/ui/simulations")).await.unwrap();
+        text_containing(c, "#simulations", "20261125_093000").await;
+        click(c, "#simulations tbody tr:first-child td:nth-child(2) a").await;
+        text_containing(c, ".report h1", "Simulation").await;
+        shot(c, &dir, "31-lab-simulation").await;
+        c.goto(&format!("{base}/ui/runs")).await.unwrap();
+        let runs = text_containing(c, "#empty-runs", "No runs yet").await;
+        assert!(runs.contains("assay run"), "{runs}");
+        shot(c, &dir, "32-lab-runs-empty").await;
+        c.goto(&format!("{base}/ui/entities")).await.unwrap();
+        let kb = text_containing(c, "#empty-kb", "No knowledge base yet").await;
+        assert!(kb.contains("assay init"), "{kb}");
+        let holds = text(c, "#holds").await;
+        assert!(holds.contains("1 experiment, 1 simulation report"), "{holds}");
+        shot(c, &dir, "33-lab-entities-empty").await;
+        let _ = client.close().await;
+    });
 }
 
 /// Waits (up to 60 s) until the number in the first `css` element is above `floor`.

@@ -249,8 +249,7 @@ impl Search<'_, '_> {
             };
             self.journal
                 .append(&JournalEntry::Trial { trial: record })?;
-            self.log
-                .line(&format!("{what}: failed; the study halts (seed step 2h)"));
+            self.log.line(&format!("{what}: failed; the study halts"));
             runner.services.progress.finish("optimization", "halted");
             return Err(halt(self.layout, "optimization", &what, &prompts, failed));
         }

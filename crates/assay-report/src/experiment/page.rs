@@ -335,7 +335,7 @@ pub fn body(page: &Page<'_>, links: &dyn Links, sort: &Sort) -> String {
     } else {
         let _ = writeln!(
             out,
-            "<p class=\"meta\">{} on the front (◆, joined by the line) of {} trials with values (●); ■ the baseline, ◎ the best trial (the seed's rule: best first objective, then second).</p>",
+            "<p class=\"meta\">{} on the front (◆, joined by the line) of {} trials with values (●); ■ the baseline, ◎ the best trial (best first objective, then second).</p>",
             r.pareto_front.len(),
             r.trials.iter().filter(|t| t.values.len() >= 2).count()
         );
@@ -392,7 +392,7 @@ fn setup(out: &mut String, r: &ExperimentReport) {
         escape(
             r.correctness
                 .as_deref()
-                .unwrap_or("seed (the spec's substring rule)")
+                .unwrap_or("seed (either text contains the other)")
         )
     );
 }

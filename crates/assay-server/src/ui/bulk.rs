@@ -17,7 +17,7 @@ use assay_harness::kbedit::{self, KbEditor, Reembed};
 use assay_harness::results::{write_new, write_replace};
 use assay_kb::EntityFilter;
 
-use super::{Ctx, Html, UiError, blocking, blocking_write, check_write, esc, open_store};
+use super::{Ctx, Html, UiError, blocking, blocking_write, check_write, esc, no_kb, open_store};
 use crate::AppState;
 
 /// The largest upload accepted (all files together).
@@ -76,6 +76,9 @@ async fn page(
         body.push_str("<meta http-equiv=\"refresh\" content=\"1\">");
     }
     body.push_str("<h1>Bulk operations</h1>");
+    if !crate::project::has_kb_dir(ctx.state.project_dir()) {
+        body.push_str(&no_kb(&ctx.state));
+    }
     if let Some(n) = q.get("imported").and_then(|n| n.parse::<usize>().ok()) {
         let _ = write!(
             body,

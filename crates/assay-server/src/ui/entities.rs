@@ -15,7 +15,7 @@ use assay_harness::kbedit::{self, LOAD_MODES};
 use assay_kb::EntityFilter;
 use assay_kb::store::EntityVersion;
 
-use super::{Ctx, Html, UiError, blocking, esc, flash, open_store};
+use super::{Ctx, Html, UiError, blocking, esc, flash, has_kb, no_kb, open_store};
 use crate::AppState;
 
 /// The most rows a list page shows.
@@ -193,7 +193,14 @@ async fn list(
     let ctx = Ctx::new(state, &headers);
     let query = ListQuery::parse(&q)?;
     let done = q.get("done").cloned();
-    let (rows, total) = blocking(&ctx.state, move |project| {
+    let listed = blocking(&ctx.state, move |project| {
+        if !has_kb(project) {
+            // What the folder holds instead, so the first page says where to look.
+            let contents = crate::project::Contents::survey(&project.settings.root, &|name| {
+                std::env::var(name).ok()
+            })?;
+            return Ok(Err(contents));
+        }
         let store = open_store(project)?;
         let all: Vec<Entity> = store
             .list(&query.filter())?
@@ -206,12 +213,24 @@ async fn list(
             .skip((query.page - 1) * query.page_size)
             .take(query.page_size)
             .collect();
-        Ok((rows, total))
+        Ok(Ok((rows, total)))
     })
     .await?;
     let query = ListQuery::parse(&q)?;
     let mut body = String::from("<h1>Entities</h1>");
     body.push_str(flash(done.as_deref()));
+    let (rows, total) = match listed {
+        Ok(listed) => listed,
+        Err(contents) => {
+            body.push_str(&no_kb(&ctx.state));
+            let _ = write!(
+                body,
+                "<p class=\"muted\" id=\"holds\">This folder holds {}. The <a href=\"/ui/runs\">runs</a>, <a href=\"/ui/experiments\">experiments</a> and <a href=\"/ui/simulations\">simulations</a> have their own pages.</p>",
+                esc(&contents.describe())
+            );
+            return Ok(ctx.page("Entities", "entities", &body));
+        }
+    };
     let _ = write!(
         body,
         "<form class=\"filters\" method=\"get\" action=\"/ui/entities\" role=\"search\"><label>Search <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"id, title, summary, keywords\" data-search></label><label>Type <select name=\"entity_type\"><option value=\"\">any</option>",
@@ -260,7 +279,8 @@ async fn list(
     for e in &rows {
         let _ = write!(
             body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"id\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&e.entity_id),
             entity_link(&e.entity_id),
             esc(&e.title),
             e.entity_type.as_str(),
@@ -326,13 +346,20 @@ async fn detail(
 ) -> Result<Html, UiError> {
     let ctx = Ctx::new(state, &headers);
     let lookup = id.clone();
-    let (stored, versions) = blocking(&ctx.state, move |project| {
+    let (stored, versions, named) = blocking(&ctx.state, move |project| {
         let store = open_store(project)?;
         let stored = store
             .get_stored(&lookup)?
             .ok_or_else(|| UiError::not_found(format!("no entity `{lookup}`")))?;
         let versions = store.history(&lookup)?.len();
-        Ok((stored, versions))
+        let has_banks = project.settings.banks_dir.is_dir();
+        let cases = super::cases::naming(project, &lookup);
+        let newest = if cases.is_empty() {
+            None
+        } else {
+            super::cases::newest_scores(&project.settings.results_dir)
+        };
+        Ok((stored, versions, (has_banks, cases, newest)))
     })
     .await?;
     let e = &stored.entity;
@@ -390,6 +417,13 @@ async fn detail(
         stored.retrieval_count,
         esc(stored.embedding_model.as_deref().unwrap_or("none"))
     );
+    let (has_banks, cases, newest) = named;
+    body.push_str(&super::cases::section(
+        &ctx.state,
+        has_banks,
+        &cases,
+        newest.as_ref(),
+    ));
     Ok(ctx.page(&e.title, "entities", &body))
 }
 

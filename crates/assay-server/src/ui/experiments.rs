@@ -152,10 +152,14 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
         "<h1>Experiments</h1><p class=\"muted\">Prompt optimizations (<code>assay optimize</code>) in the project's <code>experiments/</code> folder, newest first. Correct answers of the cases · mean composite score, baseline → best; the verdict is the paired tests' on each set.</p>",
     );
     if listed.is_empty() {
-        body.push_str("<p class=\"notice\">No experiments yet: run <code>assay optimize --experiment-name NAME</code> on the project.</p>");
+        let dir = super::dir_arg(&ctx.state);
+        body.push_str(&super::empty_state(
+            "empty-experiments",
+            &format!("No experiments yet: <code>assay optimize {dir} --experiment-name NAME</code> writes one (in <code>experiments/NAME/</code>; <code>assay optimize --help</code> says what it needs)."),
+        ));
         return Ok(ctx.page("Experiments", "experiments", &body));
     }
-    body.push_str("<div class=\"table-wrap\"><table class=\"grid\" id=\"experiments\"><thead><tr><th>Experiment</th><th>Started</th><th>Status</th><th class=\"num\">Trials</th><th>Best against the baseline</th><th class=\"num\">Spend</th></tr></thead><tbody>");
+    body.push_str("<div class=\"table-wrap\"><table class=\"grid\" id=\"experiments\"><thead><tr><th>Experiment</th><th class=\"when\">Started</th><th>Status</th><th class=\"num\">Trials</th><th>Best against the baseline</th><th class=\"num\">Spend</th></tr></thead><tbody>");
     for l in &listed {
         let href = format!("/ui/experiments/{}", path_segment(&l.name));
         match &l.view {
@@ -163,7 +167,8 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
                 let p = &v.progress;
                 let _ = write!(
                     body,
-                    "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"num\">{} / {}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+                    "<tr><td class=\"id\" title=\"{}\"><a href=\"{}\">{}</a></td><td class=\"when\">{}</td><td>{}</td><td class=\"num\">{} / {}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+                    esc(&l.name),
                     esc(&href),
                     esc(&l.name),
                     esc(&v.report.started),

@@ -1,7 +1,13 @@
-//! The web UI under `/ui/`: server-rendered HTML pages for the knowledge base (003 §4's seven
-//! admin pages), the saved runs, the prompt optimizer's experiments (with promotion) and the
-//! conversation simulations, with one embedded style sheet and a few lines of optional script.
-//! No build step: the assets are `include_str!`ed into the binary.
+//! The web UI under `/ui/`: server-rendered HTML pages for the knowledge base (its entities,
+//! their history, edits, a retrieval test, bulk operations and statistics), the saved runs
+//! (their scores over time, each run, each case, two runs compared), the prompt optimizer's
+//! experiments (with promotion) and the conversation simulations, with one embedded style
+//! sheet and a few lines of optional script. No build step: the assets are `include_str!`ed
+//! into the binary.
+//!
+//! A project may hold any of these parts or none ([`crate::project::Contents`]); a page whose
+//! part is missing shows an empty state that names the command that fills it
+//! ([`empty_state`]).
 //!
 //! # Safety rules
 //!
@@ -16,6 +22,7 @@
 //!   variable the UI is read-only and says so.
 
 mod bulk;
+mod cases;
 mod entities;
 mod experiments;
 mod forms;
@@ -394,7 +401,8 @@ impl Ctx {
     }
 }
 
-/// Loads the project on a blocking thread and runs `work` there.
+/// Loads the project on a blocking thread and runs `work` there. A project without test
+/// banks loads too, with none ([`crate::project::load`]).
 pub async fn blocking<T, F>(state: &AppState, work: F) -> Result<T, UiError>
 where
     T: Send + 'static,
@@ -402,7 +410,7 @@ where
 {
     let dir = state.project_dir.clone();
     tokio::task::spawn_blocking(move || {
-        let project = Project::load(&dir)?;
+        let project = crate::project::load(&dir)?;
         work(&project)
     })
     .await
@@ -473,13 +481,47 @@ where
     })?
 }
 
+/// Whether the project has a knowledge base to show (a `kb/` folder, or a database store).
+pub fn has_kb(project: &Project) -> bool {
+    crate::project::has_kb(&project.settings, &|name| std::env::var(name).ok())
+}
+
 /// The project's store, as every page reads it: with the embedded store the `kb/` files are
 /// imported first (they are its source of truth); a database store is the source of truth
-/// itself and is read as it is.
+/// itself and is read as it is. A project without a knowledge base gets 404 (and no store is
+/// made in its folder).
 pub fn open_store(project: &Project) -> Result<engine::OpenStore, UiError> {
+    if !has_kb(project) {
+        return Err(UiError::not_found(format!(
+            "this project has no knowledge base yet (no folder {})",
+            project.settings.kb_dir.display()
+        )));
+    }
     let store = engine::open_store(&project.settings)?;
     engine::sync_kb(&store, project)?;
     Ok(store)
+}
+
+/// An empty state: a notice (with `id`) that says what the page would show and which command
+/// fills it. `html` is safe HTML: the caller escapes what it interpolates.
+pub fn empty_state(id: &str, html: &str) -> String {
+    format!("<p class=\"notice empty\" id=\"{id}\">{html}</p>")
+}
+
+/// The project folder as a command line names it (`assay run DIR`), escaped.
+pub fn dir_arg(state: &AppState) -> String {
+    esc(&state.project_dir().display().to_string())
+}
+
+/// The knowledge base's empty state.
+pub fn no_kb(state: &AppState) -> String {
+    let dir = dir_arg(state);
+    empty_state(
+        "empty-kb",
+        &format!(
+            "No knowledge base yet: this project has no <code>kb/</code> folder. <code>assay init {dir}</code> makes a project with one (it never overwrites a file); entity files (YAML or JSON) put in <code>kb/</code> show here."
+        ),
+    )
 }
 
 /// A flash message chosen by a fixed key in the query string (`?done=saved`), so no text
@@ -611,6 +653,7 @@ pub fn router() -> Router<AppState> {
         .merge(forms::router())
         .merge(pages::router())
         .merge(runs::router())
+        .merge(cases::router())
         .merge(experiments::router())
         .merge(simulations::router())
         .merge(bulk::router())

@@ -15,7 +15,7 @@ use assay_kb::EntityFilter;
 use assay_retrieval::pipeline::Retrieval;
 
 use super::entities::entity_link;
-use super::{Ctx, Html, UiError, blocking, esc, open_store};
+use super::{Ctx, Html, UiError, blocking, esc, has_kb, no_kb, open_store};
 use crate::AppState;
 
 /// The largest `top_k` the retrieval test accepts.
@@ -99,7 +99,10 @@ async fn retrieval(
     let form = RetrievalQuery::parse(&q)?;
     let env = ctx.state.env();
     let run = form.clone();
-    let (audiences, answer) = blocking(&ctx.state, move |project| {
+    let (kb, audiences, answer) = blocking(&ctx.state, move |project| {
+        if !has_kb(project) {
+            return Ok((false, BTreeSet::new(), None));
+        }
         let store = open_store(project)?;
         let audiences: BTreeSet<String> = store
             .list(&EntityFilter::default())?
@@ -107,7 +110,7 @@ async fn retrieval(
             .flat_map(|e| e.audience_types)
             .collect();
         if run.query.is_empty() {
-            return Ok((audiences, None));
+            return Ok((true, audiences, None));
         }
         let lookup = |name: &str| env(name);
         let choice = engine::choose_embedder(&project.settings, None, &lookup)?;
@@ -127,13 +130,16 @@ async fn retrieval(
             top_k: run.top_k,
         };
         let test = rt.block_on(retrieve::retrieve(project, &store, &choice, &ask))?;
-        Ok((audiences, Some(test)))
+        Ok((true, audiences, Some(test)))
     })
     .await?;
 
     let mut body = String::from(
         "<h1>Retrieval test</h1><p class=\"muted\">Answers a message as the pipeline would (the same trace as <code>assay retrieve --explain</code>): what each stage proposed with its scores, what was selected, and what was dropped and why. Nothing is recorded.</p>",
     );
+    if !kb {
+        body.push_str(&no_kb(&ctx.state));
+    }
     let _ = write!(
         body,
         "<form class=\"stack\" method=\"get\" action=\"/ui/retrieval\"><label for=\"query\">Message</label><textarea id=\"query\" name=\"query\" required data-search placeholder=\"What a user might write\">{}</textarea><div class=\"row\"><label>Audience <input type=\"text\" name=\"audience\" list=\"audiences\" value=\"{}\"></label><label>top_k <span class=\"hint\">empty: the project's setting</span><input type=\"number\" name=\"top_k\" min=\"1\" max=\"{MAX_TOP_K}\" value=\"{}\"></label></div><datalist id=\"audiences\">",
@@ -256,13 +262,20 @@ async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Html
     let ctx = Ctx::new(state, &headers);
     let env = ctx.state.env();
     let s = blocking(&ctx.state, move |project| {
+        if !has_kb(project) {
+            return Ok(None);
+        }
         let store = open_store(project)?;
         let lookup = |name: &str| env(name);
         let model = kbedit::embedding_model(&project.settings, None, &lookup)?;
-        Ok(store.stats(&model)?)
+        Ok(Some(store.stats(&model)?))
     })
     .await?;
     let mut body = String::from("<h1>Knowledge base statistics</h1>");
+    let Some(s) = s else {
+        body.push_str(&no_kb(&ctx.state));
+        return Ok(ctx.page("Stats", "stats", &body));
+    };
     let _ = write!(
         body,
         "<div class=\"cols\"><section class=\"card\"><h2>Entities</h2><dl class=\"fields\"><dt>entities</dt><dd>{}</dd><dt>active</dt><dd>{}</dd><dt>inactive</dt><dd>{}</dd><dt>versions</dt><dd>{}</dd><dt>retrievals</dt><dd>{}</dd></dl></section>",

@@ -1,4 +1,5 @@
-//! The runs dashboard: the saved runs, one run (the HTML report's own body), and two runs
+//! The runs dashboard: the saved runs (their scores over time as a chart, then a table), one
+//! run (the HTML report's own body, every case id linked to the case's page), and two runs
 //! compared case by case.
 
 use std::fmt::Write;
@@ -9,16 +10,68 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 
 use assay_core::rundiff::CaseChange;
-use assay_harness::runs::{self, RunsError};
+use assay_harness::runs::{self, RunEntry, RunsError};
+use assay_harness::settings::ProjectSettings;
+use assay_report::trend::{TrendMarks, TrendPoint};
 
-use super::{Ctx, Html, UiError, blocking, esc};
+use super::cases::{RunCaseLinks, case_href, id_cell};
+use super::{Ctx, Html, UiError, blocking_dir, dir_arg, empty_state, esc, path_segment};
 use crate::AppState;
+
+/// The most runs the chart shows: the newest ones.
+const CHART_RUNS: usize = 200;
+
+/// Runs `work` on a blocking thread with the project's results folder (`[paths] results`).
+async fn with_results<T, F>(state: &AppState, work: F) -> Result<T, UiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&std::path::Path, &ProjectSettings) -> Result<T, UiError> + Send + 'static,
+{
+    blocking_dir(state, move |dir| {
+        let settings = ProjectSettings::load(dir).map_err(assay_harness::HarnessError::from)?;
+        work(&settings.results_dir, &settings)
+    })
+    .await
+}
+
+/// The chart of the runs over time: the newest [`CHART_RUNS`] of `entries` (given newest
+/// first), drawn oldest first.
+fn trend(entries: &[RunEntry], accepted: Option<&str>) -> String {
+    let points: Vec<TrendPoint> = entries
+        .iter()
+        .take(CHART_RUNS)
+        .rev()
+        .map(|e| TrendPoint {
+            id: e.id.clone(),
+            timestamp: e.timestamp.clone(),
+            combined: e.combined_score,
+            banks: e.bank_scores.clone(),
+            href: Some(format!("/ui/runs/{}", path_segment(&e.id))),
+        })
+        .collect();
+    // The accepted baseline (`assay runs accept`), a dashed line labelled "accepted".
+    let marks = TrendMarks {
+        accepted: accepted.map(str::to_owned),
+    };
+    let shown = if entries.len() > CHART_RUNS {
+        format!("the newest {CHART_RUNS} of {} runs", entries.len())
+    } else if entries.len() == 1 {
+        "the one run".to_owned()
+    } else {
+        format!("{} runs", entries.len())
+    };
+    format!(
+        "<figure class=\"trend\">{}<figcaption>The weighted score (thick line) and each bank's score over time, {shown}, oldest on the left; a point's tooltip has the run and its scores, and a click opens the run.</figcaption></figure>",
+        assay_report::trend::svg(&points, &marks)
+    )
+}
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/runs", get(list))
         .route("/runs/compare", get(compare))
         .route("/runs/{id}", get(detail))
+        .route("/runs/{id}/accept", axum::routing::post(accept))
         .route("/runs/{a}/diff/{b}", get(diff))
 }
 
@@ -43,19 +96,54 @@ async fn list(
     Query(q): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Html, UiError> {
     let ctx = Ctx::new(state, &headers);
-    let entries = blocking(&ctx.state, |project| {
-        Ok(runs::list_runs(&project.settings.results_dir)?)
+    let (entries, has_banks, accepted) = with_results(&ctx.state, |results, settings| {
+        Ok((
+            runs::list_runs(results)?,
+            settings.banks_dir.is_dir(),
+            assay_harness::accepted::current(&settings.root)?,
+        ))
     })
     .await?;
     let mut body = String::from(
-        "<h1>Runs</h1><p class=\"muted\">The runs saved in the project's results folder (<code>assay run</code> saves one each time), newest first. Pick two to compare them case by case.</p>",
+        "<h1>Runs</h1><p class=\"muted\">The runs saved in the project's results folder (<code>assay run</code> saves one each time): their scores over time, then each run, newest first. Pick two to compare them case by case.</p>",
     );
     if entries.is_empty() {
-        body.push_str(
-            "<p class=\"notice\">No saved runs yet: run <code>assay run</code> on the project.</p>",
-        );
+        let dir = dir_arg(&ctx.state);
+        let needs = if has_banks {
+            String::new()
+        } else {
+            format!(
+                " It needs test banks, which this project does not have yet: <code>assay init {dir}</code> makes a project with them (it never overwrites a file)."
+            )
+        };
+        body.push_str(&empty_state(
+            "empty-runs",
+            &format!("No runs yet: <code>assay run {dir}</code> writes one.{needs}"),
+        ));
         return Ok(ctx.page("Runs", "runs", &body));
     }
+    match &accepted {
+        Some(a) => {
+            let _ = write!(
+                body,
+                "<p id=\"accepted-baseline\">The accepted baseline is run <a class=\"nowrap\" href=\"/ui/runs/{}\">{}</a> (score {:.1}), accepted by {} on {}{}. <code>assay run --baseline accepted</code> compares with it.</p>",
+                esc(&path_segment(&a.id)),
+                esc(&a.id),
+                a.combined_score,
+                esc(&a.accepted_by),
+                esc(&a.accepted_at),
+                a.note
+                    .as_deref()
+                    .map(|n| format!(": “{}”", esc(n)))
+                    .unwrap_or_default()
+            );
+        }
+        None => body.push_str(
+            "<p id=\"accepted-baseline\" class=\"muted\">No run is accepted as the baseline yet: accept one from its page, or with <code>assay runs accept latest</code>.</p>",
+        ),
+    }
+    let accepted_id = accepted.as_ref().map(|a| a.id.as_str());
+    body.push_str(&trend(&entries, accepted_id));
     let newest = &entries[0].id;
     let older = entries.get(1).map_or(newest, |e| &e.id);
     let a = q.get("a").unwrap_or(older);
@@ -81,19 +169,35 @@ async fn list(
         );
     }
     body.push_str("</select></label><button type=\"submit\">Compare</button></form>");
-    body.push_str("<div class=\"table-wrap\"><table class=\"grid\" id=\"runs\"><thead><tr><th>Run</th><th>Started</th><th class=\"num\">Score</th><th>Health</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Critical</th><th class=\"num\">Errors</th><th>Banks</th><th class=\"num\">Duration</th><th>Compare</th></tr></thead><tbody>");
+    body.push_str("<div class=\"table-wrap\"><table class=\"grid\" id=\"runs\"><thead><tr><th>Run</th><th class=\"when\">Started</th><th class=\"num\">Score</th><th>Health</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Critical</th><th class=\"num\">Errors</th><th>Banks</th><th class=\"num\">Duration</th><th>Compare</th></tr></thead><tbody>");
     for (i, e) in entries.iter().enumerate() {
         let prev = entries.get(i + 1).map_or_else(String::new, |p| {
             format!(
-                "<a href=\"/ui/runs/{}/diff/{}\">vs previous</a>",
-                esc(&p.id),
-                esc(&e.id)
+                "<a class=\"nowrap\" href=\"/ui/runs/{}/diff/{}\">vs previous</a>",
+                esc(&path_segment(&p.id)),
+                esc(&path_segment(&e.id))
             )
         });
+        let banks: Vec<String> = e
+            .banks
+            .iter()
+            .map(|b| match e.bank_scores.get(b) {
+                Some(v) => format!("{} {v:.1}", esc(b)),
+                None => esc(b),
+            })
+            .collect();
+        let mark = if accepted_id == Some(e.id.as_str()) {
+            " <span class=\"tag accepted\" title=\"the accepted baseline\">accepted</span>"
+        } else {
+            ""
+        };
+        // The duration is the run's own measure (RunLog `duration_ms`: wall clock from its
+        // start to its end), never a sum of case latencies or a file time.
         let _ = write!(
             body,
-            "<tr><td><a href=\"/ui/runs/{}\">{}</a></td><td>{}</td><td class=\"num\">{:.1}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:.1} s</td><td>{prev}</td></tr>",
+            "<tr><td class=\"id\" title=\"{}\"><a href=\"/ui/runs/{}\">{}</a>{mark}</td><td class=\"when\">{}</td><td class=\"num\">{:.1}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num nowrap\">{}</td><td>{prev}</td></tr>",
             esc(&e.id),
+            esc(&path_segment(&e.id)),
             esc(&e.id),
             esc(&e.timestamp),
             e.combined_score,
@@ -102,12 +206,26 @@ async fn list(
             e.hard_fails,
             e.critical_failures,
             e.error_count,
-            esc(&e.banks.join(", ")),
-            e.duration_ms as f64 / 1000.0
+            banks.join(", "),
+            duration(e.duration_ms)
         );
     }
     body.push_str("</tbody></table></div>");
     Ok(ctx.page("Runs", "runs", &body))
+}
+
+/// A run's duration for people: `850 ms`, `12.4 s`, `3 min 05 s`, `1 h 02 min`.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if s < 60 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else if s < 3600 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        format!("{} h {:02} min", s / 3600, (s % 3600) / 60)
+    }
 }
 
 async fn compare(
@@ -127,21 +245,80 @@ async fn detail(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Html, UiError> {
     let ctx = Ctx::new(state, &headers);
     let lookup = id.clone();
-    let log = blocking(&ctx.state, move |project| {
-        Ok(runs::load_run(&project.settings.results_dir, &lookup)?)
+    let (log, accepted) = with_results(&ctx.state, move |results, settings| {
+        Ok((
+            runs::load_run(results, &lookup)?,
+            assay_harness::accepted::current(&settings.root)?,
+        ))
     })
     .await?;
+    let done = if q.get("done").map(String::as_str) == Some("accepted") {
+        "<p class=\"notice ok\" role=\"status\">Accepted as the baseline.</p>"
+    } else {
+        ""
+    };
+    let baseline = match &accepted {
+        Some(a) if a.id == id => format!(
+            "<p id=\"accept\"><span class=\"tag accepted\">accepted baseline</span> by {} on {}</p>",
+            esc(&a.accepted_by),
+            esc(&a.accepted_at)
+        ),
+        _ if log.is_complete() => format!(
+            "<form id=\"accept\" class=\"inline\" method=\"post\" action=\"/ui/runs/{}/accept\">{}{}<label>By <input name=\"by\" placeholder=\"your name\" required{}></label> <label>Note <input name=\"note\" placeholder=\"why this run is the baseline\"{}></label> <button type=\"submit\"{}>Accept as the baseline</button> <span class=\"hint\">later runs with <code>--baseline accepted</code> are compared with it</span></form>",
+            esc(&path_segment(&id)),
+            ctx.write_notice(),
+            ctx.csrf_field(),
+            ctx.disabled(),
+            ctx.disabled(),
+            ctx.disabled()
+        ),
+        _ => String::new(),
+    };
     let body = format!(
-        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / {} · <a href=\"/runs/{}/cases\">every case (JSON Lines)</a></p><style>{}</style>{}",
+        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / <span class=\"nowrap\">{}</span> · <a href=\"/runs/{}/cases\">every case (JSON Lines)</a></p>{done}{baseline}<style>{}</style>{}",
         esc(&id),
-        esc(&id),
+        esc(&path_segment(&id)),
         assay_report::html::STYLE,
-        assay_report::html::body(&log)
+        assay_report::html::body_with(&log, &RunCaseLinks { run: &id })
     );
     Ok(ctx.page(&format!("Run {id}"), "runs", &body))
+}
+
+/// Accepts a run as the baseline (admin only), recorded with the name the form gives.
+async fn accept(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<std::collections::HashMap<String, String>>,
+) -> Result<axum::response::Redirect, UiError> {
+    super::check_write(&state, &headers, &form)?;
+    runs::check_run_id(&id)?;
+    let note = form.get("note").cloned();
+    let by = form
+        .get("by")
+        .map(|b| b.trim().to_owned())
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| UiError::bad_request("say who accepts the run (By)"))?;
+    let run = id.clone();
+    with_results(&state, move |results, settings| {
+        assay_harness::accepted::accept(
+            &settings.root,
+            results,
+            &run,
+            &format!("{by} (web UI)"),
+            note.as_deref(),
+        )?;
+        Ok(())
+    })
+    .await?;
+    Ok(axum::response::Redirect::to(&format!(
+        "/ui/runs/{}?done=accepted",
+        path_segment(&id)
+    )))
 }
 
 fn score(s: Option<u32>, error: Option<&String>) -> String {
@@ -152,7 +329,16 @@ fn score(s: Option<u32>, error: Option<&String>) -> String {
     }
 }
 
-fn change_rows(body: &mut String, title: &str, id: &str, rows: &[CaseChange], class: &str) {
+/// A comparison's rows; each case id links to its page in `run` (the run it is in: the
+/// compared run, or the baseline for a removed case).
+fn change_rows(
+    body: &mut String,
+    title: &str,
+    id: &str,
+    rows: &[CaseChange],
+    class: &str,
+    run: &str,
+) {
     let _ = write!(body, "<h2 id=\"{id}\">{title} ({})</h2>", rows.len());
     if rows.is_empty() {
         body.push_str("<p class=\"muted\">None.</p>");
@@ -171,9 +357,9 @@ fn change_rows(body: &mut String, title: &str, id: &str, rows: &[CaseChange], cl
         };
         let _ = write!(
             body,
-            "<tr><td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{delta}</td><td>{hard}</td></tr>",
+            "<tr><td>{}</td>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{delta}</td><td>{hard}</td></tr>",
             esc(&c.bank),
-            esc(&c.test_id),
+            id_cell(&c.test_id, Some(&case_href(run, &c.test_id))),
             score(c.before, c.before_error.as_ref()),
             score(c.after, c.after_error.as_ref())
         );
@@ -188,8 +374,8 @@ async fn diff(
 ) -> Result<Html, UiError> {
     let ctx = Ctx::new(state, &headers);
     let (before, after) = (a.clone(), b.clone());
-    let d = blocking(&ctx.state, move |project| {
-        Ok(runs::diff(&project.settings.results_dir, &before, &after)?)
+    let d = with_results(&ctx.state, move |results, _| {
+        Ok(runs::diff(results, &before, &after)?)
     })
     .await?;
     let delta_class = if d.score_delta > 0.0 {
@@ -200,20 +386,20 @@ async fn diff(
         ""
     };
     let mut body = format!(
-        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / compare</p><h1>Run <a href=\"/ui/runs/{}\">{}</a> → <a href=\"/ui/runs/{}\">{}</a></h1>",
+        "<p class=\"muted\"><a href=\"/ui/runs\">Runs</a> / compare</p><h1>Run <a class=\"nowrap\" href=\"/ui/runs/{}\">{}</a> → <a class=\"nowrap\" href=\"/ui/runs/{}\">{}</a></h1>",
+        esc(&path_segment(&a)),
         esc(&a),
-        esc(&a),
-        esc(&b),
+        esc(&path_segment(&b)),
         esc(&b)
     );
     let _ = write!(
         body,
-        "<table class=\"grid\" id=\"headline\"><thead><tr><th></th><th>Started</th><th class=\"num\">Score</th><th>Health</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Errors</th></tr></thead><tbody>"
+        "<table class=\"grid\" id=\"headline\"><thead><tr><th></th><th class=\"when\">Started</th><th class=\"num\">Score</th><th>Health</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Errors</th></tr></thead><tbody>"
     );
     for (label, h) in [("before", &d.before), ("after", &d.after)] {
         let _ = write!(
             body,
-            "<tr><th scope=\"row\">{label}</th><td>{}</td><td class=\"num\">{:.1}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><th scope=\"row\">{label}</th><td class=\"when\">{}</td><td class=\"num\">{:.1}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             esc(&h.timestamp),
             h.combined_score,
             health_tag(h.health_status),
@@ -235,24 +421,35 @@ async fn diff(
     body.push_str(&counts.join(", "));
     body.push_str(".</p>");
     // What the CLI's `assay runs diff` and a report's "Compared with" say, in the same words.
-    body.push_str(&assay_report::rundiff::html_overview(&d));
-    change_rows(&mut body, "Worse", "worse", &d.cases.worse, "worse");
-    change_rows(&mut body, "Better", "better", &d.cases.better, "better");
+    body.push_str(&assay_report::rundiff::html_overview_with(
+        &d,
+        &RunCaseLinks { run: &b },
+    ));
+    change_rows(&mut body, "Worse", "worse", &d.cases.worse, "worse", &b);
+    change_rows(&mut body, "Better", "better", &d.cases.better, "better", &b);
     change_rows(
         &mut body,
         "Not comparable (errors)",
         "errored",
         &d.cases.errored,
         "",
+        &b,
     );
-    change_rows(&mut body, "Added", "added", &d.cases.added, "");
-    change_rows(&mut body, "Removed", "removed", &d.cases.removed, "");
+    change_rows(&mut body, "Added", "added", &d.cases.added, "", &b);
+    change_rows(&mut body, "Removed", "removed", &d.cases.removed, "", &a);
     let _ = write!(
         body,
         "<details><summary>Unchanged ({})</summary>",
         d.cases.unchanged.len()
     );
-    change_rows(&mut body, "Unchanged", "unchanged", &d.cases.unchanged, "");
+    change_rows(
+        &mut body,
+        "Unchanged",
+        "unchanged",
+        &d.cases.unchanged,
+        "",
+        &b,
+    );
     body.push_str("</details>");
     Ok(ctx.page(&format!("Runs {a} → {b}"), "runs", &body))
 }

@@ -86,7 +86,11 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
         "<h1>Simulations</h1><p class=\"muted\">The saved reports of <code>assay simulate</code> (<code>sim/reports/</code>), newest first. Tick two or more to compare their models side by side.</p>",
     );
     if rows.is_empty() {
-        body.push_str("<p class=\"notice\">No simulation reports yet: run <code>assay simulate</code> on the project.</p>");
+        let dir = super::dir_arg(&ctx.state);
+        body.push_str(&super::empty_state(
+            "empty-simulations",
+            &format!("No simulation reports yet: <code>assay simulate {dir}</code> writes one (in <code>sim/reports/</code>, from the suite in <code>sim/</code>)."),
+        ));
         return Ok(ctx.page("Simulations", "simulations", &body));
     }
     body.push_str("<form method=\"get\" action=\"/ui/simulations/compare\" id=\"compare-form\"><div class=\"table-wrap\"><table class=\"grid\" id=\"simulations\"><thead><tr><th>Compare</th><th>Report</th><th>Suite</th><th>Model</th><th>Judge</th><th class=\"num\">Runs</th><th class=\"num\">Passed</th><th class=\"num\">Failed</th><th class=\"num\">Errors / faults</th><th class=\"num\">Mean</th><th class=\"num\">Pass rate</th><th>Gate</th></tr></thead><tbody>");
@@ -97,7 +101,7 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
                 let s = &h.summary;
                 let _ = write!(
                     body,
-                    "<tr><td><input type=\"checkbox\" name=\"r\" value=\"{}\" aria-label=\"compare {}\"></td><td><a href=\"{}\">{}</a><br><span class=\"muted\">{}</span></td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                    "<tr><td><input type=\"checkbox\" name=\"r\" value=\"{}\" aria-label=\"compare {}\"></td><td class=\"nowrap\"><a href=\"{}\">{}</a><br><span class=\"muted\">{}</span></td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                     esc(stamp),
                     esc(stamp),
                     esc(&href),

@@ -3,6 +3,7 @@
 mod admin;
 mod api;
 mod calibrate;
+mod dashboard;
 mod experiments;
 mod runs;
 mod simulations;

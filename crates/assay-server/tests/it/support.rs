@@ -68,6 +68,18 @@ impl Server {
         }
     }
 
+    /// The API over the folder `root` (inside `dir`, removed on drop), with no environment
+    /// variables.
+    pub fn over(dir: tempfile::TempDir, root: &Path) -> Server {
+        let state = AppState::with_env(root, Arc::new(|_| None));
+        Server {
+            app: app(state.clone()),
+            state,
+            root: root.to_owned(),
+            _dir: dir,
+        }
+    }
+
     pub fn write(&self, rel: &str, text: &str) {
         let path = self.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -1,0 +1,238 @@
+//! `assay schema [KIND] [--markdown]`: the JSON Schema (draft 2020-12) of every kind of file a
+//! user writes, generated from the types that read them, and the reference page of each
+//! (docs/reference/ holds both, and a test fails when they drift from what this prints).
+
+use assay_core::bank::{AlwaysCase, BankFile, PatternCase, PatternRules, SemanticCase, StateCase};
+use assay_core::entity::Entity;
+use assay_harness::HarnessError;
+use assay_harness::expectations::HistoryFile;
+use assay_harness::settings::ProjectConfig;
+use assay_report::reference::{PageInfo, page};
+use serde_json::Value;
+
+use super::out;
+use crate::exit::Exit;
+
+/// Where the schemas are published, for the `$schema` references in the files `assay init`
+/// writes (editors fetch them from here; a copy is in docs/reference/schemas/).
+pub const SCHEMA_BASE: &str =
+    "https://raw.githubusercontent.com/assay-eval/assay/main/docs/reference/schemas";
+
+/// One kind of file.
+pub struct Kind {
+    pub info: PageInfo<'static>,
+    schema: fn() -> schemars::Schema,
+}
+
+macro_rules! example {
+    ($file:literal) => {
+        include_str!(concat!("../../../../docs/reference/examples/", $file))
+    };
+}
+
+/// Every kind, in the order `assay schema` lists them.
+pub fn kinds() -> Vec<Kind> {
+    vec![
+        Kind {
+            info: PageInfo {
+                kind: "config",
+                title: "Project settings",
+                files: "assay.toml",
+                format: "TOML",
+                summary: "A project's settings: where its files are, how the banks are weighted and gated, which embedder, reranker and store it uses, how providers are called, and the settings of calibration, simulation and optimization. Every key is optional. A key assay does not know is an error, with the closest known key named.",
+                example: example!("config.toml"),
+                example_lang: "toml",
+            },
+            schema: || schemars::schema_for!(ProjectConfig),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "kb",
+                title: "Knowledge-base file",
+                files: "kb/*.yaml, kb/*.yml, kb/*.json",
+                format: "YAML or JSON",
+                summary: "A list of knowledge-base entities: the pieces of guidance the assistant's context can be given, each with how it is loaded (always, by the user's state, by semantic search or a pattern rule), for which audiences, and at what priority. Every file under kb/ is read, and entity ids are unique across all of them.",
+                example: example!("kb.yaml"),
+                example_lang: "yaml",
+            },
+            schema: || schemars::schema_for!(Vec<Entity>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "semantic-bank",
+                title: "Semantic test bank",
+                files: "test_banks/semantic/*.json",
+                format: "JSON",
+                summary: "Cases for semantic retrieval: a user's message and the entities that must be selected for it (a missing primary one is a hard fail; each missing secondary one costs 10 points), must not be (20 points each), and in which order (10 points a violation). Every entity a case names must exist in the knowledge base, or be listed in the case's `known_missing`.",
+                example: example!("semantic-bank.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(BankFile<SemanticCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "state-bank",
+                title: "State test bank",
+                files: "test_banks/state/*.json",
+                format: "JSON",
+                summary: "Cases for STATE handlers: a user's state and the handlers it must trigger (one that does not is a hard fail) and must not (20 points each).",
+                example: example!("state-bank.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(BankFile<StateCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "pattern-bank",
+                title: "Pattern test bank",
+                files: "test_banks/pattern/*.json (every file but the rules)",
+                format: "JSON",
+                summary: "Cases for the pattern rules: a message and the entities the crisis patterns and keyword groups must bring in and must not. A failed case marked `is_critical` is a critical failure, which makes the run's health CRITICAL.",
+                example: example!("pattern-bank.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(BankFile<PatternCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "always-bank",
+                title: "Always test bank",
+                files: "test_banks/always/*.json",
+                format: "JSON",
+                summary: "Cases for ALWAYS entities: an audience and the entities every message of it must load.",
+                example: example!("always-bank.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(BankFile<AlwaysCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "pattern-rules",
+                title: "Pattern rules",
+                files: "test_banks/pattern/pattern_rules.json",
+                format: "JSON",
+                summary: "The rules of the pipeline's pattern stage: crisis regexes, whose entities come first in the context, and keyword groups that bring an entity in by name. Every entity a rule names must exist in the knowledge base.",
+                example: example!("pattern-rules.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(PatternRules),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "expectation-history",
+                title: "Expectation history",
+                files: "test_banks/semantic/history/expectations_*.json",
+                format: "JSON",
+                summary: "What calibration changed in the semantic cases' expectations, and the overrides people recorded. `assay calibrate` and `assay expectations override` write these files and never change one once written; a case's expectations are its bank's, then the newest calibration's, then the newest human override's, which wins over everything.",
+                example: example!("expectation-history.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(HistoryFile),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "suite",
+                title: "Simulation suite",
+                files: "sim/suite.yaml",
+                format: "YAML or JSON",
+                summary: "The conversation simulator's suite: the system prompt of the model under test, the MCP servers whose tools it may call, the steps around each scenario run, the criteria the judge scores a transcript on, and the gate over the whole run. Paths are relative to sim/.",
+                example: example!("suite.yaml"),
+                example_lang: "yaml",
+            },
+            schema: assay_sim::suite::suite_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "scenario",
+                title: "Simulation scenario",
+                files: "sim/scenarios/*.yaml",
+                format: "YAML or JSON",
+                summary: "One scenario: who the simulated user is and what they want, how the conversation opens and may end, the criteria's weights for it, and the checks of the tools' state afterwards, which decide over the judge where they apply.",
+                example: example!("scenario.yaml"),
+                example_lang: "yaml",
+            },
+            schema: assay_sim::suite::scenario_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "judge-labels",
+                title: "Labels for the simulator's judge",
+                files: "any .yaml or .json file, e.g. sim/labels/judge_labels.yaml",
+                format: "YAML or JSON",
+                summary: "Transcripts people scored, for `assay judge agree`, which asks the judge again and reports how well it agrees with them. `assay judge template REPORT` writes one to fill in; items left unscored are skipped and counted.",
+                example: example!("judge-labels.yaml"),
+                example_lang: "yaml",
+            },
+            schema: assay_sim::agree::labels_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "grader-labels",
+                title: "Labels for the optimizer's grader",
+                files: "any .yaml or .json file, e.g. labels/grader_labels.yaml",
+                format: "YAML or JSON",
+                summary: "Answers people graded, for `assay judge agree`, which asks the optimizer's llm-rubric grader again and reports how well it agrees with them.",
+                example: example!("grader-labels.yaml"),
+                example_lang: "yaml",
+            },
+            schema: assay_experiment::agree::labels_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "optimizer-case",
+                title: "Optimizer test case",
+                files: "test_data/optimization/*.jsonl, test_data/evaluation/*.jsonl (one case a line)",
+                format: "JSON Lines: one JSON object a line; the schema is a line's",
+                summary: "The cases the prompt optimizer scores prompt variants on: a question, the context files it needs, and the expected answer, with how an answer is judged correct where it differs from the project's rule.",
+                example: example!("optimizer-case.jsonl"),
+                example_lang: "json",
+            },
+            schema: assay_experiment::cases::case_line_schema,
+        },
+    ]
+}
+
+/// A kind's schema, as JSON, titled with the kind's name.
+pub fn schema_of(kind: &Kind) -> Value {
+    let mut value = (kind.schema)().to_value();
+    if let Some(object) = value.as_object_mut() {
+        object.insert(
+            "$id".to_owned(),
+            Value::String(format!("{SCHEMA_BASE}/{}.json", kind.info.kind)),
+        );
+    }
+    value
+}
+
+pub fn run(kind: Option<&str>, markdown: bool) -> anyhow::Result<Exit> {
+    let all = kinds();
+    let Some(name) = kind else {
+        let mut text = String::from(
+            "kinds of file (`assay schema KIND` prints one's JSON Schema, --markdown its reference page):\n",
+        );
+        for k in &all {
+            text.push_str(&format!(
+                "  {:<20} {}  ({})\n",
+                k.info.kind, k.info.title, k.info.files
+            ));
+        }
+        out(&text);
+        return Ok(Exit::Success);
+    };
+    let Some(k) = all.iter().find(|k| k.info.kind == name) else {
+        let near = assay_core::text::closest(name, all.iter().map(|k| k.info.kind))
+            .map(|n| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
+        return Err(HarnessError::Usage(format!(
+            "unknown kind `{name}`{near}; `assay schema` lists them"
+        ))
+        .into());
+    };
+    let schema = schema_of(k);
+    if markdown {
+        out(&page(&k.info, &schema));
+    } else {
+        out(&format!("{}\n", serde_json::to_string_pretty(&schema)?));
+    }
+    Ok(Exit::Success)
+}
