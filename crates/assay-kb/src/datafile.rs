@@ -249,8 +249,10 @@ pub fn file_inside(root: &Path, base: &Path, name: &str, folder: &str) -> Result
     if name.trim().is_empty() {
         return Err("empty path".into());
     }
-    let root = std::path::absolute(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let base = std::path::absolute(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    // Both made absolute and free of `.` and `..` (as `--project ../..` gives), so that
+    // the comparison below is of the same spelling of the same folders.
+    let root = lexical(&std::path::absolute(root).map_err(|e| format!("{}: {e}", root.display()))?);
+    let base = lexical(&std::path::absolute(base).map_err(|e| format!("{}: {e}", base.display()))?);
     let mut normal = base.clone();
     for c in Path::new(name).components() {
         match c {
@@ -289,6 +291,24 @@ pub fn file_inside(root: &Path, base: &Path, name: &str, folder: &str) -> Result
         return Err(format!("`{name}` is not a file"));
     }
     Ok(real)
+}
+
+/// `path` with its `.` and `..` parts resolved by name (an absolute path stays absolute; `..`
+/// at the root stays at the root). Symbolic links are not followed: [`file_inside`] checks
+/// them afterwards on the real paths.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Reads a data file's text, its format taken from its extension.
@@ -469,6 +489,28 @@ mod tests {
             "{e}"
         );
         assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn a_root_spelt_with_dot_dot_holds_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join("sim/labels")).unwrap();
+        std::fs::write(root.join("sim/report.json"), "{}").unwrap();
+        // The root as `project/sim/labels/../..`, the base as `project/sim/labels`.
+        let spelt = root.join("sim/labels/../..");
+        let found = file_inside(
+            &spelt,
+            &root.join("sim/labels"),
+            "../report.json",
+            "the project",
+        )
+        .unwrap();
+        assert!(found.ends_with("sim/report.json"), "{}", found.display());
+        let outside = file_inside(&spelt, &root.join("sim"), "../../x.json", "the project");
+        assert!(outside.unwrap_err().contains("leaves the project"));
+        assert_eq!(lexical(Path::new("/a/./b/../c")), Path::new("/a/c"));
+        assert_eq!(lexical(Path::new("/../a")), Path::new("/a"));
     }
 
     #[test]
