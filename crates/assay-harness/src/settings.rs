@@ -539,31 +539,31 @@ impl Default for RetrievalSettingsConfig {
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProjectConfig {
-    /// `store`: where the knowledge base is kept: a `postgres://user@host:port/db` URL (no
+    /// Where the knowledge base is kept: a `postgres://user@host:port/db` URL (no
     /// password: PGPASSWORD or a pgpass file), or an SQLite file (`sqlite:PATH` or a path,
     /// relative to the project). Default: the embedded `.assay/kb.db`. `ASSAY_STORE` overrides.
     pub store: Option<String>,
-    /// `[paths]`
+    /// The `[paths]` table: where the project's parts live.
     pub paths: PathsConfig,
-    /// `[weights]`
+    /// The `[weights]` table: each bank's share of the combined score.
     pub weights: WeightsConfig,
-    /// `[gate]`
+    /// The `[gate]` table: when a run fails (exit 1).
     pub gate: GateConfig,
-    /// `[semantic]`
+    /// The `[semantic]` table: the semantic bank's sizes, reranker, search and selection.
     pub semantic: SemanticConfig,
-    /// `[report]`
+    /// The `[report]` table: report settings (JUnit).
     pub report: ReportConfig,
-    /// `[embedder]`
+    /// The `[embedder]` table: which model embeds entities and messages.
     pub embedder: EmbedderConfig,
-    /// `[retrieval]`
+    /// The `[retrieval]` table: the retrieval pipeline `assay retrieve` and the product run.
     pub retrieval: RetrievalSettingsConfig,
-    /// `[providers]`
+    /// The `[providers]` table: how model providers are called (limits, retries, cache, prices).
     pub providers: ProvidersConfig,
-    /// `[calibration]`
+    /// The `[calibration]` table: the model that proposes expectations.
     pub calibration: CalibrationConfig,
-    /// `[simulate]`
+    /// The `[simulate]` table: the conversation simulator's models and limits.
     pub simulate: SimulateConfig,
-    /// `[optimize]`
+    /// The `[optimize]` table: the prompt optimizer.
     pub optimize: OptimizeConfig,
 }
 

@@ -57,7 +57,7 @@ pub fn page(info: &PageInfo<'_>, schema: &Value) -> String {
     if is_object(schema) {
         object_table(&mut md, root_name, schema, true);
     } else {
-        let _ = writeln!(md, "The file is {}.\n", type_of(schema));
+        let _ = writeln!(md, "The whole file: {}.\n", type_of(schema));
         if let Some(d) = description(schema) {
             let _ = writeln!(md, "{d}\n");
         }
@@ -71,11 +71,54 @@ pub fn page(info: &PageInfo<'_>, schema: &Value) -> String {
                 if let Some(d) = description(def) {
                     let _ = writeln!(md, "{d}\n");
                 }
-                let _ = writeln!(md, "{}\n", capital(&type_of(def)));
+                match values(def) {
+                    Some(list) => {
+                        let _ = writeln!(md, "One of:\n");
+                        for (value, meaning) in list {
+                            match meaning {
+                                Some(m) => {
+                                    let _ = writeln!(md, "- `{value}`: {m}");
+                                }
+                                None => {
+                                    let _ = writeln!(md, "- `{value}`");
+                                }
+                            }
+                        }
+                        md.push('\n');
+                    }
+                    None => {
+                        let _ = writeln!(md, "{}\n", capital(&type_of(def)));
+                    }
+                }
             }
         }
     }
     md
+}
+
+/// The values of an enumeration whose options are constants, each with its meaning where the
+/// schema gives one (`oneOf: [{const, description}]`, or a plain `enum`).
+fn values(schema: &Value) -> Option<Vec<(String, Option<String>)>> {
+    let show = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    if let Some(list) = schema.get("enum").and_then(Value::as_array) {
+        return Some(list.iter().map(|v| (show(v), None)).collect());
+    }
+    let options = schema
+        .get("oneOf")
+        .or_else(|| schema.get("anyOf"))
+        .and_then(Value::as_array)?;
+    options
+        .iter()
+        .map(|o| {
+            if let Some(c) = o.get("const") {
+                Some((show(c), description(o)))
+            } else {
+                // `{enum: [one value]}` with a description, as some derives write a variant.
+                let only = o.get("enum").and_then(Value::as_array).filter(|e| e.len() == 1)?;
+                Some((show(&only[0]), description(o)))
+            }
+        })
+        .collect()
 }
 
 fn capital(s: &str) -> String {
@@ -234,6 +277,29 @@ mod tests {
             "integer 0 to 100"
         );
         assert_eq!(type_of(&json!({})), "any value");
+    }
+
+    #[test]
+    fn an_enumeration_lists_each_value_with_its_meaning() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"mode": {"$ref": "#/$defs/Mode"}},
+            "$defs": {"Mode": {"description": "How.", "oneOf": [
+                {"const": "A", "description": "The first."},
+                {"const": "B"}
+            ]}}
+        });
+        let info = PageInfo {
+            kind: "k",
+            title: "K",
+            files: "k",
+            format: "JSON",
+            summary: "",
+            example: "{}",
+            example_lang: "json",
+        };
+        let md = page(&info, &schema);
+        assert!(md.contains("### Mode\n\nHow.\n\nOne of:\n\n- `A`: The first.\n- `B`\n"), "{md}");
     }
 
     #[test]
