@@ -687,9 +687,18 @@ pub struct KbCheckIndexArgs {
     /// The mean recall@k below which the check fails (exit 1).
     #[arg(long, default_value_t = assay_harness::check_index::DEFAULT_MIN_RECALL, value_name = "R")]
     pub min_recall: f64,
+    /// The recall@k below which one message fails the check (exit 1), whatever the mean: the
+    /// default 0.5 fails a message for which the index found less than half of the exact
+    /// answer; 0 turns the floor off.
+    #[arg(long, default_value_t = assay_harness::check_index::DEFAULT_MIN_QUERY_RECALL, value_name = "R")]
+    pub min_query_recall: f64,
     /// Embedder (`vendor/model`; default: the project's).
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub embedder: Option<String>,
+    /// Provider call cache for the embeddings: `read-write`, `off` or `replay` (a miss is an
+    /// error; no network); overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
     /// How many of the lowest-recall messages the summary shows.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub worst: usize,

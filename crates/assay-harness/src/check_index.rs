@@ -8,6 +8,15 @@
 //! index search also returned; the check reports each message's and their mean, with the time
 //! each search took.
 //!
+//! The check holds the index to two rules: the mean recall must reach `min_recall`, and no
+//! message may fall below `min_query_recall`. The second catches what a mean hides: at 200,000
+//! entities a mean of 0.98 can hold messages for which the index found none of the exact
+//! answer, and a run scores those cases as if the knowledge base had nothing for them.
+//!
+//! The message embeddings (and any entity embeddings brought up to date) go through the call
+//! cache in the mode `--cache` > `ASSAY_CACHE` > `[providers] cache` names, as a run's do, so a
+//! check with a remote embedder can be replayed offline (`--cache replay`).
+//!
 //! Both searches are the ones a run makes, through the same code, so the recall measured here is
 //! the recall of the candidates a run takes from the index (the semantic bank's first stage:
 //! `k` = `[semantic] candidates`).
@@ -22,12 +31,17 @@ use serde::Serialize;
 
 use crate::HarnessError;
 use crate::compare::Message;
-use crate::engine::{self, OpenStore};
+use crate::engine::{self, OpenStore, ProviderCalls};
 use crate::project::Project;
 
 /// The recall below which the check warns (and `assay kb check-index` exits 1) by default:
 /// the floor the store benchmark held the index to (bench/README.md, "store").
 pub const DEFAULT_MIN_RECALL: f64 = 0.98;
+
+/// The recall below which one message fails the check by default: the index found less than
+/// half of the exact answer, which changes what a run selects for that message whatever the mean
+/// says. 0 turns the rule off.
+pub const DEFAULT_MIN_QUERY_RECALL: f64 = 0.5;
 
 /// What to check.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,10 +50,14 @@ pub struct CheckOptions {
     pub k: Option<usize>,
     /// `hnsw.ef_search` (default: `[semantic] ef_search`).
     pub ef_search: Option<u32>,
-    /// The recall the index must reach.
+    /// The mean recall the index must reach.
     pub min_recall: f64,
+    /// The recall every message must reach (0: no floor).
+    pub min_query_recall: f64,
     /// The embedder (`--embedder`; default: the project's).
     pub embedder: Option<String>,
+    /// The call cache mode (`--cache`; default: `ASSAY_CACHE`, then `[providers] cache`).
+    pub cache: Option<String>,
 }
 
 impl Default for CheckOptions {
@@ -48,7 +66,9 @@ impl Default for CheckOptions {
             k: None,
             ef_search: None,
             min_recall: DEFAULT_MIN_RECALL,
+            min_query_recall: DEFAULT_MIN_QUERY_RECALL,
             embedder: None,
+            cache: None,
         }
     }
 }
@@ -70,6 +90,9 @@ pub struct QueryRecall {
     pub exact: Vec<String>,
     /// Entities of the exact answer the index search missed, in the exact order.
     pub missed: Vec<String>,
+    /// What the index search returned instead: its entities outside the exact answer, in the
+    /// index's order.
+    pub instead: Vec<String>,
     /// Why the message could not be searched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -90,8 +113,10 @@ pub struct IndexCheck {
     pub ef_search: u32,
     /// Active SITUATION entities in the store.
     pub entities: usize,
-    /// The recall the index must reach.
+    /// The mean recall the index must reach.
     pub min_recall: f64,
+    /// The recall every message must reach (0: no floor).
+    pub min_query_recall: f64,
     /// Messages given.
     pub messages: usize,
     /// Messages with a recall (the others errored or had nothing to find).
@@ -109,23 +134,81 @@ pub struct IndexCheck {
     /// Index searches the exact search in the database answered instead (the index returned
     /// too few rows of the audience).
     pub exact_fallbacks: u64,
+    /// The messages whose recall is below [`IndexCheck::min_query_recall`], by id, lowest
+    /// first (ties in input order).
+    pub below_floor: Vec<String>,
+    /// The rules the check failed (empty: it passed).
+    pub failed: Vec<Rule>,
     /// Every message, in input order.
     pub queries: Vec<QueryRecall>,
 }
 
+/// A rule of the check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The mean recall reaches `min_recall` (a check that measured no message fails it).
+    MeanRecall,
+    /// No message's recall is below `min_query_recall`.
+    QueryRecall,
+}
+
+/// The mean and lowest recall of `queries`, the messages below `min_query_recall` (lowest
+/// first) and the rules they fail.
+fn judge(
+    queries: &[QueryRecall],
+    min_recall: f64,
+    min_query_recall: f64,
+) -> (Option<f64>, Option<f64>, Vec<String>, Vec<Rule>) {
+    let recalls: Vec<f64> = queries.iter().filter_map(|q| q.recall).collect();
+    let mean = (!recalls.is_empty()).then(|| recalls.iter().sum::<f64>() / recalls.len() as f64);
+    let lowest = recalls.iter().copied().reduce(f64::min);
+    let below_floor: Vec<String> = worst(queries)
+        .into_iter()
+        .filter(|q| q.recall.is_some_and(|r| r < min_query_recall))
+        .map(|q| q.id.clone())
+        .collect();
+    let mut failed = Vec::new();
+    if !mean.is_some_and(|m| m >= min_recall) {
+        failed.push(Rule::MeanRecall);
+    }
+    if !below_floor.is_empty() {
+        failed.push(Rule::QueryRecall);
+    }
+    (mean, lowest, below_floor, failed)
+}
+
+/// The measured messages of `queries`, lowest recall first (ties in input order).
+fn worst(queries: &[QueryRecall]) -> Vec<&QueryRecall> {
+    let mut measured: Vec<&QueryRecall> = queries.iter().filter(|q| q.recall.is_some()).collect();
+    measured.sort_by(|a, b| a.recall.unwrap_or(1.0).total_cmp(&b.recall.unwrap_or(1.0)));
+    measured
+}
+
 impl IndexCheck {
-    /// Whether the mean recall reaches [`IndexCheck::min_recall`] (a check that measured no
-    /// message does not).
+    /// Whether the check passed: the mean recall reaches [`IndexCheck::min_recall`] (a check
+    /// that measured no message does not) and no message is below
+    /// [`IndexCheck::min_query_recall`].
     pub fn passes(&self) -> bool {
-        self.mean_recall.is_some_and(|r| r >= self.min_recall)
+        self.failed.is_empty()
+    }
+
+    /// Whether the check failed `rule`.
+    pub fn failed(&self, rule: Rule) -> bool {
+        self.failed.contains(&rule)
+    }
+
+    /// The messages below the floor, lowest recall first.
+    pub fn below_floor(&self) -> Vec<&QueryRecall> {
+        self.below_floor
+            .iter()
+            .filter_map(|id| self.queries.iter().find(|q| &q.id == id))
+            .collect()
     }
 
     /// The measured messages, lowest recall first (ties in input order).
     pub fn worst(&self) -> Vec<&QueryRecall> {
-        let mut measured: Vec<&QueryRecall> =
-            self.queries.iter().filter(|q| q.recall.is_some()).collect();
-        measured.sort_by(|a, b| a.recall.unwrap_or(1.0).total_cmp(&b.recall.unwrap_or(1.0)));
-        measured
+        worst(&self.queries)
     }
 }
 
@@ -173,8 +256,21 @@ pub async fn check_index(
             "--min-recall: must be between 0 and 1".into(),
         ));
     }
+    if !(0.0..=1.0).contains(&options.min_query_recall) {
+        return Err(HarnessError::Usage(
+            "--min-query-recall: must be between 0 and 1".into(),
+        ));
+    }
     let choice = engine::choose_embedder(settings, options.embedder.as_deref(), env)?;
-    let embedder = engine::build_embedder(&choice)?;
+    // The embeddings go through the call cache as a run's do (an in-process embedder is never
+    // cached, though the mode is checked either way).
+    let calls = ProviderCalls::open(
+        settings,
+        options.cache.as_deref(),
+        env,
+        !choice.is_in_process(),
+    )?;
+    let embedder = calls.embedder(engine::build_embedder(&choice)?);
     let model = embedder.model().to_owned();
     let kb = engine::snapshot(&**store)?;
     engine::refresh_embeddings(&**store, embedder.as_ref(), false, None).await?;
@@ -219,6 +315,7 @@ pub async fn check_index(
             recall: None,
             exact: Vec::new(),
             missed: Vec::new(),
+            instead: Vec::new(),
             error: None,
         };
         let query = match queries.get(&m.message) {
@@ -253,6 +350,12 @@ pub async fn check_index(
                     .filter(|id| !got.contains(id))
                     .cloned()
                     .collect();
+                let wanted: HashSet<&String> = truth.iter().collect();
+                result.instead = found
+                    .iter()
+                    .filter(|id| !wanted.contains(id))
+                    .cloned()
+                    .collect();
                 result.recall = recall(&truth, &found);
                 result.exact = truth;
             }
@@ -270,7 +373,9 @@ pub async fn check_index(
             "no message could be searched: {first}"
         )));
     }
-    let recalls: Vec<f64> = results.iter().filter_map(|r| r.recall).collect();
+    let measured = results.iter().filter(|r| r.recall.is_some()).count();
+    let (mean_recall, lowest_recall, below_floor, failed) =
+        judge(&results, options.min_recall, options.min_query_recall);
     let per = |secs: f64| {
         if timed == 0 {
             0.0
@@ -286,15 +391,17 @@ pub async fn check_index(
         ef_search,
         entities,
         min_recall: options.min_recall,
+        min_query_recall: options.min_query_recall,
         messages: messages.len(),
-        measured: recalls.len(),
+        measured,
         errors,
-        mean_recall: (!recalls.is_empty())
-            .then(|| recalls.iter().sum::<f64>() / recalls.len() as f64),
-        lowest_recall: recalls.iter().copied().reduce(f64::min),
+        mean_recall,
+        lowest_recall,
         exact_ms: per(exact_s),
         index_ms: per(index_s),
         exact_fallbacks: indexed.index_stats().map_or(0, |s| s.exact_fallbacks),
+        below_floor,
+        failed,
         queries: results,
     })
 }
@@ -315,5 +422,47 @@ mod tests {
         );
         assert_eq!(recall(&ids(&["a"]), &ids(&["a"])), Some(1.0));
         assert_eq!(recall(&[], &ids(&["a"])), None);
+    }
+
+    fn query(id: &str, recall: Option<f64>) -> QueryRecall {
+        QueryRecall {
+            id: id.to_owned(),
+            message: format!("message {id}"),
+            audience: "PARENT".to_owned(),
+            recall,
+            exact: Vec::new(),
+            missed: Vec::new(),
+            instead: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Issue 32: a mean that passes does not hide a message the index found nothing of.
+    #[test]
+    fn a_message_below_the_floor_fails_the_check_though_the_mean_passes() {
+        let mut queries: Vec<QueryRecall> = (0..99)
+            .map(|i| query(&format!("q{i}"), Some(1.0)))
+            .collect();
+        queries.insert(40, query("zero", Some(0.0)));
+        queries.push(query("low", Some(0.4)));
+        queries.push(query("unmeasured", None));
+        let (mean, lowest, below, failed) = judge(&queries, 0.98, DEFAULT_MIN_QUERY_RECALL);
+        assert!(mean.is_some_and(|m| m >= 0.98), "{mean:?}");
+        assert_eq!(lowest, Some(0.0));
+        assert_eq!(below, ids(&["zero", "low"]), "lowest first");
+        assert_eq!(failed, vec![Rule::QueryRecall]);
+
+        // A floor of 0 is no floor; at the floor is not below it.
+        assert_eq!(judge(&queries, 0.98, 0.0).3, vec![]);
+        assert_eq!(judge(&queries, 0.98, 0.4).2, ids(&["zero"]));
+        // Both rules can fail, and a check that measured nothing fails the mean.
+        assert_eq!(
+            judge(&queries, 0.999, 0.5).3,
+            vec![Rule::MeanRecall, Rule::QueryRecall]
+        );
+        assert_eq!(
+            judge(&[query("none", None)], 0.0, 0.0).3,
+            vec![Rule::MeanRecall]
+        );
     }
 }

@@ -114,7 +114,10 @@ fn values(schema: &Value) -> Option<Vec<(String, Option<String>)>> {
                 Some((show(c), description(o)))
             } else {
                 // `{enum: [one value]}` with a description, as some derives write a variant.
-                let only = o.get("enum").and_then(Value::as_array).filter(|e| e.len() == 1)?;
+                let only = o
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .filter(|e| e.len() == 1)?;
                 Some((show(&only[0]), description(o)))
             }
         })
@@ -299,7 +302,10 @@ mod tests {
             example_lang: "json",
         };
         let md = page(&info, &schema);
-        assert!(md.contains("### Mode\n\nHow.\n\nOne of:\n\n- `A`: The first.\n- `B`\n"), "{md}");
+        assert!(
+            md.contains("### Mode\n\nHow.\n\nOne of:\n\n- `A`: The first.\n- `B`\n"),
+            "{md}"
+        );
     }
 
     #[test]

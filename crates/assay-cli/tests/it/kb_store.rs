@@ -538,8 +538,26 @@ mod postgres {
         assert_eq!(report["measured"], cases);
         assert_eq!(report["mean_recall"], 1.0);
         assert_eq!(report["exact_fallbacks"], 0);
-        let text = kb(&p, &["check-index", "--k", "5"], &pg);
+        assert_eq!(report["min_query_recall"], 0.5);
+        assert_eq!(report["below_floor"], serde_json::json!([]));
+        assert_eq!(report["failed"], serde_json::json!([]));
+        assert_eq!(report["queries"][0]["instead"], serde_json::json!([]));
+        // The index is exact here: a floor of 1 holds every message to all of the exact answer,
+        // and passes.
+        let text = kb(
+            &p,
+            &["check-index", "--k", "5", "--min-query-recall", "1"],
+            &pg,
+        );
         code(&text, 0);
+        assert!(
+            text.stdout
+                .contains("\npassed: the mean recall@5 reaches 0.98 and no message is below 1\n"),
+            "{text:?}"
+        );
+        // The speed is printed as a ratio, never a rounded zero.
+        assert!(!text.stdout.contains("(0.0x)"), "{text:?}");
+        assert!(text.stdout.contains("×"), "{text:?}");
         assert!(
             text.stdout.starts_with("recall@5 of PostgreSQL HNSW"),
             "{text:?}"
@@ -593,6 +611,19 @@ mod postgres {
             none.stdout.contains("no message had entities to find"),
             "{none:?}"
         );
+        assert!(
+            none.stdout
+                .contains("FAILED: no message was measured, so there is no mean recall"),
+            "{none:?}"
+        );
+
+        // The in-process embedder is never cached: a replay needs nothing recorded.
+        let replay = kb(
+            &p,
+            &["check-index", "--messages", file, "--cache", "replay"],
+            &pg,
+        );
+        code(&replay, 0);
 
         for (args, needle) in [
             (
@@ -604,6 +635,14 @@ mod postgres {
                 "--ef-search: must be between 1 and 1000",
             ),
             (["--k", "0"], "--k: must be at least 1"),
+            (
+                ["--min-query-recall", "1.5"],
+                "--min-query-recall: must be between 0 and 1",
+            ),
+            (
+                ["--cache", "sometimes"],
+                "--cache: unknown cache mode `sometimes`",
+            ),
         ] {
             let mut all = vec!["check-index", "--messages", file];
             all.extend(args);
@@ -611,6 +650,50 @@ mod postgres {
             code(&bad, 2);
             assert!(bad.stderr.contains(needle), "{bad:?}");
         }
+    }
+
+    /// Issue 32: `kb check-index` embeds through the call cache as `assay run` does: with a
+    /// remote embedder, a replay with nothing recorded fails naming the cache, and a replay of a
+    /// recorded check measures the same recall without a request.
+    #[test]
+    fn check_index_replays_its_embeddings_from_the_call_cache() {
+        use crate::fake_openai::{FakeOpenAi, Faults};
+        const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test-0123456789abcdef");
+        let p = Scratch::example_dense();
+        let server = FakeOpenAi::start(Vec::new(), Faults::default());
+        let toml = p.read("assay.toml");
+        p.write(
+            "assay.toml",
+            &format!(
+                "{toml}\n[embedder]\nmodel = \"openai/text-embedding-3-small\"\nopenai_base_url = \"{0}\"\n\n[providers]\nopenai_base_url = \"{0}\"\n",
+                server.base_url
+            ),
+        );
+        let url = database();
+        let env = [("ASSAY_STORE", url.as_str()), KEY];
+        code(&kb(&p, &["import"], &env[..1]), 0);
+
+        let missed = kb(&p, &["check-index", "--cache", "replay"], &env);
+        code(&missed, 3);
+        assert!(
+            missed.stderr.contains("no recorded answer for this")
+                && missed.stderr.contains("in replay mode"),
+            "{missed:?}"
+        );
+        assert_eq!(server.requests(), 0, "replay made network calls");
+
+        let recorded = kb(&p, &["check-index", "--json"], &env);
+        code(&recorded, 0);
+        let calls = server.requests();
+        assert!(calls > 0);
+        let replayed = kb(&p, &["check-index", "--json", "--cache", "replay"], &env);
+        code(&replayed, 0);
+        assert_eq!(server.requests(), calls, "replay made network calls");
+        let (recorded, replayed) = (recorded.json(), replayed.json());
+        assert_eq!(replayed["embedder"], "openai/text-embedding-3-small");
+        assert_eq!(replayed["measured"], super::example_semantic_cases());
+        assert_eq!(replayed["mean_recall"], recorded["mean_recall"]);
+        assert_eq!(replayed["queries"], recorded["queries"]);
     }
 
     /// Issue 20: with the database as the source of truth, the entities the banks name are
