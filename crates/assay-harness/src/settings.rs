@@ -202,6 +202,12 @@ pub struct ProvidersConfig {
     /// `{ input = 0.5, output = 1.5 }`. They come before the built-in list, so costs are
     /// counted and `--budget` can be enforced for models the list does not know.
     pub prices: BTreeMap<String, PriceSetting>,
+    /// Limits that several models share, by a name of your choosing: `team_key = ["openai/a",
+    /// "openai/b"]`. Declare one when the provider counts those models' requests against one
+    /// bucket (one API key's limit, or a proxy's): the models then share one rate limiter,
+    /// which paces them together, instead of each believing it has the whole bucket and
+    /// together overrunning it. A model may be in one group only.
+    pub shared_limits: BTreeMap<String, Vec<String>>,
 }
 
 /// One declared price (`[providers.prices]`).
@@ -246,6 +252,7 @@ impl Default for ProvidersConfig {
             openai_base_url: None,
             voyage_base_url: None,
             prices: BTreeMap::new(),
+            shared_limits: BTreeMap::new(),
         }
     }
 }
@@ -917,6 +924,20 @@ impl ProjectSettings {
                 ));
             }
         }
+        for (name, models) in &config.providers.shared_limits {
+            if models.len() < 2 {
+                return Err(format!(
+                    "providers.shared_limits.{name}: a shared limit needs two models or more"
+                ));
+            }
+            if let Some(bad) = models.iter().find(|m| !m.contains('/')) {
+                return Err(format!(
+                    "providers.shared_limits.{name}: `{bad}`: name the model as vendor/model, as the settings that use it do"
+                ));
+            }
+        }
+        assay_providers::RateLimits::with_shared(&config.providers.shared_limits)
+            .map_err(|e| format!("providers.shared_limits: {e}"))?;
         let o = &config.optimize;
         match o.target.as_str() {
             "command" if o.command.is_empty() => {
@@ -1092,6 +1113,29 @@ mod tests {
             e.message.contains("add up to more than a number can hold"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn shared_limits_are_checked() {
+        let ok = load("[providers.shared_limits]\nkey = [\"openai/a\", \"openai/b\"]\n").unwrap();
+        assert_eq!(ok.providers.shared_limits["key"], ["openai/a", "openai/b"]);
+        for (text, message) in [
+            (
+                "[providers.shared_limits]\nkey = [\"openai/a\"]\n",
+                "providers.shared_limits.key: a shared limit needs two models or more",
+            ),
+            (
+                "[providers.shared_limits]\nkey = [\"openai/a\", \"gpt\"]\n",
+                "providers.shared_limits.key: `gpt`: name the model as vendor/model",
+            ),
+            (
+                "[providers.shared_limits]\nx = [\"openai/a\", \"openai/b\"]\ny = [\"openai/b\", \"openai/c\"]\n",
+                "providers.shared_limits: `openai/b` is in two shared limits",
+            ),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(e.message.starts_with(message), "{text}: {e}");
+        }
     }
 
     #[test]

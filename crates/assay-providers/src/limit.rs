@@ -217,6 +217,9 @@ impl fmt::Display for LimitStatus {
 #[derive(Debug, Default)]
 pub struct RateLimits {
     limiters: Mutex<BTreeMap<String, Arc<Limiter>>>,
+    /// Models that share one limit (one API key, or a proxy, whose bucket is key-wide): model
+    /// → the name of their shared limiter.
+    shared: BTreeMap<String, String>,
 }
 
 impl RateLimits {
@@ -225,10 +228,39 @@ impl RateLimits {
         RateLimits::default()
     }
 
-    /// The limiter of `model` (`llm:` prefix dropped), made on first use with `ceiling`; a
-    /// larger ceiling from another context raises it.
+    /// No limiter yet; the models of each group share one limiter, named
+    /// `shared:<group> (<models>)`, because the provider counts their requests against one
+    /// limit (a key-wide bucket): each model's own limiter would believe it has the whole
+    /// bucket, and together they would overrun it. A model in two groups is refused.
+    pub fn with_shared(groups: &BTreeMap<String, Vec<String>>) -> Result<RateLimits, String> {
+        let mut shared = BTreeMap::new();
+        for (name, models) in groups {
+            let label = format!("shared:{name} ({})", models.join(", "));
+            for model in models {
+                let model = model.strip_prefix("llm:").unwrap_or(model);
+                if let Some(other) = shared.insert(model.to_owned(), label.clone()) {
+                    return Err(format!(
+                        "`{model}` is in two shared limits ({other} and {label})"
+                    ));
+                }
+            }
+        }
+        Ok(RateLimits {
+            limiters: Mutex::default(),
+            shared,
+        })
+    }
+
+    /// The limiter key of `model`: its own name, or its shared limit's.
+    fn key<'a>(&'a self, model: &'a str) -> &'a str {
+        let model = model.strip_prefix("llm:").unwrap_or(model);
+        self.shared.get(model).map_or(model, String::as_str)
+    }
+
+    /// The limiter of `model` (`llm:` prefix dropped; the shared one where it has one), made
+    /// on first use with `ceiling`; a larger ceiling from another context raises it.
     pub(crate) fn limiter(&self, model: &str, ceiling: usize) -> Arc<Limiter> {
-        let key = model.strip_prefix("llm:").unwrap_or(model);
+        let key = self.key(model);
         let ceiling = ceiling.max(1);
         let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
         let limiter = limiters
@@ -250,9 +282,10 @@ impl RateLimits {
         limiters.iter().map(|l| l.status()).collect()
     }
 
-    /// The state of one model's limiter (`llm:` prefix dropped), if it was used.
+    /// The state of one model's limiter (`llm:` prefix dropped; its shared limit's where it
+    /// has one), if it was used.
     pub fn status_of(&self, model: &str) -> Option<LimitStatus> {
-        let key = model.strip_prefix("llm:").unwrap_or(model);
+        let key = self.key(model);
         let limiter = self
             .limiters
             .lock()
@@ -877,6 +910,35 @@ impl Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn models_of_a_shared_limit_share_one_limiter() {
+        let groups: BTreeMap<String, Vec<String>> = [(
+            "team_key".to_owned(),
+            vec!["openai/a".to_owned(), "openai/b".to_owned()],
+        )]
+        .into_iter()
+        .collect();
+        let limits = RateLimits::with_shared(&groups).unwrap();
+        let a = limits.limiter("openai/a", 4);
+        let b = limits.limiter("llm:openai/b", 4);
+        let c = limits.limiter("openai/c", 4);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(limits.status().len(), 2);
+        assert_eq!(
+            limits.status_of("openai/b").unwrap().model,
+            "shared:team_key (openai/a, openai/b)"
+        );
+        let twice: BTreeMap<String, Vec<String>> = [
+            ("x".to_owned(), vec!["openai/a".to_owned()]),
+            ("y".to_owned(), vec!["openai/a".to_owned()]),
+        ]
+        .into_iter()
+        .collect();
+        let e = RateLimits::with_shared(&twice).unwrap_err();
+        assert!(e.contains("`openai/a` is in two shared limits"), "{e}");
+    }
 
     fn seen(kind: LimitKind, limit: f64, remaining: f64, reset_ms: u64) -> RateHeaders {
         RateHeaders {

@@ -92,7 +92,11 @@ impl ProviderCalls {
                     .map(|(m, p)| (m.clone(), p.price()))
                     .collect(),
             )),
-            limits: Arc::new(RateLimits::new()),
+            // Checked when the settings were read; a conflict here cannot happen.
+            limits: Arc::new(
+                RateLimits::with_shared(&settings.providers.shared_limits)
+                    .map_err(HarnessError::Usage)?,
+            ),
             max_retries: settings.providers.max_retries,
             max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
                 .unwrap_or(Duration::from_secs(600)),
