@@ -148,7 +148,7 @@ pub async fn execute(
         None
     };
     let selection = engine::Selection::parse(&settings.semantic.selection).unwrap_or_default();
-    let search = semantic
+    let mut search = semantic
         .as_ref()
         .map(|(parts, reranker)| {
             SemanticSearch::new(
@@ -165,6 +165,17 @@ pub async fn execute(
             .with_selection(selection)
         })
         .transpose()?;
+    if settings.semantic.warm_up
+        && let Some(search) = search.as_mut()
+    {
+        search.warm_up(
+            project
+                .banks
+                .semantic
+                .iter()
+                .map(|c| (c.case.prompt.as_str(), &c.case.user_state)),
+        )?;
+    }
     let backends = Backends {
         kb: &kb,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),

@@ -138,6 +138,11 @@ pub struct SemanticConfig {
     /// nearest, whatever their similarity; the default when unset, as projects made before
     /// the setting existed were scored).
     pub selection: String,
+    /// Before the run, search the store's vector index once for every semantic case, so the
+    /// run's searches do not pay for a cold index (its pages read from disk on the first
+    /// pass); the run's setup records what the warm-up cost (`semantic_warm_up`). Only an
+    /// index search has anything to warm (default false).
+    pub warm_up: bool,
 }
 
 /// The values `[semantic] search` accepts.
@@ -162,6 +167,7 @@ impl Default for SemanticConfig {
             index_min_entities: INDEX_MIN_ENTITIES,
             ef_search: DEFAULT_EF_SEARCH,
             selection: "top_k".into(),
+            warm_up: false,
         }
     }
 }

@@ -575,6 +575,15 @@ impl Pipeline {
         self.external.as_ref().map(|e| e.search.index.describe())
     }
 
+    /// Sets the counts of [`Pipeline::index_stats`] back to zero (after a warm-up, whose
+    /// searches are not the run's).
+    pub fn reset_index_stats(&self) {
+        if let Some(e) = &self.external {
+            e.counters.searches.store(0, Ordering::Relaxed);
+            e.counters.exact.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The SITUATION searches made through the store's index so far (`None` for an exact
     /// pipeline).
     pub fn index_stats(&self) -> Option<IndexStats> {

@@ -528,6 +528,42 @@ mod postgres {
             sqlite["semantic"]["average_score"]
         );
 
+        // A warm-up searches the index once per case before the run: what it cost is in the
+        // setup, the run's own searches are counted alone, and nothing it selects changes.
+        let searched = |log: &serde_json::Value| {
+            log["setup"]["semantic_search_detail"]
+                .as_str()
+                .unwrap()
+                .rsplit("; ")
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let toml = p.read("assay.toml");
+        p.write("assay.toml", &format!("{toml}warm_up = true\n"));
+        let warmed = semantic_run(&p, &pg);
+        code(&warmed, 0);
+        let warmed = warmed.json();
+        let cost = warmed["setup"]["semantic_warm_up"].as_str().unwrap();
+        assert!(
+            cost.starts_with(&format!(
+                "{} searches through the index in ",
+                super::example_semantic_cases()
+            )) && cost.ends_with(" ms before the run"),
+            "{cost}"
+        );
+        assert_eq!(searched(&warmed), searched(&index));
+        assert_eq!(semantic_results(&warmed), semantic_results(&index));
+        // Without an index there is nothing to warm, and the setup says so.
+        p.edit("assay.toml", "search = \"index\"", "search = \"exact\"");
+        let exact = semantic_run(&p, &pg);
+        code(&exact, 0);
+        assert_eq!(
+            exact.json()["setup"]["semantic_warm_up"],
+            "skipped: the search is exact, and only an index has pages to warm"
+        );
+        p.write("assay.toml", &toml);
+
         // The index's recall against the exact search, on the bank's prompts: all of it.
         let check = kb(&p, &["check-index", "--json"], &pg);
         code(&check, 0);

@@ -100,6 +100,8 @@ pub struct SemanticSearch<'a> {
     threshold: Option<f32>,
     description: String,
     search: Option<SearchChoice>,
+    /// What the warm-up did ([`SemanticSearch::warm_up`]), for the run's setup.
+    warmed: Option<String>,
 }
 
 impl<'a> SemanticSearch<'a> {
@@ -130,6 +132,7 @@ impl<'a> SemanticSearch<'a> {
             threshold: None,
             description,
             search: None,
+            warmed: None,
         }
     }
 
@@ -150,8 +153,14 @@ impl<'a> SemanticSearch<'a> {
     /// `index`) and `semantic_search_detail` (why; with the index, what answered, its
     /// `ef_search`, and how many searches the exact search in the database answered instead).
     pub fn setup_entries(&self) -> Vec<(String, String)> {
+        let warmed = self
+            .warmed
+            .as_ref()
+            .map(|w| ("semantic_warm_up".to_owned(), w.clone()));
         let Some(search) = &self.search else {
-            return vec![self.selection_entry()];
+            return std::iter::once(self.selection_entry())
+                .chain(warmed)
+                .collect();
         };
         let mut detail = search.reason.clone();
         if search.kind == SearchKind::Index {
@@ -171,6 +180,9 @@ impl<'a> SemanticSearch<'a> {
             ("semantic_search_detail".to_owned(), detail),
             self.selection_entry(),
         ]
+        .into_iter()
+        .chain(warmed)
+        .collect()
     }
 
     /// Selects as `selection` says. [`Selection::Pipeline`] has no reranker stage: a search
@@ -201,6 +213,45 @@ impl<'a> SemanticSearch<'a> {
     pub fn with_kb(mut self, kb: &'a dyn KnowledgeBase) -> Self {
         self.kb = Some(kb);
         self
+    }
+
+    /// Searches the store's index once for every `(prompt, user state)` before the run, so
+    /// the run's own searches find the index's pages in memory (a cold HNSW index is slower on
+    /// its first pass), and records what it cost (`semantic_warm_up` in the run's setup). The
+    /// warm-up's searches are not counted in the run's index statistics. Without an index
+    /// (the exact scan) there is nothing to warm, and the setup says so.
+    pub fn warm_up<'c>(
+        &mut self,
+        cases: impl IntoIterator<Item = (&'c str, &'c UserState)>,
+    ) -> Result<(), HarnessError> {
+        if self
+            .search
+            .as_ref()
+            .is_none_or(|s| s.kind != SearchKind::Index)
+        {
+            self.warmed = Some(
+                "skipped: the search is exact, and only an index has pages to warm".to_owned(),
+            );
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        let mut searches = 0usize;
+        for (prompt, state) in cases {
+            if let Some(Ok(query)) = self.queries.get(prompt) {
+                self.pipeline
+                    .rank(query, prompt, audience_of(state), self.candidates)
+                    .map_err(|e| {
+                        HarnessError::Infrastructure(format!("warming up the index: {e}"))
+                    })?;
+                searches += 1;
+            }
+        }
+        self.pipeline.reset_index_stats();
+        self.warmed = Some(format!(
+            "{searches} searches through the index in {} ms before the run",
+            start.elapsed().as_millis()
+        ));
+        Ok(())
     }
 
     /// What the run's `setup` records of the selection: `semantic_selection`.
