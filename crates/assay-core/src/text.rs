@@ -28,9 +28,31 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// `1st`, `2nd`, `3rd`, `11th`, `22nd`.
+pub fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ordinals() {
+        assert_eq!(
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd"
+            ],
+            [1, 2, 3, 4, 11, 12, 13, 21, 102].map(ordinal)
+        );
+    }
 
     #[test]
     fn distances_and_suggestions() {

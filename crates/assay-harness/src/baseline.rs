@@ -94,8 +94,8 @@ pub const ACCEPTED: &str = "accepted";
 pub fn load(project: &Project, spec: &str) -> Result<Option<Baseline>, HarnessError> {
     let settings = &project.settings;
     let (path, label) = if spec.trim() == ACCEPTED {
-        match crate::accepted::current(&settings.root)? {
-            Some(a) => (a.results_path(&settings.root), a.label()),
+        match accepted_run(&settings.root)? {
+            Some(found) => found,
             None => return Ok(None),
         }
     } else {
@@ -109,12 +109,17 @@ pub fn load(project: &Project, spec: &str) -> Result<Option<Baseline>, HarnessEr
     Ok(Some(Baseline { log, cases, label }))
 }
 
+/// The accepted run's copy and what a comparison calls it, if a run has been accepted.
+fn accepted_run(root: &Path) -> Result<Option<(PathBuf, String)>, HarnessError> {
+    Ok(crate::accepted::current(root)?.map(|a| (a.results_path(root), a.label())))
+}
+
 /// [`resolve`], and `accepted` too (the accepted run's copy, [`crate::accepted`]), for a
 /// project whose folder is `root`.
 pub fn resolve_in(root: &Path, results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> {
     if spec.trim() == ACCEPTED {
-        return match crate::accepted::current(root)? {
-            Some(a) => Ok(a.results_path(root)),
+        return match accepted_run(root)? {
+            Some((path, _)) => Ok(path),
             None => Err(HarnessError::Usage(
                 "`accepted`: no run has been accepted yet (`assay runs accept latest` accepts the newest)".to_owned(),
             )),

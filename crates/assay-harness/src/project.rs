@@ -49,49 +49,23 @@ type DeactivatedIn<'a> = &'a dyn Fn(&str) -> Option<u32>;
 /// How many unknown names one error lists (the rest are counted).
 const UNKNOWN_LISTED: usize = 20;
 
-/// Checks the entities `refs` name against `kb` (`source` says what `kb` is). An unknown
-/// entity is a mistake in the test, not a failure of the product: an error naming each place
-/// and the closest known ids, before anything runs. With `inactive_since` (which gives the
-/// version that deactivated an entity, where a store keeps versions), returns the warnings: a
-/// case that expects an inactive entity, and a `known_missing` entity the knowledge base does
-/// hold.
-fn check_refs(
+/// Checks the entities `refs` name against `kb` (`source` says what `kb` is): an unknown
+/// entity is a mistake in the test, not a failure of the product, so it is an error naming
+/// each place and the closest known ids, before anything runs. A `known_missing` entity may be
+/// absent.
+fn check_unknown(
     refs: &[EntityRef],
     kb: &dyn KnowledgeBase,
     source: &str,
-    inactive_since: Option<DeactivatedIn<'_>>,
-) -> Result<Vec<String>, HarnessError> {
-    let warn = inactive_since.is_some();
-    let inactive_since = inactive_since.unwrap_or(&|_| None);
-    let mut warnings = Vec::new();
+) -> Result<(), HarnessError> {
     let mut unknown: Vec<&EntityRef> = Vec::new();
     for r in refs {
-        let entity = kb.get(&r.entity_id)?;
-        match (r.kind, entity) {
-            (RefKind::KnownMissing, Some(_)) => warnings.push(format!(
-                "{}: `{}` is listed in known_missing, but {source} has it",
-                r.place, r.entity_id
-            )),
-            (RefKind::KnownMissing, None) => {}
-            (_, None) => unknown.push(r),
-            (RefKind::Expects, Some(e)) if !e.is_active => warnings.push(match inactive_since(&r.entity_id) {
-                Some(v) => format!(
-                    "{}: expects `{}`, which is inactive (deactivated in version {v}); the case cannot pass until it is active again",
-                    r.place, r.entity_id
-                ),
-                None => format!(
-                    "{}: expects `{}`, which is inactive (is_active: false); the case cannot pass until it is active again",
-                    r.place, r.entity_id
-                ),
-            }),
-            _ => {}
+        if r.kind != RefKind::KnownMissing && !kb.contains(&r.entity_id)? {
+            unknown.push(r);
         }
     }
-    if !warn {
-        warnings.clear();
-    }
     let Some(first) = unknown.first() else {
-        return Ok(warnings);
+        return Ok(());
     };
     let ids: Vec<String> = kb
         .list(&assay_kb::EntityFilter::default())?
@@ -127,6 +101,38 @@ fn check_refs(
         "\n(a case that names an absent entity on purpose lists it in its `known_missing`)",
     );
     Err(DataError::new(&first.file, message).into())
+}
+
+/// The warnings of the entities `refs` name in `kb`: a case that expects an inactive entity
+/// (with the version that deactivated it, where `deactivated_in` knows it), and a
+/// `known_missing` entity that `kb` (`source`) does hold.
+fn ref_warnings(
+    refs: &[EntityRef],
+    kb: &dyn KnowledgeBase,
+    source: &str,
+    deactivated_in: DeactivatedIn<'_>,
+) -> Result<Vec<String>, HarnessError> {
+    let mut warnings = Vec::new();
+    for r in refs {
+        match (r.kind, kb.get(&r.entity_id)?) {
+            (RefKind::KnownMissing, Some(_)) => warnings.push(format!(
+                "{}: `{}` is listed in known_missing, but {source} has it",
+                r.place, r.entity_id
+            )),
+            (RefKind::Expects, Some(e)) if !e.is_active => {
+                let since = match deactivated_in(&r.entity_id) {
+                    Some(v) => format!("deactivated in version {v}"),
+                    None => "is_active: false".to_owned(),
+                };
+                warnings.push(format!(
+                    "{}: expects `{}`, which is inactive ({since}); the case cannot pass until it is active again",
+                    r.place, r.entity_id
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(warnings)
 }
 
 /// What the warnings call the `kb/` files.
@@ -226,7 +232,7 @@ impl Project {
         // The warnings (an inactive entity expected) come from the run, once the store can
         // say which version deactivated it, and from `assay validate`.
         if files_are_source {
-            check_refs(&entity_refs, &kb.kb, FILES_KB, None)?;
+            check_unknown(&entity_refs, &kb.kb, FILES_KB)?;
         }
         let semantic_ids: std::collections::HashSet<&str> = banks
             .semantic
@@ -270,14 +276,15 @@ impl Project {
         } else {
             "the store's knowledge base"
         };
-        check_refs(&self.entity_refs, kb, source, Some(&since))
+        check_unknown(&self.entity_refs, kb, source)?;
+        ref_warnings(&self.entity_refs, kb, source, &since)
     }
 
     /// The warnings of the entities the banks and rules name, against the `kb/` files (for
     /// `assay validate`, which opens no store): a case that expects an inactive entity, a
     /// `known_missing` entity the knowledge base has.
     pub fn ref_warnings(&self) -> Result<Vec<String>, HarnessError> {
-        check_refs(&self.entity_refs, &self.kb.kb, FILES_KB, Some(&|_| None))
+        ref_warnings(&self.entity_refs, &self.kb.kb, FILES_KB, &|_| None)
     }
 }
 

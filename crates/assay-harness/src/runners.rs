@@ -219,7 +219,7 @@ async fn run_semantic_sample(
                     Some(match rank {
                         Some(r) => format!(
                             "ranked {} of the {n} candidates; {kept} were selected",
-                            ordinal(r + 1)
+                            assay_core::text::ordinal(r + 1)
                         ),
                         None => format!("not among the {n} nearest"),
                     })
@@ -261,18 +261,6 @@ async fn run_semantic_sample(
         ir,
         ..result
     }
-}
-
-/// `1st`, `2nd`, `3rd`, `11th`, `22nd`.
-pub fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
 
 /// Runs one state case (000 §6.2).
@@ -491,12 +479,6 @@ mod tests {
             Some(
                 "Primary expected entity not found: `gray_rock` not retrieved: not among the 1 nearest"
             )
-        );
-        assert_eq!(
-            [
-                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd"
-            ],
-            [1, 2, 3, 4, 11, 12, 13, 21, 102].map(ordinal)
         );
     }
 

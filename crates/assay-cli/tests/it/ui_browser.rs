@@ -191,6 +191,21 @@ fn run_assay(project: &Path) {
     );
 }
 
+/// A WebDriver session in headless Chromium, at 1280×900.
+async fn browser(driver_url: &str) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(driver_url)
+        .await
+        .expect("a WebDriver session in headless Chromium")
+}
+
 #[test]
 fn the_ui_in_headless_chromium() {
     let (_driver, driver_url) = chromedriver();
@@ -203,17 +218,7 @@ fn the_ui_in_headless_chromium() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&driver_url)
-            .await
-            .expect("a WebDriver session in headless Chromium");
+        let client = browser(&driver_url).await;
         journey(&client, &base, &project.root, &dir).await;
         lab(&client, &base, &project.root, &dir).await;
         let _ = client.close().await;
@@ -423,17 +428,7 @@ fn a_folder_without_test_banks_in_headless_chromium() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&driver_url)
-            .await
-            .expect("a WebDriver session in headless Chromium");
+        let client = browser(&driver_url).await;
         let c = &client;
         c.goto(&format!("{base}/ui/experiments")).await.unwrap();
         text_containing(c, "#experiments", "exp_lab").await;
@@ -453,7 +448,10 @@ fn a_folder_without_test_banks_in_headless_chromium() {
         let kb = text_containing(c, "#empty-kb", "No knowledge base yet").await;
         assert!(kb.contains("assay init"), "{kb}");
         let holds = text(c, "#holds").await;
-        assert!(holds.contains("1 experiment, 1 simulation report"), "{holds}");
+        assert!(
+            holds.contains("1 experiment, 1 simulation report"),
+            "{holds}"
+        );
         shot(c, &dir, "33-lab-entities-empty").await;
         let _ = client.close().await;
     });

@@ -98,7 +98,8 @@ pub struct SemanticSearch<'a> {
     candidates: usize,
     top_k: usize,
     threshold: Option<f32>,
-    description: String,
+    /// The embedder's `vendor/model`, for [`SemanticRetriever::describe`].
+    embedder_model: String,
     search: Option<SearchChoice>,
     /// What the warm-up did ([`SemanticSearch::warm_up`]), for the run's setup.
     warmed: Option<String>,
@@ -115,12 +116,6 @@ impl<'a> SemanticSearch<'a> {
         embedder_model: &str,
         reranker: Option<(Arc<dyn Reranker>, HashMap<String, RerankDocument>)>,
     ) -> SemanticSearch<'a> {
-        let reranking = reranker.as_ref().map_or_else(
-            || "none (similarity + priority)".to_owned(),
-            |(r, _)| r.model().to_owned(),
-        );
-        let description =
-            format!("{embedder_model} top {candidates} → reranker {reranking} top {top_k}");
         SemanticSearch {
             pipeline,
             selection: Selection::TopK,
@@ -130,7 +125,7 @@ impl<'a> SemanticSearch<'a> {
             candidates,
             top_k,
             threshold: None,
-            description,
+            embedder_model: embedder_model.to_owned(),
             search: None,
             warmed: None,
         }
@@ -141,10 +136,6 @@ impl<'a> SemanticSearch<'a> {
     /// [`SemanticSearch::setup_entries`] records it.
     #[must_use]
     pub fn with_search(mut self, search: SearchChoice) -> Self {
-        if search.kind == SearchKind::Index {
-            self.description
-                .push_str(&format!(", candidates from {}", search.describe()));
-        }
         self.search = Some(search);
         self
     }
@@ -188,20 +179,10 @@ impl<'a> SemanticSearch<'a> {
     /// Selects as `selection` says. [`Selection::Pipeline`] has no reranker stage: a search
     /// built with a reranker refuses it.
     pub fn with_selection(mut self, selection: Selection) -> Result<Self, HarnessError> {
-        if selection == Selection::Pipeline {
-            if self.reranker.is_some() {
-                return Err(HarnessError::Usage(
-                    "[semantic] selection = \"pipeline\" scores what the retrieval pipeline loads, and the pipeline has no reranker: remove the reranker, or use selection = \"top_k\"".to_owned(),
-                ));
-            }
-            let c = self.pipeline.config();
-            self.description = format!(
-                "{} → what the pipeline loads (threshold {}, top {}, budget {} tokens)",
-                self.description.split(" → ").next().unwrap_or_default(),
-                c.score_threshold,
-                c.top_k,
-                c.max_tokens_budget
-            );
+        if selection == Selection::Pipeline && self.reranker.is_some() {
+            return Err(HarnessError::Usage(
+                "[semantic] selection = \"pipeline\" scores what the retrieval pipeline loads, and the pipeline has no reranker: remove the reranker, or use selection = \"top_k\"".to_owned(),
+            ));
         }
         self.selection = selection;
         Ok(self)
@@ -301,13 +282,10 @@ impl<'a> SemanticSearch<'a> {
     }
 
     /// Selects only candidates scoring at least `threshold` (a threshold tuned for the
-    /// embedder by `assay kb tune`; without one, as in 000 §6.1, there is none).
+    /// embedder by `assay kb tune`; without one, as the original harness did, there is none).
     #[must_use]
     pub fn with_threshold(mut self, threshold: Option<f32>) -> Self {
         self.threshold = threshold;
-        if let Some(t) = threshold {
-            self.description.push_str(&format!(" (threshold {t})"));
-        }
         self
     }
 }
@@ -321,8 +299,34 @@ fn audience_of(state: &UserState) -> &str {
 
 #[async_trait::async_trait]
 impl SemanticRetriever for SemanticSearch<'_> {
+    /// `<embedder> top <candidates> → <selection>[, candidates from <index>]`: what a journal
+    /// is resumed only with (an index search, a threshold or another selection is another
+    /// system under test).
     fn describe(&self) -> String {
-        self.description.clone()
+        let mut d = format!("{} top {}", self.embedder_model, self.candidates);
+        match self.selection {
+            Selection::TopK => {
+                let reranking = self.reranker.as_ref().map_or_else(
+                    || "none (similarity + priority)".to_owned(),
+                    |(r, _)| r.model().to_owned(),
+                );
+                d.push_str(&format!(" → reranker {reranking} top {}", self.top_k));
+                if let Some(t) = self.threshold {
+                    d.push_str(&format!(" (threshold {t})"));
+                }
+            }
+            Selection::Pipeline => {
+                let c = self.pipeline.config();
+                d.push_str(&format!(
+                    " → what the pipeline loads (threshold {}, top {}, budget {} tokens)",
+                    c.score_threshold, c.top_k, c.max_tokens_budget
+                ));
+            }
+        }
+        if let Some(search) = self.search.as_ref().filter(|s| s.kind == SearchKind::Index) {
+            d.push_str(&format!(", candidates from {}", search.describe()));
+        }
+        d
     }
 
     async fn retrieve(
@@ -354,6 +358,9 @@ impl SemanticRetriever for SemanticSearch<'_> {
             Some(Err(e)) => return Err(e.clone()),
             None => return Err(format!("no embedding for prompt {prompt:?}")),
         };
+        // The `candidates` nearest, in both selections: the case's candidates and its IR metrics
+        // (recall@15, …) are over the same list whichever selection scores it; the pipeline's
+        // own search (`top_k × fetch_factor`, then its threshold) is a second, smaller one.
         let nearest: Vec<(String, f32)> = self
             .pipeline
             .rank(query, prompt, audience_of(user_state), self.candidates)
