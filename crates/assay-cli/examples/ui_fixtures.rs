@@ -856,6 +856,8 @@ pub fn write_simulation(project: &Path, spec: &SimulationSpec) -> SimReport {
         }),
         baseline: None,
         rate_limits: Vec::new(),
+        shard: None,
+        merged: None,
     };
     let dir = project.join("sim/reports");
     for run in &report.runs {

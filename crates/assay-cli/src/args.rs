@@ -394,6 +394,18 @@ pub struct RunArgs {
     /// are listed as unstable.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
+
+    /// Run one shard of the suite: `hash:i/n` keeps the cases whose bank and test id hash to
+    /// shard i of n (from 1), so n machines run a suite between them and adding a case moves
+    /// no other. Each shard saves its own run; `assay runs merge` makes them one run, where
+    /// the baseline gate belongs (so --baseline is refused here).
+    #[arg(long, value_name = "hash:i/n", value_parser = parse_shard, conflicts_with_all = ["test", "baseline"])]
+    pub shard: Option<assay_core::shard::Shard>,
+}
+
+/// `--shard`'s value.
+pub fn parse_shard(spec: &str) -> Result<assay_core::shard::Shard, String> {
+    assay_core::shard::Shard::parse(spec)
 }
 
 /// `assay judge …`
@@ -488,6 +500,39 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Merge the runs of a suite's shards (`assay run --shard hash:i/n`, one results file per
+    /// shard) into one run of the whole suite, saved like any run: totals, statistics, the
+    /// baseline gate and every report computed over all the cases, as one run would give
+    /// them. Shards of different settings, knowledge bases, suites or shard counts, a shard
+    /// given twice and a missing shard are refused, naming the difference. Simulation reports
+    /// of `assay simulate --shard` merge the same way.
+    Merge(MergeArgs),
+}
+
+/// `assay runs merge`
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' results files (`results/results_<stamp>.json` of each shard's run, with
+    /// its `cases_<stamp>.jsonl` beside it when it has one), in any order.
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+
+    /// Compare the merged run with a saved run and apply the regression rules, as `assay run
+    /// --baseline` does: `accepted`, `latest`, a saved run's id or a results JSON file.
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+
+    /// Also write JUnit XML of the merged run to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Print the merged RunLog as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Do not save the merged run in the results folder.
+    #[arg(long)]
+    pub no_save: bool,
 }
 
 /// `assay retrieve`
@@ -1009,6 +1054,14 @@ pub struct SimulateArgs {
     /// by the next simulation.
     #[arg(long)]
     pub keep_workdirs: bool,
+
+    /// Run one shard of the selected scenarios: `hash:i/n` keeps the scenarios whose id hashes
+    /// to shard i of n (from 1), every repeat of each, so n machines run a suite between them
+    /// and adding a scenario moves no other. Each shard saves its own report, without a gate
+    /// or a baseline verdict (it exits 0 unless errors kept runs from a verdict);
+    /// `assay runs merge` makes the reports one, as an unsharded run would, and decides both.
+    #[arg(long, value_name = "hash:i/n", value_parser = assay_core::shard::Shard::parse)]
+    pub shard: Option<assay_core::shard::Shard>,
 }
 
 /// `assay simulate` subcommands.

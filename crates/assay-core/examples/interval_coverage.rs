@@ -166,6 +166,8 @@ fn report(truths: &[f64], repeats: u32, noise: f64, rng: &mut SplitMix64) -> Sim
         judge: None,
         baseline: None,
         rate_limits: Vec::new(),
+        shard: None,
+        merged: None,
     }
 }
 

@@ -10,6 +10,7 @@
 //! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
 //! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
 //!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
+//! * [`shard`]: `--shard hash:i/n`, which cases a shard of a suite runs;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -31,6 +32,7 @@ pub mod rundiff;
 pub mod runlog;
 pub mod schema;
 pub mod scoring;
+pub mod shard;
 pub mod simulation;
 pub mod stats;
 pub mod text;

@@ -702,6 +702,53 @@ pub struct RunLog {
     /// requests (absent when none was).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<RateLimitRecord>,
+    /// The shard of the suite this run ran (`assay run --shard hash:i/n`); absent in a run of
+    /// the whole suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRun>,
+    /// The shards this run was merged from (`assay runs merge`); absent in a run made in one
+    /// piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergedRun>,
+}
+
+/// What a shard's run records so that its shards can be merged and checked: which shard, and
+/// which suite it is a shard of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRun {
+    /// Which shard of how many.
+    pub shard: crate::shard::Shard,
+    /// The cases of the whole suite (every shard together) the run's selection holds.
+    pub suite_cases: usize,
+    /// A digest (16 hex digits) of the whole suite's case ids in run order: shards of one
+    /// suite share it.
+    pub suite: String,
+}
+
+/// Where a merged run came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedRun {
+    /// How many shards the suite was split into.
+    pub count: u32,
+    /// The suite's digest, as every shard recorded it.
+    pub suite: String,
+    /// The shards, in shard order.
+    pub shards: Vec<MergedShard>,
+}
+
+/// One shard of a merged run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedShard {
+    /// Which shard (from 1).
+    pub index: u32,
+    /// Its run id.
+    pub run_id: String,
+    /// When it started.
+    pub timestamp: String,
+    /// Its cases.
+    pub cases: usize,
+    /// Its wall-clock duration.
+    pub duration_ms: u64,
 }
 
 /// The run log of a saved run: one JSON line per case (`{"bank": …, "result": …}`) after a

@@ -355,7 +355,7 @@ pub struct CriterionSummary {
 }
 
 /// Counts over all runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimSummary {
     /// All runs.
     pub runs: u32,
@@ -473,6 +473,77 @@ pub struct SimReport {
     /// How the providers' rate limits shaped the calls, per model (filled in by the caller).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
+    /// The shard of the simulation this report is (`assay simulate --shard hash:i/n`); absent
+    /// in a report of the whole simulation. A shard's report holds no gate and no baseline
+    /// comparison: the merge decides both over the whole suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<SimShard>,
+    /// The shards this report was merged from (`assay runs merge`); absent in a report made in
+    /// one piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<SimMerged>,
+}
+
+/// What a shard's report records so that the shards can be merged and checked: which shard,
+/// and what every shard of one simulation shares besides the settings the report holds anyway
+/// (suite, models, judge, pass threshold, repeats, criteria).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimShard {
+    /// Which shard of how many.
+    pub shard: crate::shard::Shard,
+    /// Every scenario the simulation selected (all shards together), in id order: what the
+    /// merge must cover. A scenario's runs are all in the shard its id hashes to.
+    pub scenarios: Vec<String>,
+    /// A digest (16 hex digits of SHA-256) of the suite as read: `suite.yaml`, the system
+    /// prompt and every scenario. Shards of one simulation share it.
+    pub suite_version: String,
+    /// A digest of the fixture, when the suite has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixture_version: Option<String>,
+    /// The suite's gate (absent: the default rule, every scored run passes), which the merge
+    /// applies to the whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<SimGate>,
+    /// The baseline report the simulation is compared with (`--baseline`), which the merge
+    /// reads again to compare the whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<ShardBaseline>,
+}
+
+/// The baseline of a sharded simulation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardBaseline {
+    /// The baseline's file as `--baseline` named it.
+    pub label: String,
+    /// A digest (16 hex digits of SHA-256) of the baseline report as read: the merge refuses
+    /// a file that is not the one the shards read.
+    pub version: String,
+}
+
+/// Where a merged report came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimMerged {
+    /// How many shards the simulation was split into.
+    pub count: u32,
+    /// The suite's digest, as every shard recorded it.
+    pub suite_version: String,
+    /// The shards, in shard order.
+    pub shards: Vec<MergedSimShard>,
+}
+
+/// One shard of a merged report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedSimShard {
+    /// Which shard (from 1).
+    pub index: u32,
+    /// When its report was made.
+    pub generated_at: String,
+    /// Its wall-clock milliseconds.
+    pub duration_ms: u64,
+    /// Its scenarios.
+    pub scenarios: u32,
+    /// Its scenario runs.
+    pub runs: u32,
 }
 
 /// The judge's identity and consistency.

@@ -137,7 +137,7 @@ pub fn accept(
         runs::list_runs(results_dir)
             .map_err(|e| HarnessError::Usage(e.to_string()))?
             .into_iter()
-            .next()
+            .find(|r| r.shard.is_none())
             .map(|r| r.id)
             .ok_or_else(|| {
                 HarnessError::Usage(format!(
@@ -151,9 +151,19 @@ pub fn accept(
     };
     let log: RunLog =
         runs::load_run(results_dir, &id).map_err(|e| HarnessError::Usage(e.to_string()))?;
-    if !log.is_complete() {
+    // A run too large for its RunLog to list whole is accepted with its run log (copied
+    // below, checked against the digest the RunLog recorded).
+    if log.cases.is_some() {
+        crate::caselog::verify(
+            &log,
+            crate::caselog::cases_file(results_dir, &log).as_deref(),
+        )
+        .map_err(|e| HarnessError::Usage(format!("run {id} cannot be the baseline: {e}")))?;
+    }
+    if let Some(shard) = &log.shard {
         return Err(HarnessError::Usage(format!(
-            "run {id} did not finish; a partial run cannot be the baseline"
+            "run {id} ran shard {} of the suite, a part of it: merge the shards (`assay runs merge`) and accept the merged run",
+            shard.shard
         )));
     }
     let by = by.trim();

@@ -142,10 +142,11 @@ pub fn resolve(results_dir: &Path, spec: &str) -> Result<PathBuf, HarnessError> 
     let dir = results_dir;
     let spec = spec.trim();
     let path: PathBuf = if spec == "latest" {
+        // A shard's run is part of a run: the newest whole (or merged) run is meant.
         let newest = runs::list_runs(dir)
             .map_err(runs_error)?
             .into_iter()
-            .next()
+            .find(|r| r.shard.is_none())
             .ok_or_else(|| {
                 HarnessError::Usage(format!(
                     "`latest`: there is no saved run in {} yet (run once without --baseline, or use --baseline accepted, which compares with nothing until a run is accepted)",

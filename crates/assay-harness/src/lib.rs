@@ -38,6 +38,7 @@ pub mod init;
 pub mod journal;
 pub mod kbedit;
 pub mod lock;
+pub mod merge;
 pub mod migrate;
 pub mod overrides;
 pub mod project;

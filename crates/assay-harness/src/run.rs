@@ -8,7 +8,8 @@ use assay_core::aggregate::Aggregator;
 use assay_core::bank::BankType;
 use assay_core::bank::{AlwaysCase, PatternCase, StateCase};
 use assay_core::rundiff::KbFingerprint;
-use assay_core::runlog::{CaseLog, RunFilters, RunLog, SCHEMA_VERSION};
+use assay_core::runlog::{CaseLog, RunFilters, RunLog, SCHEMA_VERSION, ShardRun};
+use assay_core::shard::Shard;
 
 use assay_kb::KnowledgeBase;
 use assay_retrieval::StateMatcher;
@@ -27,6 +28,14 @@ pub struct RunRequest {
     pub test: Option<String>,
     /// Only semantic cases with this topic (other banks are not run).
     pub topic: Option<String>,
+    /// Only the cases of this shard of the suite (`--shard hash:i/n`): each case by a hash of
+    /// its bank and test id ([`case_key`]).
+    pub shard: Option<Shard>,
+}
+
+/// The stable key a case is sharded by: `<bank>/<test_id>`.
+pub fn case_key(bank: BankType, test_id: &str) -> String {
+    format!("{}/{test_id}", bank.key())
 }
 
 /// The systems under test of a run.
@@ -114,18 +123,31 @@ pub struct Quiet;
 
 impl RunObserver for Quiet {}
 
+/// The cases of a bank held whole that `request` selects, in the bank's order; `sharded`
+/// keeps only those of the request's shard.
 fn selected<'a, C>(
     cases: &'a [crate::banks::Located<C>],
+    bank: BankType,
     id: impl Fn(&C) -> &str,
     request: &RunRequest,
     extra: impl Fn(&C) -> bool,
+    sharded: bool,
 ) -> Vec<&'a C> {
     cases
         .iter()
         .map(|l| &l.case)
         .filter(|c| request.test.as_deref().is_none_or(|t| id(c) == t))
         .filter(|c| extra(c))
+        .filter(|c| in_shard(request, bank, id(c), sharded))
         .collect()
+}
+
+/// Whether the case is in the request's shard (always, without one or unless `sharded`).
+fn in_shard(request: &RunRequest, bank: BankType, test_id: &str, sharded: bool) -> bool {
+    !sharded
+        || request
+            .shard
+            .is_none_or(|s| s.contains(&case_key(bank, test_id)))
 }
 
 /// Runs what `request` asks for.
@@ -177,13 +199,36 @@ pub async fn run(
     let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
     let semantic_cases = selected(
         &b.semantic,
+        BankType::Semantic,
         |c| &c.test_id,
         request,
         |c| topic_ok(&c.topics),
+        true,
     );
-    let state_cases = selected(&b.state, |c| &c.test_id, request, |_| true);
-    let pattern_cases = selected(&b.pattern, |c| &c.test_id, request, |_| true);
-    let always_cases = selected(&b.always, |c| &c.test_id, request, |_| true);
+    let state_cases = selected(
+        &b.state,
+        BankType::State,
+        |c| &c.test_id,
+        request,
+        |_| true,
+        true,
+    );
+    let pattern_cases = selected(
+        &b.pattern,
+        BankType::Pattern,
+        |c| &c.test_id,
+        request,
+        |_| true,
+        true,
+    );
+    let always_cases = selected(
+        &b.always,
+        BankType::Always,
+        |c| &c.test_id,
+        request,
+        |_| true,
+        true,
+    );
 
     if let Some(test) = &request.test {
         // Run only the bank that holds the case.
@@ -226,7 +271,16 @@ pub async fn run(
             ));
         }
     }
-    let streamed_count = |bank: BankType| project.banks.streamed(bank).map_or(0, |s| s.count);
+    // A shard reads the whole suite's ids first: what it records to be merged by (the suite's
+    // digest and size) and how many cases of each streamed bank are its own.
+    let shard_run = match request.shard {
+        Some(shard) => Some(shard_of_suite(project, request, &banks, shard)?),
+        None => None,
+    };
+    let streamed_count = |bank: BankType| match &shard_run {
+        Some((_, counts)) => counts.get(&bank).copied().unwrap_or(0),
+        None => project.banks.streamed(bank).map_or(0, |s| s.count),
+    };
     let selected_total: usize = banks
         .iter()
         .map(|bank| match bank {
@@ -237,6 +291,14 @@ pub async fn run(
         })
         .sum();
     if selected_total == 0 {
+        if let (Some(shard), Some((run, _))) = (request.shard, &shard_run)
+            && run.suite_cases > 0
+        {
+            return Err(HarnessError::Usage(format!(
+                "--shard {shard}: this shard holds none of the suite's {} cases; split it into fewer shards",
+                run.suite_cases
+            )));
+        }
         return Err(HarnessError::Usage(
             "no cases selected: the selected banks are empty".into(),
         ));
@@ -352,23 +414,12 @@ pub async fn run(
             }
         }
     }
-    let (mut results, notable) = agg.finish();
-    results.semantic = results.semantic.map(|s| s.with_repeats(repeats));
-    let case_count: usize = [
-        results.semantic.as_ref().map_or(0, |r| r.tests_run),
-        results.state.as_ref().map_or(0, |r| r.tests_run),
-        results.pattern.as_ref().map_or(0, |r| r.tests_run),
-        results.always.as_ref().map_or(0, |r| r.tests_run),
-    ]
-    .iter()
-    .sum();
-
-    let sources = (!project.banks.semantic.is_empty()).then(|| {
-        project
-            .expectations
-            .summary(project.banks.semantic.iter().map(|l| &l.case))
-    });
-    let summary = results.summarize(&project.settings.weights, sources);
+    let Finished {
+        results,
+        notable,
+        cases: case_count,
+        summary,
+    } = Finished::of(project, agg, repeats);
     Ok(RunLog {
         schema_version: SCHEMA_VERSION,
         assay_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -405,7 +456,174 @@ pub async fn run(
             sha256: None,
         }),
         notable_cases: Some(notable),
+        shard: shard_run.map(|(run, _)| run),
+        merged: None,
     })
+}
+
+/// Calls `each` with the bank and test id of every case `request` selects in `banks`, whatever
+/// its shard, in the order a run takes them: bank by bank, each bank's cases in file order
+/// (`streamed` says whether the case comes from a bank read case by case). What a shard
+/// records of its suite, and the order a merge restores.
+pub fn for_each_suite_case(
+    project: &Project,
+    request: &RunRequest,
+    banks: &[BankType],
+    each: &mut dyn FnMut(BankType, &str, bool),
+) -> Result<(), HarnessError> {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        test_id: String,
+    }
+    let b = &project.banks;
+    let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
+    for &bank in banks {
+        let ids: Vec<&str> = match bank {
+            BankType::Semantic => selected(
+                &b.semantic,
+                bank,
+                |c| &c.test_id,
+                request,
+                |c| topic_ok(&c.topics),
+                false,
+            )
+            .into_iter()
+            .map(|c| c.test_id.as_str())
+            .collect(),
+            BankType::State => selected(&b.state, bank, |c| &c.test_id, request, |_| true, false)
+                .into_iter()
+                .map(|c| c.test_id.as_str())
+                .collect(),
+            BankType::Pattern => {
+                selected(&b.pattern, bank, |c| &c.test_id, request, |_| true, false)
+                    .into_iter()
+                    .map(|c| c.test_id.as_str())
+                    .collect()
+            }
+            BankType::Always => selected(&b.always, bank, |c| &c.test_id, request, |_| true, false)
+                .into_iter()
+                .map(|c| c.test_id.as_str())
+                .collect(),
+        };
+        for test_id in ids {
+            each(bank, test_id, false);
+        }
+        if bank == BankType::Semantic {
+            continue;
+        }
+        let Some(streamed) = project.banks.streamed(bank) else {
+            continue;
+        };
+        let mut quiet = |_: String| {};
+        for path in &streamed.files {
+            let mut one = |_: usize, case: IdOnly| {
+                if request.test.as_deref().is_none_or(|t| case.test_id == t) {
+                    each(bank, &case.test_id, true);
+                }
+                Ok(())
+            };
+            crate::banks::for_each_case(path, bank, &mut quiet, &mut one)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a run of `shard` records of its suite (the digest of every selected case's key in run
+/// order, and their number), with the number of the shard's own cases in each streamed bank.
+fn shard_of_suite(
+    project: &Project,
+    request: &RunRequest,
+    banks: &[BankType],
+    shard: Shard,
+) -> Result<(ShardRun, std::collections::HashMap<BankType, usize>), HarnessError> {
+    let mut digest = SuiteDigest::default();
+    let mut streamed = std::collections::HashMap::new();
+    for_each_suite_case(
+        project,
+        request,
+        banks,
+        &mut |bank, test_id, is_streamed| {
+            let key = digest.add(bank, test_id);
+            if is_streamed && shard.contains(&key) {
+                *streamed.entry(bank).or_insert(0) += 1;
+            }
+        },
+    )?;
+    Ok((digest.finish(shard), streamed))
+}
+
+/// The digest of a suite's case keys, in order.
+#[derive(Default)]
+pub struct SuiteDigest {
+    hash: sha2::Sha256,
+    cases: usize,
+}
+
+impl SuiteDigest {
+    /// Adds a case; returns its key.
+    pub fn add(&mut self, bank: BankType, test_id: &str) -> String {
+        use sha2::Digest as _;
+        let key = case_key(bank, test_id);
+        self.hash.update(key.as_bytes());
+        self.hash.update(b"\n");
+        self.cases += 1;
+        key
+    }
+
+    /// The record of a shard of this suite.
+    pub fn finish(self, shard: Shard) -> ShardRun {
+        use sha2::Digest as _;
+        let digest = self.hash.finalize();
+        ShardRun {
+            shard,
+            suite_cases: self.cases,
+            suite: digest[..8].iter().fold(String::new(), |mut out, b| {
+                use std::fmt::Write as _;
+                let _ = write!(out, "{b:02x}");
+                out
+            }),
+        }
+    }
+}
+
+/// What a run's cases add up to, once the last is in the aggregator: a run and a merge of
+/// shards (`crate::merge`) both finish with it, so the two give the same numbers.
+pub(crate) struct Finished {
+    /// Each bank's results (the semantic bank's with its repeats).
+    pub results: assay_core::runlog::BankResults,
+    /// What the summary shows besides the numbers.
+    pub notable: assay_core::aggregate::Notable,
+    /// The cases run.
+    pub cases: usize,
+    /// Scores, weights and health.
+    pub summary: assay_core::runlog::Summary,
+}
+
+impl Finished {
+    pub(crate) fn of(project: &Project, agg: Aggregator, repeats: u32) -> Finished {
+        let (mut results, notable) = agg.finish();
+        results.semantic = results.semantic.map(|s| s.with_repeats(repeats));
+        let cases = [
+            results.semantic.as_ref().map_or(0, |r| r.tests_run),
+            results.state.as_ref().map_or(0, |r| r.tests_run),
+            results.pattern.as_ref().map_or(0, |r| r.tests_run),
+            results.always.as_ref().map_or(0, |r| r.tests_run),
+        ]
+        .iter()
+        .sum();
+        let sources = (!project.banks.semantic.is_empty()).then(|| {
+            project
+                .expectations
+                .summary(project.banks.semantic.iter().map(|l| &l.case))
+        });
+        let summary = results.summarize(&project.settings.weights, sources);
+        Finished {
+            results,
+            notable,
+            cases,
+            summary,
+        }
+    }
 }
 
 /// `RunLog.cases.file` while the cases are in the journal; saving the run moves them to
@@ -510,7 +728,9 @@ fn stream_bank<C: serde::de::DeserializeOwned + HasTestId>(
     for path in &streamed.files {
         let mut failure: Option<HarnessError> = None;
         let mut run_one = |_: usize, case: C| {
-            if request.test.as_deref().is_some_and(|t| case.test_id() != t) {
+            if request.test.as_deref().is_some_and(|t| case.test_id() != t)
+                || !in_shard(request, bank, case.test_id(), true)
+            {
                 return Ok(());
             }
             each(case).map_err(|e| {
@@ -586,7 +806,7 @@ pub fn kb_fingerprint(kb: &dyn KnowledgeBase) -> Result<KbFingerprint, HarnessEr
 pub fn request_key(request: &RunRequest) -> String {
     let mut banks: Vec<&str> = request.banks.iter().map(|b| b.key()).collect();
     banks.sort_unstable();
-    format!(
+    let mut key = format!(
         "banks={};test={};topic={}",
         if banks.is_empty() {
             "all".to_owned()
@@ -595,7 +815,11 @@ pub fn request_key(request: &RunRequest) -> String {
         },
         request.test.as_deref().unwrap_or("*"),
         request.topic.as_deref().unwrap_or("*"),
-    )
+    );
+    if let Some(shard) = request.shard {
+        key.push_str(&format!(";shard={shard}"));
+    }
+    key
 }
 
 /// The journal header of a new run of `request`: a fresh run id and timestamp, and a

@@ -80,6 +80,10 @@ pub struct RunEntry {
     pub json: PathBuf,
     /// The Markdown report beside it, when there is one.
     pub markdown: Option<PathBuf>,
+    /// The shard of the suite it ran (`hash:i/n`), when it ran one: part of a run, never
+    /// `latest` nor a baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 /// Whether `id` is a run id: `YYYY-MM-DD-HHMM` of digits, optionally followed by `-N`.
@@ -173,6 +177,7 @@ fn entry_of(results_dir: &Path, id: &str, log: &RunLog) -> RunEntry {
         duration_ms: log.duration_ms,
         json: results_dir.join(format!("results_{id}.json")),
         markdown: markdown.is_file().then_some(markdown),
+        shard: log.shard.as_ref().map(|s| s.shard.to_string()),
     }
 }
 

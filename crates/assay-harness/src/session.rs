@@ -173,6 +173,7 @@ pub async fn execute(
                 .banks
                 .semantic
                 .iter()
+                .filter(|c| in_request_shard(request, &c.case.test_id))
                 .map(|c| (c.case.prompt.as_str(), &c.case.user_state)),
         )?;
     }
@@ -286,55 +287,19 @@ pub async fn execute(
         .filter(|_| !log.is_complete())
         .map(|_| journal_path.clone());
     if let Some(baseline) = &setup.baseline {
-        let current = caselog::case_scores(&log, run_log.as_deref())
-            .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
-        let diff = crate::baseline::compare(baseline, &log, &current, &settings.regression);
-        log.baseline = Some(Box::new(diff.without_unchanged()));
+        compare_with_baseline(settings, baseline, &mut log, run_log.as_deref())?;
     }
 
     let json;
     let saved = if setup.save {
-        let dir = &settings.results_dir;
         // A run too large to list whole keeps its run log (the journal, moved beside the
         // RunLog); one whose RunLog lists every case needs no second copy of them.
-        if log.is_complete() {
-            log.cases = None;
-        }
         let cases = journal
             .as_ref()
-            .filter(|_| log.cases.is_some())
+            .filter(|_| !log.is_complete())
             .map(|_| journal_path.as_path());
-        // The run log's digest, recorded in the RunLog: every reader checks it, so a run log
-        // changed after the save is named, never believed.
-        if let (Some(path), Some(c)) = (cases, log.cases.as_mut()) {
-            c.sha256 = Some(crate::caselog::digest(path).map_err(|e| {
-                HarnessError::Infrastructure(format!("cannot read {}: {e}", path.display()))
-            })?);
-        }
-        let stamp = results::stamp(&log.timestamp);
-        let mut render = |name: Option<&str>| {
-            if let Some(c) = log.cases.as_mut() {
-                match name {
-                    Some(name) => name.clone_into(&mut c.file),
-                    None => log.cases = None,
-                }
-            }
-            results::Rendered {
-                json: assay_report::json(&log),
-                markdown: assay_report::markdown::render(&log),
-                html: assay_report::html::render(&log),
-            }
-        };
-        let mut rendered_json = String::new();
-        let saved = results::save(dir, &stamp, cases, &mut |name| {
-            let r = render(name);
-            rendered_json.clone_from(&r.json);
-            r
-        })
-        .map_err(|e| {
-            HarnessError::Infrastructure(format!("cannot save results in {}: {e}", dir.display()))
-        })?;
-        json = rendered_json;
+        let (rendered, saved) = save_log(settings, &mut log, cases)?;
+        json = rendered;
         Some(saved)
     } else {
         log.cases = None;
@@ -352,6 +317,69 @@ pub async fn execute(
         usage: calls.usage(),
         usage_report: calls.usage_report(),
     })
+}
+
+/// Compares `log` with `baseline` (the current run's cases read from `run_log`, its run log,
+/// when the RunLog lists only the worst) under `[gate]`'s rules: the comparison, unchanged
+/// cases left out, goes into the RunLog.
+pub fn compare_with_baseline(
+    settings: &crate::settings::ProjectSettings,
+    baseline: &crate::baseline::Baseline,
+    log: &mut RunLog,
+    run_log: Option<&std::path::Path>,
+) -> Result<(), HarnessError> {
+    let current = caselog::case_scores(log, run_log)
+        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+    let diff = crate::baseline::compare(baseline, log, &current, &settings.regression);
+    log.baseline = Some(Box::new(diff.without_unchanged()));
+    Ok(())
+}
+
+/// Saves `log` in the results folder: `results_<stamp>.json`, the Markdown and HTML reports,
+/// and, when the RunLog lists only the worst cases, its run log `cases` (moved beside it as
+/// `cases_<stamp>.jsonl`, its SHA-256 recorded in the RunLog). Returns the RunLog's JSON as
+/// saved, and where everything went.
+pub fn save_log(
+    settings: &crate::settings::ProjectSettings,
+    log: &mut RunLog,
+    cases: Option<&std::path::Path>,
+) -> Result<(String, SavedResults), HarnessError> {
+    let dir = &settings.results_dir;
+    if log.is_complete() || cases.is_none() {
+        log.cases = None;
+    }
+    let cases = cases.filter(|_| log.cases.is_some());
+    // The run log's digest, recorded in the RunLog: every reader checks it, so a run log
+    // changed after the save is named, never believed.
+    if let (Some(path), Some(c)) = (cases, log.cases.as_mut()) {
+        c.sha256 = Some(crate::caselog::digest(path).map_err(|e| {
+            HarnessError::Infrastructure(format!("cannot read {}: {e}", path.display()))
+        })?);
+    }
+    let stamp = results::stamp(&log.timestamp);
+    let mut render = |name: Option<&str>| {
+        if let Some(c) = log.cases.as_mut() {
+            match name {
+                Some(name) => name.clone_into(&mut c.file),
+                None => log.cases = None,
+            }
+        }
+        results::Rendered {
+            json: assay_report::json(log),
+            markdown: assay_report::markdown::render(log),
+            html: assay_report::html::render(log),
+        }
+    };
+    let mut rendered_json = String::new();
+    let saved = results::save(dir, &stamp, cases, &mut |name| {
+        let r = render(name);
+        rendered_json.clone_from(&r.json);
+        r
+    })
+    .map_err(|e| {
+        HarnessError::Infrastructure(format!("cannot save results in {}: {e}", dir.display()))
+    })?;
+    Ok((rendered_json, saved))
 }
 
 /// The first stage of the semantic bank, ready to search: the pipeline over fresh entity
@@ -414,9 +442,17 @@ fn selected_prompts(project: &Project, request: &RunRequest) -> Vec<String> {
         .map(|l| &l.case)
         .filter(|c| request.test.as_deref().is_none_or(|t| c.test_id == t))
         .filter(|c| request.topic.as_ref().is_none_or(|t| c.topics.contains(t)))
+        .filter(|c| in_request_shard(request, &c.test_id))
         .filter(|c| seen.insert(c.prompt.clone()))
         .map(|c| c.prompt.clone())
         .collect()
+}
+
+/// Whether the semantic case is in the request's shard (always, without one).
+fn in_request_shard(request: &RunRequest, test_id: &str) -> bool {
+    request
+        .shard
+        .is_none_or(|s| s.contains(&run::case_key(BankType::Semantic, test_id)))
 }
 
 /// The choices of a calibration beyond its [`CalibrationRequest`]: each `None` falls back to

@@ -887,6 +887,8 @@ pub(crate) mod tests {
             rate_limits: Vec::new(),
             cases: None,
             notable_cases: None,
+            shard: None,
+            merged: None,
         }
     }
 

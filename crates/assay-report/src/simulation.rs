@@ -914,6 +914,8 @@ mod tests {
             judge: None,
             baseline: None,
             rate_limits: Vec::new(),
+            shard: None,
+            merged: None,
         }
     }
 

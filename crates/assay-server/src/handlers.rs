@@ -186,6 +186,7 @@ pub async fn run_test(
             banks: vec![bank],
             test: Some(test_id.clone()),
             topic: None,
+            shard: None,
         };
         let outcome = execute(rt, &project, &request, &env, false)?;
         let log = log_value(&outcome)?;
@@ -235,6 +236,7 @@ pub async fn run_topic(
             banks: vec![BankType::Semantic],
             test: None,
             topic: Some(topic.clone()),
+            shard: None,
         };
         let outcome = execute(rt, &project, &request, &env, false)?;
         let log = log_value(&outcome)?;

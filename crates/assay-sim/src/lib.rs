@@ -6,20 +6,23 @@
 //!   runs ([`suite::load`]).
 //! * [`mcp`]: servers started per scenario run (stdio) or reached by URL (streamable HTTP)
 //!   through `rmcp`, their tools offered to the model, placeholders and commands.
-//! * [`conversation`]: the turn loop with tool rounds; [`conversation::Transcript`].
+//! * [`conversation`]: the turn loop with tool rounds; [`assay_core::simulation::Transcript`].
 //! * [`checks`]: expected-state checks read after the conversation.
 //! * [`judge`]: the judge's prompt, schema and weighting, through
 //!   [`assay_providers::ask_structured`].
-//! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`run::SimReport`] with
-//!   verdicts `pass`, `fail`, `simulator_fault` and `error`; the record's types live in
-//!   [`assay_core::simulation`] and `assay-report` renders them.
+//! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`SimReport`]
+//!   ([`run::aggregate`], which [`merge`] shares) with verdicts `pass`, `fail`,
+//!   `simulator_fault` and `error`; the record's types live in [`assay_core::simulation`] and
+//!   `assay-report` renders them.
 //! * [`scratch`]: the simulation's scratch folder, removed after the run, and leftovers of
 //!   killed runs swept at the start.
 //! * [`report`]: saving a report (Markdown, JSON, self-contained HTML, transcripts) and reading
 //!   a saved one (its version checked).
 //! * [`session`]: a whole simulation as `assay simulate` runs it (settings, suite, baseline
 //!   checks, models behind one call limit, scratch, preflight, runs, saving): the one entry
-//!   point, which the CLI maps its arguments to.
+//!   point, which the CLI maps its arguments to; with `--shard hash:i/n`, one shard of it.
+//! * [`merge`]: the shards' reports checked (one simulation, every shard once) and merged into
+//!   the report an unsharded run would have made, through the simulator's own aggregation.
 //!
 //! Every model call goes through the caller's wrapped [`assay_providers::ChatModel`]s (retries,
 //! limits, call cache, replay, accounting).
@@ -37,6 +40,7 @@ pub mod checks;
 pub mod conversation;
 pub mod judge;
 pub mod mcp;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod scratch;

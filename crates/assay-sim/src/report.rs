@@ -244,6 +244,14 @@ pub fn read_head(path: &Path) -> Result<ReportHead, DataError> {
         .map_err(|e| DataError::new(path, format!("not a simulation report: {e}")))
 }
 
+/// Whether a JSON document is a simulation report (not a RunLog or another record): it has the
+/// three models and the runs a [`SimReport`] always has.
+pub fn is_report(value: &serde_json::Value) -> bool {
+    ["simulator_model", "evaluator_model", "runs", "scenarios"]
+        .iter()
+        .all(|key| value.get(key).is_some())
+}
+
 /// The JSON report beside `path` (a `.md` report's `.json` twin), or `path` itself.
 pub fn json_path(path: &Path) -> PathBuf {
     if path.extension().is_some_and(|e| e == "json") {

@@ -274,7 +274,7 @@ pub async fn simulate(
         .flat_map(|s| (1..=options.repeat.max(1)).map(move |k| (*s, k)))
         .collect();
     jobs.sort_by_key(|(s, k)| (std::cmp::Reverse(s.config.max_turns), *k));
-    let mut runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
+    let runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
         .map(|(scenario, repeat)| async move {
             let run = run_one(suite, models, options, scenario, repeat).await;
             if let Some(callback) = &options.on_finished {
@@ -285,8 +285,7 @@ pub async fn simulate(
         .buffer_unordered(options.runs_in_flight.max(1))
         .collect()
         .await;
-    runs.sort_by(|a, b| (&a.scenario_id, a.repeat).cmp(&(&b.scenario_id, b.repeat)));
-    aggregate(suite, models, options, runs, started.elapsed())
+    report_of(suite, models, options, runs, started.elapsed())
 }
 
 async fn run_one(
@@ -644,13 +643,72 @@ fn min_of(values: &[f64]) -> Option<f64> {
     values.iter().copied().reduce(f64::min)
 }
 
-fn aggregate(
+/// The report of a finished simulation: its settings from the suite, the models and the
+/// options, then every statistic from the runs ([`aggregate`]).
+fn report_of(
     suite: &Suite,
     models: &SimModels,
     options: &SimOptions,
     runs: Vec<ScenarioRun>,
     elapsed: Duration,
 ) -> SimReport {
+    let total_weight: f64 = suite.criteria().iter().map(|c| c.weight).sum();
+    let mut report = SimReport {
+        schema_version: SIM_SCHEMA_VERSION,
+        suite: suite.config.name.clone(),
+        model: models.assistant.model().to_owned(),
+        simulator_model: models.simulator.model().to_owned(),
+        evaluator_model: models.judge.model().to_owned(),
+        generated_at: now(),
+        pass_threshold: suite.config.pass_threshold,
+        repeat: options.repeat.max(1),
+        concurrency: options.concurrency.max(1),
+        runs_in_flight: options.runs_in_flight.max(1),
+        duration_ms: elapsed.as_millis() as u64,
+        summary: SimSummary::default(),
+        gate: None,
+        scenarios: Vec::new(),
+        criteria: suite
+            .criteria()
+            .iter()
+            .map(|c| CriterionSummary {
+                id: c.id.clone(),
+                name: c.display_name().to_owned(),
+                weight: c.weight / total_weight,
+                mean: None,
+                min: None,
+            })
+            .collect(),
+        runs,
+        usage: Vec::new(),
+        judge: Some(JudgeInfo {
+            version: judge::version(suite),
+            samples: options.judge_samples.max(1),
+            consistency: None,
+        }),
+        baseline: None,
+        rate_limits: Vec::new(),
+        shard: None,
+        merged: None,
+    };
+    aggregate(&mut report, suite.config.gate.as_ref());
+    report
+}
+
+/// Computes every statistic of `report` from its runs and its settings, as the simulator does
+/// after running and [`crate::merge`] does after merging shards (one function, so the two
+/// agree to the bit): the runs sorted by scenario id then repeat; per scenario the runs, the
+/// scored, the passed, mean, spread, extremes and pass^k; each criterion's mean and lowest
+/// score (the criteria's ids, names and normalised weights are the report's); the totals, the
+/// pass rate and its Wilson interval; the gate (`gate`: the suite's, `None` for the default
+/// rule); and, with several judge samples, the judge's consistency (its version and samples
+/// are the report's). Settings, usage, rate limits and the baseline comparison are left as
+/// they are.
+pub fn aggregate(report: &mut SimReport, gate: Option<&SimGate>) {
+    report
+        .runs
+        .sort_by(|a, b| (&a.scenario_id, a.repeat).cmp(&(&b.scenario_id, b.repeat)));
+    let runs = &report.runs;
     let mut scenarios = Vec::new();
     let mut ids: Vec<&str> = runs.iter().map(|r| r.scenario_id.as_str()).collect();
     ids.dedup();
@@ -677,9 +735,8 @@ fn aggregate(
         });
     }
     let scored: Vec<&ScenarioRun> = runs.iter().filter(|r| r.verdict.is_scored()).collect();
-    let total_weight: f64 = suite.criteria().iter().map(|c| c.weight).sum();
-    let criteria = suite
-        .criteria()
+    let criteria = report
+        .criteria
         .iter()
         .map(|c| {
             let values: Vec<f64> = scored
@@ -689,11 +746,9 @@ fn aggregate(
                 .map(|s| s.score)
                 .collect();
             CriterionSummary {
-                id: c.id.clone(),
-                name: c.display_name().to_owned(),
-                weight: c.weight / total_weight,
                 mean: mean_sd(&values).0,
                 min: min_of(&values),
+                ..c.clone()
             }
         })
         .collect();
@@ -740,29 +795,17 @@ fn aggregate(
             )
         }),
     };
-    let gate = Some(gate_outcome(suite.config.gate.as_ref(), &summary, &runs));
-    let judge = Some(judge_info(suite, options, &runs));
-    SimReport {
-        schema_version: SIM_SCHEMA_VERSION,
-        suite: suite.config.name.clone(),
-        model: models.assistant.model().to_owned(),
-        simulator_model: models.simulator.model().to_owned(),
-        evaluator_model: models.judge.model().to_owned(),
-        generated_at: now(),
-        pass_threshold: suite.config.pass_threshold,
-        repeat: options.repeat.max(1),
-        concurrency: options.concurrency.max(1),
-        runs_in_flight: options.runs_in_flight.max(1),
-        duration_ms: elapsed.as_millis() as u64,
-        summary,
-        gate,
-        scenarios,
-        criteria,
-        runs,
-        usage: Vec::new(),
-        judge,
-        baseline: None,
-        rate_limits: Vec::new(),
+    let outcome = gate_outcome(gate, &summary, runs);
+    let consistency = report
+        .judge
+        .as_ref()
+        .and_then(|j| judge_consistency(j.samples, &report.criteria, runs));
+    report.summary = summary;
+    report.gate = Some(outcome);
+    report.scenarios = scenarios;
+    report.criteria = criteria;
+    if let Some(judge) = &mut report.judge {
+        judge.consistency = consistency;
     }
 }
 
@@ -830,10 +873,14 @@ fn gate_outcome(
     }
 }
 
-/// The judge's version and, with several samples, its consistency.
-fn judge_info(suite: &Suite, options: &SimOptions, runs: &[ScenarioRun]) -> JudgeInfo {
-    let samples = options.judge_samples.max(1);
-    let consistency = (samples > 1).then(|| {
+/// With several judge samples, how consistent the judge was over `runs` (each criterion of
+/// `criteria`, in order).
+fn judge_consistency(
+    samples: u32,
+    criteria: &[CriterionSummary],
+    runs: &[ScenarioRun],
+) -> Option<JudgeConsistency> {
+    (samples > 1).then(|| {
         let sampled: Vec<&ScenarioRun> =
             runs.iter().filter(|r| r.judge_samples.len() > 1).collect();
         let flipped = sampled
@@ -841,8 +888,7 @@ fn judge_info(suite: &Suite, options: &SimOptions, runs: &[ScenarioRun]) -> Judg
             .filter(|r| r.judge_verdict == Some(Verdict::Uncertain))
             .count() as u32;
         let sd = |values: &[f64]| mean_sd(values).1.unwrap_or(0.0);
-        let criteria = suite
-            .criteria()
+        let criteria = criteria
             .iter()
             .map(|c| {
                 let per_run: Vec<(f64, bool)> = sampled
@@ -892,10 +938,5 @@ fn judge_info(suite: &Suite, options: &SimOptions, runs: &[ScenarioRun]) -> Judg
             criteria,
             overall_sd: mean_sd(&overall_sds).0.unwrap_or(0.0),
         }
-    });
-    JudgeInfo {
-        version: judge::version(suite),
-        samples,
-        consistency,
-    }
+    })
 }

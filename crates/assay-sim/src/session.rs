@@ -4,12 +4,16 @@
 //! ([`assay_harness::engine::ProviderCalls::chat_group`]), make the scratch folder (removed
 //! after the run, whatever happens), run the preflight, the scenarios and the baseline
 //! comparison, add what the calls consumed, and save the reports ([`crate::report::save`]).
+//! With a shard (`--shard hash:i/n`), only the selected scenarios whose id hashes to it run,
+//! and the report records what the merge checks ([`SimShard`]) instead of a gate and a baseline
+//! comparison, which only the whole suite can decide.
 //! The caller maps its arguments to a [`SimRequest`] and renders the [`Simulated`] it gets.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use assay_core::simulation::{RoleUsage, SimReport};
+use assay_core::shard::Shard;
+use assay_core::simulation::{RoleUsage, ShardBaseline, SimReport, SimShard};
 use assay_harness::HarnessError;
 use assay_harness::engine::{ProviderCalls, build_chat_model};
 use assay_harness::settings::ProjectSettings;
@@ -52,6 +56,10 @@ pub struct SimRequest {
     /// Where the Markdown report goes (the JSON, HTML and transcripts beside it); default
     /// `sim/reports/report_<stamp>.md`.
     pub output: Option<PathBuf>,
+    /// Run only this shard of the selected scenarios (`--shard hash:i/n`): those whose id
+    /// hashes to it, every repeat of each. The report records the shard and holds no gate and
+    /// no baseline comparison; [`crate::merge`] puts the shards' reports back together.
+    pub shard: Option<Shard>,
 }
 
 /// What the caller is told while the simulation runs.
@@ -155,7 +163,27 @@ pub async fn simulate(
             Some((path.display().to_string(), base))
         }
     };
-    let selected = crate::select(&suite, request.scenarios.as_deref()).map_err(preflight_error)?;
+    let mut selected =
+        crate::select(&suite, request.scenarios.as_deref()).map_err(preflight_error)?;
+    // A scenario's shard is its id's (every repeat in one shard, so that its statistics are
+    // whole); the selection as a whole is recorded for the merge.
+    let shard = request.shard.map(|shard| {
+        let mut all: Vec<String> = selected.iter().map(|s| s.config.id.clone()).collect();
+        all.sort();
+        all.dedup();
+        selected.retain(|s| shard.contains(&s.config.id));
+        SimShard {
+            shard,
+            scenarios: all,
+            suite_version: suite.version(),
+            fixture_version: suite.fixture_version(),
+            gate: suite.config.gate.clone(),
+            baseline: baseline.as_ref().map(|(label, base)| ShardBaseline {
+                label: label.clone(),
+                version: crate::merge::baseline_version(base),
+            }),
+        }
+    });
 
     let model = request
         .model
@@ -225,6 +253,7 @@ pub async fn simulate(
     tracing::info!(
         runs = runs_total,
         scenarios = selected.len(),
+        shard = ?request.shard.map(|s| s.to_string()),
         model = %model,
         simulator = %simulator,
         judge = %evaluator,
@@ -236,7 +265,11 @@ pub async fn simulate(
         .await
         .map_err(preflight_error)?;
     let mut report = crate::simulate(&suite, &models, &options, &selected).await;
-    if let Some((label, base)) = &baseline {
+    if let Some(shard) = shard {
+        // A part's gate and baseline comparison would not be the suite's: the merge decides.
+        report.gate = None;
+        report.shard = Some(shard);
+    } else if let Some((label, base)) = &baseline {
         if base.evaluator_model != report.evaluator_model && !request.allow_judge_change {
             tracing::warn!(
                 "the baseline was judged by {} and this simulation by {}",

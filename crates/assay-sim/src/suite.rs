@@ -341,6 +341,48 @@ impl Suite {
     pub fn scenario(&self, id: &str) -> Option<&Scenario> {
         self.scenarios.iter().find(|s| s.config.id == id)
     }
+
+    /// A digest (16 hex digits of SHA-256) of the suite as read: `suite.yaml`, the system
+    /// prompt and every scenario, as parsed (comments and layout do not count; `${VAR}`
+    /// placeholders count as written, not as expanded, so machines with other paths agree).
+    /// Shards of one simulation must share it.
+    pub fn version(&self) -> String {
+        // The suite's config as parsed (its `Debug` form: the config is read, never written,
+        // so it has no serialised form of its own), the prompt as read, the scenarios as JSON.
+        let mut parts = vec![format!("{:?}", self.config), self.system_prompt.clone()];
+        parts.extend(
+            self.scenarios
+                .iter()
+                .map(|s| serde_json::to_string(&s.config).unwrap_or_default()),
+        );
+        digest(&parts)
+    }
+
+    /// A digest (16 hex digits of SHA-256) of the fixture's contents, when the suite has one.
+    pub fn fixture_version(&self) -> Option<String> {
+        self.fixture
+            .as_ref()
+            .map(|(_, value)| digest(&[value.to_string()]))
+    }
+}
+
+/// 16 hex digits of the SHA-256 of `parts`, each length-prefixed (so no two lists of parts
+/// share a digest by moving text from one part to the next).
+pub(crate) fn digest(parts: &[String]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update(part.len().to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 /// The 1-based line of the first line of `text` that writes `key` as a mapping key (YAML
@@ -890,6 +932,59 @@ mod tests {
         assert_eq!(line_of(text, "id"), Some(3));
         assert_eq!(line_of("{\n  \"max_turns\": 0\n}", "max_turns"), Some(2));
         assert_eq!(line_of(text, "nothing"), None);
+    }
+
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// The versions shards compare: the same files anywhere give the same version; a comment
+    /// changes nothing; a scenario's or the fixture's content changes its version.
+    #[test]
+    fn the_suite_and_fixture_versions_follow_content_not_place() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scout-quest/sim");
+        let project = |edit: &dyn Fn(&Path)| {
+            let dir = tempfile::tempdir().unwrap();
+            copy(&example, &dir.path().join("sim"));
+            edit(&dir.path().join("sim"));
+            let suite = load(dir.path()).unwrap();
+            (suite.version(), suite.fixture_version().unwrap())
+        };
+        let append = |file: &str, text: &str| {
+            let text = text.to_owned();
+            let file = file.to_owned();
+            move |sim: &Path| {
+                let path = sim.join(&file);
+                let old = std::fs::read_to_string(&path).unwrap();
+                std::fs::write(&path, format!("{old}{text}")).unwrap();
+            }
+        };
+        let plain = project(&|_| {});
+        assert_eq!(plain, project(&|_| {}));
+        assert_eq!(plain, project(&append("suite.yaml", "\n# a comment\n")));
+        let scenario = project(&|sim| {
+            let path = sim.join("scenarios/off_topic.yaml");
+            let old = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, old.replacen("description: ", "description: Now ", 1)).unwrap();
+        });
+        assert_ne!(scenario.0, plain.0);
+        assert_eq!(scenario.1, plain.1);
+        let fixture = project(&|sim| {
+            let path = sim.join("fixtures/test-scout.yaml");
+            let old = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, old.replacen("Will", "Wilma", 1)).unwrap();
+        });
+        assert_eq!(fixture.0, plain.0);
+        assert_ne!(fixture.1, plain.1);
     }
 
     #[test]

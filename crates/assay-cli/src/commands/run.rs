@@ -26,6 +26,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         banks: parse_banks(&args.banks)?,
         test: args.test.clone(),
         topic: args.topic.clone(),
+        shard: args.shard,
     };
     // A run streams its state, pattern and always banks from their files (memory that does
     // not grow with them); one case by id is looked up in the banks held whole.
@@ -67,16 +68,55 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let mut bar = Bar::new(show_progress);
     let rt = current_thread_runtime()?;
     let outcome = rt.block_on(execute(&project, &request, &setup, &env, &mut bar))?;
-    let log = &outcome.log;
-    for w in log.warnings.iter().skip(project.warnings.len()) {
+    for w in outcome.log.warnings.iter().skip(project.warnings.len()) {
         tracing::warn!("{w}");
     }
-    if let Some(path) = &args.junit {
+    let listing = if args.all {
+        Listing::All
+    } else if args.failures_only {
+        Listing::Failures
+    } else {
+        Listing::Summary
+    };
+    let output = Output {
+        json: args.json,
+        junit: args.junit.as_deref(),
+        listing,
+        run_log: None,
+    };
+    finish(&project, &outcome, &output)
+}
+
+/// How a finished run is shown.
+pub(super) struct Output<'a> {
+    /// The RunLog as JSON instead of the summary.
+    pub json: bool,
+    /// JUnit XML to this file too.
+    pub junit: Option<&'a std::path::Path>,
+    /// How much of the run the summary lists.
+    pub listing: Listing,
+    /// Where every case is when the run was not saved and its RunLog lists only the worst
+    /// (a saved run's is found from the save).
+    pub run_log: Option<&'a std::path::Path>,
+}
+
+/// Writes the JUnit file, prints the summary (or the JSON), and says how the run ends: the
+/// exit code of `assay run`, which `assay runs merge` shares.
+pub(super) fn finish(
+    project: &Project,
+    outcome: &assay_harness::session::RunOutcome,
+    output: &Output<'_>,
+) -> anyhow::Result<Exit> {
+    let log = &outcome.log;
+    if let Some(path) = output.junit {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
         }
         // One case at a time, from the run log when the RunLog lists only the worst.
-        let run_log = outcome.saved.as_ref().and_then(|s| s.cases.clone());
+        let run_log = output
+            .run_log
+            .map(ToOwned::to_owned)
+            .or_else(|| outcome.saved.as_ref().and_then(|s| s.cases.clone()));
         let pass_score = project.settings.report.junit_pass_score;
         let mut failed: Option<String> = None;
         results::write_replace_with(path, &mut |out| {
@@ -98,16 +138,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         })?;
     }
 
-    if args.json {
+    if output.json {
         out(&outcome.json);
     } else {
-        let listing = if args.all {
-            Listing::All
-        } else if args.failures_only {
-            Listing::Failures
-        } else {
-            Listing::Summary
-        };
+        let listing = output.listing;
         let mut text = String::new();
         // A comparison leads: what differs between the runs, then the regressions.
         if let Some(diff) = &log.baseline {
@@ -121,6 +155,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         if !outcome.usage_report.is_empty() {
             text.push('\n');
             text.push_str(&outcome.usage_report);
+        }
+        if let Some(shard) = &log.shard {
+            text.push_str(&format!(
+                "\nshard {} of a suite of {} cases: {} of them ran here. The gate is decided over the whole suite, when the shards are merged (`assay runs merge`).\n",
+                shard.shard, shard.suite_cases, log.summary.total_tests
+            ));
         }
         if let Some(s) = &outcome.saved {
             text.push_str(&format!(
@@ -144,9 +184,31 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             g.cases.join(", ")
         );
     }
+    let gate_ok = gate_passed(log, &project.settings);
+    if !gate_ok && log.shard.is_none() && log.summary.error_count == 0 {
+        let s = &log.summary;
+        let settings = &project.settings;
+        let why = if s.health_status == assay_core::runlog::Health::Critical {
+            "the health is CRITICAL".to_owned()
+        } else if s.health_status < settings.min_health {
+            format!(
+                "the health {} is below [gate] min_health {}",
+                s.health_status, settings.min_health
+            )
+        } else {
+            format!(
+                "the combined score {:.1} is below [gate] min_score {:.1}",
+                s.combined_score, settings.min_score
+            )
+        };
+        tracing::error!("the gate failed: {why}");
+    }
     Ok(if log.summary.error_count > 0 {
         Exit::Infrastructure
-    } else if gate_passed(log, &project.settings) && !regression_failed {
+    } else if log.shard.is_some() {
+        // A shard is part of the suite: its own health says nothing about the whole.
+        Exit::Success
+    } else if gate_ok && !regression_failed {
         Exit::Success
     } else {
         Exit::GateFailed

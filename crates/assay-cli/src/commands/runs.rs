@@ -6,11 +6,18 @@ use assay_harness::HarnessError;
 use assay_harness::baseline;
 use assay_harness::settings::ProjectSettings;
 
-use super::out;
-use crate::args::RunsCommand;
+use assay_harness::project::Project;
+use assay_harness::session;
+use assay_report::console::Listing;
+
+use super::{log_warnings, out};
+use crate::args::{MergeArgs, RunsCommand};
 use crate::exit::Exit;
 
 pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
+    if let RunsCommand::Merge(args) = command {
+        return merge(dir, args);
+    }
     let settings = ProjectSettings::load(dir)?;
     let results = &settings.results_dir;
     match command {
@@ -24,17 +31,20 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
             } else {
                 let accepted = assay_harness::accepted::current(&settings.root)?;
                 let mut text = format!(
-                    "{:<20} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}\n",
+                    "{:<28} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}\n",
                     "id", "started", "score", "health", "cases", "hard", "errors"
                 );
                 for r in &runs {
-                    let id = if accepted.as_ref().is_some_and(|a| a.id == r.id) {
+                    let mut id = if accepted.as_ref().is_some_and(|a| a.id == r.id) {
                         format!("{} *", r.id)
                     } else {
                         r.id.clone()
                     };
+                    if let Some(shard) = &r.shard {
+                        id.push_str(&format!(" {shard}"));
+                    }
                     text.push_str(&format!(
-                        "{:<20} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}\n",
+                        "{:<28} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}\n",
                         id,
                         r.timestamp,
                         r.combined_score,
@@ -111,8 +121,109 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                 ));
             }
         }
+        RunsCommand::Merge(_) => unreachable!("handled above"),
     }
     Ok(Exit::Success)
+}
+
+/// `assay runs merge`: the shards' runs made one run of the whole suite, compared with the
+/// baseline when asked, saved, shown and ended as `assay run` ends a run.
+fn merge(dir: &Path, args: &MergeArgs) -> anyhow::Result<Exit> {
+    // Simulation reports of `assay simulate --shard` merge as simulations.
+    if args
+        .logs
+        .iter()
+        .any(|p| super::simulate::is_sim_report_file(p))
+    {
+        if let Some(p) = args
+            .logs
+            .iter()
+            .find(|p| !super::simulate::is_sim_report_file(p))
+        {
+            return Err(HarnessError::Usage(format!(
+                "{}: not a simulation report, and the others are: merge runs and simulations apart",
+                p.display()
+            ))
+            .into());
+        }
+        for (flag, given) in [
+            ("--baseline", args.baseline.is_some()),
+            ("--junit", args.junit.is_some()),
+            ("--no-save", args.no_save),
+        ] {
+            if given {
+                return Err(HarnessError::Usage(format!(
+                    "{flag} is for runs of `assay run --shard`; simulation shards merge with their own baseline checks, as `assay simulate` ran them"
+                ))
+                .into());
+            }
+        }
+        return super::simulate::merge(dir, &args.logs, args.json);
+    }
+    let project = Project::load_for_run(dir)?;
+    log_warnings(&project.warnings);
+    let settings = &project.settings;
+    let mut shards = Vec::new();
+    for path in &args.logs {
+        shards.push(assay_harness::merge::ShardFile::read(path)?);
+    }
+    // Checked before the baseline is looked for or anything is written.
+    assay_harness::merge::check(&shards)?;
+    let baseline = match args.baseline.as_deref() {
+        Some(spec) => {
+            let found = baseline::load(&project, spec)?;
+            if found.is_none() {
+                tracing::warn!(
+                    "--baseline accepted: no run has been accepted yet, so the merged run is compared with nothing (accept one with `assay runs accept latest`)"
+                );
+            }
+            found
+        }
+        None => None,
+    };
+    // The merged run is saved where runs are: one writer of the results folder at a time.
+    let _lock = if args.no_save {
+        None
+    } else {
+        Some(assay_harness::lock::ProjectLock::acquire_run(
+            &settings.root,
+            &std::env::args().collect::<Vec<_>>().join(" "),
+        )?)
+    };
+    let merged = assay_harness::merge::merge(&project, shards)?;
+    let mut log = merged.log;
+    let run_log = merged.run_log;
+    if let Some(b) = &baseline {
+        session::compare_with_baseline(settings, b, &mut log, run_log.as_deref())?;
+    }
+    let (json, saved) = if args.no_save {
+        if log.is_complete() {
+            log.cases = None;
+        }
+        (assay_report::json(&log), None)
+    } else {
+        let (json, saved) = session::save_log(settings, &mut log, run_log.as_deref())?;
+        (json, Some(saved))
+    };
+    let outcome = session::RunOutcome {
+        log,
+        json,
+        saved,
+        usage: assay_providers::AccountingSnapshot::default(),
+        usage_report: String::new(),
+    };
+    let output = super::run::Output {
+        json: args.json,
+        junit: args.junit.as_deref(),
+        listing: Listing::Summary,
+        // Unsaved, the merged run log is still where the merge wrote it.
+        run_log: if args.no_save {
+            run_log.as_deref()
+        } else {
+            None
+        },
+    };
+    super::run::finish(&project, &outcome, &output)
 }
 
 /// A results file of any RunLog version (a comparison of runs older than version 2 cannot say

@@ -1,7 +1,9 @@
 //! `assay simulate` and `assay simulate compare`: the flags mapped to a request for
-//! [`assay_sim::session`], a progress bar, and the rendering.
+//! [`assay_sim::session`], a progress bar, and the rendering; and the simulation half of
+//! `assay runs merge` ([`merge`]), which puts the reports of `assay simulate --shard` together.
 
 use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
@@ -49,6 +51,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
         baseline: args.baseline.clone(),
         allow_judge_change: args.allow_judge_change,
         output: args.output.clone(),
+        shard: args.shard,
     };
     let show_bar = !args.json && std::io::stderr().is_terminal();
     let bar = ProgressBar::with_draw_target(
@@ -104,6 +107,19 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             report,
             Some(&done.saved.markdown.display().to_string()),
         ));
+        if let Some(shard) = &report.shard {
+            out(&format!(
+                "shard {}: {} of the {} selected scenario(s); the gate{} is decided when the shards' reports are merged (assay runs merge)\n",
+                shard.shard,
+                report.scenarios.len(),
+                shard.scenarios.len(),
+                if shard.baseline.is_some() {
+                    " and the baseline comparison"
+                } else {
+                    ""
+                }
+            ));
+        }
         if !done.usage_report.is_empty() {
             #[allow(clippy::print_stderr)]
             {
@@ -111,11 +127,72 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             }
         }
     }
-    Ok(match report.outcome() {
+    Ok(exit_of(report))
+}
+
+/// The exit code of a simulation's report: 3 when errors kept runs from a verdict, else 1 when
+/// the gate or the baseline comparison failed, else 0. A shard's report has neither gate nor
+/// baseline verdict (the merge decides them), so a shard fails only on errors.
+fn exit_of(report: &SimReport) -> Exit {
+    match report.outcome() {
         Outcome::Errors => Exit::Infrastructure,
         Outcome::GateFailed => Exit::GateFailed,
         Outcome::Passed => Exit::Success,
-    })
+    }
+}
+
+/// Whether a JSON document is a simulation report (`assay simulate`'s `report_<stamp>.json`),
+/// not a RunLog: `assay runs merge` sends simulation reports to [`merge`].
+pub fn is_sim_report(value: &serde_json::Value) -> bool {
+    assay_sim::report::is_report(value)
+}
+
+/// Whether the file (`.json`, or a `.md` report with its `.json` beside it) is a simulation
+/// report; false when it cannot be read or is not JSON.
+pub fn is_sim_report_file(path: &Path) -> bool {
+    std::fs::read_to_string(assay_sim::report::json_path(path))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| is_sim_report(&v))
+}
+
+/// `assay runs merge` of the reports of `assay simulate --shard`: reads them, checks that they
+/// are every shard of one simulation, merges them as an unsharded run would have reported
+/// ([`assay_sim::merge`]), saves the merged report in every format where `assay simulate`
+/// saves (DIR/sim/reports/, latest.md and latest.json replaced), prints the summary (or the
+/// JSON report with `json`), and exits as `assay simulate` would have for it. Reports that
+/// are not the shards of one simulation are bad input (exit 2, the files and the difference
+/// named), and nothing is written.
+pub fn merge(dir: &Path, files: &[PathBuf], json: bool) -> anyhow::Result<Exit> {
+    let merged = assay_sim::merge::merge_files(files, dir)?;
+    let saved = assay_sim::report::save(dir, None, &merged)
+        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+    if json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&merged)?));
+    } else {
+        out(&report::console(
+            &merged,
+            Some(&saved.markdown.display().to_string()),
+        ));
+        if let Some(m) = &merged.merged {
+            out(&format!(
+                "merged from {} shard(s): {}\n",
+                m.count,
+                m.shards
+                    .iter()
+                    .map(|s| format!(
+                        "hash:{}/{} ({} run(s), {:.1}s)",
+                        s.index,
+                        m.count,
+                        s.runs,
+                        s.duration_ms as f64 / 1000.0
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Ok(exit_of(&merged))
 }
 
 fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {

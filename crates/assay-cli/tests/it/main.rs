@@ -3,6 +3,7 @@
 mod bad_input;
 mod baseline;
 mod calibrate;
+mod ci_recipes;
 mod correctness;
 mod data;
 mod eval_set;
@@ -17,20 +18,24 @@ mod kb;
 mod kb_store;
 mod migrate;
 mod optimize;
+mod packaging;
 #[path = "../../examples/prompt_provider.rs"]
 mod prompt_provider;
 mod prompts;
 mod propose;
 mod providers;
+mod pytest_plugin;
 mod quality;
 mod retrieve;
 mod run;
 mod scale;
 mod schema;
 mod serve;
+mod shard;
 #[path = "../../examples/sim_provider.rs"]
 mod sim_provider;
 mod simulate;
+mod simulate_shard;
 mod state;
 mod support;
 mod ui_browser;
