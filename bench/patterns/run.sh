@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pattern-matcher benchmark: assay's PatternMatcher (Rust) against the seed's Python loop
 # (000 §6.3), on a generated corpus, with the seed's rules and with 500 regexes / 2,000
-# keyword groups. See bench/README.md.
+# keyword groups, and against Hyperscan (libhs from C, bench/patterns/hs_bench.c) when
+# libhyperscan-dev and a C compiler are installed. See bench/README.md.
 #
 # Usage: bash bench/patterns/run.sh
 #
@@ -11,7 +12,8 @@
 #              seed loop does ~400 messages/s there, so the full corpus would take ~10 min);
 #              0 = the whole corpus. The Rust engine is also run on that prefix, so the
 #              checksums and the ratio compare the same messages.
-#   REPEAT     timed passes of the Rust engine, best kept (default 3)
+#   REPEAT     timed passes of the Rust engine and of Hyperscan, best kept (default 3)
+#   HYPERSCAN  1: run the Hyperscan anchor (default: if <hs/hs.h> and cc are found), 0: skip
 #
 # Writes into bench/out/: corpus.txt, the rule files, results.jsonl, patterns.md.
 # Exits 1 if the two engines' checksums differ on any rule set.
@@ -42,6 +44,15 @@ else
     PREFIX="$OUT/corpus.txt"
 fi
 
+if [[ -z "${HYPERSCAN:-}" ]]; then
+    if command -v cc > /dev/null && echo '#include <hs/hs.h>' | cc -E - > /dev/null 2>&1; then
+        HYPERSCAN=1
+    else
+        HYPERSCAN=0
+        echo "== no Hyperscan (apt-get install libhyperscan-dev): skipping its anchor" >&2
+    fi
+fi
+
 RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 
@@ -51,6 +62,8 @@ run() {
     echo "== $label: $engine on $(wc -l < "$corpus") messages ($role)" >&2
     if [[ "$engine" == python ]]; then
         line="$("$PYTHON" "$HERE/seed_loop.py" "$rules" "$corpus")"
+    elif [[ "$engine" == hyperscan ]]; then
+        line="$("$PYTHON" "$HERE/hs_bench.py" "$rules" "$corpus" --mode c --repeat "$REPEAT" --out-dir "$OUT")"
     else
         line="$("$BIN" "$rules" "$corpus" --repeat "$REPEAT")"
     fi
@@ -61,6 +74,11 @@ run() {
 
 run seed compare python "$OUT/seed_rules.json" "$OUT/corpus.txt"
 run seed compare assay "$OUT/seed_rules.json" "$OUT/corpus.txt"
+if [[ "$HYPERSCAN" == 1 ]]; then
+    # Whole corpus, interleaved with assay's runs (the machine's load drifts).
+    run seed full hyperscan "$OUT/seed_rules.json" "$OUT/corpus.txt"
+    run seed full assay "$OUT/seed_rules.json" "$OUT/corpus.txt"
+fi
 for set in large large_no_wordb; do
     case "$set" in
         large) rules="$OUT/large_rules.json" ;;
@@ -68,7 +86,10 @@ for set in large large_no_wordb; do
     esac
     run "$set" compare python "$rules" "$PREFIX"
     run "$set" compare assay "$rules" "$PREFIX"
-    if [[ "$PREFIX" != "$OUT/corpus.txt" ]]; then
+    if [[ "$HYPERSCAN" == 1 ]]; then
+        run "$set" full hyperscan "$rules" "$OUT/corpus.txt"
+    fi
+    if [[ "$PREFIX" != "$OUT/corpus.txt" || "$HYPERSCAN" == 1 ]]; then
         run "$set" full assay "$rules" "$OUT/corpus.txt"
     fi
 done
@@ -133,6 +154,29 @@ for s in ["large", "large_no_wordb"]:
         f"for {r['crisis_rules'] // seed['crisis_rules']}× the regexes and "
         f"{r['keyword_groups'] // seed['keyword_groups']}× the keyword groups."
     )
+hs_lines = []
+for s in order:
+    hs, rs = pick(s, "hyperscan-c", "full"), pick(s, "assay", "full")
+    if hs is None or rs is None:
+        continue
+    same = hs["checksum"] == rs["checksum"] and hs["matched_entity_total"] == rs["matched_entity_total"]
+    ok &= same
+    cpu = ""
+    if hs.get("cpu_messages_per_second") and rs.get("cpu_messages_per_second"):
+        cpu = f" | {rs['cpu_messages_per_second'] / hs['cpu_messages_per_second']:.2f}×"
+    hs_lines.append(
+        f"| {titles[s]} | {rs['messages']:,} | {hs['messages_per_second']:,.0f} "
+        f"| {rs['messages_per_second']:,.0f} | {rs['messages_per_second'] / hs['messages_per_second']:.2f}×"
+        f"{cpu or ' | '} | {'equal' if same else 'DIFFER'} ({rs['checksum']}) |"
+    )
+if hs_lines:
+    lines.append("")
+    lines.append(
+        "| rule set | messages | hyperscan msgs/s | assay msgs/s | ratio (wall) | ratio (CPU) "
+        "| checksums |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---|")
+    lines.extend(hs_lines)
 lines.append("")
 lines.append(
     "Checksums: " + ("equal for every rule set." if ok else "DIFFERENT, see results.jsonl.")

@@ -17,6 +17,9 @@
 #   semantic-anthropic  the same over the Anthropic wire
 #   simulate            assay simulate on examples/scout-quest (9 scenarios x REPEAT runs, the
 #                       three roles on one Anthropic-wire model)
+#   simulate-3models    the same with the three roles on three models behind one key-wide
+#                       bucket (the provider's --key-wide), declared nowhere: assay has to find
+#                       that they share it
 #   promptfoo, inspect  the same requests (recorded from a calibration run of each workload)
 #                       replayed as independent calls: the semantic prompts over the OpenAI
 #                       wire, the simulation's requests (text only) over the Anthropic wire
@@ -37,12 +40,19 @@
 #   REPEAT         runs per scenario of the simulation (default 3)
 #   TOKEN_SHARE    the token limit as a share of RPS mean-sized requests (default 0.9)
 #   REQUEST_BURST  the request bucket's size (default RPS: one second's worth)
+#   HEADERS        what the provider sends: all (default), retry-after (only retry-after and
+#                  retry-after-ms on a 429), rate (only the rate-limit headers) or none
+#   POOL           assay's providers.pool_shared_limits (default true; false: a limiter per
+#                  model unless declared)
 #   LAT_CONCURRENCY the latency bench's levels (default "1 2 4 8 16"); LAT_MS (default 200)
-#   SKIP=...       space-separated parts to skip: semantic promptfoo inspect simulate latency
+#   SKIP=...       space-separated parts to skip: semantic semantic-anthropic promptfoo
+#                  inspect simulate simulate-3models latency
 #   BASELINE_ASSAY another assay binary (e.g. built from main) to time beside this one in the
 #                  latency bench, alternating, for "no slower than before"
 #   SKIP_BUILD=1   use the binaries already built; CARGO_TARGET_DIR as for cargo; ASSAY_BIN
-#                  the assay binary to measure (default: the one built)
+#                  the assay binary to measure (default: the one built); PROFILE release
+#                  (default) or debug (a quicker build: the rates are the provider's, not
+#                  assay's CPU)
 #   PF_VERSION     promptfoo version (default 0.121.20); INSPECT_VERSION (default 0.3.285)
 # Scratch files, promptfoo (npm) and Inspect (a venv) go to bench/out/ratelimit/.
 # Exits non-zero if a run of assay fails or leaves a case or a conversation without an answer.
@@ -60,6 +70,9 @@ TOKEN_SHARE="${TOKEN_SHARE:-0.9}"
 REQUEST_BURST="${REQUEST_BURST:-$RPS}"
 LAT_CONCURRENCY="${LAT_CONCURRENCY:-1 2 4 8 16}"
 LAT_MS="${LAT_MS:-200}"
+HEADERS="${HEADERS:-all}"
+POOL="${POOL:-true}"
+PROFILE="${PROFILE:-release}"
 SKIP=" ${SKIP:-} "
 PF_VERSION="${PF_VERSION:-0.121.20}"
 INSPECT_VERSION="${INSPECT_VERSION:-0.3.285}"
@@ -75,14 +88,16 @@ now_ms() { date +%s%3N; }
 
 # ---------------------------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-    echo "== building assay, the rate-limited provider and scout-quest-mcp (release)" >&2
-    cargo build --release -p assay-cli --no-default-features --bin assay --example ratelimit_provider
-    cargo build --release -p scout-quest-mcp
+    echo "== building assay, the rate-limited provider and scout-quest-mcp ($PROFILE)" >&2
+    profile_flag=(--release)
+    [[ "$PROFILE" == release ]] || profile_flag=(--profile "${PROFILE/debug/dev}")
+    cargo build "${profile_flag[@]}" -p assay-cli --no-default-features --bin assay --example ratelimit_provider
+    cargo build "${profile_flag[@]}" -p scout-quest-mcp
 fi
-ASSAY="${ASSAY_BIN:-$TARGET/release/assay}"
-PROVIDER="$TARGET/release/examples/ratelimit_provider"
-export SCOUT_QUEST_MCP="$TARGET/release/scout-quest-mcp"
-[[ -x "$ASSAY" && -x "$PROVIDER" && -x "$SCOUT_QUEST_MCP" ]] || die "missing binaries under $TARGET/release"
+ASSAY="${ASSAY_BIN:-$TARGET/$PROFILE/assay}"
+PROVIDER="${PROVIDER_BIN:-$TARGET/$PROFILE/examples/ratelimit_provider}"
+export SCOUT_QUEST_MCP="${SCOUT_QUEST_MCP:-$TARGET/$PROFILE/scout-quest-mcp}"
+[[ -x "$ASSAY" && -x "$PROVIDER" && -x "$SCOUT_QUEST_MCP" ]] || die "missing binaries under $TARGET/$PROFILE"
 export OPENAI_API_KEY=bench ANTHROPIC_API_KEY=bench SCOUT_QUEST_TODAY=2026-11-25
 
 # ------------------------------------------------------------------ promptfoo and Inspect
@@ -157,8 +172,12 @@ cache = "off"
 openai_base_url = "$URL/v1"
 anthropic_base_url = "$URL"
 max_concurrency = $CONCURRENCY
+$(pool_line)
 EOF
 }
+
+# The pooling key, only when it is not the default (an older assay does not know it).
+pool_line() { [[ "$POOL" == true ]] || echo "pool_shared_limits = $POOL"; }
 
 sim_project() {
     local dir="$1"
@@ -172,6 +191,7 @@ cache = "off"
 anthropic_base_url = "$URL"
 openai_base_url = "$URL/v1"
 max_concurrency = $CONCURRENCY
+$(pool_line)
 EOF
 }
 
@@ -230,12 +250,14 @@ PY
     [[ "$errors" == 0 ]] || echo "   !! assay: $errors cases errored" >&2
 }
 
+# run_assay_simulate WORKLOAD RUN: simulate (one model) or simulate-3models (one per role).
 run_assay_simulate() {
-    local run="$1" dir="$OUT/simulate" start end rc=0
+    local workload="$1" run="$2" dir="$OUT/simulate" start end rc=0 m=(bench-sim bench-sim bench-sim)
+    [[ "$workload" == simulate-3models ]] && m=(bench-sim-target bench-sim-user bench-sim-judge)
     reset
     start=$(now_ms)
-    "$ASSAY" simulate "$dir" --model anthropic/bench-sim --simulator-model anthropic/bench-sim \
-        --evaluator-model anthropic/bench-sim --repeat "$REPEAT" --concurrency "$CONCURRENCY" \
+    "$ASSAY" simulate "$dir" --model "anthropic/${m[0]}" --simulator-model "anthropic/${m[1]}" \
+        --evaluator-model "anthropic/${m[2]}" --repeat "$REPEAT" --concurrency "$CONCURRENCY" \
         --output "$OUT/sim-report.md" > "$OUT/sim.out" 2> "$OUT/sim.err" || rc=$?
     end=$(now_ms)
     [[ $rc -le 1 ]] || { tail -20 "$OUT/sim.err" >&2; die "assay simulate failed (exit $rc)"; }
@@ -249,7 +271,7 @@ print(runs - errors, runs, errors, json.dumps({"rate_limits": r.get("rate_limits
 PY
 )"
     read -r answered cases errors extra <<< "$counts"
-    record assay simulate "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
+    record assay "$workload" "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
 }
 
 # ------------------------------------------------------------- promptfoo and Inspect runs
@@ -414,10 +436,12 @@ workload_runs() {
     local workload="$1"
     local wire="${workload#semantic-}"
     echo "== $workload: calibration run (no limit) to size the token bucket and record the requests" >&2
+    local key_wide=()
+    [[ "$workload" == simulate-3models ]] && key_wide=(--key-wide)
     start_provider --rps 100000 --latency-ms 0 --dump "$OUT/$workload.dump.jsonl"
-    if [[ "$workload" == simulate ]]; then
+    if [[ "$workload" == simulate* ]]; then
         sim_project "$OUT/simulate"
-        run_assay_simulate 0 > /dev/null
+        run_assay_simulate "$workload" 0 > /dev/null
     else
         semantic_project "$OUT/semantic-$wire" "$wire"
         run_assay_semantic "$workload" "$wire" 0
@@ -426,20 +450,21 @@ workload_runs() {
     mean="$(mean_tokens)"
     tps="$("$PYTHON" -c "print(round($RPS * $mean * $TOKEN_SHARE))")"
     write_replays "$OUT/$workload.dump.jsonl" "$OUT/$workload.replay"
-    echo "== $workload: $RPS requests/s (burst $REQUEST_BURST), $tps tokens/s (mean request $mean tokens), $LATENCY_MS ms, concurrency $CONCURRENCY" >&2
-    start_provider --rps "$RPS" --request-burst "$REQUEST_BURST" --tps "$tps" --latency-ms "$LATENCY_MS"
-    if [[ "$workload" == simulate ]]; then
+    echo "== $workload: $RPS requests/s (burst $REQUEST_BURST), $tps tokens/s (mean request $mean tokens), $LATENCY_MS ms, concurrency $CONCURRENCY, headers $HEADERS${key_wide:+, one bucket for every model}" >&2
+    start_provider --rps "$RPS" --request-burst "$REQUEST_BURST" --tps "$tps" --latency-ms "$LATENCY_MS" \
+        --headers "$HEADERS" "${key_wide[@]}"
+    if [[ "$workload" == simulate* ]]; then
         sim_project "$OUT/simulate"
     else
         semantic_project "$OUT/semantic-$wire" "$wire"
     fi
     for i in $(seq "$N"); do
-        if [[ "$workload" == simulate ]]; then
-            run_assay_simulate "$i"
+        if [[ "$workload" == simulate* ]]; then
+            run_assay_simulate "$workload" "$i"
         else
             run_assay_semantic "$workload" "$wire" "$i"
         fi
-        if [[ "$workload" != semantic-anthropic ]]; then
+        if [[ "$workload" != semantic-anthropic && "$workload" != simulate-3models ]]; then
             skip promptfoo || run_promptfoo "$workload" "$OUT/$workload.replay.jsonl" "$i"
             skip inspect || run_inspect "$workload" "$OUT/$workload.replay.jsonl" "$i"
         fi
@@ -447,8 +472,9 @@ workload_runs() {
 }
 
 skip semantic || workload_runs semantic-openai
-skip semantic || workload_runs semantic-anthropic
+skip semantic || skip semantic-anthropic || workload_runs semantic-anthropic
 skip simulate || workload_runs simulate
+skip simulate-3models || workload_runs simulate-3models
 
 # ---------------------------------------------------------------------------- latency bench
 if ! skip latency; then

@@ -10,14 +10,15 @@
 # keeps more conversations open than C (--runs-in-flight, default 2C) so that calls, not whole
 # runs, are what is scheduled. For reference it also reports the makespan of the best schedule
 # of whole runs on C slots (LPT: longest run first onto the freest slot), the floor when only C
-# conversations are open at once (RUNS_IN_FLIGHT=C).
+# conversations are open at once (RUNS_IN_FLIGHT=C), and the strict ideal: the larger of the
+# ideal and the longest run's chain of calls (its calls one after another).
 # See bench/README.md ("simulate: concurrency").
 #
 # Usage: bash bench/simulate/run.sh
 #
 # Environment:
 #   REPEAT        runs per scenario (default 3)
-#   LATENCY_MS    simulated model latency per call (default 50)
+#   LATENCY_MS    simulated model latency per call (default 50; 0 measures assay's fixed cost)
 #   CONCURRENCY   space-separated concurrency levels (default "1 4 8")
 #   N             timed runs per level, median reported (default 3)
 #   RUNS_IN_FLIGHT conversations open at once (default: assay's, twice C)
@@ -72,7 +73,7 @@ export ANTHROPIC_API_KEY=bench SCOUT_QUEST_TODAY=2026-11-25
 
 requests() { curl -sf "$URL/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
 
-printf '%-12s %10s %10s %10s %10s %12s %10s\n' concurrency "wall_ms" "calls" "ideal_ms" "wall/ideal" "schedule_ms" "wall/sched"
+printf '%-12s %10s %10s %10s %10s %12s %10s %10s %12s\n' concurrency "wall_ms" "calls" "ideal_ms" "wall/ideal" "schedule_ms" "wall/sched" "strict_ms" "wall/strict"
 for c in $CONCURRENCY; do
     walls=()
     for i in $(seq "$N"); do
@@ -110,7 +111,13 @@ for d in durations:
     slots[slots.index(min(slots))] += d
 schedule = max(slots)
 ideal = calls * latency / c
+# The strict ideal: no schedule of calls ends before the calls' total latency ÷ c, nor before
+# the longest conversation's chain of calls (each waits for the one before it).
+strict = max(ideal, durations[0])
 wall = statistics.median(walls)
-print(f"{c:<12} {wall:>10.0f} {calls:>10} {ideal:>10.0f} {wall/ideal:>10.2f} {schedule:>12.0f} {wall/schedule:>10.2f}")
+# LATENCY_MS=0 measures assay's fixed cost alone: every ideal is 0 and the ratios undefined.
+ratio = lambda a, b: a / b if b else float("nan")
+print(f"{c:<12} {wall:>10.0f} {calls:>10} {ideal:>10.0f} {ratio(wall, ideal):>10.2f} {schedule:>12.0f} {ratio(wall, schedule):>10.2f} {strict:>10.0f} {ratio(wall, strict):>12.2f}")
+print(f"  walls (ms): {' '.join(f'{w:.0f}' for w in walls)}", file=sys.stderr)
 PY
 done

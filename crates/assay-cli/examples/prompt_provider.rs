@@ -22,6 +22,11 @@
 //!   `fake-proposer-copy`: the instructions unchanged; `fake-proposer-garbage`: a line of
 //!   noise. A request that shows a case marked `[held-out]` (the tests mark evaluation cases
 //!   so) is counted as a leak and answered 500.
+//! * A blame call (`response_format` json_schema `agent_blame`) reads each case's steps and
+//!   names, per case, the first agent whose output is `note:meh`, else (the notes all good)
+//!   the agent that wrote the `FINAL ANSWER:` line, its reason naming the missing unit for a
+//!   `[needs:UNITS]` case. `fake-proposer-garbage` answers it with a line of noise (the
+//!   fallback); a `[held-out]` case is a leak as above.
 //!
 //! * The last agent's answer is distorted when its system prompt holds `[[NOISY]]` (a `1` before
 //!   the key: "15 g" for "5 g") or `[[TERSE]]` (the key's last word only: "g" for "400 g"),
@@ -53,6 +58,8 @@ pub struct PromptStats {
     pub proposer: AtomicU64,
     /// Proposer calls that showed a `[held-out]` case.
     pub leaks: AtomicU64,
+    /// Blame calls (`agent_blame`).
+    pub blame: AtomicU64,
 }
 
 struct Shared {
@@ -114,6 +121,43 @@ fn propose(model: &str, user: &str) -> String {
         ),
     };
     json!({"reasoning": reasoning, "prompt": prompt}).to_string()
+}
+
+fn blame(model: &str, user: &str) -> String {
+    if model.ends_with("fake-proposer-garbage") {
+        return "zxq lorem ipsum".into();
+    }
+    let mut cases = Vec::new();
+    for (i, block) in user.split("\n## Case ").skip(1).enumerate() {
+        let steps: Vec<(&str, &str)> = block
+            .split("\n### Step ")
+            .skip(1)
+            .filter_map(|step| {
+                let who = between(step, ": ", "\n")?;
+                let output = step.split("\nOutput of ").nth(1)?;
+                Some((who, output))
+            })
+            .collect();
+        let meh = steps.iter().find(|(_, out)| out.contains("note:meh"));
+        let (agent, reason) = if let Some((who, _)) = meh {
+            (*who, "its note is meh")
+        } else {
+            let last = steps
+                .iter()
+                .find(|(_, out)| out.contains("FINAL ANSWER:"))
+                .map_or("", |(who, _)| *who);
+            if block.contains("[needs:UNITS]") {
+                (
+                    last,
+                    "the notes are good but the final answer lacks its unit",
+                )
+            } else {
+                (last, "the notes are good but the final answer is wrong")
+            }
+        };
+        cases.push(json!({"case": i + 1, "agent": agent, "reason": reason}));
+    }
+    json!({"cases": cases}).to_string()
 }
 
 fn grade(user: &str) -> String {
@@ -180,7 +224,17 @@ async fn chat(
     };
     let (system, user) = (of("system"), of("user"));
     let schema = body["response_format"]["json_schema"]["name"].as_str();
-    let content = if schema == Some("prompt_proposal") {
+    let content = if schema == Some("agent_blame") {
+        shared.stats.blame.fetch_add(1, Ordering::SeqCst);
+        if user.contains("[held-out]") {
+            shared.stats.leaks.fetch_add(1, Ordering::SeqCst);
+            return Err((
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"error": {"message": "a held-out case was shown"}})),
+            ));
+        }
+        blame(model, &user)
+    } else if schema == Some("prompt_proposal") {
         shared.stats.proposer.fetch_add(1, Ordering::SeqCst);
         if user.contains("[held-out]") {
             shared.stats.leaks.fetch_add(1, Ordering::SeqCst);
@@ -210,7 +264,8 @@ async fn stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let s = &shared.stats;
     Json(
         json!({"agent": s.agent.load(Ordering::SeqCst), "grader": s.grader.load(Ordering::SeqCst),
-               "proposer": s.proposer.load(Ordering::SeqCst), "leaks": s.leaks.load(Ordering::SeqCst)}),
+               "proposer": s.proposer.load(Ordering::SeqCst), "leaks": s.leaks.load(Ordering::SeqCst),
+               "blame": s.blame.load(Ordering::SeqCst)}),
     )
 }
 

@@ -18,7 +18,8 @@
 //!   as the providers send it), `retry-after-ms` and the same headers. `--headers all` (the
 //!   default), `retry-after` (only `retry-after` and `retry-after-ms`), `rate` (only the
 //!   rate-limit headers) or `none`. A request needing more tokens than the whole burst is
-//!   refused with "request too large".
+//!   refused with "request too large". `--key-wide`: one pair of buckets for every model, as a
+//!   provider counts an API key's requests (models sharing a limit nobody declared).
 //! - **Answers.** The LLM reranker's requests (a `Candidates:` list of `- id:` lines) get
 //!   `{"ranked_ids": [...]}` with the first six ids; everything else is answered by the scripted
 //!   simulator provider (`sim_provider.rs`: the simulated user, the model under test with tool
@@ -71,6 +72,8 @@ struct Config {
     token_burst: f64,
     latency: Duration,
     headers: Headers,
+    /// One bucket for every model (an API key's limit) instead of one per model.
+    key_wide: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -319,7 +322,8 @@ async fn chat(State(server): State<Shared>, uri: Uri, body: Bytes) -> Response {
     let mut headers = HeaderMap::new();
     let refused = {
         let mut all = server.buckets.lock().expect("buckets");
-        let buckets = all.entry(model.clone()).or_insert_with(|| Buckets {
+        let bucket_of = if c.key_wide { "*" } else { model.as_str() };
+        let buckets = all.entry(bucket_of.to_owned()).or_insert_with(|| Buckets {
             requests: Bucket::new(c.request_burst, c.rps, now),
             tokens: (c.tps > 0.0).then(|| Bucket::new(c.token_burst, c.tps, now)),
         });
@@ -466,6 +470,7 @@ fn parse_args() -> Result<(u16, Config, Option<String>), String> {
         token_burst: 0.0,
         latency: Duration::from_millis(100),
         headers: Headers::All,
+        key_wide: false,
     };
     let mut dump = None;
     let mut args = std::env::args().skip(1);
@@ -494,6 +499,7 @@ fn parse_args() -> Result<(u16, Config, Option<String>), String> {
                     other => return Err(format!("--headers: unknown {other:?}")),
                 };
             }
+            "--key-wide" => config.key_wide = true,
             "--dump" => dump = Some(args.next().ok_or("--dump needs a file")?),
             other => return Err(format!("unknown argument `{other}`")),
         }

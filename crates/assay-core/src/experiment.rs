@@ -567,6 +567,50 @@ pub struct ProposalRecord {
     /// parent then proposal (absent when a guard refused it first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minibatch: Option<[(usize, f64); 2]>,
+    /// Why this agent was the one revised (absent in records written before the choice was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<AgentChoice>,
+}
+
+/// How a proposal round picked the agent to revise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChoiceRule {
+    /// The proposer named, per failing case, the agent whose output went wrong first; the
+    /// majority of those votes (ties: first in the chain) among the agents that may be revised.
+    Blame,
+    /// Every agent that may be revised, each in its own proposal (`selector = "all"`).
+    All,
+    /// The only agent that may be revised: nothing to choose.
+    Only,
+    /// The next agent in name order, because blame could not decide (the reason says why).
+    RoundRobin,
+}
+
+/// One failing case's blame: the agent whose output went wrong first, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlameVote {
+    /// The case's line in the optimization case file.
+    pub line: usize,
+    /// The agent named.
+    pub agent: String,
+    /// The proposer's reason.
+    pub reason: String,
+}
+
+/// Why a proposal revises the agent it does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentChoice {
+    /// The rule that decided.
+    pub rule: ChoiceRule,
+    /// The blame votes of the failing cases (with `blame`, and with a fallback whose votes
+    /// named no agent that may be revised).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<BlameVote>,
+    /// The choice in words: the vote count and the proposer's reason,
+    /// `round-robin fallback: <why>`, or `all agents (selector all)`.
+    pub why: String,
 }
 
 /// The best hand-written combination and the held-out verdict of the best one against it.

@@ -6,9 +6,19 @@
 //! for that agent.
 //!
 //! This module holds the parts that do not run cases: which cases are shown ([`minibatch`]),
+//! which agent a round revises ([`Selector`], [`blame_prompt`], [`ask_blame`], [`choose`]),
 //! the request and its structured reply ([`ask`]), the guards ([`guard`]) and the provenance
 //! files ([`write_provenance`]). The loop — the minibatch check, the space growing, the
 //! journal — is in [`crate::run`].
+//!
+//! **Which agent.** With `selector = "blame"` (the default) a round starts with one more
+//! structured call to the proposer: it is shown every agent's input and output on each
+//! failing case the round's first proposal will see, and names per case the agent whose
+//! output went wrong first, with a reason. The votes are counted among the agents that may
+//! be revised; the most named wins, ties go to the one earlier in the chain. When the call
+//! fails, its reply does not parse, no case fails or no vote names an agent that may be
+//! revised, the round falls back to the next agent in name order and the record says why.
+//! `selector = "all"` revises every agent that may be revised, each in its own proposal.
 //!
 //! **Guards.** A proposal is refused, with the reason, and never becomes a trial when it is
 //! empty, when it is (after trimming) the text of a prompt the agent already has, or when it
@@ -20,9 +30,12 @@
 //! read it like any variant; every proposal, refused ones included, gets the sidecar
 //! `<experiment>-r<round>-<k>.json` (a [`ProposalRecord`] plus the questions shown).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use assay_core::experiment::{CaseResult, ProposalRecord, ProposalStatus};
+use assay_core::experiment::{
+    AgentChoice, BlameVote, CaseResult, ChoiceRule, ProposalRecord, ProposalStatus,
+};
 use assay_providers::{
     ChatModel, ChatRequest, DEFAULT_STRUCTURED_RETRIES, ProviderError, SchemaCheck, ask_structured,
 };
@@ -260,6 +273,309 @@ pub async fn ask(model: &dyn ChatModel, request: ChatRequest) -> Result<Reply, P
     )
 }
 
+/// Which agents a round's proposals revise (`[optimize.propose] selector`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selector {
+    /// The agent the failing traces blame (see the module docs).
+    #[default]
+    Blame,
+    /// Every agent that may be revised, each in its own proposal (GEPA's `all`).
+    All,
+}
+
+impl Selector {
+    /// The selector named in the settings (`blame` or `all`).
+    pub fn parse(name: &str) -> Option<Selector> {
+        match name {
+            "blame" => Some(Selector::Blame),
+            "all" => Some(Selector::All),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the case failed (what a proposal is written to fix).
+pub fn failing(result: &CaseResult) -> bool {
+    result.error.is_none() && (!result.factually_correct || !result.rubric_pass)
+}
+
+const BLAME_SYSTEM: &str = "You find which agent is at fault in a system of language-model \
+agents that answer questions together, each agent reading the question, its files and the \
+outputs of the agents before it. You are shown cases the system got wrong, each with every \
+agent's instructions, input and output in the order they ran, the final answer and the answer \
+that was expected. For each case, name the agent whose output went wrong first: the earliest \
+output that is wrong, misses what the later agents needed, or loses what the expected answer \
+requires. Give a short reason. Answer with the JSON object the schema describes and nothing \
+else.";
+
+/// The blame request's prompt: each case's whole trace, every agent's instructions (`prompts`),
+/// what it read and what it wrote, in order.
+pub fn blame_prompt(shown: &[Shown<'_>], prompts: &BTreeMap<String, String>) -> String {
+    let mut out = String::from("# Cases\n");
+    for (i, s) in shown.iter().enumerate() {
+        let r = s.result;
+        out.push_str(&format!(
+            "\n## Case {} (line {})\nQuestion: {}\n",
+            i + 1,
+            r.line,
+            r.question
+        ));
+        for f in &s.case.context {
+            out.push_str(&format!("File {}:\n{}\n", f.path, clip(&f.text)));
+        }
+        for (j, (who, text)) in s.trace.steps.iter().enumerate() {
+            let input = if j == 0 {
+                "the question and its files".to_owned()
+            } else {
+                let before: Vec<&str> =
+                    s.trace.steps[..j].iter().map(|(w, _)| w.as_str()).collect();
+                format!(
+                    "the question, its files and the outputs of {}",
+                    before.join(", ")
+                )
+            };
+            out.push_str(&format!(
+                "### Step {}: {who}\nInstructions of {who}:\n<instructions>\n{}\n</instructions>\nInput: {input}\nOutput of {who}:\n{}\n",
+                j + 1,
+                clip(prompts.get(who).map_or("", String::as_str).trim()),
+                clip(text)
+            ));
+        }
+        out.push_str(&format!(
+            "Final answer: {}\nExpected answer: {}\nFactually correct: {}\n",
+            r.output.as_deref().unwrap_or("(none)"),
+            r.expected,
+            if r.factually_correct { "yes" } else { "no" }
+        ));
+    }
+    out.push_str(&format!(
+        "\n# Task\nFor each of the {} cases, in `cases`, give its number (`case`), the agent whose output went wrong first (`agent`) and why (`reason`).\n",
+        shown.len()
+    ));
+    out
+}
+
+/// The JSON schema of the blame reply; `agents` are the names allowed.
+pub fn blame_schema(agents: &[String]) -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["cases"],
+        "properties": {
+            "cases": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["case", "agent", "reason"],
+                    "properties": {
+                        "case": {"type": "integer"},
+                        "agent": {"type": "string", "enum": agents},
+                        "reason": {"type": "string"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The blame reply.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct BlameReply {
+    /// One verdict per case shown.
+    pub cases: Vec<BlameCase>,
+}
+
+/// One case's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct BlameCase {
+    /// The case's number in the request (1-based).
+    pub case: usize,
+    /// The agent whose output went wrong first.
+    pub agent: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Asks the (wrapped) proposer which agent each shown case's failure starts with; returns one
+/// vote per case, by the case's line. `chain` names the agents of the traces.
+pub async fn ask_blame(
+    model: &dyn ChatModel,
+    shown: &[Shown<'_>],
+    prompts: &BTreeMap<String, String>,
+    chain: &[String],
+    max_tokens: u32,
+    round: usize,
+) -> Result<Vec<BlameVote>, ProviderError> {
+    let schema = SchemaCheck::new("agent_blame", blame_schema(chain))?;
+    let mut request = ChatRequest::new(
+        Some(BLAME_SYSTEM.to_owned()),
+        blame_prompt(shown, prompts),
+        max_tokens,
+    );
+    request.temperature = Some(0.0);
+    request.seed = Some(round as u64);
+    let n = shown.len();
+    let check = |reply: &BlameReply| -> Result<(), String> {
+        let mut seen = vec![false; n];
+        for c in &reply.cases {
+            if c.case == 0 || c.case > n {
+                return Err(format!(
+                    "case {} does not exist: the cases are 1 to {n}",
+                    c.case
+                ));
+            }
+            if !chain.contains(&c.agent) {
+                return Err(format!("`{}` is not an agent of the system", c.agent));
+            }
+            seen[c.case - 1] = true;
+        }
+        match seen.iter().position(|s| !s) {
+            Some(i) => Err(format!("case {} has no verdict", i + 1)),
+            None => Ok(()),
+        }
+    };
+    let reply =
+        ask_structured::<BlameReply>(model, request, &schema, DEFAULT_STRUCTURED_RETRIES, &check)
+            .await?
+            .value;
+    let mut votes: Vec<BlameVote> = Vec::with_capacity(n);
+    for c in reply.cases {
+        let line = shown[c.case - 1].result.line;
+        if votes.iter().all(|v| v.line != line) {
+            votes.push(BlameVote {
+                line,
+                agent: c.agent,
+                reason: c.reason.trim().to_owned(),
+            });
+        }
+    }
+    Ok(votes)
+}
+
+/// The agents the votes name among `allowed`, most named first, ties by position in `chain`
+/// (agents not in the chain after, by name), with their counts.
+pub fn tally(votes: &[BlameVote], allowed: &[String], chain: &[String]) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for v in votes.iter().filter(|v| allowed.contains(&v.agent)) {
+        match counts.iter_mut().find(|(a, _)| *a == v.agent) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((v.agent.clone(), 1)),
+        }
+    }
+    let position = |a: &str| chain.iter().position(|c| c == a).unwrap_or(usize::MAX);
+    counts.sort_by(|(a, x), (b, y)| y.cmp(x).then(position(a).cmp(&position(b))).then(a.cmp(b)));
+    counts
+}
+
+fn vote_counts(votes: &[BlameVote]) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in votes {
+        *counts.entry(v.agent.as_str()).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(a, n)| format!("{a} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The agents a round's `count` proposals revise, each with why: `blame` is the blame call's
+/// outcome (`Err` with why it gave none), `allowed` the agents that may be revised in name
+/// order, `chain` the order they run in, `turn` the round-robin position of the round's first
+/// proposal (used only when falling back).
+pub fn choose(
+    selector: Selector,
+    blame: Result<Vec<BlameVote>, String>,
+    allowed: &[String],
+    chain: &[String],
+    count: usize,
+    turn: usize,
+) -> Vec<(String, AgentChoice)> {
+    if allowed.is_empty() {
+        return Vec::new();
+    }
+    if selector == Selector::All {
+        let mut order: Vec<&String> = chain.iter().filter(|a| allowed.contains(a)).collect();
+        order.extend(allowed.iter().filter(|a| !chain.contains(a)));
+        return (0..count)
+            .map(|k| {
+                let choice = AgentChoice {
+                    rule: ChoiceRule::All,
+                    votes: Vec::new(),
+                    why: "all agents (selector all)".into(),
+                };
+                (order[k % order.len()].clone(), choice)
+            })
+            .collect();
+    }
+    if allowed.len() == 1 {
+        let choice = AgentChoice {
+            rule: ChoiceRule::Only,
+            votes: Vec::new(),
+            why: format!("the only agent that may be revised ({})", allowed[0]),
+        };
+        return (0..count)
+            .map(|_| (allowed[0].clone(), choice.clone()))
+            .collect();
+    }
+    let fallback = |votes: Vec<BlameVote>, why: String| -> Vec<(String, AgentChoice)> {
+        (0..count)
+            .map(|k| {
+                let choice = AgentChoice {
+                    rule: ChoiceRule::RoundRobin,
+                    votes: votes.clone(),
+                    why: format!("round-robin fallback: {why}"),
+                };
+                (allowed[(turn + k) % allowed.len()].clone(), choice)
+            })
+            .collect()
+    };
+    let votes = match blame {
+        Ok(votes) => votes,
+        Err(why) => return fallback(Vec::new(), why),
+    };
+    let ranked = tally(&votes, allowed, chain);
+    if ranked.is_empty() {
+        let why = if votes.is_empty() {
+            "the blame call gave no votes".to_owned()
+        } else {
+            format!(
+                "no failing case blamed an agent that may be revised (votes: {})",
+                vote_counts(&votes)
+            )
+        };
+        return fallback(votes, why);
+    }
+    (0..count)
+        .map(|k| {
+            let (agent, n) = &ranked[k % ranked.len()];
+            let reason = votes
+                .iter()
+                .find(|v| v.agent == *agent)
+                .map_or("", |v| v.reason.as_str());
+            let tie = ranked
+                .iter()
+                .filter(|(_, m)| m == n)
+                .count()
+                > 1;
+            let why = format!(
+                "named first in {n} of {} failing cases (votes: {}){}; the proposer's reason: {reason}",
+                votes.len(),
+                vote_counts(&votes),
+                if tie { ", a tie broken by chain order" } else { "" }
+            );
+            let choice = AgentChoice {
+                rule: ChoiceRule::Blame,
+                votes: votes.clone(),
+                why,
+            };
+            (agent.clone(), choice)
+        })
+        .collect()
+}
+
 /// The proposal's file stem: `<experiment>-r<round>-<k>`.
 pub fn stem(experiment: &str, round: usize, k: usize) -> String {
     format!("{experiment}-r{round}-{k}")
@@ -408,5 +724,161 @@ mod tests {
         ] {
             assert!(p.contains(needle), "{needle} in {p}");
         }
+    }
+
+    fn vote(line: usize, agent: &str) -> BlameVote {
+        BlameVote {
+            line,
+            agent: agent.into(),
+            reason: format!("{agent} went wrong on {line}"),
+        }
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn blame_votes_are_counted_among_the_allowed_agents_ties_by_chain_order() {
+        let chain = names(&["planner", "expert", "finalizer"]);
+        let allowed = names(&["expert", "finalizer", "planner"]);
+        let votes = [
+            vote(1, "finalizer"),
+            vote(2, "expert"),
+            vote(3, "finalizer"),
+        ];
+        assert_eq!(
+            tally(&votes, &allowed, &chain),
+            vec![("finalizer".into(), 2), ("expert".into(), 1)]
+        );
+        // A tie goes to the agent earlier in the chain, not in name order.
+        let tie = [vote(1, "finalizer"), vote(2, "planner")];
+        assert_eq!(tally(&tie, &allowed, &chain)[0], ("planner".into(), 1));
+        // Votes for an agent that may not be revised do not count.
+        let only = names(&["expert", "finalizer"]);
+        let votes = [vote(1, "planner"), vote(2, "planner"), vote(3, "finalizer")];
+        assert_eq!(tally(&votes, &only, &chain), vec![("finalizer".into(), 1)]);
+        let picked = choose(Selector::Blame, Ok(votes.to_vec()), &only, &chain, 2, 0);
+        assert_eq!(picked.len(), 2);
+        assert!(picked.iter().all(|(a, _)| a == "finalizer"));
+        let c = &picked[0].1;
+        assert_eq!(c.rule, ChoiceRule::Blame);
+        assert_eq!(c.votes.len(), 3);
+        assert!(
+            c.why
+                .starts_with("named first in 1 of 3 failing cases (votes: finalizer 1, planner 2)")
+                && c.why
+                    .ends_with("the proposer's reason: finalizer went wrong on 3"),
+            "{}",
+            c.why
+        );
+    }
+
+    #[test]
+    fn blame_falls_back_to_round_robin_with_the_reason_and_all_takes_every_agent() {
+        let chain = names(&["planner", "expert", "finalizer"]);
+        let allowed = names(&["expert", "finalizer", "planner"]);
+        // The call failed: the next agents in name order, from the round's turn.
+        let picked = choose(
+            Selector::Blame,
+            Err("the blame call to p failed: no JSON".into()),
+            &allowed,
+            &chain,
+            2,
+            4,
+        );
+        let agents: Vec<&str> = picked.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(agents, ["finalizer", "planner"]);
+        assert_eq!(picked[0].1.rule, ChoiceRule::RoundRobin);
+        assert_eq!(
+            picked[0].1.why,
+            "round-robin fallback: the blame call to p failed: no JSON"
+        );
+        // Votes only for agents that may not be revised: a fallback that keeps them.
+        let only = names(&["expert", "finalizer"]);
+        let picked = choose(
+            Selector::Blame,
+            Ok(vec![vote(1, "planner")]),
+            &only,
+            &chain,
+            1,
+            0,
+        );
+        assert_eq!(picked[0].0, "expert");
+        assert_eq!(picked[0].1.votes.len(), 1);
+        assert!(
+            picked[0]
+                .1
+                .why
+                .contains("no failing case blamed an agent that may be revised (votes: planner 1)"),
+            "{}",
+            picked[0].1.why
+        );
+        // One agent allowed: nothing to choose, and said so.
+        let one = choose(
+            Selector::Blame,
+            Err(String::new()),
+            &names(&["expert"]),
+            &chain,
+            1,
+            3,
+        );
+        assert_eq!(one[0].0, "expert");
+        assert_eq!(one[0].1.rule, ChoiceRule::Only);
+        // `all`: every allowed agent once per proposal slot.
+        let all = choose(Selector::All, Err(String::new()), &allowed, &allowed, 3, 0);
+        let agents: Vec<&str> = all.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(agents, ["expert", "finalizer", "planner"]);
+        assert_eq!(all[0].1.why, "all agents (selector all)");
+    }
+
+    #[test]
+    fn the_blame_prompt_shows_every_agents_instructions_input_and_output() {
+        let case = LoadedCase {
+            case: crate::cases::TestCase {
+                line: 4,
+                question: "How far?".into(),
+                files: vec![],
+                answer: "5 km".into(),
+                correctness: None,
+                pattern: None,
+            },
+            context: vec![],
+        };
+        let mut r = result(4, false, 0.2);
+        r.question = "How far?".into();
+        r.expected = "5 km".into();
+        let trace = Answered {
+            final_answer: "5".into(),
+            steps: vec![
+                ("planner".into(), "plan it".into()),
+                ("finalizer".into(), "FINAL ANSWER: 5".into()),
+            ],
+        };
+        let shown = [Shown {
+            case: &case,
+            result: &r,
+            trace: &trace,
+        }];
+        let prompts: BTreeMap<String, String> = [
+            ("planner".to_owned(), "Plan.".to_owned()),
+            ("finalizer".to_owned(), "Answer.".to_owned()),
+        ]
+        .into();
+        let p = blame_prompt(&shown, &prompts);
+        for needle in [
+            "## Case 1 (line 4)",
+            "### Step 1: planner\nInstructions of planner:\n<instructions>\nPlan.\n</instructions>\nInput: the question and its files\nOutput of planner:\nplan it",
+            "### Step 2: finalizer",
+            "Input: the question, its files and the outputs of planner",
+            "Expected answer: 5 km",
+        ] {
+            assert!(p.contains(needle), "{needle} in {p}");
+        }
+        let schema = blame_schema(&names(&["planner", "finalizer"]));
+        assert_eq!(
+            schema["properties"]["cases"]["items"]["properties"]["agent"]["enum"],
+            json!(["planner", "finalizer"])
+        );
     }
 }

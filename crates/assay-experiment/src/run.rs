@@ -282,10 +282,13 @@ pub struct Options {
 pub struct ProposeOptions {
     /// Rounds (at least 1).
     pub rounds: usize,
-    /// Proposals per round, each for the next agent in turn.
+    /// Proposals per round (with the `all` selector: per agent).
     pub proposals_per_round: usize,
     /// The agents whose prompts may be revised, in list order.
     pub agents: Vec<String>,
+    /// Which agents a round revises.
+    #[serde(default)]
+    pub selector: crate::propose::Selector,
     /// Cases shown with each proposal request.
     pub minibatch: usize,
     /// Study trials over the grown space after a round that added prompts.
@@ -302,7 +305,24 @@ pub struct ProposeOptions {
 impl ProposeOptions {
     /// The most trials the rounds may add (every proposal accepted).
     pub fn max_trials(&self) -> usize {
-        self.rounds * (self.proposals_per_round + self.trials_per_round)
+        self.rounds * (self.proposals_in_round() + self.trials_per_round)
+    }
+
+    /// Proposals in one round: `proposals_per_round`, for every agent with the `all` selector.
+    pub fn proposals_in_round(&self) -> usize {
+        match self.selector {
+            crate::propose::Selector::All => self.proposals_per_round * self.agents.len().max(1),
+            crate::propose::Selector::Blame => self.proposals_per_round,
+        }
+    }
+
+    /// The blame calls the rounds make at most: one a round when there is an agent to choose.
+    pub fn blame_calls(&self) -> usize {
+        if self.selector == crate::propose::Selector::Blame && self.agents.len() > 1 {
+            self.rounds
+        } else {
+            0
+        }
     }
 }
 

@@ -515,7 +515,8 @@ fn estimate(
     e
 }
 
-/// The proposer's calls: one per proposal (no corrective turn assumed), each reading the
+/// The proposer's calls: one per proposal and one blame call per round where there is an agent
+/// to choose (no corrective turn assumed), each reading the
 /// longest prompt, `minibatch` cases with every agent's longest reply, and the instructions;
 /// answering with its token limit.
 fn proposer_estimate(
@@ -526,7 +527,7 @@ fn proposer_estimate(
     set: &CaseSet,
 ) -> assay_core::experiment::RoleEstimate {
     let max_out = u64::from(settings.optimize.agent_max_tokens);
-    let calls = (p.rounds * p.proposals_per_round) as u64;
+    let calls = (p.rounds * p.proposals_in_round() + p.blame_calls()) as u64;
     let prompt = lists
         .agents
         .iter()
@@ -803,10 +804,17 @@ fn propose_options(
         .filter(|n| p.agents.is_empty() || p.agents.iter().any(|a| a == *n))
         .map(|n| (*n).to_owned())
         .collect();
+    let selector = crate::propose::Selector::parse(&p.selector).ok_or_else(|| {
+        HarnessError::Usage(format!(
+            "[optimize.propose] selector: unknown selector `{}` (expected blame or all)",
+            p.selector
+        ))
+    })?;
     Ok(Some(run::ProposeOptions {
         rounds,
         proposals_per_round: p.proposals_per_round,
         agents,
+        selector,
         minibatch: p.minibatch,
         trials_per_round: p.trials_per_round,
         max_tokens: p.max_tokens,
@@ -871,7 +879,7 @@ pub async fn optimize(
         (&evaluation.set, if propose.is_some() { 3 } else { 2 }),
     ];
     if let (Some(p), Some(shown)) = (&propose, &shown) {
-        runs.push((shown, 2 * (p.rounds * p.proposals_per_round) as u64));
+        runs.push((shown, 2 * (p.rounds * p.proposals_in_round()) as u64));
     }
     let est = built
         .preflight(

@@ -672,6 +672,7 @@ mod tests {
             status: assay_core::experiment::ProposalStatus::Accepted { index: 1, trial: 2 },
             file: None,
             minibatch: None,
+            chosen: None,
         };
         let mut proposed = trial(2, 1, TrialOutcome::Complete, vec![3.0, 0.9]);
         proposed.params.insert("b".into(), 1);

@@ -214,6 +214,12 @@ pub struct ProvidersConfig {
     /// which paces them together, instead of each believing it has the whole bucket and
     /// together overrunning it. A model may be in one group only.
     pub shared_limits: BTreeMap<String, Vec<String>>,
+    /// Pool undeclared shared limits (default true): models on the same base URL and API key
+    /// that the provider refuses together while their own limiters believe they have room
+    /// are pooled into one limiter for the rest of the run (the log says which, and the
+    /// limiter is named `shared:auto (…)`). Set false if it pools models that do not share a
+    /// limit.
+    pub pool_shared_limits: bool,
 }
 
 /// One declared price (`[providers.prices]`).
@@ -259,6 +265,7 @@ impl Default for ProvidersConfig {
             voyage_base_url: None,
             prices: BTreeMap::new(),
             shared_limits: BTreeMap::new(),
+            pool_shared_limits: true,
         }
     }
 }
@@ -380,10 +387,14 @@ pub struct ProposeConfig {
     pub model: Option<String>,
     /// Proposal rounds (default 0: none; `--propose-rounds` overrides).
     pub rounds: usize,
-    /// Proposals per round, each for the next agent in turn (default 1).
+    /// Proposals per round (default 1), for the agents the selector picks.
     pub proposals_per_round: usize,
     /// Agents whose prompts may be revised (default: every agent).
     pub agents: Vec<String>,
+    /// Which agent a round revises: `blame` (default: the proposer reads the failing cases'
+    /// traces and names the agent whose output went wrong first; the majority wins) or `all`
+    /// (every agent that may be revised, each in its own proposal).
+    pub selector: String,
     /// Optimization cases shown with each request, the worst first (default 3, as GEPA).
     pub minibatch: usize,
     /// Study trials over the grown space after each round's proposals (default 2).
@@ -402,6 +413,7 @@ impl Default for ProposeConfig {
             rounds: 0,
             proposals_per_round: 1,
             agents: Vec::new(),
+            selector: "blame".into(),
             minibatch: 3,
             trials_per_round: 2,
             max_tokens: 4096,
@@ -990,6 +1002,12 @@ impl ProjectSettings {
                 "optimize.propose.proposals_per_round, minibatch and max_tokens: must be at least 1"
                     .into(),
             );
+        }
+        if !["blame", "all"].contains(&p.selector.as_str()) {
+            return Err(format!(
+                "optimize.propose.selector: unknown selector `{}` (expected blame or all)",
+                p.selector
+            ));
         }
         if p.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(

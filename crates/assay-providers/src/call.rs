@@ -628,7 +628,13 @@ impl CallContext {
                     ),
                     Err(_) => Outcome::Failed,
                 };
-                permit.finish(outcome, seen.as_ref(), self.jitter());
+                let unexpected =
+                    permit.finish(outcome, seen.headers.as_ref(), seen.account, self.jitter());
+                if unexpected {
+                    // A 429 the limiter did not expect: is another model on the same account
+                    // refused together with it (a key-wide limit nobody declared)?
+                    self.limits.check_pooling(limiter);
+                }
                 result
             } else {
                 send().await

@@ -23,20 +23,49 @@ use crate::limit::{LimitKind, LimitObservation, RateHeaders};
 use crate::{ProviderError, ProviderErrorKind};
 
 tokio::task_local! {
-    /// What the last response of the request being observed said about the provider's limits.
-    static OBSERVED: RefCell<Option<RateHeaders>>;
+    /// What the last response of the request being observed said about the provider's limits,
+    /// and the account it was sent to.
+    static OBSERVED: RefCell<Observed>;
 }
 
-/// Runs `request` and returns its output with what the last response it received said about
-/// the provider's rate limits (`None` when no response described any).
-pub(crate) async fn observing<F: Future>(request: F) -> (F::Output, Option<RateHeaders>) {
+/// What [`observing`] saw of the responses of one request.
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    /// What the last response that described the provider's limits said (`None`: none did).
+    pub(crate) headers: Option<RateHeaders>,
+    /// A fingerprint of the account the request went to: the URL's scheme, host and port and
+    /// the API key, hashed in memory (never shown or stored). Models with the same fingerprint
+    /// may share one key-wide limit.
+    pub(crate) account: Option<u64>,
+}
+
+/// Runs `request` and returns its output with what the responses it received said about the
+/// provider's rate limits and the account they came from.
+pub(crate) async fn observing<F: Future>(request: F) -> (F::Output, Observed) {
     OBSERVED
-        .scope(RefCell::new(None), async move {
+        .scope(RefCell::new(Observed::default()), async move {
             let output = request.await;
-            let seen = OBSERVED.with(|cell| cell.borrow_mut().take());
+            let seen = OBSERVED.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
             (output, seen)
         })
         .await
+}
+
+/// Records the account of a request for the enclosing [`observing`], if any.
+fn record_account(url: &str, key: Option<&ApiKey>) {
+    use std::hash::{Hash, Hasher};
+    let origin = reqwest::Url::parse(url).ok().map(|u| {
+        (
+            u.scheme().to_owned(),
+            u.host_str().unwrap_or_default().to_owned(),
+            u.port_or_known_default(),
+        )
+    });
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    origin.hash(&mut hasher);
+    key.map(|k| k.0.as_str()).hash(&mut hasher);
+    let account = hasher.finish();
+    let _ = OBSERVED.try_with(|cell| cell.borrow_mut().account = Some(account));
 }
 
 /// Records `headers` for the enclosing [`observing`], if any. Reset times given as instants
@@ -45,7 +74,7 @@ pub(crate) async fn observing<F: Future>(request: F) -> (F::Output, Option<RateH
 fn record_rate_headers(headers: &HeaderMap, sent: SystemTime) {
     let seen = parse_rate_headers(headers, sent);
     if !seen.is_empty() {
-        let _ = OBSERVED.try_with(|cell| *cell.borrow_mut() = Some(seen));
+        let _ = OBSERVED.try_with(|cell| cell.borrow_mut().headers = Some(seen));
     }
 }
 
@@ -197,6 +226,7 @@ impl Http {
             let (name, value) = key.header(self.scheme)?;
             request = request.header(name, value);
         }
+        record_account(url, self.key.as_ref());
         let sent = SystemTime::now();
         let response = request.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status();

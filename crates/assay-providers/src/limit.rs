@@ -19,18 +19,28 @@
 //!    for a slot, it grows by one, up to the ceiling. When the provider's own pace (below) is
 //!    what holds callers back, the limit settles at what that pace needs (Little's law, with
 //!    headroom); when latency climbs far above its baseline, it is cut by a quarter.
-//! 2. **A shared gate.** A 429's `retry-after` closes the gate for the whole model until then
-//!    (plus up to 20 % jitter); when the provider gives no rate-limit headers, waiting callers
-//!    are then released one by one, spaced by the longest `retry-after` it gave lately (a token
-//!    bucket's time for one token; at most 100 ms, widening a little if 429s continue), a
-//!    spacing that relaxes with each success. They never all wake at once.
+//! 2. **A shared gate and a learned pace.** A 429's `retry-after` closes the gate for the whole
+//!    model until then (plus up to 20 % jitter). When the provider gives no rate-limit headers,
+//!    the limiter learns a pace from its 429s and releases every caller at it, one at a time
+//!    (they never all wake when the gate opens): nine tenths of one over the longest
+//!    `retry-after` seen (a token bucket's time for one request; at most 100 ms), then
+//!    additive increase while the pace holds callers back (about a tenth a second) and a
+//!    15 % decrease per congestion event, never above the rate the provider was seen to admit.
 //! 3. **Pacing by the provider's headers.** Each response's `limit`/`remaining`/`reset` give the
 //!    bucket's size and refill rate (`(limit - remaining) / reset`); the limiter keeps its own
 //!    estimate of what is left (corrected by every response for the requests sent since), and
 //!    a request whose requests or tokens are not available waits until they are, so the limit
 //!    is respected before the provider has to say so.
+//!
+//! **Limits shared without a declaration.** [`RateLimits::with_shared`] pools declared groups.
+//! Undeclared ones are found: a 429 that a limiter did not expect (the limit its provider
+//! describes, by headers or `retry-after`, is well above what it admitted this model, or above
+//! the pace it was refused at), with another model on the same account (base URL and API key,
+//! hashed) refused within 250 ms, pools those models' limiters into one named
+//! `shared:auto (<models>)`; callers waiting on the old limiters move to it. Logged once at
+//! info; [`RateLimits::with_pooling`] turns it off.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -214,18 +224,64 @@ impl fmt::Display for LimitStatus {
 
 /// The limiters of a run, one per model. Share one (in an `Arc`) between the contexts of every
 /// role of a run, so that roles calling the same model share its limits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RateLimits {
     limiters: Mutex<BTreeMap<String, Arc<Limiter>>>,
     /// Models that share one limit (one API key, or a proxy, whose bucket is key-wide): model
     /// → the name of their shared limiter.
     shared: BTreeMap<String, String>,
+    /// Whether limiters found to share one limit are pooled without a declaration.
+    pooling: bool,
+    /// Limiters pooled without a declaration: their old key → the pooled limiter's.
+    pooled: Mutex<BTreeMap<String, String>>,
 }
+
+impl Default for RateLimits {
+    fn default() -> RateLimits {
+        RateLimits {
+            limiters: Mutex::default(),
+            shared: BTreeMap::new(),
+            pooling: true,
+            pooled: Mutex::default(),
+        }
+    }
+}
+
+/// How close two models' 429s must come for them to count as refused together.
+const POOL_WINDOW: Duration = Duration::from_millis(250);
 
 impl RateLimits {
     /// No limiter yet.
     pub fn new() -> RateLimits {
         RateLimits::default()
+    }
+
+    /// With `pooling` false, models found to share one limit keep their own limiters (see
+    /// the module documentation); only declared shared limits pool them.
+    #[must_use]
+    pub fn with_pooling(mut self, pooling: bool) -> RateLimits {
+        self.pooling = pooling;
+        self
+    }
+
+    /// The limits pooled without a declaration so far: the pooled limiter's name, for each
+    /// model in one.
+    pub fn pooled(&self) -> BTreeMap<String, String> {
+        let pooled = self.pooled.lock().unwrap_or_else(PoisonError::into_inner);
+        pooled
+            .iter()
+            .filter(|(from, _)| !from.starts_with("shared:"))
+            .map(|(from, _)| (from.clone(), Self::resolve(&pooled, from)))
+            .collect()
+    }
+
+    /// Where `key` was pooled to, following pools that were pooled again.
+    fn resolve(pooled: &BTreeMap<String, String>, key: &str) -> String {
+        let mut key = key.to_owned();
+        while let Some(next) = pooled.get(&key) {
+            key.clone_from(next);
+        }
+        key
     }
 
     /// No limiter yet; the models of each group share one limiter, named
@@ -246,8 +302,8 @@ impl RateLimits {
             }
         }
         Ok(RateLimits {
-            limiters: Mutex::default(),
             shared,
+            ..RateLimits::default()
         })
     }
 
@@ -260,14 +316,90 @@ impl RateLimits {
     /// The limiter of `model` (`llm:` prefix dropped; the shared one where it has one), made
     /// on first use with `ceiling`; a larger ceiling from another context raises it.
     pub(crate) fn limiter(&self, model: &str, ceiling: usize) -> Arc<Limiter> {
-        let key = self.key(model);
+        let key = Self::resolve(
+            &self.pooled.lock().unwrap_or_else(PoisonError::into_inner),
+            self.key(model),
+        );
         let ceiling = ceiling.max(1);
         let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let members = self.shared.get(&key).map_or_else(
+            || vec![key.clone()],
+            |_| {
+                self.shared
+                    .iter()
+                    .filter(|(_, k)| **k == key)
+                    .map(|(m, _)| m.clone())
+                    .collect()
+            },
+        );
         let limiter = limiters
-            .entry(key.to_owned())
-            .or_insert_with(|| Arc::new(Limiter::new(key, ceiling)));
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Limiter::new(&key, members, ceiling)));
         limiter.raise_ceiling(ceiling);
         Arc::clone(limiter)
+    }
+
+    /// After a 429 that `limiter` did not expect (it believed it had room): when other models
+    /// on the same account (base URL and API key) were refused within [`POOL_WINDOW`] of it,
+    /// they share one limit nobody declared; pools them into one limiter, named
+    /// `shared:auto (<models>)`, and says so once.
+    pub(crate) fn check_pooling(&self, limiter: &Arc<Limiter>) {
+        if !self.pooling {
+            return;
+        }
+        let limiter = limiter.current();
+        let (account, at) = {
+            let s = limiter.lock();
+            (s.account, s.last_throttle)
+        };
+        let (Some(account), Some(at)) = (account, at) else {
+            return;
+        };
+        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let partners: Vec<Arc<Limiter>> = limiters
+            .values()
+            .filter(|l| !Arc::ptr_eq(l, &limiter))
+            .filter(|l| {
+                let s = l.lock();
+                s.merged.is_none()
+                    && s.account == Some(account)
+                    && s.last_throttle.is_some_and(|t| {
+                        at.saturating_duration_since(t) <= POOL_WINDOW
+                            && t.saturating_duration_since(at) <= POOL_WINDOW
+                    })
+            })
+            .cloned()
+            .collect();
+        if partners.is_empty() {
+            return;
+        }
+        let mut group = vec![Arc::clone(&limiter)];
+        group.extend(partners);
+        let mut members: Vec<String> = group.iter().flat_map(|l| l.members.clone()).collect();
+        members.sort();
+        members.dedup();
+        let key = format!("shared:auto ({})", members.join(", "));
+        let pooled = Arc::new(Limiter::pool(&key, members.clone(), &group));
+        let mut map = self.pooled.lock().unwrap_or_else(PoisonError::into_inner);
+        for l in &group {
+            limiters.remove(&l.model);
+            map.insert(l.model.clone(), key.clone());
+            l.lock().merged = Some(Arc::clone(&pooled));
+        }
+        limiters.insert(key.clone(), pooled);
+        drop(map);
+        drop(limiters);
+        for l in &group {
+            l.changed.notify_waiters();
+        }
+        tracing::info!(
+            limiter = key,
+            models = members.join(", "),
+            "rate limit: these models were refused together while their own limiters had \
+             room, so the provider counts them against one limit; pooling them into one \
+             limiter (declare it in [providers.shared_limits], or set \
+             providers.pool_shared_limits = false if this is wrong)"
+        );
     }
 
     /// Every limiter's state, by model.
@@ -283,14 +415,17 @@ impl RateLimits {
     }
 
     /// The state of one model's limiter (`llm:` prefix dropped; its shared limit's where it
-    /// has one), if it was used.
+    /// has one, or the one it was pooled into), if it was used.
     pub fn status_of(&self, model: &str) -> Option<LimitStatus> {
-        let key = self.key(model);
+        let key = Self::resolve(
+            &self.pooled.lock().unwrap_or_else(PoisonError::into_inner),
+            self.key(model),
+        );
         let limiter = self
             .limiters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
+            .get(&key)
             .cloned();
         limiter.map(|l| l.status())
     }
@@ -466,6 +601,18 @@ pub(crate) struct Ticket {
     /// Its sequence number.
     seq: u64,
     spent: BTreeMap<LimitKind, f64>,
+    /// The learned pace it was sent at (requests a second), if one held it.
+    pace: Option<f64>,
+}
+
+/// The request rate learned from a provider's 429s when its headers give none: a token bucket
+/// of one that releases callers at `rate`.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    /// Requests a second.
+    rate: f64,
+    /// The earliest the next request may start.
+    next: Instant,
 }
 
 /// Why callers wait now.
@@ -473,7 +620,7 @@ pub(crate) struct Ticket {
 enum Wait {
     /// For a slot: the concurrency limit is reached.
     Slot,
-    /// Until an instant: the gate, the spacing, or a bucket (then the request rate it implies).
+    /// Until an instant: the gate, the learned pace, or a bucket (then the request rate it implies).
     Until(Instant, Option<f64>),
 }
 
@@ -494,12 +641,26 @@ struct State {
     sent: u64,
     /// The gate: nothing starts before this.
     not_before: Option<Instant>,
-    /// Between starts while throttled without headers; relaxes with each success.
-    spacing: Duration,
+    /// The pace learned from 429s when the headers give none.
+    pace: Option<Pace>,
+    /// A caller waited for the pace since the last success.
+    pace_held: bool,
     /// The longest `retry-after` seen lately: a token bucket's is at most the time between two
     /// of its tokens, so this approaches it.
     hint_max: Duration,
-    next_start: Option<Instant>,
+    /// When the provider last refused a request.
+    last_throttle: Option<Instant>,
+    /// When it first did.
+    first_throttle: Option<Instant>,
+    /// The `retry-after`s seen.
+    hints: u32,
+    /// When the answered requests started since the first 429, over the last second: the rate
+    /// the provider admits this limiter's requests at.
+    admitted: VecDeque<Instant>,
+    /// The account (base URL and key, hashed) the requests went to.
+    account: Option<u64>,
+    /// Pooled into this limiter: callers go there.
+    merged: Option<Arc<Limiter>>,
     buckets: BTreeMap<LimitKind, Bucket>,
     /// The request rate the provider's pace allowed when it last held a caller back.
     paced_rate: Option<f64>,
@@ -540,12 +701,15 @@ impl State {
         if let Some(t) = self.not_before {
             ready = ready.max(t);
         }
-        if !self.spacing.is_zero()
-            && let Some(t) = self.next_start
-            && t > ready
+        // The learned pace holds only where the headers give no rate: theirs is better.
+        let header_paced = self.buckets.values().any(|b| b.rate().is_some());
+        if !header_paced
+            && let Some(p) = &self.pace
+            && p.next > ready
         {
-            ready = t;
-            paced = Some(1.0 / self.spacing.as_secs_f64());
+            ready = p.next;
+            paced = Some(p.rate);
+            self.pace_held = true;
         }
         for (&kind, bucket) in &self.buckets {
             let need = cost.of(kind);
@@ -563,8 +727,10 @@ impl State {
         }
         self.in_flight += 1;
         self.sent += 1;
-        if !self.spacing.is_zero() {
-            self.next_start = Some(now + self.spacing);
+        let mut pace = None;
+        if !header_paced && let Some(p) = &mut self.pace {
+            p.next = p.next.max(now) + secs(1.0 / p.rate);
+            pace = Some(p.rate);
         }
         let mut spent = BTreeMap::new();
         for (&kind, bucket) in &mut self.buckets {
@@ -576,7 +742,46 @@ impl State {
             started: now,
             seq: self.sent,
             spent,
+            pace,
         }))
+    }
+
+    /// The rate (requests a second) the provider admitted this limiter's requests at over the
+    /// last second since its first 429, when there is enough to tell.
+    fn admitted_rate(&mut self, now: Instant) -> Option<f64> {
+        let first = self.first_throttle?;
+        let from = first.max(now.checked_sub(Duration::from_secs(1)).unwrap_or(first));
+        while self.admitted.front().is_some_and(|t| *t < from) {
+            self.admitted.pop_front();
+        }
+        // Requests started in the last latency are not answered yet.
+        let latency = secs(self.latency.unwrap_or(0.0));
+        let span = now
+            .checked_sub(latency)
+            .map_or(0.0, |t| t.saturating_duration_since(from).as_secs_f64());
+        (span >= 0.25 && self.admitted.len() >= 4).then(|| self.admitted.len() as f64 / span)
+    }
+
+    /// The request rate the provider's limit allows in all, as it describes it: its headers'
+    /// rates, or one over the longest `retry-after` (a token bucket's time for one request)
+    /// once three were seen.
+    fn implied_rate(&self) -> Option<f64> {
+        let by_headers = self
+            .buckets
+            .iter()
+            .filter_map(|(&kind, b)| {
+                let per = if kind == LimitKind::Requests {
+                    1.0
+                } else {
+                    b.mean_need
+                };
+                b.rate().filter(|_| per > 0.0).map(|r| r / per)
+            })
+            .reduce(f64::min);
+        by_headers.or_else(|| {
+            (self.hints >= 3 && self.hint_max < Duration::from_secs(1) && !self.hint_max.is_zero())
+                .then(|| 1.0 / self.hint_max.as_secs_f64())
+        })
     }
 
     fn set_limit(&mut self, model: &str, limit: f64, why: &'static str) {
@@ -598,16 +803,25 @@ impl State {
         }
     }
 
+    /// Records how a request ended; whether it was a 429 this limiter did not expect (it
+    /// believed it had room: the headers paced it, or its learned pace was below the pace of
+    /// the last refusal).
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
         model: &str,
         ticket: &Ticket,
         outcome: Outcome,
         headers: Option<&RateHeaders>,
+        account: Option<u64>,
         now: Instant,
         unit: f64,
-    ) {
+    ) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
+        if account.is_some() {
+            self.account = account;
+        }
+        let mut unexpected = false;
         if let Some(headers) = headers {
             for seen in &headers.limits {
                 if !(seen.limit.is_finite() && seen.limit > 0.0 && seen.remaining.is_finite()) {
@@ -638,13 +852,18 @@ impl State {
         match outcome {
             Outcome::Success => {
                 self.successes += 1;
-                // Relax with each success: a provider that gave no headers is found again by its
-                // 429s, and a stray 429 slows nothing for long.
-                self.spacing = if self.spacing < Duration::from_millis(1) {
-                    Duration::ZERO
-                } else {
-                    self.spacing.mul_f64(0.9)
-                };
+                if self.first_throttle.is_some_and(|t| ticket.started >= t) {
+                    self.admitted.push_back(ticket.started);
+                }
+                // Additive increase of the learned pace while it holds callers back: about a
+                // tenth a second (a tenth of the rate over `rate` successes), to find room the
+                // provider has again.
+                if self.pace_held
+                    && let Some(p) = &mut self.pace
+                {
+                    p.rate *= 1.0 + 0.1 / p.rate.max(1.0);
+                }
+                self.pace_held = false;
                 self.hint_max = self.hint_max.mul_f64(0.995);
                 let ewma = self.latency.map_or(latency, |l| 0.8 * l + 0.2 * latency);
                 self.latency = Some(ewma);
@@ -676,51 +895,80 @@ impl State {
             }
             Outcome::Throttled(retry_after) => {
                 self.throttled += 1;
+                self.last_throttle = Some(now);
+                self.first_throttle.get_or_insert(now);
+                if let Some(h) = retry_after {
+                    self.hint_max = self.hint_max.max(h);
+                    self.hints += 1;
+                }
                 // One congestion event: the answers to requests sent before its first 429 was
-                // known do not lower the limit (or widen the spacing) again.
+                // known do not lower the limit (or slow the pace) again.
                 let fresh = self.last_decrease.is_none_or(|seq| ticket.seq > seq);
                 if fresh {
                     self.last_decrease = Some(self.sent);
                     self.set_limit(model, self.limit * 0.5, "the provider said slow down");
                 }
                 let paced_by_headers = self.buckets.values().any(|b| b.rate().is_some());
-                let hint = retry_after.unwrap_or_else(|| {
-                    (self.spacing * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
-                });
+                let hint = retry_after.unwrap_or(Duration::from_millis(100));
                 let gate = now + hint + hint.mul_f64(0.2 * unit.clamp(0.0, 1.0));
                 self.not_before = Some(self.not_before.map_or(gate, |t| t.max(gate)));
+                let admitted = self.admitted_rate(now);
+                // Evidence of a limit shared with other models: the provider's limit refills
+                // far faster than it admits this limiter's requests, and it refused them anyway.
+                // (or, without enough answers to measure that yet, refused while its learned
+                // pace was well below that limit).
+                if fresh && let Some(implied) = self.implied_rate() {
+                    unexpected = admitted.is_some_and(|a| implied >= 1.6 * a)
+                        || ticket.pace.is_some_and(|p| p <= 0.7 * implied);
+                }
                 if !paced_by_headers {
-                    // Space starts by the longest retry-after seen lately (a token bucket's
-                    // time between tokens), at most 100 ms (a whole-second retry-after says
-                    // when to try again, not how fast); if 429s come anyway, a little more each
-                    // event, up to four times that and at most 250 ms. The concurrency limit
-                    // does the rest.
-                    if let Some(h) = retry_after {
-                        self.hint_max = self.hint_max.max(h);
-                    }
-                    let base = if self.hint_max.is_zero() {
+                    // Learn the pace from retry-after alone: a token bucket's retry-after is at
+                    // most its time for one request, so the longest one seen lately is about
+                    // one over its rate (at most 100 ms: a whole-second retry-after says when
+                    // to try again, not how fast). Start at nine tenths of that; then each
+                    // congestion event takes 15 % off (multiplicative decrease, to below the
+                    // rate the provider was seen to admit) and each success adds a little (see
+                    // above): all callers are released at this pace, one at a time, never
+                    // together when the gate opens.
+                    let one = if self.hint_max.is_zero() {
                         Duration::from_millis(50)
                     } else {
                         self.hint_max.min(Duration::from_millis(100))
                     };
-                    let most = (base * 4).min(Duration::from_millis(250));
-                    self.spacing = if fresh && self.spacing >= base {
-                        self.spacing.mul_f64(1.25).min(most)
-                    } else {
-                        self.spacing.max(base)
+                    let estimate = 0.9 / one.as_secs_f64().max(1e-3);
+                    match &mut self.pace {
+                        None => {
+                            self.pace = Some(Pace {
+                                rate: estimate,
+                                next: gate,
+                            });
+                        }
+                        Some(p) => {
+                            if fresh && ticket.pace.is_some() {
+                                let mut rate = p.rate * 0.85;
+                                if let Some(admitted) = admitted {
+                                    rate = rate.min(0.95 * admitted);
+                                }
+                                p.rate = rate.max(0.05);
+                            } else if ticket.pace.is_none() {
+                                // Refusals of the first wave refine the first estimate.
+                                p.rate = p.rate.min(estimate);
+                            }
+                            p.next = p.next.max(gate);
+                        }
                     }
-                    .max(Duration::from_millis(1));
                 }
                 tracing::debug!(
                     model,
                     retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
                     gate_ms = gate.saturating_duration_since(now).as_millis() as u64,
-                    spacing_ms = self.spacing.as_millis() as u64,
+                    pace = self.pace.map(|p| p.rate),
                     "rate limit: throttled"
                 );
             }
             Outcome::Failed => {}
         }
+        unexpected
     }
 }
 
@@ -728,6 +976,8 @@ impl State {
 #[derive(Debug)]
 pub(crate) struct Limiter {
     model: String,
+    /// The models it limits: `model` alone, or those of a shared limit.
+    members: Vec<String>,
     state: Mutex<State>,
     changed: Notify,
 }
@@ -743,17 +993,26 @@ pub(crate) struct Permit {
 
 impl Permit {
     /// Records how the request ended and what its response said about the limits.
-    pub(crate) fn finish(mut self, outcome: Outcome, headers: Option<&RateHeaders>, unit: f64) {
-        if let Some(ticket) = self.ticket.take() {
-            self.limiter.finish(&ticket, outcome, headers, unit);
-        }
+    /// Returns whether it was a 429 the limiter did not expect.
+    pub(crate) fn finish(
+        mut self,
+        outcome: Outcome,
+        headers: Option<&RateHeaders>,
+        account: Option<u64>,
+        unit: f64,
+    ) -> bool {
+        self.ticket.take().is_some_and(|ticket| {
+            self.limiter
+                .finish(&ticket, outcome, headers, account, unit)
+        })
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            self.limiter.finish(&ticket, Outcome::Failed, None, 0.0);
+            self.limiter
+                .finish(&ticket, Outcome::Failed, None, None, 0.0);
         }
     }
 }
@@ -769,9 +1028,10 @@ impl Drop for Waiting<'_> {
 }
 
 impl Limiter {
-    fn new(model: &str, ceiling: usize) -> Limiter {
+    fn new(model: &str, members: Vec<String>, ceiling: usize) -> Limiter {
         Limiter {
             model: model.to_owned(),
+            members,
             state: Mutex::new(State {
                 ceiling,
                 limit: ceiling as f64,
@@ -783,9 +1043,15 @@ impl Limiter {
                 last_decrease: None,
                 sent: 0,
                 not_before: None,
-                spacing: Duration::ZERO,
+                pace: None,
+                pace_held: false,
                 hint_max: Duration::ZERO,
-                next_start: None,
+                last_throttle: None,
+                first_throttle: None,
+                hints: 0,
+                admitted: VecDeque::new(),
+                account: None,
+                merged: None,
                 buckets: BTreeMap::new(),
                 paced_rate: None,
                 latency: None,
@@ -799,6 +1065,64 @@ impl Limiter {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One limiter for `group`, which share one limit: it starts from what they learned (the
+    /// highest ceiling, the provider's buckets and the latest gate, the fastest learned pace:
+    /// each estimated the whole limit).
+    fn pool(key: &str, members: Vec<String>, group: &[Arc<Limiter>]) -> Limiter {
+        let ceiling = group.iter().map(|l| l.lock().ceiling).max().unwrap_or(1);
+        let pooled = Limiter::new(key, members, ceiling);
+        {
+            let mut state = pooled.lock();
+            for l in group {
+                let s = l.lock();
+                state.limit = state.limit.min(s.limit.max(1.0));
+                state.min_limit = state.min_limit.min(s.min_limit);
+                state.not_before = state.not_before.max(s.not_before);
+                state.hint_max = state.hint_max.max(s.hint_max);
+                state.account = state.account.or(s.account);
+                state.last_throttle = state.last_throttle.max(s.last_throttle);
+                state.throttled += s.throttled;
+                state.waited += s.waited;
+                if state.buckets.is_empty() {
+                    state.buckets.clone_from(&s.buckets);
+                }
+                if let Some(p) = s.pace {
+                    state.pace = Some(match state.pace {
+                        Some(q) => Pace {
+                            rate: q.rate + p.rate,
+                            next: q.next.max(p.next),
+                        },
+                        None => p,
+                    });
+                }
+                state.first_throttle = state.first_throttle.max(s.first_throttle);
+                state.hints += s.hints;
+                state.latency = state.latency.or(s.latency);
+                state.latency_base = state.latency_base.or(s.latency_base);
+            }
+            // Each member paced itself by the whole limit, or by its share of it: together,
+            // at most the whole limit.
+            if let Some(implied) = state.implied_rate()
+                && let Some(p) = &mut state.pace
+            {
+                p.rate = p.rate.min(0.9 * implied);
+            }
+        }
+        pooled
+    }
+
+    /// This limiter, or the one it was pooled into.
+    fn current(self: &Arc<Limiter>) -> Arc<Limiter> {
+        let mut limiter = Arc::clone(self);
+        loop {
+            let next = limiter.lock().merged.clone();
+            match next {
+                Some(next) => limiter = next,
+                None => return limiter,
+            }
+        }
     }
 
     fn raise_ceiling(&self, ceiling: usize) {
@@ -824,16 +1148,22 @@ impl Limiter {
         must_fit: bool,
     ) -> Result<Permit, Blocked> {
         let mut waited = Duration::ZERO;
+        let mut this = Arc::clone(self);
         loop {
             let (wait, notified, held) = {
-                let mut state = self.lock();
+                let mut state = this.lock();
+                if let Some(next) = state.merged.clone() {
+                    drop(state);
+                    this = next;
+                    continue;
+                }
                 let now = Instant::now();
                 match state.try_start(now, cost, must_fit)? {
                     Ok(ticket) => {
                         state.waited += waited;
                         drop(state);
                         return Ok(Permit {
-                            limiter: Arc::clone(self),
+                            limiter: Arc::clone(&this),
                             ticket: Some(ticket),
                             waited,
                         });
@@ -855,9 +1185,9 @@ impl Limiter {
                         }
                         .then(|| {
                             state.waiting += 1;
-                            Waiting(self)
+                            Waiting(&this)
                         });
-                        (wait, self.changed.notified(), held)
+                        (wait, this.changed.notified(), held)
                     }
                 }
             };
@@ -880,17 +1210,37 @@ impl Limiter {
         }
     }
 
-    fn finish(&self, ticket: &Ticket, outcome: Outcome, headers: Option<&RateHeaders>, unit: f64) {
-        {
+    fn finish(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        headers: Option<&RateHeaders>,
+        account: Option<u64>,
+        unit: f64,
+    ) -> bool {
+        let unexpected = {
             let mut state = self.lock();
-            state.finish(&self.model, ticket, outcome, headers, Instant::now(), unit);
-        }
+            state.finish(
+                &self.model,
+                ticket,
+                outcome,
+                headers,
+                account,
+                Instant::now(),
+                unit,
+            )
+        };
         self.changed.notify_waiters();
+        unexpected
     }
 
     /// The state now.
     pub(crate) fn status(&self) -> LimitStatus {
         let state = self.lock();
+        if let Some(next) = state.merged.clone() {
+            drop(state);
+            return next.status();
+        }
         let rate = |kind| state.buckets.get(&kind).and_then(Bucket::rate);
         LimitStatus {
             model: self.model.clone(),
@@ -908,261 +1258,4 @@ impl Limiter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn models_of_a_shared_limit_share_one_limiter() {
-        let groups: BTreeMap<String, Vec<String>> = [(
-            "team_key".to_owned(),
-            vec!["openai/a".to_owned(), "openai/b".to_owned()],
-        )]
-        .into_iter()
-        .collect();
-        let limits = RateLimits::with_shared(&groups).unwrap();
-        let a = limits.limiter("openai/a", 4);
-        let b = limits.limiter("llm:openai/b", 4);
-        let c = limits.limiter("openai/c", 4);
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &c));
-        assert_eq!(limits.status().len(), 2);
-        assert_eq!(
-            limits.status_of("openai/b").unwrap().model,
-            "shared:team_key (openai/a, openai/b)"
-        );
-        let twice: BTreeMap<String, Vec<String>> = [
-            ("x".to_owned(), vec!["openai/a".to_owned()]),
-            ("y".to_owned(), vec!["openai/a".to_owned()]),
-        ]
-        .into_iter()
-        .collect();
-        let e = RateLimits::with_shared(&twice).unwrap_err();
-        assert!(e.contains("`openai/a` is in two shared limits"), "{e}");
-    }
-
-    fn seen(kind: LimitKind, limit: f64, remaining: f64, reset_ms: u64) -> RateHeaders {
-        RateHeaders {
-            limits: vec![LimitObservation {
-                kind,
-                limit,
-                remaining,
-                reset: Some(Duration::from_millis(reset_ms)),
-            }],
-        }
-    }
-
-    fn cost(input: u64, output: u64) -> RequestCost {
-        RequestCost {
-            input_tokens: input,
-            output_tokens: output,
-        }
-    }
-
-    fn far() -> Instant {
-        Instant::now() + Duration::from_secs(3600)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn starts_at_the_ceiling_and_halves_once_per_congestion_event() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("llm:openai/m", 16);
-        let permits: Vec<Permit> = {
-            let mut v = Vec::new();
-            for _ in 0..16 {
-                v.push(l.acquire(cost(10, 10), far(), false).await.unwrap());
-            }
-            v
-        };
-        assert_eq!(limits.status_of("openai/m").unwrap().in_flight, 16);
-        // Every one of the 16 is refused: one congestion event, one halving.
-        for p in permits {
-            p.finish(
-                Outcome::Throttled(Some(Duration::from_millis(100))),
-                None,
-                0.0,
-            );
-        }
-        let s = limits.status_of("openai/m").unwrap();
-        assert_eq!((s.concurrency, s.min_concurrency, s.throttled), (8, 8, 16));
-        // A request sent after the decrease and refused halves it again.
-        tokio::time::advance(Duration::from_millis(200)).await;
-        let p = l.acquire(cost(10, 10), far(), false).await.unwrap();
-        p.finish(Outcome::Throttled(None), None, 0.0);
-        assert_eq!(limits.status_of("openai/m").unwrap().concurrency, 4);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn grows_back_by_one_per_window_of_successes_while_saturated() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("openai/m", 4);
-        l.lock().limit = 1.0;
-        for expected in [2, 3, 4, 4] {
-            // Saturate: one in flight, a second caller would have to wait.
-            let cap = l.status().concurrency;
-            let mut permits = Vec::new();
-            for _ in 0..cap {
-                permits.push(l.acquire(cost(1, 1), far(), false).await.unwrap());
-            }
-            assert!(matches!(
-                l.lock().try_start(Instant::now(), cost(1, 1), false),
-                Ok(Err(Wait::Slot))
-            ));
-            for p in permits {
-                p.finish(Outcome::Success, None, 0.0);
-            }
-            assert_eq!(l.status().concurrency, expected);
-        }
-        // Unsaturated successes do not raise it: no evidence it would help.
-        {
-            let mut state = l.lock();
-            state.limit = 2.0;
-            state.saturated = false;
-        }
-        for _ in 0..10 {
-            l.acquire(cost(1, 1), far(), false)
-                .await
-                .unwrap()
-                .finish(Outcome::Success, None, 0.0);
-        }
-        assert_eq!(l.status().concurrency, 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_gate_releases_waiters_one_at_a_time() {
-        let limits = Arc::new(RateLimits::new());
-        let l = limits.limiter("openai/m", 8);
-        let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-        p.finish(
-            Outcome::Throttled(Some(Duration::from_millis(50))),
-            None,
-            0.0,
-        );
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for _ in 0..4 {
-            let l = Arc::clone(&l);
-            tasks.push(tokio::spawn(async move {
-                let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-                let at = Instant::now();
-                p.finish(Outcome::Success, None, 0.0);
-                at
-            }));
-        }
-        let mut starts = Vec::new();
-        for t in tasks {
-            starts.push(t.await.unwrap() - start);
-        }
-        starts.sort();
-        // The gate (50 ms, jitter 0 here) then one start per spacing, not all at once.
-        assert_eq!(starts[0], Duration::from_millis(50));
-        for pair in starts.windows(2) {
-            assert!(pair[1] > pair[0], "{starts:?}");
-        }
-        assert!(
-            starts[3] >= Duration::from_millis(50 + 3 * 30),
-            "{starts:?}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn headers_pace_requests_before_the_limit_is_hit() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("openai/m", 16);
-        // 10 requests per second, 5 left after the first: the rate is (10 - 5) / 0.5 s.
-        let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-        p.finish(
-            Outcome::Success,
-            Some(&seen(LimitKind::Requests, 10.0, 5.0, 500)),
-            0.0,
-        );
-        let s = l.status();
-        assert!(
-            (s.requests_per_second.unwrap() - 10.0).abs() < 1e-6,
-            "{s:?}"
-        );
-        let start = Instant::now();
-        for _ in 0..15 {
-            l.acquire(cost(1, 1), far(), false)
-                .await
-                .unwrap()
-                .finish(Outcome::Success, None, 0.0);
-        }
-        // 4 at once (the 5th would eat into the cushion of a sixth of a request plus 5 ms of
-        // refill), then 11 more at 10 a second, the first of them as soon as the cushion is
-        // there: 1/6 + 0.05 of a request = 21.7 ms, then 10 x 100 ms.
-        let took = start.elapsed();
-        assert!(
-            took >= Duration::from_millis(1015) && took <= Duration::from_millis(1030),
-            "{took:?}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_larger_than_the_token_limit_fails_once_refused() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("anthropic/m", 4);
-        let p = l.acquire(cost(900, 300), far(), false).await.unwrap();
-        p.finish(
-            Outcome::Throttled(None),
-            Some(&seen(LimitKind::Tokens, 1000.0, 1000.0, 0)),
-            0.0,
-        );
-        let err = l.acquire(cost(900, 300), far(), true).await.err().unwrap();
-        assert_eq!(
-            err,
-            Blocked::TooLarge {
-                kind: LimitKind::Tokens,
-                need: 1200,
-                limit: 1000
-            }
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_wait_past_the_deadline_fails_at_once() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("openai/m", 4);
-        let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-        p.finish(Outcome::Throttled(Some(Duration::from_secs(30))), None, 0.0);
-        let start = Instant::now();
-        let err = l
-            .acquire(cost(1, 1), start + Duration::from_secs(10), false)
-            .await
-            .err()
-            .unwrap();
-        assert_eq!(err, Blocked::PastDeadline);
-        assert_eq!(start.elapsed(), Duration::ZERO);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_dropped_permit_frees_its_slot() {
-        let limits = RateLimits::new();
-        let l = limits.limiter("openai/m", 1);
-        let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-        assert_eq!(l.status().in_flight, 1);
-        drop(p);
-        assert_eq!(l.status().in_flight, 0);
-        let _p = l.acquire(cost(1, 1), far(), false).await.unwrap();
-    }
-
-    #[test]
-    fn costs() {
-        let c = RequestCost::of_chat(&ChatRequest::new(Some("x".repeat(40)), "y".repeat(40), 100));
-        assert_eq!((c.input_tokens, c.output_tokens), (20 + 8, 100));
-        assert_eq!(c.of(LimitKind::Tokens), 128.0);
-        assert_eq!(c.of(LimitKind::Requests), 1.0);
-        assert_eq!(RequestCost::of_text(9).input_tokens, 3);
-    }
-
-    #[test]
-    fn registry_keys_drop_the_llm_prefix_and_raise_ceilings() {
-        let limits = RateLimits::new();
-        let a = limits.limiter("llm:anthropic/m", 4);
-        let b = limits.limiter("anthropic/m", 16);
-        assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(a.status().ceiling, 16);
-        assert_eq!(a.status().concurrency, 16);
-        assert_eq!(limits.status().len(), 1);
-        assert!(limits.held_back().is_none());
-    }
-}
+mod tests;

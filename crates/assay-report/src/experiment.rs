@@ -484,6 +484,14 @@ pub fn markdown(report: &ExperimentReport) -> String {
             let cells = proposal_cells(p).map(|c| c.replace('|', "\\|"));
             let _ = writeln!(s, "| {} |", cells.join(" | "));
         }
+        if report.proposals.iter().any(|p| p.chosen.is_some()) {
+            let _ = writeln!(s, "\nWhy each agent was chosen:\n");
+            for p in &report.proposals {
+                if let Some(c) = &p.chosen {
+                    let _ = writeln!(s, "- r{}-{} {}: {}", p.round, p.k, p.agent, c.why.trim());
+                }
+            }
+        }
         for p in report
             .proposals
             .iter()

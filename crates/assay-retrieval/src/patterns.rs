@@ -15,7 +15,8 @@
 //!   message is lower-cased into a buffer, Teddy finds the first literal and the Aho-Corasick
 //!   automaton reports the rest. Only the crisis rules whose factor was found run their own
 //!   regex, to confirm, and not even those when the factor's strings are exactly the regex's
-//!   matches (`better off (dead|…)`).
+//!   matches (`better off (dead|…)`); a rule whose factor is a common word also waits for a
+//!   second, rarer piece of the regex (`required_groups`).
 //! - **Other messages** run every crisis regex at once in one lazy DFA (a `regex-automata` set
 //!   with Unicode word boundaries removed, since one `\b` makes that DFA give up on non-ASCII
 //!   text; rules that had one are confirmed with their own regex; the set is built for the
@@ -31,7 +32,7 @@ use std::sync::OnceLock;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind, packed};
 use assay_core::bank::PatternRules;
 use assay_core::runlog::{CrisisMatch, KeywordMatch};
-use grams::GramFilter;
+use grams::{GramFilter, Rarity};
 use regex_automata::meta::{self, Regex};
 use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::{Input, PatternSet};
@@ -81,6 +82,9 @@ struct Crisis {
     entities: Vec<String>,
     /// The rule is in `unicode_set` without its word boundaries: a set match must be confirmed.
     loose_in_set: bool,
+    /// The groups of literals that an ASCII message must all hold before the regex runs, as a
+    /// mask (bit `g` for group `g`; see [`required_groups`]).
+    required: u8,
 }
 
 struct Boost {
@@ -94,8 +98,13 @@ struct Boost {
 enum Owner {
     /// A keyword (lower-cased) of a keyword group.
     Keyword { boost: usize, keyword: usize },
-    /// A factor of a crisis rule: the rule matches if `certain`, else its regex must confirm.
-    Crisis { rule: usize, certain: bool },
+    /// A factor of a crisis rule: the rule matches if `certain`, else its regex must confirm,
+    /// once one string of each of the rule's groups was found (this one is of group `group`).
+    Crisis {
+        rule: usize,
+        certain: bool,
+        group: u8,
+    },
 }
 
 /// Everything a message matched.
@@ -219,6 +228,7 @@ impl PatternMatcher {
     /// Compiles the rules. A bad regex is an error naming the rule's index.
     pub fn new(rules: &PatternRules) -> Result<PatternMatcher, RuleError> {
         let mut literals = LiteralsBuilder::default();
+        let rarity = Rarity::new(MIN_GROUP_LEN);
         let mut crisis = Vec::with_capacity(rules.crisis_patterns.len());
         let mut loose = Vec::with_capacity(rules.crisis_patterns.len());
         let mut unfactored = Vec::new();
@@ -250,16 +260,27 @@ impl PatternMatcher {
                 )
                 .build_from_hir(&hir)
                 .map_err(|e| bad(e.to_string()))?;
+            let mut required = 0u8;
             match ascii_factor(&hir) {
                 Factor::AnyOf { strings, certain } => {
-                    for s in strings {
-                        literals.add(
-                            s,
-                            Owner::Crisis {
-                                rule: index,
-                                certain,
-                            },
-                        );
+                    let extra = if certain {
+                        Vec::new()
+                    } else {
+                        required_groups(&hir, &strings, &rarity)
+                    };
+                    for (group, strings) in std::iter::once(strings).chain(extra).enumerate() {
+                        let group = u8::try_from(group).expect("at most MAX_GROUPS groups");
+                        required |= 1 << group;
+                        for s in strings {
+                            literals.add(
+                                s,
+                                Owner::Crisis {
+                                    rule: index,
+                                    certain,
+                                    group,
+                                },
+                            );
+                        }
                     }
                 }
                 Factor::Unknown => unfactored.push(index),
@@ -272,6 +293,7 @@ impl PatternMatcher {
                 regex,
                 entities: rule.entities.clone(),
                 loose_in_set,
+                required,
             });
         }
         let mut boosts = Vec::with_capacity(rules.keyword_boosts.len());
@@ -353,11 +375,13 @@ impl PatternMatcher {
                         Owner::Crisis {
                             rule,
                             certain: true,
+                            ..
                         } => crisis.push(rule),
                         Owner::Crisis {
                             rule,
                             certain: false,
-                        } => maybe.push(rule),
+                            group,
+                        } => maybe.push((rule, 1u8 << group)),
                         Owner::Keyword { boost, keyword } => {
                             if !self.boosts[boost].whole_word || whole_word_at(message, start, end)
                             {
@@ -368,11 +392,19 @@ impl PatternMatcher {
                 }
             });
         }
-        maybe.extend_from_slice(&self.unfactored);
+        // A rule's regex runs once every one of its groups was found.
         maybe.sort_unstable();
-        maybe.dedup();
+        let mut candidates = Vec::with_capacity(self.unfactored.len() + maybe.len());
+        candidates.extend_from_slice(&self.unfactored);
+        for run in maybe.chunk_by(|a, b| a.0 == b.0) {
+            let rule = run[0].0;
+            let found = run.iter().fold(0u8, |mask, (_, bit)| mask | bit);
+            if found == self.crisis[rule].required {
+                candidates.push(rule);
+            }
+        }
         crisis.extend(
-            maybe
+            candidates
                 .into_iter()
                 .filter(|&rule| self.crisis[rule].regex.is_match(message)),
         );
@@ -762,6 +794,60 @@ fn ascii_factor(hir: &Hir) -> Factor {
         },
         _ => Factor::Unknown,
     }
+}
+
+/// Most groups of a rule, its factor included (they are bits of a `u8`).
+const MAX_GROUPS: usize = 2;
+/// A further group's strings are at least this long: shorter ones (`the`, `her`) are in most
+/// messages, so they would rule out little and cost a report each.
+const MIN_GROUP_LEN: usize = 4;
+
+/// More literal sets an ASCII match of `hir` must contain besides its factor `factor`: the
+/// factors of the pieces of a top-level concatenation (every match is a match of each piece in
+/// turn, so it contains one string of each piece's factor), the rarest in chat text first (by
+/// the rarest 4-byte window of each string, as `grams.rs` ranks them), at most
+/// [`MAX_GROUPS`] `- 1`. The rule's regex runs only on a message holding one string of every
+/// group: a factor such as `call` alone (`(call|called|calling)\s+(the\s+)?(police|cops)…`)
+/// is in many chat messages, `call` and `police` or `cops` together in few.
+fn required_groups(hir: &Hir, factor: &Strings, rarity: &Rarity) -> Vec<Strings> {
+    let mut hir = hir;
+    while let HirKind::Capture(cap) = hir.kind() {
+        hir = &cap.sub;
+    }
+    let HirKind::Concat(subs) = hir.kind() else {
+        return Vec::new();
+    };
+    // How common one of the strings is: the sum of each one's chance (its rarest window's).
+    let commonness = |strings: &Strings| -> f64 {
+        strings
+            .iter()
+            .map(|s| {
+                s.windows(MIN_GROUP_LEN)
+                    .map(|w| rarity.of(w))
+                    .fold(f64::INFINITY, f64::min)
+                    .exp()
+            })
+            .sum()
+    };
+    let mut groups: Vec<(f64, Strings)> = Vec::new();
+    for sub in subs {
+        let lits = lits(sub);
+        let Some(strings) = lits.best() else { continue };
+        if strings.is_empty()
+            || strings == factor
+            || strings.iter().any(|s| s.len() < MIN_GROUP_LEN)
+            || groups.iter().any(|(_, g)| g == strings)
+        {
+            continue;
+        }
+        groups.push((commonness(strings), strings.clone()));
+    }
+    groups.sort_by(|a, b| a.0.total_cmp(&b.0));
+    groups
+        .into_iter()
+        .take(MAX_GROUPS - 1)
+        .map(|(_, strings)| strings)
+        .collect()
 }
 
 /// What is known of the lower-cased ASCII text a sub-expression matches.

@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use assay_core::simulation::{SIM_SCHEMA_OLDEST, SIM_SCHEMA_VERSION, ScenarioRun, SimReport};
+use assay_core::simulation::{
+    SIM_SCHEMA_OLDEST, SIM_SCHEMA_VERSION, ScenarioRun, SimReport, Transcript,
+};
 use assay_harness::results::{write_new, write_replace};
 use assay_kb::datafile::DataError;
 
@@ -67,79 +69,188 @@ fn base_stamp(generated_at: &str) -> String {
 /// each atomically, into `project/sim/reports/` (or, with `output`, the Markdown to that path
 /// and the rest beside it). The stamped files are never overwritten (a second report in the
 /// same second gets `_2`, `_3`, …); `latest.md` and `latest.json` are replaced.
+/// A simulation does the same in two steps ([`ReportFiles`]): its transcripts as its runs
+/// finish, the reports at the end.
 pub fn save(
     project: &Path,
     output: Option<&Path>,
     report: &SimReport,
 ) -> Result<SavedReport, SaveError> {
-    let reports_dir = project.join(REPORTS_DIR);
-    let base = base_stamp(&report.generated_at);
-    let stamp = (1..1000)
-        .map(|n| {
-            if n == 1 {
-                base.clone()
-            } else {
-                format!("{base}_{n}")
-            }
-        })
-        .find(|s| {
-            !reports_dir.join(format!("report_{s}.md")).exists()
-                && !reports_dir.join("transcripts").join(s).exists()
-        })
-        .ok_or_else(|| SaveError {
-            path: reports_dir.clone(),
-            message: format!("too many reports stamped {base}"),
-        })?;
-    let markdown_path = match output {
-        Some(path) => path.to_owned(),
-        None => reports_dir.join(format!("report_{stamp}.md")),
-    };
-    let base_dir = markdown_path
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    std::fs::create_dir_all(&base_dir).map_err(|e| save_error(&base_dir, &e))?;
-    let transcripts = base_dir.join("transcripts").join(&stamp);
-    std::fs::create_dir_all(&transcripts).map_err(|e| save_error(&transcripts, &e))?;
+    let files = ReportFiles::reserve(project, output, &report.generated_at)?;
     for run in &report.runs {
         if let Some(t) = &run.transcript {
-            let path = transcripts.join(transcript_file(run));
-            let text = serde_json::to_string_pretty(t).map_err(|e| save_error(&path, &e))?;
-            write_replace(&path, text.as_bytes()).map_err(|e| save_error(&path, &e))?;
+            files.write_transcript(&run.scenario_id, run.repeat, t);
         }
     }
-    let markdown = assay_report::simulation::markdown(report);
-    let json = serde_json::to_string_pretty(report).map_err(|e| save_error(&markdown_path, &e))?;
-    let json_path = markdown_path.with_extension("json");
-    let html_path = markdown_path.with_extension("html");
-    let html = assay_report::simulation::html(
-        report,
-        &assay_report::simulation::TranscriptFiles {
-            dir: format!("transcripts/{stamp}"),
-        },
-    );
-    let put = |path: &Path, text: &str, replace: bool| {
-        if replace {
-            write_replace(path, text.as_bytes())
-        } else {
-            write_new(path, text.as_bytes())
-        }
-        .map_err(|e| save_error(path, &e))
-    };
-    let replace = output.is_some();
-    put(&markdown_path, &markdown, replace)?;
-    put(&json_path, &json, replace)?;
-    put(&html_path, &html, replace)?;
-    if !replace {
-        put(&reports_dir.join("latest.md"), &markdown, true)?;
-        put(&reports_dir.join("latest.json"), &json, true)?;
+    files.finish(report)
+}
+
+/// A report's files while its simulation runs: the stamp and the transcript folder, taken
+/// before the first run (after the preflight) so that each transcript is written as its
+/// conversation ends, beside the judge's calls, rather than all of them after the last run; an
+/// interrupted simulation leaves the transcripts of the conversations that ended, and no
+/// report. [`ReportFiles::finish`] writes the reports.
+#[derive(Debug)]
+pub struct ReportFiles {
+    output: Option<PathBuf>,
+    reports_dir: PathBuf,
+    stamp: String,
+    markdown_path: PathBuf,
+    transcripts: PathBuf,
+    /// The first transcript that could not be written: [`ReportFiles::finish`] fails with it.
+    failed: std::sync::Mutex<Option<SaveError>>,
+}
+
+impl ReportFiles {
+    /// Takes the first free stamp of `generated_at` (`YYYYMMDD_HHMMSS`, then `_2`, …: no
+    /// `report_<stamp>.md` and no `transcripts/<stamp>/`) and makes the transcript folder.
+    pub fn reserve(
+        project: &Path,
+        output: Option<&Path>,
+        generated_at: &str,
+    ) -> Result<Self, SaveError> {
+        let reports_dir = project.join(REPORTS_DIR);
+        let base = base_stamp(generated_at);
+        let stamp = (1..1000)
+            .map(|n| {
+                if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}_{n}")
+                }
+            })
+            .find(|s| {
+                !reports_dir.join(format!("report_{s}.md")).exists()
+                    && !reports_dir.join("transcripts").join(s).exists()
+            })
+            .ok_or_else(|| SaveError {
+                path: reports_dir.clone(),
+                message: format!("too many reports stamped {base}"),
+            })?;
+        let markdown_path = match output {
+            Some(path) => path.to_owned(),
+            None => reports_dir.join(format!("report_{stamp}.md")),
+        };
+        let base_dir = markdown_path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        std::fs::create_dir_all(&base_dir).map_err(|e| save_error(&base_dir, &e))?;
+        let transcripts = base_dir.join("transcripts").join(&stamp);
+        std::fs::create_dir_all(&transcripts).map_err(|e| save_error(&transcripts, &e))?;
+        Ok(ReportFiles {
+            output: output.map(Path::to_owned),
+            reports_dir,
+            stamp,
+            markdown_path,
+            transcripts,
+            failed: std::sync::Mutex::default(),
+        })
     }
-    Ok(SavedReport {
-        stamp,
-        markdown: markdown_path,
-        json: json_path,
-        html: html_path,
-        transcripts,
-    })
+
+    /// The stamp the reports will have.
+    pub fn stamp(&self) -> &str {
+        &self.stamp
+    }
+
+    /// Writes one run's transcript (`<scenario>-<repeat>.json`, atomically, replacing). A
+    /// failure is kept for [`ReportFiles::finish`], which reports the first.
+    pub fn write_transcript(&self, scenario_id: &str, repeat: u32, transcript: &Transcript) {
+        let path = self
+            .transcripts
+            .join(format!("{scenario_id}-{repeat}.json"));
+        let written = serde_json::to_string_pretty(transcript)
+            .map_err(|e| save_error(&path, &e))
+            .and_then(|text| {
+                write_replace(&path, text.as_bytes()).map_err(|e| save_error(&path, &e))
+            });
+        if let Err(e) = written {
+            let mut failed = self
+                .failed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            failed.get_or_insert(e);
+        }
+    }
+
+    /// Writes the Markdown, JSON and HTML reports (and `latest.md`, `latest.json` without
+    /// `--output`), each atomically, rendered and written side by side; fails with the first
+    /// transcript that could not be written, before writing any report.
+    pub fn finish(&self, report: &SimReport) -> Result<SavedReport, SaveError> {
+        if let Some(e) = self
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            return Err(e);
+        }
+        let ReportFiles {
+            output,
+            reports_dir,
+            stamp,
+            markdown_path,
+            transcripts,
+            ..
+        } = self;
+        let json_path = markdown_path.with_extension("json");
+        let html_path = markdown_path.with_extension("html");
+        let replace = output.is_some();
+        let put = |path: &Path, text: &str, replace: bool| {
+            if replace {
+                write_replace(path, text.as_bytes())
+            } else {
+                write_new(path, text.as_bytes())
+            }
+            .map_err(|e| save_error(path, &e))
+        };
+        // Each file is rendered and written (synced) on its own thread: the renderings and
+        // the syncs overlap instead of following one another after the last run.
+        let (markdown, json, html) = std::thread::scope(|scope| {
+            let markdown = scope.spawn(|| {
+                let text = assay_report::simulation::markdown(report);
+                put(markdown_path, &text, replace)?;
+                if !replace {
+                    put(&reports_dir.join("latest.md"), &text, true)?;
+                }
+                Ok(())
+            });
+            let json = scope.spawn(|| {
+                let text = serde_json::to_string_pretty(report)
+                    .map_err(|e| save_error(markdown_path, &e))?;
+                put(&json_path, &text, replace)?;
+                if !replace {
+                    put(&reports_dir.join("latest.json"), &text, true)?;
+                }
+                Ok(())
+            });
+            let html = assay_report::simulation::html(
+                report,
+                &assay_report::simulation::TranscriptFiles {
+                    dir: format!("transcripts/{stamp}"),
+                },
+            );
+            let html = put(&html_path, &html, replace);
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<(), SaveError>>| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SaveError {
+                        path: markdown_path.clone(),
+                        message: "writing the report panicked".into(),
+                    })
+                })
+            };
+            (joined(markdown), joined(json), html)
+        });
+        markdown?;
+        json?;
+        html?;
+        Ok(SavedReport {
+            stamp: stamp.clone(),
+            markdown: markdown_path.clone(),
+            json: json_path,
+            html: html_path,
+            transcripts: transcripts.clone(),
+        })
+    }
 }
 
 /// What a list of reports shows of each: its head, without the runs.

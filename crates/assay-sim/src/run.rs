@@ -73,6 +73,32 @@ pub struct SimOptions {
     pub env: EnvLookup,
     /// Called after each scenario run finishes (progress).
     pub on_finished: Option<RunCallback>,
+    /// When the preflight runs beside the runs' setup ([`crate::session`]): the runs start
+    /// their conversations (no model call before) and finish (no verdict, no file before) only
+    /// once it holds the report's files, which is when the preflight passed and the report's
+    /// stamp was taken; each run's transcript is then written there as its conversation ends,
+    /// beside the judge's calls. `None`: no wait, no transcript written.
+    pub ready: Option<Ready>,
+}
+
+/// What the runs wait for: `None` until the preflight passed, then the report's files (a
+/// preflight that fails closes it, and the runs are dropped).
+pub type Ready = tokio::sync::watch::Receiver<Option<Arc<crate::report::ReportFiles>>>;
+
+/// Waits until the preflight passed (at once without a gate): the report's files, or an error
+/// when the preflight failed (the simulation is then being dropped).
+async fn preflight_passed(
+    options: &SimOptions,
+) -> Result<Option<Arc<crate::report::ReportFiles>>, String> {
+    let Some(ready) = &options.ready else {
+        return Ok(None);
+    };
+    let mut ready = ready.clone();
+    let files = ready
+        .wait_for(Option::is_some)
+        .await
+        .map_err(|_| "the preflight failed".to_owned())?;
+    Ok(files.clone())
 }
 
 /// Preflight failures.
@@ -317,12 +343,16 @@ async fn run_one(
     let workdir = options.work_root.join(format!("{id}-{repeat}"));
     if let Err(e) = std::fs::create_dir_all(&workdir) {
         run.error = Some(format!("cannot create {}: {e}", workdir.display()));
+        // Not decided before the preflight passed (see below).
+        let _ = preflight_passed(options).await;
         return run;
     }
     let workdir = std::path::absolute(&workdir).unwrap_or(workdir);
     let vars = vars_for(suite, &workdir, id);
     let env = &options.env;
     let mut connections: Vec<McpConnection> = Vec::new();
+    // The transcript's file, written off the async path while the checks and the judge run.
+    let mut writing: Option<tokio::task::JoinHandle<()>> = None;
 
     let outcome: Result<(), String> = async {
         for step in suite.config.setup.iter().filter(|s| s.before_servers) {
@@ -345,6 +375,8 @@ async fn run_one(
             }
             .map_err(|e| format!("setup: {e}"))?;
         }
+        // The preflight (run beside this setup) must pass before the first model call.
+        let files = preflight_passed(options).await?;
         let tools = mcp::offered_tools(&connections);
         let transcript = Conversation {
             assistant: &models.assistant,
@@ -361,6 +393,12 @@ async fn run_one(
         .await;
         let failed = transcript.ended_by == Ending::Error;
         let error = transcript.error.clone();
+        if let Some(files) = files {
+            let (id, written) = (id.clone(), transcript.clone());
+            writing = Some(tokio::task::spawn_blocking(move || {
+                files.write_transcript(&id, repeat, &written);
+            }));
+        }
         run.transcript = Some(transcript);
         if failed {
             return Err(error.unwrap_or_else(|| "the conversation failed".into()));
@@ -446,6 +484,16 @@ async fn run_one(
         }
     };
     let ((), judged) = tokio::join!(cleanup, judging);
+    // A run whose setup failed did not wait before its conversation: it waits here, so that
+    // no run is decided before the preflight passed.
+    if let Err(e) = preflight_passed(options).await {
+        run.error = Some(e);
+        return run;
+    }
+    if let Some(writing) = writing {
+        // A failure is kept by the report's files and reported when they are finished.
+        let _ = writing.await;
+    }
     let decision = decide(&run.checks, judged, suite.config.pass_threshold);
     run.verdict = decision.verdict.unwrap_or(Verdict::Error);
     run.failed_by = decision.failed_by;

@@ -240,7 +240,7 @@ pub async fn simulate(
                 scratch_root.display()
             ))
         })?;
-    let options = SimOptions {
+    let mut options = SimOptions {
         repeat: request.repeat,
         concurrency,
         runs_in_flight,
@@ -249,6 +249,7 @@ pub async fn simulate(
         judge_samples: request.judge_samples,
         env,
         on_finished: observer.finished.clone(),
+        ready: None,
     };
     tracing::info!(
         runs = runs_total,
@@ -261,10 +262,27 @@ pub async fn simulate(
         runs_in_flight,
         "simulating"
     );
-    crate::preflight(&suite, &options)
-        .await
-        .map_err(preflight_error)?;
-    let mut report = crate::simulate(&suite, &models, &options, &selected).await;
+    // The preflight runs beside the runs' setup (their folders, setup commands and servers):
+    // the runs make no model call and write nothing until it passed, and a failed preflight
+    // drops them (their servers are killed, the scratch folder removed) before anything is
+    // scored or written. Once it passed, the report's stamp is taken, so that each transcript
+    // is written as its conversation ends rather than all of them after the last run.
+    let (ready, waiting) = tokio::sync::watch::channel(None);
+    options.ready = Some(waiting);
+    let checked = async {
+        crate::preflight(&suite, &options)
+            .await
+            .map_err(preflight_error)?;
+        let files = Arc::new(crate::report::ReportFiles::reserve(
+            dir,
+            request.output.as_deref(),
+            &crate::conversation::now(),
+        )?);
+        ready.send_replace(Some(Arc::clone(&files)));
+        Ok::<_, SessionError>(files)
+    };
+    let runs = async { Ok(crate::simulate(&suite, &models, &options, &selected).await) };
+    let (files, mut report) = futures_util::future::try_join(checked, runs).await?;
     if let Some(shard) = shard {
         // A part's gate and baseline comparison would not be the suite's: the merge decides.
         report.gate = None;
@@ -303,7 +321,7 @@ pub async fn simulate(
             });
         }
     }
-    let saved = crate::report::save(dir, request.output.as_deref(), &report)?;
+    let saved = files.finish(&report)?;
     drop(scratch);
     Ok(Simulated {
         report,

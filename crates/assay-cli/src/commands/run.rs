@@ -156,6 +156,15 @@ pub(super) fn finish(
             text.push('\n');
             text.push_str(&outcome.usage_report);
         }
+        if let Some(merged) = &log.merged {
+            let sizes: Vec<String> = merged.shards.iter().map(|s| s.cases.to_string()).collect();
+            text.push_str(&format!(
+                "\nmerged from {} shards (hash:1/{n} to hash:{n}/{n}): {} cases\n",
+                merged.shards.len(),
+                sizes.join(" + "),
+                n = merged.count
+            ));
+        }
         if let Some(shard) = &log.shard {
             text.push_str(&format!(
                 "\nshard {} of a suite of {} cases: {} of them ran here. The gate is decided over the whole suite, when the shards are merged (`assay runs merge`).\n",

@@ -35,6 +35,8 @@ mod shard;
 #[path = "../../examples/sim_provider.rs"]
 mod sim_provider;
 mod simulate;
+mod simulate_files;
+mod simulate_judge;
 mod simulate_shard;
 mod state;
 mod support;

@@ -22,10 +22,29 @@ fn line(q: &str, key: &str, d: u32) -> String {
 /// Three agents with three prompts each; the finalizer's all ask for `FINAL ANSWER:`.
 /// `units_in_optimization`: whether the optimization cases include `[needs:UNITS]` ones.
 fn project(p: &Provider, proposer: &str, units_in_optimization: bool) -> Scratch {
+    project_of(
+        p,
+        proposer,
+        units_in_optimization,
+        ["planner", "expert", "finalizer"],
+        "agents = [\"finalizer\"]\n",
+    )
+}
+
+/// [`project`] with the chain `chain` (its last agent writes the final answer) and the
+/// `[optimize.propose]` lines `propose` (besides the model).
+fn project_of(
+    p: &Provider,
+    proposer: &str,
+    units_in_optimization: bool,
+    chain: [&str; 3],
+    propose: &str,
+) -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     let s = Scratch::copy_of(dir.path());
-    for a in ["planner", "expert", "finalizer"] {
-        let tail = if a == "finalizer" {
+    let last = chain[2];
+    for a in chain {
+        let tail = if a == last {
             " End with FINAL ANSWER: <answer>."
         } else {
             ""
@@ -91,8 +110,8 @@ fn project(p: &Provider, proposer: &str, units_in_optimization: bool) -> Scratch
     s.write(
         "assay.toml",
         &format!(
-            "[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 1\n\n[optimize]\nmodel = \"openai/fake-agent\"\ngrader_model = \"openai/fake-grader\"\nchain = [\"planner\", \"expert\", \"finalizer\"]\n\n[optimize.propose]\nmodel = \"openai/{proposer}\"\nagents = [\"finalizer\"]\n",
-            p.url
+            "[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 1\n\n[optimize]\nmodel = \"openai/fake-agent\"\ngrader_model = \"openai/fake-grader\"\nchain = [\"{}\", \"{}\", \"{last}\"]\n\n[optimize.propose]\nmodel = \"openai/{proposer}\"\n{propose}",
+            p.url, chain[0], chain[1]
         ),
     );
     s
@@ -306,4 +325,95 @@ fn a_run_killed_in_a_proposal_round_resumes_to_the_same_proposals_and_best() {
     let run = s.assay_env(&other, &ENV);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("proposal settings"), "{run:?}");
+}
+
+/// Issue 32: the failing class is fixed only by the last agent in name order (and in the chain),
+/// so round-robin in name order would spend two rounds on the other two. The blame call names
+/// the writer from the failing traces; its first proposal fixes the class.
+#[test]
+fn issue_32_blame_revises_the_agent_at_fault_within_two_rounds() {
+    let p = provider(Duration::ZERO);
+    let chain = ["analyst", "checker", "writer"];
+    let s = project_of(&p, "fake-proposer", true, chain, "");
+    let r = optimize(&s, &args("blame", Some("2")));
+    let proposals = r["proposals"].as_array().unwrap();
+    assert_eq!(proposals.len(), 2, "{proposals:?}");
+    let first = &proposals[0];
+    assert_eq!(first["agent"], "writer", "{first}");
+    assert_eq!(first["status"], "accepted", "{first}");
+    assert_eq!(first["chosen"]["rule"], "blame", "{first}");
+    let votes = first["chosen"]["votes"].as_array().unwrap();
+    assert_eq!(votes.len(), 3, "{first}");
+    assert!(votes.iter().all(|v| v["agent"] == "writer"), "{first}");
+    let why = first["chosen"]["why"].as_str().unwrap();
+    assert!(
+        why.contains("named first in 3 of 3 failing cases") && why.contains("lacks its unit"),
+        "{why}"
+    );
+    assert!(
+        r["best_params"]["writer"].as_u64().unwrap() >= 3,
+        "{}",
+        r["best_params"]
+    );
+    // Held out: the best hand-written combination's 2/8 rises to 8/8.
+    let hand = &r["hand_written"];
+    assert_eq!(
+        hand["evaluation"]["metrics"]["factually_correct_count"], 2,
+        "{hand}"
+    );
+    assert_eq!(r["evaluation"]["metrics"]["factually_correct_count"], 8);
+    assert_eq!(hand["verdict"], "better", "{hand}");
+    // Round 2 starts from a combination that fails no optimization case: nothing to blame,
+    // and the record says so. One blame call in all; the estimate allows one a round.
+    let second = &proposals[1]["chosen"];
+    assert_eq!(second["rule"], "round_robin", "{second}");
+    assert_eq!(
+        second["why"],
+        "round-robin fallback: the best combination fails no optimization case"
+    );
+    assert_eq!(p.stats.blame.load(Ordering::SeqCst), 1);
+    assert_eq!(r["estimate"]["proposer"]["calls"], 4);
+    assert_eq!(p.stats.leaks.load(Ordering::SeqCst), 0);
+    // The report says why.
+    let md = s.read("experiments/blame/report.md");
+    assert!(md.contains("named first in 3 of 3 failing cases"), "{md}");
+    let html = s.read("experiments/blame/report.html");
+    assert!(html.contains("named first in 3 of 3 failing cases"));
+}
+
+/// Issue 32: a blame reply that never parses falls back to round-robin in name order, and the
+/// record says so; `selector = "all"` revises every agent in a round.
+#[test]
+fn issue_32_a_failed_blame_falls_back_to_round_robin_and_selector_all_revises_every_agent() {
+    let p = provider(Duration::ZERO);
+    let chain = ["analyst", "checker", "writer"];
+    let s = project_of(&p, "fake-proposer-garbage", true, chain, "");
+    let r = optimize(&s, &args("fallback", Some("1")));
+    let chosen = &r["proposals"][0]["chosen"];
+    assert_eq!(r["proposals"][0]["agent"], "analyst", "{chosen}");
+    assert_eq!(chosen["rule"], "round_robin", "{chosen}");
+    let why = chosen["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("round-robin fallback: the blame call"),
+        "{why}"
+    );
+    assert!(
+        s.read("experiments/fallback/report.md")
+            .contains("round-robin fallback")
+    );
+
+    let s = project_of(&p, "fake-proposer", true, chain, "selector = \"all\"\n");
+    let r = optimize(&s, &args("all", Some("1")));
+    let agents: Vec<&str> = r["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, ["analyst", "checker", "writer"]);
+    for p in r["proposals"].as_array().unwrap() {
+        assert_eq!(p["chosen"]["why"], "all agents (selector all)", "{p}");
+    }
+    assert_eq!(r["proposals"][2]["status"], "accepted");
+    assert_eq!(r["evaluation"]["metrics"]["factually_correct_count"], 8);
 }

@@ -15,7 +15,7 @@ use crate::support::{Run, Scratch, assay_env};
 
 /// The example's MCP server, built next to the `assay` binary (`cargo test --workspace` builds
 /// it; otherwise it is built here once).
-fn scout_server() -> PathBuf {
+pub(crate) fn scout_server() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let dir = Path::new(env!("CARGO_BIN_EXE_assay")).parent().unwrap();
@@ -79,7 +79,7 @@ pub(crate) fn env_with<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, String
     env
 }
 
-fn simulate(scratch: &Scratch, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
+pub(crate) fn simulate(scratch: &Scratch, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
     let env = env_with(extra_env);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut full = vec!["simulate", scratch.root().to_str().unwrap()];
@@ -87,7 +87,7 @@ fn simulate(scratch: &Scratch, args: &[&str], extra_env: &[(&str, &str)]) -> Run
     assay_env(&full, &env)
 }
 
-const ANTHROPIC: [&str; 6] = [
+pub(crate) const ANTHROPIC: [&str; 6] = [
     "--model",
     "anthropic/coach-under-test",
     "--simulator-model",
@@ -96,18 +96,18 @@ const ANTHROPIC: [&str; 6] = [
     "anthropic/judge",
 ];
 
-fn runs(report: &Value) -> &Vec<Value> {
+pub(crate) fn runs(report: &Value) -> &Vec<Value> {
     report["runs"].as_array().unwrap()
 }
 
-fn run_of<'r>(report: &'r Value, id: &str) -> &'r Value {
+pub(crate) fn run_of<'r>(report: &'r Value, id: &str) -> &'r Value {
     runs(report)
         .iter()
         .find(|r| r["scenario_id"] == id)
         .unwrap_or_else(|| panic!("no run of {id}"))
 }
 
-fn tool_calls(run: &Value) -> Vec<&Value> {
+pub(crate) fn tool_calls(run: &Value) -> Vec<&Value> {
     run["transcript"]["turns"]
         .as_array()
         .unwrap()
@@ -117,7 +117,7 @@ fn tool_calls(run: &Value) -> Vec<&Value> {
 }
 
 #[test]
-fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
+pub(crate) fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let out = simulate(&scratch, &[&ANTHROPIC[..], &["--json"]].concat(), &[]);
@@ -218,7 +218,7 @@ fn anthropic_wire_format_end_to_end_with_real_tool_calls() {
 }
 
 #[test]
-fn openai_wire_format_with_repeats_reports_spread_and_pass_k() {
+pub(crate) fn openai_wire_format_with_repeats_reports_spread_and_pass_k() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let out = simulate(
@@ -268,7 +268,7 @@ fn openai_wire_format_with_repeats_reports_spread_and_pass_k() {
 }
 
 /// The parts of a report that must not change between a recorded run and its replay.
-fn stable(report: &Value) -> Value {
+pub(crate) fn stable(report: &Value) -> Value {
     let mut r = report.clone();
     for key in ["generated_at", "duration_ms", "usage", "rate_limits"] {
         r.as_object_mut().unwrap().remove(key);
@@ -289,7 +289,7 @@ fn stable(report: &Value) -> Value {
 }
 
 #[test]
-fn a_replayed_simulation_is_identical_and_makes_no_calls() {
+pub(crate) fn a_replayed_simulation_is_identical_and_makes_no_calls() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let args = [
@@ -325,7 +325,7 @@ fn a_replayed_simulation_is_identical_and_makes_no_calls() {
 }
 
 #[test]
-fn provider_faults_are_retried_and_nothing_is_misscored() {
+pub(crate) fn provider_faults_are_retried_and_nothing_is_misscored() {
     let provider = provider(Behaviour {
         fail_every: 4,
         ..Behaviour::default()
@@ -355,7 +355,7 @@ fn provider_faults_are_retried_and_nothing_is_misscored() {
 }
 
 #[test]
-fn concurrency_bounds_model_calls_across_roles_while_more_conversations_are_open() {
+pub(crate) fn concurrency_bounds_model_calls_across_roles_while_more_conversations_are_open() {
     // `--concurrency` is what the provider sees: calls in flight across the simulated user,
     // the model under test and the judge together, however many conversations are open.
     let provider = provider(Behaviour {
@@ -398,7 +398,7 @@ fn concurrency_bounds_model_calls_across_roles_while_more_conversations_are_open
 }
 
 #[test]
-fn mcp_crash_tool_timeout_and_unparsable_judge_are_errors_apart() {
+pub(crate) fn mcp_crash_tool_timeout_and_unparsable_judge_are_errors_apart() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     // The judge answers prose for this scenario; the simulated user breaks character in another.
@@ -492,7 +492,7 @@ fn mcp_crash_tool_timeout_and_unparsable_judge_are_errors_apart() {
 }
 
 #[test]
-fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
+pub(crate) fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
     let provider = provider(Behaviour::default());
     let check = |edit: &dyn Fn(&Scratch), args: &[&str], expect: &[&str]| {
         let scratch = project(&provider);
@@ -674,7 +674,7 @@ fn bad_input_is_exit_2_with_file_line_and_field_and_writes_nothing() {
 }
 
 /// The suite with every `weight: x` replaced by `weight: <value>`.
-fn regex_weights(suite: &str, value: &str) -> String {
+pub(crate) fn regex_weights(suite: &str, value: &str) -> String {
     suite
         .lines()
         .map(|l| {
@@ -690,7 +690,7 @@ fn regex_weights(suite: &str, value: &str) -> String {
 }
 
 #[test]
-fn weights_that_do_not_sum_to_one_are_normalised_with_a_warning() {
+pub(crate) fn weights_that_do_not_sum_to_one_are_normalised_with_a_warning() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let suite = scratch.read("sim/suite.yaml");
@@ -717,7 +717,7 @@ fn weights_that_do_not_sum_to_one_are_normalised_with_a_warning() {
 }
 
 #[test]
-fn compare_puts_models_side_by_side_in_markdown_and_html() {
+pub(crate) fn compare_puts_models_side_by_side_in_markdown_and_html() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let mut paths = Vec::new();
@@ -792,7 +792,7 @@ fn compare_puts_models_side_by_side_in_markdown_and_html() {
 }
 
 /// The npm packages of scripts/fetch-mcp-servers.sh, or `None` when skipping is asked for.
-fn npm_servers() -> Option<PathBuf> {
+pub(crate) fn npm_servers() -> Option<PathBuf> {
     let dir = std::env::var_os("ASSAY_TEST_NPM_DIR").map_or_else(
         || crate::support::repo_path("target/test-npm"),
         PathBuf::from,
@@ -819,7 +819,7 @@ fn npm_servers() -> Option<PathBuf> {
 /// One scenario against `@modelcontextprotocol/server-memory` (stdio, started by assay) and
 /// one against `@modelcontextprotocol/server-everything` over streamable HTTP (already running).
 #[test]
-fn published_mcp_servers_over_stdio_and_streamable_http() {
+pub(crate) fn published_mcp_servers_over_stdio_and_streamable_http() {
     let Some(npm) = npm_servers() else { return };
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
@@ -922,7 +922,7 @@ criteria:
 
 /// The Markdown report and the console summary of a small run, as a user sees them.
 #[test]
-fn report_and_console_snapshots() {
+pub(crate) fn report_and_console_snapshots() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let out = simulate(
@@ -965,7 +965,7 @@ fn report_and_console_snapshots() {
 
 /// Expected-state checks read the state through a tool, a resource and a command alike.
 #[test]
-fn expected_state_reads_a_tool_a_resource_and_a_command() {
+pub(crate) fn expected_state_reads_a_tool_a_resource_and_a_command() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let text = scratch.read("sim/scenarios/goal_change.yaml");
@@ -1076,7 +1076,7 @@ fn expected_state_reads_a_tool_a_resource_and_a_command() {
 }
 
 /// The entries of `.assay/sim/` (none when the folder does not exist).
-fn sim_scratch(scratch: &Scratch) -> Vec<String> {
+pub(crate) fn sim_scratch(scratch: &Scratch) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(scratch.path(".assay/sim"))
         .map(|d| {
             d.filter_map(Result::ok)
@@ -1089,7 +1089,7 @@ fn sim_scratch(scratch: &Scratch) -> Vec<String> {
 }
 
 #[test]
-fn scratch_folders_go_after_every_run_and_a_killed_runs_on_the_next_start() {
+pub(crate) fn scratch_folders_go_after_every_run_and_a_killed_runs_on_the_next_start() {
     // A slow provider, so the run is surely mid-conversation (servers up, databases written)
     // when it is killed.
     let provider = provider(Behaviour {
@@ -1172,7 +1172,7 @@ fn scratch_folders_go_after_every_run_and_a_killed_runs_on_the_next_start() {
     assert_eq!(sim_scratch(&scratch), kept);
 }
 
-const OPENAI: [&str; 6] = [
+pub(crate) const OPENAI: [&str; 6] = [
     "--model",
     "openai/coach-under-test",
     "--simulator-model",
@@ -1185,7 +1185,7 @@ const OPENAI: [&str; 6] = [
 /// believes it. The state check decides: the run fails, the command exits 1, and the reports
 /// name the check and count the judge's error; an advisory check does not decide.
 #[test]
-fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
+pub(crate) fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
     let provider = provider(Behaviour::default());
     for models in [ANTHROPIC, OPENAI] {
         let scratch = project(&provider);
@@ -1281,7 +1281,7 @@ fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
 /// Issue 18: with a gate that allows some failures (`min_pass_rate`), a failed run does not
 /// fail the command by itself; without one, one failed run does.
 #[test]
-fn only_a_pass_rate_gate_allows_failing_runs() {
+pub(crate) fn only_a_pass_rate_gate_allows_failing_runs() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
@@ -1328,7 +1328,7 @@ fn only_a_pass_rate_gate_allows_failing_runs() {
 /// Issue 18: a judge asked three times that changes its mind on one scenario: that run is
 /// `uncertain` (apart from pass and fail), and the report measures the judge's consistency.
 #[test]
-fn judge_samples_find_the_runs_a_fickle_judge_flips() {
+pub(crate) fn judge_samples_find_the_runs_a_fickle_judge_flips() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     scratch.edit(
@@ -1385,7 +1385,7 @@ fn judge_samples_find_the_runs_a_fickle_judge_flips() {
 /// Issue 18: `--baseline` gates on "no significant regression"; a baseline judged by another
 /// judge version is refused unless asked for.
 #[test]
-fn a_baseline_report_gates_on_significant_regression() {
+pub(crate) fn a_baseline_report_gates_on_significant_regression() {
     let provider = provider(Behaviour::default());
     let scratch = project(&provider);
     let args = [
@@ -1464,302 +1464,4 @@ fn a_baseline_report_gates_on_significant_regression() {
         "{}",
         allowed.stdout
     );
-}
-
-/// The Python of the test virtualenv (scikit-learn for the kappa check).
-fn test_python() -> PathBuf {
-    let venv = std::env::var_os("ASSAY_TEST_PYTHON_VENV").map_or_else(
-        || crate::support::repo_path("target/test-venv"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
-    assert!(
-        python.is_file(),
-        "no Python at {} (run scripts/ci-setup, which installs scikit-learn there)",
-        python.display()
-    );
-    python
-}
-
-/// scikit-learn's Cohen's kappa of two score lists (quadratic weights over 0-10, or none).
-fn sklearn_kappa(human: &[f64], judge: &[f64], quadratic: bool) -> f64 {
-    let script = format!(
-        "import json,sys\nfrom sklearn.metrics import cohen_kappa_score\nh={h}\nj={j}\n{call}\n",
-        h = serde_json::to_string(&human.iter().map(|v| *v as i64).collect::<Vec<_>>()).unwrap(),
-        j = serde_json::to_string(&judge.iter().map(|v| v.round() as i64).collect::<Vec<_>>())
-            .unwrap(),
-        call = if quadratic {
-            "print(cohen_kappa_score(h, j, weights='quadratic', labels=list(range(11))))"
-        } else {
-            "print(cohen_kappa_score(h, j))"
-        }
-    );
-    let out = Command::new(test_python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
-
-/// Issue 18: `assay judge agree` against a scripted judge whose disagreement with the labels
-/// is known by construction: the labels are the judge's own scores with k of n flipped, and
-/// the kappa is scikit-learn's.
-#[test]
-fn judge_agree_measures_a_judge_whose_disagreement_is_known() {
-    let provider = provider(Behaviour::default());
-    let scratch = project(&provider);
-    let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
-    scratch.write(
-        "sim/prompts/coach_system_prompt.md",
-        &format!("{prompt}\nVARIED_SCORES\n"),
-    );
-    let out = simulate(
-        &scratch,
-        &[&ANTHROPIC[..], &["--repeat", "2"]].concat(),
-        &[],
-    );
-    assert!(out.code <= 1, "{out:?}");
-    let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
-    std::fs::copy(
-        scratch.path("sim/reports/latest.json"),
-        scratch.path("sim/reports/labelled.json"),
-    )
-    .unwrap();
-    // Labels: the judge's own scores on two criteria, with k of n changed.
-    let (ordinal, binary) = ("requirement_accuracy", "ypt_compliance");
-    let runs = runs(&report);
-    let n = runs.len();
-    let flipped_ordinal = [1usize, 4, 7, 12];
-    let flipped_binary = [2usize, 9];
-    let mut labels = String::from("judge: simulation\nreport: reports/labelled.json\nitems:\n");
-    let mut human = (Vec::new(), Vec::new());
-    for (i, run) in runs.iter().enumerate() {
-        let score = |id: &str| {
-            run["judgement"]["scores"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["id"] == id)
-                .unwrap_or_else(|| panic!("no {id} in {run}"))["score"]
-                .as_f64()
-                .unwrap()
-        };
-        let mut o = score(ordinal);
-        if flipped_ordinal.contains(&i) {
-            o = (o + 5.0) % 11.0;
-        }
-        let mut b = score(binary);
-        if flipped_binary.contains(&i) {
-            b = 10.0 - b;
-        }
-        human.0.push(o);
-        human.1.push(b);
-        labels.push_str(&format!(
-            "  - run: {}#{}\n    scores: {{{ordinal}: {o}, {binary}: {b}}}\n",
-            run["scenario_id"].as_str().unwrap(),
-            run["repeat"]
-        ));
-    }
-    scratch.write("sim/labels.yaml", &labels);
-    let root = scratch.root().to_str().unwrap().to_owned();
-    let env = env_with(&[]);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let agree = crate::support::assay_env(
-        &[
-            "judge",
-            "agree",
-            scratch.path("sim/labels.yaml").to_str().unwrap(),
-            "--model",
-            "anthropic/judge",
-            "--project",
-            &root,
-            "--json",
-        ],
-        &env,
-    );
-    assert_eq!(agree.code, 0, "{agree:?}");
-    let a = agree.json();
-    assert_eq!(a["items"], n);
-    let criterion = |id: &str| {
-        a["measurement"]["criteria"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
-    let judge_scores = |id: &str| -> Vec<f64> {
-        a["per_item"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|item| item["scores"][id][1].as_f64().unwrap())
-            .collect()
-    };
-    // The judge agrees except on the flipped ones (each moved 5 points or more, or flipped).
-    let c = criterion(ordinal);
-    assert_eq!(c["n"], n);
-    assert_eq!(c["kappa_weights"], "quadratic");
-    let expected_agreement = (n - flipped_ordinal.len()) as f64 / n as f64;
-    assert!(
-        (c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12,
-        "{c}"
-    );
-    let kappa = sklearn_kappa(&human.0, &judge_scores(ordinal), true);
-    assert!(
-        (c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9,
-        "{c} vs sklearn {kappa}"
-    );
-    let c = criterion(binary);
-    assert_eq!(c["kappa_weights"], "none");
-    let expected_agreement = (n - flipped_binary.len()) as f64 / n as f64;
-    assert!(
-        (c["agreement"].as_f64().unwrap() - expected_agreement).abs() < 1e-12,
-        "{c}"
-    );
-    let kappa = sklearn_kappa(&human.1, &judge_scores(binary), false);
-    assert!(
-        (c["kappa"].as_f64().unwrap() - kappa).abs() < 1e-9,
-        "{c} vs sklearn {kappa}"
-    );
-    assert_eq!(
-        a["measurement"]["disagreements"].as_array().unwrap().len(),
-        flipped_ordinal.len() + flipped_binary.len()
-    );
-    // The console says the same in a few lines; --min-kappa above it fails.
-    let console = crate::support::assay_env(
-        &[
-            "judge",
-            "agree",
-            scratch.path("sim/labels.yaml").to_str().unwrap(),
-            "--model",
-            "anthropic/judge",
-            "--project",
-            &root,
-            "--min-kappa",
-            "0.99",
-        ],
-        &env,
-    );
-    assert_eq!(console.code, 1, "{console:?}");
-    assert!(
-        console.stdout.contains("overall agreement"),
-        "{}",
-        console.stdout
-    );
-    assert!(
-        console.stdout.contains("largest disagreements"),
-        "{}",
-        console.stdout
-    );
-
-    // Bad labels: exit 2, naming the file and the problem.
-    for (from, to, needle) in [
-        (
-            ordinal,
-            "requirement_acuracy",
-            "unknown criterion `requirement_acuracy`",
-        ),
-        (
-            &format!("{binary}: 10"),
-            &format!("{binary}: 5"),
-            "5 is not on the criterion's scale (0 or 10)",
-        ),
-        (
-            "report: reports/labelled.json",
-            "report: ../../../etc/hostname",
-            "leaves the project's folder",
-        ),
-    ] {
-        let text = labels.replacen(from, to, 1);
-        if text == labels {
-            continue;
-        }
-        scratch.write("sim/bad-labels.yaml", &text);
-        let bad = crate::support::assay_env(
-            &[
-                "judge",
-                "agree",
-                scratch.path("sim/bad-labels.yaml").to_str().unwrap(),
-                "--project",
-                &root,
-            ],
-            &env,
-        );
-        assert_eq!(bad.code, 2, "{needle}: {bad:?}");
-        assert!(
-            bad.stderr.contains("bad-labels.yaml") && bad.stderr.contains(needle),
-            "{needle}: {}",
-            bad.stderr
-        );
-    }
-    // The template lists every run and every criterion, scores left empty.
-    let template = crate::support::assay_env(
-        &[
-            "judge",
-            "template",
-            scratch.path("sim/reports/labelled.json").to_str().unwrap(),
-            "--project",
-            &root,
-        ],
-        &env,
-    );
-    assert_eq!(template.code, 0, "{template:?}");
-    assert_eq!(template.stdout.matches("  - run: ").count(), n);
-    assert!(
-        template
-            .stdout
-            .contains("      requirement_accuracy:    # 0-10"),
-        "{}",
-        template.stdout
-    );
-}
-
-/// Issue 18: the bundled scout-quest labels (hand-written transcripts, no report) load and are
-/// measured against the scripted judge.
-#[test]
-fn the_example_judge_labels_are_measured() {
-    let provider = provider(Behaviour::default());
-    let scratch = project(&provider);
-    let root = scratch.root().to_str().unwrap().to_owned();
-    let env = env_with(&[]);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let run = crate::support::assay_env(
-        &[
-            "judge",
-            "agree",
-            scratch
-                .path("sim/labels/judge_labels.yaml")
-                .to_str()
-                .unwrap(),
-            "--model",
-            "anthropic/judge",
-            "--project",
-            &root,
-            "--judge-samples",
-            "2",
-        ],
-        &env,
-    );
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stdout.contains("against 6 labelled item(s)"),
-        "{}",
-        run.stdout
-    );
-    assert!(run.stdout.contains("state_management"), "{}", run.stdout);
-    assert!(run.stdout.contains("verdicts: agree on"), "{}", run.stdout);
-    assert!(
-        run.stdout
-            .contains("self-consistency: the verdict flipped between samples on 0% of items"),
-        "{}",
-        run.stdout
-    );
-    assert_eq!(provider.stats.judge.load(Ordering::SeqCst), 12);
 }

@@ -4,6 +4,9 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use assay_core::experiment::AgentChoice;
+
+use crate::target::Answered;
 
 /// The study's state while it runs: the sampler, the prompt lists (which proposals extend),
 /// the trial records and the best trial's cases.
@@ -291,32 +294,51 @@ impl Search<'_, '_> {
         }
     }
 
-    /// One proposal round: `proposals_per_round` proposals, each for the next agent in turn
-    /// revising the best combination's prompt; each accepted one is scored at once (the
-    /// parent's other prompts, on every optimization case); then, when the space grew,
-    /// `trials_per_round` more trials over it.
+    /// One proposal round: its proposals, each revising the best combination's prompt of the
+    /// agent the selector picks (the blamed one, or every one); each accepted one is scored at
+    /// once (the parent's other prompts, on every optimization case); then, when the space
+    /// grew, `trials_per_round` more trials over it.
     async fn round(&mut self, p: &ProposeOptions, round: usize) -> Result<(), RunError> {
         let (x, runner) = (self.x, self.runner);
+        let count = p.proposals_in_round();
         runner.services.progress.start(
             &format!("proposals r{round}"),
-            (p.proposals_per_round * (2 * p.minibatch + x.optimization.set.len())) as u64,
+            (count * (2 * p.minibatch + x.optimization.set.len())) as u64,
         );
         let mut grew = false;
-        for k in 1..=p.proposals_per_round {
-            let sequence = (round - 1) * p.proposals_per_round + (k - 1);
-            let agent = p.agents[sequence % p.agents.len()].clone();
+        let mut plan: Option<Vec<(String, AgentChoice)>> = None;
+        for k in 1..=count {
+            let sequence = (round - 1) * count + (k - 1);
             let record = if let Some(done) = self.replay.proposals.get(&(round, k)) {
                 self.log.line(&format!(
-                    "proposal r{round}-{k} ({agent}): read back from the journal (--resume)"
+                    "proposal r{round}-{k} ({}): read back from the journal (--resume)",
+                    done.agent
                 ));
                 done.clone()
             } else {
+                if plan.is_none() {
+                    plan = Some(self.plan(p, round, count).await?);
+                }
+                let (agent, chosen) = plan
+                    .as_ref()
+                    .and_then(|plan| plan.get(k - 1))
+                    .cloned()
+                    .ok_or_else(|| RunError::Usage("no agent may be revised".into()))?;
+                self.log.line(&format!(
+                    "proposal r{round}-{k}: revises {agent}: {}",
+                    chosen.why
+                ));
                 let record = self.propose(p, round, k, sequence, &agent).await?;
+                let record = ProposalRecord {
+                    chosen: Some(chosen),
+                    ..record
+                };
                 self.journal.append(&JournalEntry::Proposal {
                     proposal: record.clone(),
                 })?;
                 record
             };
+            let agent = record.agent.clone();
             let questions: Vec<&str> = record
                 .cases_shown
                 .iter()
@@ -405,6 +427,143 @@ impl Search<'_, '_> {
         Ok(())
     }
 
+    /// The best combination now: its trial, its prompt indices and its prompts.
+    fn parent(&self) -> (usize, BTreeMap<String, usize>, BTreeMap<String, String>) {
+        let parent_trial = self.study.best_by_priority().map_or(0, |t| t.number);
+        let parent_params = self
+            .records
+            .iter()
+            .find(|t| t.number == parent_trial)
+            .map_or_else(
+                || named(&self.lists, &vec![0; self.lists.agents.len()]),
+                |t| t.params.clone(),
+            );
+        let parent_prompts = self.lists.choose(&parent_params);
+        (parent_trial, parent_params, parent_prompts)
+    }
+
+    /// The cases at `shown` (indices into `results`) with the parent's traces on them (the
+    /// chain's calls come from the cache).
+    async fn traces(
+        &self,
+        prompts: &BTreeMap<String, String>,
+        results: &[CaseResult],
+        shown: &[usize],
+        what: &str,
+    ) -> Result<Vec<(LoadedCase, CaseResult, Answered)>, RunError> {
+        let (x, runner) = (self.x, self.runner);
+        let mut out = Vec::with_capacity(shown.len());
+        for &i in shown {
+            let r = &results[i];
+            let Some(case) = x
+                .optimization
+                .set
+                .cases
+                .iter()
+                .find(|c| c.case.line == r.line)
+            else {
+                continue;
+            };
+            runner.check_budget()?;
+            let traced = runner
+                .services
+                .target
+                .answer_traced(prompts, &case.case.question, &files_of(case))
+                .await
+                .map_err(|e| {
+                    let failed = grade::errored(
+                        r.line,
+                        &r.question,
+                        &r.expected,
+                        None,
+                        format!("target: {e}"),
+                    );
+                    halt(self.layout, "optimization", what, prompts, &failed)
+                })?;
+            runner.services.progress.advance(1, &runner.note(what));
+            out.push((case.clone(), r.clone(), traced));
+        }
+        Ok(out)
+    }
+
+    /// The agents this round's `count` proposals revise, each with why (see
+    /// [`crate::propose`]'s module docs).
+    async fn plan(
+        &mut self,
+        p: &ProposeOptions,
+        round: usize,
+        count: usize,
+    ) -> Result<Vec<(String, AgentChoice)>, RunError> {
+        let (x, runner) = (self.x, self.runner);
+        let turn = (round - 1) * count;
+        let chain: Vec<String> = x.lists.names().iter().map(|n| (*n).to_owned()).collect();
+        if p.selector != crate::propose::Selector::Blame || p.agents.len() <= 1 {
+            return Ok(crate::propose::choose(
+                p.selector,
+                Err(String::new()),
+                &p.agents,
+                &chain,
+                count,
+                turn,
+            ));
+        }
+        let (_, _, parent_prompts) = self.parent();
+        let results = self.cases_of(self.parent().0);
+        let shown: Vec<usize> = crate::propose::minibatch(&results, p.minibatch, turn)
+            .into_iter()
+            .filter(|&i| crate::propose::failing(&results[i]))
+            .collect();
+        let what = format!("blame r{round}");
+        let blame = if shown.is_empty() {
+            Err("the best combination fails no optimization case".to_owned())
+        } else {
+            let traced = self
+                .traces(&parent_prompts, &results, &shown, &what)
+                .await?;
+            let chain_order: Vec<String> = traced
+                .first()
+                .map(|(_, _, t)| t.steps.iter().map(|(a, _)| a.clone()).collect())
+                .unwrap_or_default();
+            if chain_order.is_empty() {
+                Err("the target does not report its agents' outputs".to_owned())
+            } else {
+                let proposer = runner.services.proposer.as_ref().ok_or_else(|| {
+                    RunError::Usage("proposal rounds need a proposer model".into())
+                })?;
+                let views: Vec<crate::propose::Shown<'_>> = traced
+                    .iter()
+                    .map(|(case, result, trace)| crate::propose::Shown {
+                        case,
+                        result,
+                        trace,
+                    })
+                    .collect();
+                runner.check_budget_for(runner.per_proposal)?;
+                let asked = crate::propose::ask_blame(
+                    proposer.as_ref(),
+                    &views,
+                    &parent_prompts,
+                    &chain_order,
+                    p.max_tokens,
+                    round,
+                )
+                .await
+                .map_err(|e| format!("the blame call to {} failed: {e}", proposer.model()));
+                return Ok(crate::propose::choose(
+                    p.selector,
+                    asked,
+                    &p.agents,
+                    &chain_order,
+                    count,
+                    turn,
+                ));
+            }
+        };
+        Ok(crate::propose::choose(
+            p.selector, blame, &p.agents, &chain, count, turn,
+        ))
+    }
+
     /// Asks the proposer for a revision of `agent`'s prompt in the best combination, guards
     /// it and, if it passes, checks it on the cases it was written for.
     #[allow(clippy::many_single_char_names)]
@@ -422,59 +581,18 @@ impl Search<'_, '_> {
             .proposer
             .as_ref()
             .ok_or_else(|| RunError::Usage("proposal rounds need a proposer model".into()))?;
-        let parent_trial = self.study.best_by_priority().map_or(0, |t| t.number);
-        let parent_params = self
-            .records
-            .iter()
-            .find(|t| t.number == parent_trial)
-            .map_or_else(
-                || named(&self.lists, &vec![0; self.lists.agents.len()]),
-                |t| t.params.clone(),
-            );
-        let parent_prompts = self.lists.choose(&parent_params);
+        let (parent_trial, parent_params, parent_prompts) = self.parent();
         let parent_index = parent_params.get(agent).copied().unwrap_or(0);
         let parent_text = parent_prompts.get(agent).cloned().unwrap_or_default();
         let results = self.cases_of(parent_trial);
         let shown = crate::propose::minibatch(&results, p.minibatch, sequence);
         let what = format!("proposal r{round}-{k}");
-        // The traces of the parent on the cases shown (the chain's calls come from the cache).
-        let mut traces = Vec::with_capacity(shown.len());
-        let mut shown_cases = Vec::with_capacity(shown.len());
-        for &i in &shown {
-            let r = &results[i];
-            let Some(case) = x
-                .optimization
-                .set
-                .cases
-                .iter()
-                .find(|c| c.case.line == r.line)
-            else {
-                continue;
-            };
-            runner.check_budget()?;
-            let traced = runner
-                .services
-                .target
-                .answer_traced(&parent_prompts, &case.case.question, &files_of(case))
-                .await
-                .map_err(|e| {
-                    let failed = grade::errored(
-                        r.line,
-                        &r.question,
-                        &r.expected,
-                        None,
-                        format!("target: {e}"),
-                    );
-                    halt(self.layout, "optimization", &what, &parent_prompts, &failed)
-                })?;
-            runner.services.progress.advance(1, &runner.note(&what));
-            traces.push(traced);
-            shown_cases.push((case, r.clone()));
-        }
-        let views: Vec<crate::propose::Shown<'_>> = shown_cases
+        let traced = self
+            .traces(&parent_prompts, &results, &shown, &what)
+            .await?;
+        let views: Vec<crate::propose::Shown<'_>> = traced
             .iter()
-            .zip(&traces)
-            .map(|((case, result), trace)| crate::propose::Shown {
+            .map(|(case, result, trace)| crate::propose::Shown {
                 case,
                 result,
                 trace,
@@ -503,7 +621,7 @@ impl Search<'_, '_> {
                 log: error_log(self.layout, "optimization", &context),
             }
         })?;
-        let cases_shown: Vec<usize> = shown_cases.iter().map(|(c, _)| c.case.line).collect();
+        let cases_shown: Vec<usize> = traced.iter().map(|(c, _, _)| c.case.line).collect();
         let mut record = ProposalRecord {
             round,
             k,
@@ -521,6 +639,7 @@ impl Search<'_, '_> {
             },
             file: None,
             minibatch: None,
+            chosen: None,
         };
         let list = self
             .lists
@@ -534,7 +653,7 @@ impl Search<'_, '_> {
         // was written for before it is scored on all of them.
         let mut candidate = parent_prompts.clone();
         candidate.insert(agent.to_owned(), record.text.clone());
-        let cases: Vec<LoadedCase> = shown_cases.iter().map(|(c, _)| (*c).clone()).collect();
+        let cases: Vec<LoadedCase> = traced.iter().map(|(c, _, _)| c.clone()).collect();
         let tried = runner.cases(&candidate, &cases, &what).await?;
         if let Some(failed) = first_error(&tried) {
             return Err(halt(self.layout, "optimization", &what, &candidate, failed));
@@ -545,7 +664,7 @@ impl Search<'_, '_> {
                 rs.iter().map(|r| r.composite_score).sum::<f64>(),
             )
         };
-        let before: Vec<CaseResult> = shown_cases.iter().map(|(_, r)| r.clone()).collect();
+        let before: Vec<CaseResult> = traced.iter().map(|(_, r, _)| r.clone()).collect();
         let (b, a) = (score(&before), score(&tried));
         record.minibatch = Some([b, a]);
         let better = a.0 > b.0 || (a.0 == b.0 && a.1 > b.1 + 1e-9);

@@ -95,7 +95,8 @@ impl ProviderCalls {
             // Checked when the settings were read; a conflict here cannot happen.
             limits: Arc::new(
                 RateLimits::with_shared(&settings.providers.shared_limits)
-                    .map_err(HarnessError::Usage)?,
+                    .map_err(HarnessError::Usage)?
+                    .with_pooling(settings.providers.pool_shared_limits),
             ),
             max_retries: settings.providers.max_retries,
             max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)

@@ -340,19 +340,26 @@ async fn follows_a_limit_lowered_mid_run_down_and_back_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_sends_only_retry_after() {
-    // 50 requests a second, a burst of 5, 16 callers; 429s carry retry-after(-ms) only.
-    let (server, state) = start(Provider::new(50.0, 5.0, Headers::RetryAfter)).await;
+    // 100 requests a second, a burst of 20, 16 callers; 429s carry retry-after(-ms) only.
+    let (server, state) = start(Provider::new(100.0, 20.0, Headers::RetryAfter)).await;
     // One retry for faults: a call survives its 429s only because they do not spend it.
     let c = client(&server, false, policy(16, 1));
-    let errors = run_all(&c.chat, 60).await;
+    let errors = run_all(&c.chat, 240).await;
     assert!(errors.is_empty(), "{errors:?}");
     let s = &c.accounting.snapshot().models["openai/m"];
-    assert_eq!((s.calls, s.errors), (60, 0));
-    assert!(s.throttled > 0, "the burst of 5 cannot take 16 callers");
+    assert_eq!((s.calls, s.errors), (240, 0));
+    assert!(s.throttled > 0, "16 callers overrun 100 a second");
     assert_eq!(s.throttled, state.lock().unwrap().throttled as u64);
-    // The callers are released one at a time, not all together after each retry-after: well
-    // under one 429 per answer (the old behaviour spent four retries a second per caller).
-    assert!(s.throttled <= 35, "{} 429s for 60 answers", s.throttled);
+    // The pace is learned from retry-after within a few refusals and every caller is released
+    // at it, one at a time: a few 429s, not one per answer (issue 32: 18 % of requests before
+    // the pace was learned; measured here now about 5 %, bound loose for a loaded machine).
+    let share = s.throttled as f64 / s.requests as f64;
+    assert!(
+        share < 0.10,
+        "{} 429s of {} requests",
+        s.throttled,
+        s.requests
+    );
     let limit = s.rate_limit.unwrap();
     assert!(limit.min_concurrency < 16, "{limit:?}");
 }
@@ -486,8 +493,17 @@ async fn a_call_held_back_past_its_time_bound_is_an_error() {
 /// Three models behind one key-wide bucket (one API key's limit), each called by 8 callers;
 /// `limits` is what their contexts share. Returns the 429s and the errors.
 async fn three_models_one_bucket(limits: Arc<RateLimits>) -> (u64, Vec<String>) {
-    // 60 requests a second for the key, a burst of 6; the headers describe the key's bucket.
-    let (server, state) = start(Provider::new(60.0, 6.0, Headers::All)).await;
+    three_models_one_bucket_with(limits, Headers::All, 6.0).await
+}
+
+async fn three_models_one_bucket_with(
+    limits: Arc<RateLimits>,
+    headers: Headers,
+    burst: f64,
+) -> (u64, Vec<String>) {
+    // 60 requests a second for the key, a burst of `burst`; the headers (`All`) describe the
+    // key's bucket.
+    let (server, state) = start(Provider::new(60.0, burst, headers)).await;
     let accounting = Arc::new(Accounting::default());
     let options = server.provider_options();
     let mut tasks = Vec::new();
@@ -510,7 +526,7 @@ async fn three_models_one_bucket(limits: Arc<RateLimits>) -> (u64, Vec<String>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_that_share_a_key_wide_limit_pace_together_when_declared() {
-    let alone = three_models_one_bucket(Arc::new(RateLimits::new())).await;
+    let alone = three_models_one_bucket(Arc::new(RateLimits::new().with_pooling(false))).await;
     let groups = [(
         "key".to_owned(),
         vec![
@@ -540,4 +556,102 @@ async fn models_that_share_a_key_wide_limit_pace_together_when_declared() {
         alone.0,
         shared.0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_that_share_an_undeclared_limit_are_found_and_pooled() {
+    for headers in [Headers::RetryAfter, Headers::All] {
+        // A burst that takes the first 24 callers: what follows is the limit's doing.
+        let alone = three_models_one_bucket_with(
+            Arc::new(RateLimits::new().with_pooling(false)),
+            headers,
+            30.0,
+        )
+        .await;
+        let limits = Arc::new(RateLimits::new());
+        let pooled = three_models_one_bucket_with(Arc::clone(&limits), headers, 30.0).await;
+        assert!(
+            alone.1.is_empty() && pooled.1.is_empty(),
+            "{headers:?}: {alone:?} {pooled:?}"
+        );
+        // Refused together while their own limiters had room: pooled into one, found after a
+        // few refusals and named in the status.
+        let found = limits.pooled();
+        let name = "shared:auto (openai/a, openai/b, openai/c)";
+        assert_eq!(
+            found.values().collect::<Vec<_>>(),
+            [name, name, name],
+            "{headers:?}: {found:?}"
+        );
+        assert_eq!(limits.status_of("openai/b").unwrap().model, name);
+        assert_eq!(limits.status().len(), 1, "{:?}", limits.status());
+        // Loose bounds (exact figures: bench/ratelimit). About 18 of these 429s are the first
+        // wave (24 callers start at once, before anything is known); measured here, pooled
+        // 20-33, a limiter per model 38-47 (`RetryAfter`) and about 100 (`All`).
+        assert!(
+            pooled.0 <= 45 && alone.0 > pooled.0,
+            "{headers:?}: alone {} vs pooled {} 429s for 120 answers",
+            alone.0,
+            pooled.0
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_with_limits_of_their_own_are_not_pooled() {
+    // One bucket per model on one account: never refused together while believing they had
+    // room, so each keeps its limiter.
+    let providers: Vec<Arc<Mutex<Provider>>> = (0..2)
+        .map(|_| Arc::new(Mutex::new(Provider::new(60.0, 6.0, Headers::RetryAfter))))
+        .collect();
+    let by_model = providers.clone();
+    let server = FakeServer::start(move |request| {
+        let b = usize::from(request.body["model"] == "b");
+        by_model[b].lock().unwrap().answer(request)
+    })
+    .await;
+    let limits = Arc::new(RateLimits::new());
+    let accounting = Arc::new(Accounting::default());
+    let options = server.provider_options();
+    let mut tasks = Vec::new();
+    for model in ["a", "b"] {
+        let ctx = CallContext::new(policy(8, 1), Arc::clone(&accounting))
+            .with_limits(Arc::clone(&limits))
+            .with_seed(23);
+        let inner: Arc<dyn ChatModel> =
+            Arc::new(OpenAiChat::new(model, Some(openai_key()), &options).unwrap());
+        let chat = Guarded::chat(inner, Arc::new(ctx));
+        tasks.push(tokio::spawn(async move { run_all(&chat, 40).await }));
+    }
+    for task in tasks {
+        let errors = task.await.unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    assert!(limits.pooled().is_empty(), "{:?}", limits.pooled());
+    assert_eq!(limits.status().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_limit_adds_no_wait() {
+    // No limit at all: 64 calls, 16 at a time, 20 ms each; nothing is held back.
+    let server = FakeServer::always(
+        Reply::json(
+            &json!({"choices": [{"index": 0, "message": {"role": "assistant",
+            "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1}}),
+        )
+        .delay(Duration::from_millis(20)),
+    )
+    .await;
+    let c = client(&server, false, policy(16, 1));
+    let start = Instant::now();
+    let errors = run_all(&c.chat, 64).await;
+    let took = start.elapsed();
+    assert!(errors.is_empty(), "{errors:?}");
+    let s = &c.accounting.snapshot().models["openai/m"];
+    assert_eq!((s.calls, s.requests, s.throttled), (64, 64, 0));
+    let limit = s.rate_limit.unwrap();
+    assert_eq!((limit.wait_ms, limit.min_concurrency), (0, 16), "{limit:?}");
+    // The ideal is 4 x 20 ms; a loaded machine adds its own delays, the limiter none.
+    assert!(took < Duration::from_secs(5), "{took:?}");
 }

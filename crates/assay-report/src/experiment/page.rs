@@ -1062,6 +1062,22 @@ fn proposals_section(out: &mut String, r: &ExperimentReport) {
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody></table>\n");
+    if r.proposals.iter().any(|p| p.chosen.is_some()) {
+        out.push_str("<p>Why each agent was chosen:</p>\n<ul>\n");
+        for p in &r.proposals {
+            if let Some(c) = &p.chosen {
+                let _ = writeln!(
+                    out,
+                    "<li>r{}-{} {}: {}</li>",
+                    p.round,
+                    p.k,
+                    escape(&p.agent),
+                    escape(c.why.trim())
+                );
+            }
+        }
+        out.push_str("</ul>\n");
+    }
     for p in r
         .proposals
         .iter()

@@ -92,7 +92,7 @@ const COMMON_WORDS: &str = " the be to of and a in that have i it for not on wit
 /// How rare windows of one width (lower-case ASCII) are in English chat text, as a
 /// log-probability: lower is rarer. Letters are taken as independent, except that a window
 /// inside a common word is counted as common.
-struct Rarity {
+pub(super) struct Rarity {
     /// The windows of [`COMMON_WORDS`], as [`key`]s, sorted.
     common: Vec<u32>,
     /// The log-frequency of each folded byte.
@@ -105,7 +105,7 @@ fn key(window: &[u8]) -> u32 {
 }
 
 impl Rarity {
-    fn new(width: usize) -> Rarity {
+    pub(super) fn new(width: usize) -> Rarity {
         let mut common: Vec<u32> = COMMON_WORDS.as_bytes().windows(width).map(key).collect();
         common.sort_unstable();
         common.dedup();
@@ -115,7 +115,7 @@ impl Rarity {
         }
     }
 
-    fn of(&self, window: &[u8]) -> f64 {
+    pub(super) fn of(&self, window: &[u8]) -> f64 {
         let letters: f64 = window
             .iter()
             .map(|&b| self.logs[usize::from(b & 0x7f)])

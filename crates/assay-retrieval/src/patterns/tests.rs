@@ -230,6 +230,44 @@ fn word_boundaries_next_to_non_ascii_letters_apostrophes_and_digits() {
     check("2hurt", &["crisis_1"]);
 }
 
+/// Issue 32: a regex whose factor is a common word (`call`) also needs a rarer piece of it
+/// (`police|cops|911`) in the message before it runs, and still matches as before.
+#[test]
+fn issue_32_regexes_run_only_when_every_required_group_is_found() {
+    let pattern = r"(call|called|calling)\s+(the\s+)?(police|cops)\s+on\s+(him|her|me)";
+    let hir = python_case(
+        &regex_syntax::ParserBuilder::new()
+            .case_insensitive(true)
+            .build()
+            .parse(pattern)
+            .unwrap(),
+    );
+    let Factor::AnyOf { strings, certain } = ascii_factor(&hir) else {
+        panic!("no factor");
+    };
+    assert!(!certain);
+    let groups = required_groups(&hir, &strings, &Rarity::new(MIN_GROUP_LEN));
+    let text = |g: Vec<Vec<u8>>| -> Vec<String> {
+        g.into_iter()
+            .map(|s| String::from_utf8(s).unwrap())
+            .collect()
+    };
+    // The factor and one more group (`him|her|me` is too short to be one).
+    let mut all: Vec<Vec<String>> = std::iter::once(strings).chain(groups).map(text).collect();
+    all.sort();
+    assert_eq!(all, [vec!["call"], vec!["cops", "police"]]);
+
+    let m = PatternMatcher::new(&rules_from(&[pattern], &[(&["police"], false)])).unwrap();
+    let check = |message: &str, expect: &[&str]| {
+        assert_eq!(m.matched_entities(message), expect, "{message:?}");
+    };
+    check("I CALLED   the Police on him", &["crisis_0", "kw_0"]);
+    check("she is calling cops on me\tagain", &["crisis_0"]);
+    check("did you call your mom", &[]);
+    check("the police on him, call me", &["kw_0"]);
+    check("call\u{a0}the police on him, café", &["crisis_0", "kw_0"]);
+}
+
 #[test]
 fn factors_are_rare_literals_every_match_needs() {
     let factor = |pattern: &str| {
