@@ -239,18 +239,16 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
     for s in &shards {
         let dir = s.path.parent().unwrap_or(Path::new("."));
         let file = caselog::cases_file(dir, &s.log);
-        let mut duplicate: Option<String> = None;
+        let mut duplicate = false;
         caselog::for_each_case(&s.log, file.as_deref(), None, &mut |r| {
             let key = (r.bank(), r.test_id().to_owned());
-            if cases.insert(key, r).is_some() && duplicate.is_none() {
-                duplicate = Some(String::new());
-            }
+            duplicate |= cases.insert(key, r).is_some();
             Ok(())
         })
         .map_err(|e| {
             HarnessError::Data(assay_kb::datafile::DataError::new(&s.path, e.to_string()))
         })?;
-        if duplicate.is_some() {
+        if duplicate {
             return Err(usage(format!(
                 "{}: holds a case another shard holds too; these are not shards of one run",
                 s.name()
@@ -295,30 +293,14 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
     };
 
     let mut agg = Aggregator::new(run::LISTED, run::LISTED_WHOLE);
-    let semantic_count = if banks.contains(&BankType::Semantic) {
-        // The selected semantic cases: their number sizes the aggregator as a run sizes it.
-        let mut n = 0;
-        run::for_each_suite_case(project, &request, &[BankType::Semantic], &mut |_, _, _| {
-            n += 1;
-        })?;
-        n
-    } else {
-        0
-    };
     let mut digest = SuiteDigest::default();
     let mut index: HashMap<BankType, usize> = HashMap::new();
     let mut missing: Option<String> = None;
     let mut failure: Option<HarnessError> = None;
     let no_matcher = project.patterns.is_none();
     for bank in &banks {
-        agg.start(
-            *bank,
-            if *bank == BankType::Semantic {
-                semantic_count
-            } else {
-                0
-            },
-        );
+        // Every case is pushed, in order: the semantic slots grow to the bank's size.
+        agg.start(*bank, 0);
         run::for_each_suite_case(project, &request, &[*bank], &mut |bank, test_id, _| {
             digest.add(bank, test_id);
             let Some(record) = cases.remove(&(bank, test_id.to_owned())) else {

@@ -143,7 +143,7 @@ fn selected<'a, C>(
 }
 
 /// Whether the case is in the request's shard (always, without one or unless `sharded`).
-fn in_shard(request: &RunRequest, bank: BankType, test_id: &str, sharded: bool) -> bool {
+pub(crate) fn in_shard(request: &RunRequest, bank: BankType, test_id: &str, sharded: bool) -> bool {
     !sharded
         || request
             .shard

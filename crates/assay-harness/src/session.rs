@@ -173,7 +173,7 @@ pub async fn execute(
                 .banks
                 .semantic
                 .iter()
-                .filter(|c| in_request_shard(request, &c.case.test_id))
+                .filter(|c| run::in_shard(request, BankType::Semantic, &c.case.test_id, true))
                 .map(|c| (c.case.prompt.as_str(), &c.case.user_state)),
         )?;
     }
@@ -442,17 +442,10 @@ fn selected_prompts(project: &Project, request: &RunRequest) -> Vec<String> {
         .map(|l| &l.case)
         .filter(|c| request.test.as_deref().is_none_or(|t| c.test_id == t))
         .filter(|c| request.topic.as_ref().is_none_or(|t| c.topics.contains(t)))
-        .filter(|c| in_request_shard(request, &c.test_id))
+        .filter(|c| run::in_shard(request, BankType::Semantic, &c.test_id, true))
         .filter(|c| seen.insert(c.prompt.clone()))
         .map(|c| c.prompt.clone())
         .collect()
-}
-
-/// Whether the semantic case is in the request's shard (always, without one).
-fn in_request_shard(request: &RunRequest, test_id: &str) -> bool {
-    request
-        .shard
-        .is_none_or(|s| s.contains(&run::case_key(BankType::Semantic, test_id)))
 }
 
 /// The choices of a calibration beyond its [`CalibrationRequest`]: each `None` falls back to

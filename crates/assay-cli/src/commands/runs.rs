@@ -15,9 +15,6 @@ use crate::args::{MergeArgs, RunsCommand};
 use crate::exit::Exit;
 
 pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
-    if let RunsCommand::Merge(args) = command {
-        return merge(dir, args);
-    }
     let settings = ProjectSettings::load(dir)?;
     let results = &settings.results_dir;
     match command {
@@ -121,7 +118,7 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                 ));
             }
         }
-        RunsCommand::Merge(_) => unreachable!("handled above"),
+        RunsCommand::Merge(args) => return merge(dir, args),
     }
     Ok(Exit::Success)
 }

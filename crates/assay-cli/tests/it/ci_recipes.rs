@@ -12,24 +12,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{Scratch, repo_path};
+use crate::support::{Scratch, copy_dir, repo_path};
 
 fn recipe(name: &str) -> Value {
     let text = std::fs::read_to_string(repo_path(&format!("docs/ci/{name}"))).unwrap();
     serde_norway::from_str(&text).unwrap_or_else(|e| panic!("docs/ci/{name}: {e}"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A project as a CI checkout sees it: its files and its committed accepted baseline, none

@@ -28,8 +28,7 @@ struct Packages {
 }
 
 fn venv() -> PathBuf {
-    std::env::var_os("ASSAY_TEST_PYTHON_VENV")
-        .map_or_else(|| repo_path("target/test-venv"), PathBuf::from)
+    crate::support::test_venv()
 }
 
 /// `true` when node and npm run.

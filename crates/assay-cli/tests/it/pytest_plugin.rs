@@ -16,12 +16,7 @@ use crate::sim_provider::Behaviour;
 use crate::support::{Run, Scratch, assay, repo_path};
 
 fn python() -> Option<PathBuf> {
-    let python = std::env::var_os("ASSAY_TEST_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("ASSAY_TEST_PYTHON_VENV").map(|v| PathBuf::from(v).join("bin/python"))
-        })
-        .unwrap_or_else(|| repo_path("target/test-venv/bin/python"));
+    let python = crate::support::test_python();
     let ok = Command::new(&python)
         .args(["-c", "import pytest"])
         .output()

@@ -93,12 +93,7 @@ fn every_kind_of_file_has_a_schema_and_a_reference_page_that_match_the_types() {
 }
 
 fn python() -> PathBuf {
-    let python = std::env::var_os("ASSAY_TEST_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("ASSAY_TEST_PYTHON_VENV").map(|v| PathBuf::from(v).join("bin/python"))
-        })
-        .unwrap_or_else(|| repo_path("target/test-venv/bin/python"));
+    let python = crate::support::test_python();
     let ok = Command::new(&python)
         .args(["-c", "import jsonschema, yaml"])
         .output()

@@ -13,11 +13,7 @@ use crate::simulate::{ANTHROPIC, env_with, project, provider, runs, simulate};
 
 /// The Python of the test virtualenv (scikit-learn for the kappa check).
 fn test_python() -> PathBuf {
-    let venv = std::env::var_os("ASSAY_TEST_PYTHON_VENV").map_or_else(
-        || crate::support::repo_path("target/test-venv"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
+    let python = crate::support::test_venv().join("bin/python");
     assert!(
         python.is_file(),
         "no Python at {} (run scripts/ci-setup, which installs scikit-learn there)",

@@ -15,8 +15,23 @@ pub fn repo_path(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn copy_dir(src: &Path, dst: &Path) {
+/// Copies a folder as a checkout would have it: without `results/`, `reports/`, `target/` and
+/// `.assay/` (runs, builds and local state).
+pub(crate) fn copy_dir(src: &Path, dst: &Path) {
     copy_dir_keeping(src, dst, false);
+}
+
+/// The test virtualenv `scripts/ci-setup` makes (`ASSAY_TEST_PYTHON_VENV`, default
+/// `target/test-venv`).
+pub(crate) fn test_venv() -> PathBuf {
+    std::env::var_os("ASSAY_TEST_PYTHON_VENV")
+        .map_or_else(|| repo_path("target/test-venv"), PathBuf::from)
+}
+
+/// The Python the tests run: `ASSAY_TEST_PYTHON`, else the test virtualenv's.
+pub(crate) fn test_python() -> PathBuf {
+    std::env::var_os("ASSAY_TEST_PYTHON")
+        .map_or_else(|| test_venv().join("bin/python"), PathBuf::from)
 }
 
 /// Copies a project; with `store`, its `.assay/kb.db` too (not its locks or caches).
