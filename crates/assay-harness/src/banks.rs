@@ -529,7 +529,7 @@ impl<'de, C: DeserializeOwned> serde::de::Visitor<'de> for FileSeed<'_, '_, C> {
                 "version" => {
                     self.state.version = Some(map.next_value()?);
                 }
-                "created" | "description" => {
+                "created" | "description" | "$schema" => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
                 other => {

@@ -382,6 +382,12 @@ fn init_makes_a_project_that_passes() {
     let run = assay(&["run", project.to_str().unwrap(), "--no-save"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("EXCELLENT"), "{run:?}");
+    // The files it writes name their schema: no warning about that key, whichever way a bank
+    // is read (streamed by `run`, whole by `validate`).
+    assert!(!run.stderr.contains("unknown field"), "{run:?}");
+    let validate = assay(&["validate", project.to_str().unwrap()]);
+    assert_eq!(validate.code, 0, "{validate:?}");
+    assert!(!validate.stderr.contains("unknown field"), "{validate:?}");
     let again = assay(&["init", project.to_str().unwrap()]);
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("refusing to overwrite"), "{again:?}");
