@@ -11,6 +11,7 @@
 //! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
 //!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
 //! * [`shard`]: `--shard hash:i/n`, which cases a shard of a suite runs;
+//! * [`tracecheck`]: production retrieval spans checked against the project, and drafts made of them;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -36,6 +37,7 @@ pub mod shard;
 pub mod simulation;
 pub mod stats;
 pub mod text;
+pub mod tracecheck;
 
 /// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
 /// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2

@@ -58,6 +58,7 @@ use crate::stats;
 use crate::target::{Target, TargetFile, sha256_hex};
 
 mod search;
+mod traced;
 mod verdicts;
 use search::{Searched, study};
 use verdicts::all_disagreements;
@@ -804,13 +805,30 @@ impl Runner<'_> {
             1
         };
         let mut results: Vec<CaseResult> = Vec::with_capacity(cases.len());
+        // One span for the cases of a step or trial, each case's span under it.
+        let span = assay_telemetry::Span::start(
+            what.to_owned(),
+            opentelemetry::trace::SpanKind::Internal,
+            || {
+                vec![opentelemetry::KeyValue::new(
+                    "assay.cases",
+                    assay_telemetry::count(cases.len()),
+                )]
+            },
+        );
         for chunk in cases.chunks(width) {
-            self.check_budget()?;
-            let done: Vec<CaseResult> = futures_util::stream::iter(chunk)
-                .map(|case| self.one(prompts, case))
-                .buffered(width)
-                .collect()
-                .await;
+            if let Err(e) = self.check_budget() {
+                span.end();
+                return Err(e);
+            }
+            let done: Vec<CaseResult> = assay_telemetry::in_span(
+                &span,
+                futures_util::stream::iter(chunk)
+                    .map(|case| self.one_traced(prompts, case))
+                    .buffered(width)
+                    .collect(),
+            )
+            .await;
             self.services
                 .progress
                 .advance(done.len() as u64, &self.note(what));
@@ -820,6 +838,7 @@ impl Runner<'_> {
                 break;
             }
         }
+        span.end();
         Ok(results)
     }
 }

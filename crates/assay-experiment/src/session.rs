@@ -286,7 +286,7 @@ impl Built {
         let raw_grader =
             build_chat_model(settings, &o.grader_model, "[optimize] grader_model", env)?;
         to_check.push(("[optimize] grader_model".into(), raw_grader.clone()));
-        let grader = grader_calls.chat(raw_grader);
+        let grader = grader_calls.chat("grader", raw_grader);
         let proposer = match proposer_model {
             Some(name) => {
                 let source = if o.propose.model.is_some() {
@@ -296,7 +296,7 @@ impl Built {
                 };
                 let raw = build_chat_model(settings, name, source, env)?;
                 to_check.push((source.to_owned(), raw.clone()));
-                Some(proposer_calls.chat(raw))
+                Some(proposer_calls.chat("proposer", raw))
             }
             None => None,
         };
@@ -333,7 +333,7 @@ impl Built {
                     };
                     let raw = build_chat_model(settings, name, &source, env)?;
                     to_check.push((source, raw.clone()));
-                    models.insert(agent.clone(), target_calls.chat(raw));
+                    models.insert(agent.clone(), target_calls.chat("target", raw));
                     agent_models.insert(agent.clone(), name.clone());
                 }
                 let n = chain.len();

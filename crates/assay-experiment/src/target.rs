@@ -576,7 +576,13 @@ impl Wire for CommandTarget {
             .command
             .split_first()
             .ok_or_else(|| fail("empty command".into(), String::new()))?;
-        let mut child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        // The case's span, so the product's own spans join assay's trace (W3C trace context
+        // in the environment, as the OpenTelemetry SDKs read it).
+        if let Some(traceparent) = assay_telemetry::current_traceparent() {
+            command.env("TRACEPARENT", traceparent);
+        }
+        let mut child = command
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::piped())
@@ -652,19 +658,18 @@ impl Wire for HttpTarget {
             url: self.url.clone(),
             problem,
         };
-        let response = self
-            .client
-            .post(&self.url)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| {
-                fail(if e.is_timeout() {
-                    "timed out".into()
-                } else {
-                    format!("cannot reach it: {e}")
-                })
-            })?;
+        let mut request = self.client.post(&self.url).json(body);
+        // The case's span, so the product's own spans join assay's trace.
+        if let Some(traceparent) = assay_telemetry::current_traceparent() {
+            request = request.header("traceparent", traceparent);
+        }
+        let response = request.send().await.map_err(|e| {
+            fail(if e.is_timeout() {
+                "timed out".into()
+            } else {
+                format!("cannot reach it: {e}")
+            })
+        })?;
         let status = response.status();
         let text = response
             .text()

@@ -49,6 +49,8 @@ pub mod runners;
 pub mod runs;
 pub mod session;
 pub mod settings;
+pub mod telemetry;
+pub mod traces;
 pub mod tune;
 
 use std::path::Path;

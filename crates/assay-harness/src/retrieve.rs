@@ -23,6 +23,20 @@ use crate::HarnessError;
 use crate::engine::{self, EmbedderChoice, OpenStore, SearchChoice};
 use crate::project::Project;
 
+/// The audience a retrieval is for: the one given, else the state's `user_type`, else the
+/// default audience.
+pub fn audience(given: Option<&str>, state: &UserState) -> String {
+    given
+        .map(str::to_owned)
+        .or_else(|| {
+            state
+                .get("user_type")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| assay_core::entity::DEFAULT_AUDIENCE.to_owned())
+}
+
 /// What to retrieve for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ask {

@@ -18,6 +18,7 @@ use crate::HarnessError;
 use crate::journal::{Journal, JournalEntry, JournalHeader};
 use crate::project::Project;
 use crate::runners::{self, SemanticRetriever};
+use crate::telemetry;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -333,15 +334,19 @@ pub async fn run(
                     .map(|i| async move {
                         let case = cases[i];
                         let resolved = project.expectations.resolve(case);
-                        (
-                            i,
-                            runners::run_semantic_repeated(retriever, case, &resolved, repeats)
-                                .await,
+                        let span = telemetry::case_span(BankType::Semantic, &case.test_id);
+                        let retrieval = telemetry::retrieval_span(&span, BankType::Semantic);
+                        let result = assay_telemetry::in_span(
+                            &retrieval,
+                            runners::run_semantic_repeated(retriever, case, &resolved, repeats),
                         )
+                        .await;
+                        (i, result, span, retrieval)
                     })
                     .buffer_unordered(options.concurrency.max(1));
-                while let Some((i, r)) = running.next().await {
+                while let Some((i, r, span, retrieval)) = running.next().await {
                     let record = JournalEntry::Semantic(r);
+                    telemetry::finish_case(&span, &retrieval, &record);
                     if let Some(j) = journal.as_deref_mut() {
                         j.record(&record)?;
                     }
@@ -681,9 +686,14 @@ impl<'a, 'o> Sink<'a, 'o> {
             .as_deref()
             .and_then(|j| j.finished(self.bank, test_id))
             .cloned();
-        let (entry, fresh) = match done {
-            Some(entry) => (entry, false),
-            None => (run(test_id)?, true),
+        let (entry, fresh) = if let Some(entry) = done {
+            (entry, false)
+        } else {
+            let span = telemetry::case_span(self.bank, test_id);
+            let retrieval = telemetry::retrieval_span(&span, self.bank);
+            let entry = run(test_id)?;
+            telemetry::finish_case(&span, &retrieval, &entry);
+            (entry, true)
         };
         self.observer
             .case_finished(self.bank, entry.test_id(), entry.score());

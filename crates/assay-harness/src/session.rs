@@ -482,7 +482,10 @@ pub async fn calibrate(
         ),
     };
     let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, true)?;
-    let model = calls.chat(engine::build_chat_model(settings, name, source, env)?);
+    let model = calls.chat(
+        "calibrator",
+        engine::build_chat_model(settings, name, source, env)?,
+    );
     let mut request = request.clone();
     if request.concurrency == 0 {
         request.concurrency = settings.calibration.concurrency;

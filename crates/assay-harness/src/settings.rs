@@ -590,6 +590,8 @@ pub struct ProjectConfig {
     pub simulate: SimulateConfig,
     /// The `[optimize]` table: the prompt optimizer.
     pub optimize: OptimizeConfig,
+    /// The `[telemetry]` table: OpenTelemetry export of runs' spans.
+    pub telemetry: assay_telemetry::TableValues,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -630,6 +632,9 @@ pub struct ProjectSettings {
     pub simulate: SimulateConfig,
     /// Prompt-optimizer settings.
     pub optimize: OptimizeConfig,
+    /// OpenTelemetry export, as written (resolved with the `OTEL_*` variables when a command
+    /// starts).
+    pub telemetry: assay_telemetry::TableValues,
     /// `[gate]`'s regression rules (for `--baseline`).
     pub regression: RegressionRules,
     /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
@@ -1023,6 +1028,10 @@ impl ProjectSettings {
                 "store: must not be empty (leave it out for the embedded .assay/kb.db)".into(),
             );
         }
+        // The table alone (no variables) must make sense: a wrong protocol or endpoint is
+        // named here, before anything runs.
+        assay_telemetry::ExportConfig::resolve(&config.telemetry, &|_| None)
+            .map_err(|e| e.to_string().replace("assay.toml: ", ""))?;
         Ok(ProjectSettings {
             root: root.to_owned(),
             store: config.store,
@@ -1040,6 +1049,7 @@ impl ProjectSettings {
             calibration: config.calibration,
             simulate: config.simulate,
             optimize: config.optimize,
+            telemetry: config.telemetry,
             regression: RegressionRules {
                 no_new_hard_fails: config.gate.no_new_hard_fails,
                 no_new_critical: config.gate.no_new_critical,

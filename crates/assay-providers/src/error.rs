@@ -183,6 +183,24 @@ impl ProviderError {
         &self.kind
     }
 
+    /// A short name of the kind (`http`, `timeout`, …), for telemetry's `error.type`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            ProviderErrorKind::Http { .. } => "http",
+            ProviderErrorKind::Timeout { .. } => "timeout",
+            ProviderErrorKind::Connection { .. } => "connection",
+            ProviderErrorKind::Malformed { .. } => "malformed",
+            ProviderErrorKind::Auth { .. } => "auth",
+            ProviderErrorKind::Config { .. } => "config",
+            ProviderErrorKind::Model { .. } => "model",
+            ProviderErrorKind::Inference { .. } => "inference",
+            ProviderErrorKind::ReplayMiss { .. } => "replay_miss",
+            ProviderErrorKind::RateLimited { .. } => "rate_limited",
+            ProviderErrorKind::TooLarge { .. } => "too_large",
+            ProviderErrorKind::Cache { .. } => "cache",
+        }
+    }
+
     /// The `vendor/model` name of the provider that raised the error, if known.
     pub fn model(&self) -> Option<&str> {
         self.model.as_deref()

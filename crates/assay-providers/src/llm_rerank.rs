@@ -170,6 +170,10 @@ impl Reranker for LlmReranker {
         true
     }
 
+    fn operation(&self) -> &'static str {
+        "chat"
+    }
+
     async fn rerank_sample(
         &self,
         query: &str,

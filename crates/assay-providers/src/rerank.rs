@@ -85,6 +85,12 @@ pub trait Reranker: fmt::Debug + Send + Sync {
         false
     }
 
+    /// The GenAI operation its telemetry span names: `rerank` for a reranking model, `chat`
+    /// for a chat model asked to rank ([`crate::LlmReranker`]).
+    fn operation(&self) -> &'static str {
+        "rerank"
+    }
+
     /// [`Reranker::rerank`], sample `sample` of a repeated run (`assay run --repeat`): sample 0
     /// is the plain call; a stochastic reranker makes each later sample a call of its own (its
     /// own seed, its own cache entry). A deterministic one answers the same.

@@ -12,6 +12,7 @@
 //!   HTML section (a report's "Compared with", the web UI's run diff);
 //! * [`simulation`]: the console summary, Markdown report and model comparison (Markdown, HTML)
 //!   of a conversation simulation, from its [`assay_core::simulation::SimReport`].
+//! * [`tracecheck`]: the console summary of production traces checked against the project;
 //! * [`trend`]: the saved runs over time as an SVG chart (the web UI's runs page).
 //!
 //! ```
@@ -32,6 +33,7 @@ pub mod rundiff;
 mod select;
 pub mod simulation;
 mod svg;
+pub mod tracecheck;
 pub mod trend;
 
 pub use assay_core::runlog::RunLog;

@@ -69,9 +69,19 @@ fn execute(
         ..RunSetup::default()
     };
     let lookup = |name: &str| env(name);
+    // With export on (`assay serve` turned it on), each run is a trace of its own.
+    let trace = assay_telemetry::Command::begin(
+        "assay serve: run",
+        vec![opentelemetry::KeyValue::new(
+            "assay.project",
+            project.settings.root.display().to_string(),
+        )],
+    );
     let outcome = rt.block_on(session::execute(
         project, request, &setup, &lookup, &mut Quiet,
-    ))?;
+    ));
+    trace.finish();
+    let outcome = outcome?;
     tracing::info!(
         run_id = outcome.log.run_id,
         health = %outcome.log.summary.health_status,
@@ -372,13 +382,16 @@ pub async fn calibrate(
     in_background(guard, move |rt| {
         let project = load(&dir)?;
         let lookup = |name: &str| env(name);
+        let trace = assay_telemetry::Command::begin("assay serve: calibrate", Vec::new());
         let outcome = rt.block_on(session::calibrate(
             &project,
             &request,
             &CalibrationSetup::default(),
             &lookup,
             chrono::Utc::now(),
-        ))?;
+        ));
+        trace.finish();
+        let outcome = outcome?;
         tracing::info!(
             run_id = outcome.run_id,
             selected = outcome.counts.selected,

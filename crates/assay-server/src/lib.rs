@@ -88,6 +88,7 @@ pub mod openapi;
 pub mod params;
 pub mod project;
 mod saved_runs;
+pub mod traces;
 pub mod ui;
 pub mod views;
 
@@ -117,6 +118,7 @@ pub struct AppState {
     ui: Arc<ui::Shared>,
     admin_token: Option<AdminToken>,
     kb_lock: Arc<Mutex<()>>,
+    traces_lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -147,6 +149,7 @@ impl AppState {
             lock: Arc::new(RunLock::default()),
             admin_token,
             kb_lock: Arc::new(Mutex::new(())),
+            traces_lock: Arc::new(Mutex::new(())),
         }
     }
 
@@ -163,6 +166,11 @@ impl AppState {
     /// The lock that serialises knowledge-base requests.
     pub fn kb_lock(&self) -> Arc<Mutex<()>> {
         Arc::clone(&self.kb_lock)
+    }
+
+    /// The lock under which received spans are appended (`/v1/traces`).
+    pub fn traces_lock(&self) -> Arc<Mutex<()>> {
+        Arc::clone(&self.traces_lock)
     }
 
     /// The project directory.
@@ -318,6 +326,8 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/runs/{id}", get(saved_runs::get)),
         route(Method::GET, "/runs/{id}/cases", get(saved_runs::cases)),
         route(Method::GET, "/runs/{a}/diff/{b}", get(saved_runs::diff)),
+        route(Method::POST, "/v1/traces", post(traces::receive)),
+        route(Method::GET, "/traces/check", get(traces::check_received)),
     ]
 }
 

@@ -810,6 +810,11 @@ pub fn document() -> Value {
     if let (Some(paths), Value::Object(kb)) = (doc["paths"].as_object_mut(), kb_paths()) {
         paths.extend(kb);
     }
+    if let (Some(paths), Value::Object(traces)) =
+        (doc["paths"].as_object_mut(), crate::traces::openapi_paths())
+    {
+        paths.extend(traces);
+    }
     if let (Some(schemas), Value::Object(kb)) =
         (doc["components"]["schemas"].as_object_mut(), kb_schemas())
     {

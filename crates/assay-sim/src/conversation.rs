@@ -258,7 +258,25 @@ impl Conversation<'_> {
                 return Ok(record);
             }
         };
-        let outcome = connection.call_tool(&tool.name, arguments).await?;
+        let span = assay_telemetry::genai::tool_call(&call.name, &call.id, connection.name());
+        assay_telemetry::genai::content(&span, assay_telemetry::genai::TOOL_ARGUMENTS, || {
+            call.arguments.to_string()
+        });
+        let outcome = match connection.call_tool(&tool.name, arguments).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                span.fail("mcp", e.to_string());
+                span.end();
+                return Err(e.into());
+            }
+        };
+        assay_telemetry::genai::content(&span, assay_telemetry::genai::TOOL_RESULT, || {
+            outcome.text.clone()
+        });
+        if outcome.is_error {
+            span.fail("tool_error", "the tool answered with an error");
+        }
+        span.end();
         record.result = outcome.text;
         record.is_error = outcome.is_error;
         record.duration_ms = started.elapsed().as_millis() as u64;

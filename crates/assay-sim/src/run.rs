@@ -302,7 +302,11 @@ pub async fn simulate(
     jobs.sort_by_key(|(s, k)| (std::cmp::Reverse(s.config.max_turns), *k));
     let runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
         .map(|(scenario, repeat)| async move {
-            let run = run_one(suite, models, options, scenario, repeat).await;
+            let span = conversation_span(&scenario.config.id, repeat);
+            let run =
+                assay_telemetry::in_span(&span, run_one(suite, models, options, scenario, repeat))
+                    .await;
+            finish_conversation_span(&span, &run);
             if let Some(callback) = &options.on_finished {
                 callback(&run);
             }
@@ -312,6 +316,76 @@ pub async fn simulate(
         .collect()
         .await;
     report_of(suite, models, options, runs, started.elapsed())
+}
+
+/// The span of one conversation (a scenario's trial): its model and tool calls go under it.
+fn conversation_span(scenario: &str, repeat: u32) -> assay_telemetry::Span {
+    use opentelemetry::KeyValue;
+    assay_telemetry::Span::start(
+        format!("conversation {scenario} #{repeat}"),
+        opentelemetry::trace::SpanKind::Internal,
+        || {
+            vec![
+                KeyValue::new(assay_telemetry::genai::OPERATION, "invoke_agent"),
+                KeyValue::new(
+                    assay_telemetry::genai::CONVERSATION_ID,
+                    format!("{scenario}#{repeat}"),
+                ),
+                KeyValue::new("assay.scenario", scenario.to_owned()),
+                KeyValue::new("assay.repeat", i64::from(repeat)),
+            ]
+        },
+    )
+}
+
+/// The run's verdicts as evaluation events on its conversation span: each check, each
+/// criterion the judge scored, and the run's verdict; then the span ends.
+fn finish_conversation_span(span: &assay_telemetry::Span, run: &ScenarioRun) {
+    use assay_telemetry::Evaluation;
+    if span.is_recording() {
+        for check in &run.checks {
+            let name = format!("check: {}", check.name);
+            let details = check.details.join("; ");
+            span.evaluation(&Evaluation {
+                name: &name,
+                score: None,
+                label: Some(&label(&check.status)),
+                explanation: Some(&details),
+            });
+        }
+        if let Some(judgement) = &run.judgement {
+            for c in &judgement.scores {
+                span.evaluation(&Evaluation {
+                    name: &c.id,
+                    score: Some(c.score),
+                    label: None,
+                    explanation: Some(&c.reasoning),
+                });
+            }
+        }
+        let verdict = label(&run.verdict);
+        let explanation = run.error.clone().or_else(|| run.reason.clone());
+        span.evaluation(&Evaluation {
+            name: "assay.simulation",
+            score: run.overall,
+            label: Some(&verdict),
+            explanation: explanation.as_deref(),
+        });
+        span.set("assay.verdict", verdict.clone());
+        if let Some(error) = &run.error {
+            span.fail("run_error", error.clone());
+        }
+    }
+    span.end();
+}
+
+/// The serialised name of an enum (`pass`, `failed`, …).
+fn label<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
 }
 
 async fn run_one(

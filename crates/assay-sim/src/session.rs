@@ -218,9 +218,9 @@ pub async fn simulate(
     let calls = ProviderCalls::open(&settings, request.cache.as_deref(), &lookup, true)?;
     let group = calls.chat_group(concurrency);
     let models = SimModels {
-        assistant: group.chat(assistant),
-        simulator: group.chat(simulator_model),
-        judge: group.chat(judge_model),
+        assistant: group.chat("assistant", assistant),
+        simulator: group.chat("user", simulator_model),
+        judge: group.chat("judge", judge_model),
     };
 
     if let Some(limits) = &observer.limits {

@@ -37,7 +37,10 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                         .clone()
                         .unwrap_or_else(|| settings.simulate.evaluator_model.clone());
                     let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
-                    let judge = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
+                    let judge = calls.chat(
+                        "judge",
+                        build_chat_model(&settings, &name, "--model", &env)?,
+                    );
                     rt.block_on(assay_sim::agree::agree(
                         &suite,
                         &loaded,
@@ -52,7 +55,10 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                         .clone()
                         .unwrap_or_else(|| settings.optimize.grader_model.clone());
                     let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
-                    let model = calls.chat(build_chat_model(&settings, &name, "--model", &env)?);
+                    let model = calls.chat(
+                        "grader",
+                        build_chat_model(&settings, &name, "--model", &env)?,
+                    );
                     let grader = assay_experiment::grade::Grader {
                         model: model.as_ref(),
                         threshold: settings.optimize.threshold,

@@ -11,6 +11,7 @@ mod kb;
 mod kb_check_index;
 mod kb_compare;
 mod optimize;
+mod otel;
 mod prompts;
 mod retrieve;
 mod run;
@@ -19,6 +20,7 @@ pub mod schema;
 mod serve;
 mod simulate;
 mod state;
+mod traces;
 mod validate;
 
 use crate::args::{BanksCommand, Command};
@@ -26,6 +28,34 @@ use crate::exit::Exit;
 
 /// Runs a subcommand.
 pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
+    // The commands that call models or run cases export their spans when telemetry is on.
+    let traced = match &command {
+        Command::Run(a) => Some((a.dir.clone(), "assay run")),
+        Command::Calibrate(a) => Some((a.dir.clone(), "assay calibrate")),
+        Command::Simulate(a) if a.command.is_none() => a.dir.clone().map(|d| (d, "assay simulate")),
+        Command::Optimize(a) => Some((a.dir.clone(), "assay optimize")),
+        Command::Evaluate(a) => Some((a.dir.clone(), "assay evaluate")),
+        Command::Retrieve(a) => Some((a.project.clone(), "assay retrieve")),
+        Command::Judge { project, .. } => Some((project.clone(), "assay judge")),
+        _ => None,
+    };
+    let telemetry = match &traced {
+        Some((dir, name)) => otel::start(dir, name)?,
+        None => None,
+    };
+    let result = dispatch_command(command);
+    if let Some(telemetry) = telemetry {
+        let span = telemetry.span();
+        match &result {
+            Ok(exit) => span.set("assay.exit", format!("{exit:?}")),
+            Err(e) => span.fail("command_error", crate::exit::chain_message(e)),
+        }
+        telemetry.finish();
+    }
+    result
+}
+
+fn dispatch_command(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Run(args) => run::run(&args),
         Command::Runs { project, command } => runs::run(&project, &command),
@@ -48,6 +78,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::State { project, command } => state::run(&project, &command),
         Command::Data { project, command } => data::run(&project, &command),
         Command::Prompts { project, command } => prompts::run(&project, &command),
+        Command::Traces { project, command } => traces::run(&project, &command),
     }
 }
 

@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 use assay_core::UserState;
-use assay_core::entity::DEFAULT_AUDIENCE;
 use assay_harness::HarnessError;
 use assay_harness::engine;
 use assay_harness::project::Project;
@@ -34,16 +33,7 @@ pub fn run(args: &RetrieveArgs) -> anyhow::Result<Exit> {
         (None, Some(user)) => store.get_user_state(user, std::time::SystemTime::now().into())?,
         (None, None) => UserState::new(),
     };
-    let audience = args
-        .audience
-        .clone()
-        .or_else(|| {
-            state
-                .get("user_type")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| DEFAULT_AUDIENCE.to_owned());
+    let audience = retrieve::audience(args.audience.as_deref(), &state);
 
     let choice = engine::choose_embedder(&project.settings, args.embedder.as_deref(), &env)?;
     let ask = Ask {

@@ -4,6 +4,7 @@
 
 use assay_core::bank::{AlwaysCase, BankFile, PatternCase, PatternRules, SemanticCase, StateCase};
 use assay_core::entity::Entity;
+use assay_core::tracecheck::{DraftFile, FlatSpan};
 use assay_harness::HarnessError;
 use assay_harness::expectations::HistoryFile;
 use assay_harness::settings::ProjectConfig;
@@ -188,6 +189,30 @@ pub fn kinds() -> Vec<Kind> {
                 example_lang: "json",
             },
             schema: assay_experiment::cases::case_line_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "trace-span",
+                title: "Trace span (JSON Lines)",
+                files: ".assay/traces/received-*.jsonl, any *.jsonl of spans (one span a line)",
+                format: "JSON Lines: one JSON object a line; the schema is a line's",
+                summary: "One span in assay's flat form: its ids, name and attributes by name. `assay serve` writes the retrieval spans it receives at /v1/traces this way, and `assay traces check` reads it beside OTLP JSON exports (a line may also hold a whole export, or an OTLP span object). A retrieval span has `gen_ai.operation.name` = `retrieval`, the query in `gen_ai.retrieval.query.text` and the documents production returned in `gen_ai.retrieval.documents` (a JSON string or an array of `{id, score}`), and optionally `assay.user_state` (a JSON object in a string) and `assay.audience`. A field assay does not know is an error naming it; see docs/traces.md.",
+                example: example!("trace-span.jsonl"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(FlatSpan),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "trace-drafts",
+                title: "Draft cases from traces",
+                files: "the FILE of assay traces check --drafts FILE",
+                format: "JSON",
+                summary: "Draft test cases made from production retrieval spans: each a semantic-bank case (the query, what assay selects by pattern rules and semantic search as expected, what production returned that assay does not select as not expected, the user state) and its provenance (trace and span ids, the file and line it was read from, what production returned, what assay selects, where they disagreed). assay never reads this file in a run: review a case, then copy its `case` into a semantic bank.",
+                example: example!("trace-drafts.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(DraftFile),
         },
     ]
 }

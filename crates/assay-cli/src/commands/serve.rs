@@ -55,6 +55,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     } else if contents.kb {
         log_warnings(&assay_server::project::load(dir)?.warnings);
     }
+    // Export is set up for the server's life; each run or calibration it makes is a trace.
+    if super::otel::install(dir)? {
+        tracing::info!("telemetry: each run and calibration is exported as a trace");
+    }
     tracing::info!(project = %dir.display(), "serving {}", contents.describe());
     if !contents.test_banks {
         tracing::info!(

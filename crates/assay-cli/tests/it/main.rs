@@ -18,6 +18,8 @@ mod kb;
 mod kb_store;
 mod migrate;
 mod optimize;
+mod otel_backends;
+mod otlp_sink;
 mod packaging;
 #[path = "../../examples/prompt_provider.rs"]
 mod prompt_provider;
@@ -40,6 +42,8 @@ mod simulate_judge;
 mod simulate_shard;
 mod state;
 mod support;
+mod telemetry;
+mod traces;
 mod ui_browser;
 #[path = "../../examples/ui_fixtures.rs"]
 mod ui_fixtures;

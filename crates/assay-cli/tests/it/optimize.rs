@@ -29,7 +29,7 @@ const ENV: [(&str, &str); 1] = [("OPENAI_API_KEY", "test-key")];
 /// Three agents with three prompts each (27 combinations): index 1 is a plain variant, index 2
 /// carries the marker. Optimization cases need 3, 1, 2 and 3 marked agents; evaluation cases
 /// likewise.
-fn project(provider: &Provider, extra: &str) -> Scratch {
+pub(crate) fn project(provider: &Provider, extra: &str) -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     let s = Scratch::copy_of(dir.path());
     for a in AGENTS {
@@ -82,7 +82,7 @@ fn project(provider: &Provider, extra: &str) -> Scratch {
     s
 }
 
-fn args<'a>(name: &'a str, trials: &'a str) -> Vec<&'a str> {
+pub(crate) fn args<'a>(name: &'a str, trials: &'a str) -> Vec<&'a str> {
     vec![
         "optimize",
         "--experiment-name",
@@ -97,7 +97,7 @@ fn args<'a>(name: &'a str, trials: &'a str) -> Vec<&'a str> {
     ]
 }
 
-fn run_in(s: &Scratch, a: &[&str]) -> crate::support::Run {
+pub(crate) fn run_in(s: &Scratch, a: &[&str]) -> crate::support::Run {
     // Relative case paths resolve against the project directory.
     s.assay_env(a, &ENV)
 }
@@ -619,7 +619,7 @@ fn racing_prunes_clearly_worse_combinations_on_half_the_cases() {
 /// the prompts it received carry the marker (`[[GOOD]]`), and answers the dry run with each
 /// prompt's SHA-256. As a command (JSON on stdin and stdout) or, with `--serve`, as an HTTP
 /// endpoint (POST, the same JSON; the port is printed first).
-const PY_TARGET: &str = r#"
+pub(crate) const PY_TARGET: &str = r#"
 import hashlib, json, re, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -653,7 +653,25 @@ else:
     print(json.dumps(answer(json.load(sys.stdin))))
 "#;
 
-struct Child(std::process::Child);
+/// Starts the target script at `path` as an HTTP target (`--serve`), with `env`: the process
+/// (killed when dropped) and its URL.
+pub(crate) fn serve_target(path: &str, env: &[(&str, &str)]) -> (Child, String) {
+    use std::io::BufRead;
+    let mut server = std::process::Command::new("python3")
+        .args([path, "--serve"])
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/answer", port.trim());
+    (Child(server), url)
+}
+
+pub(crate) struct Child(pub(crate) std::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -664,23 +682,12 @@ impl Drop for Child {
 
 #[test]
 fn command_and_http_targets_receive_the_prompts_and_the_optimizer_finds_the_best() {
-    use std::io::BufRead;
     let p = provider(Duration::ZERO);
     let script = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(script.path(), PY_TARGET).unwrap();
     let path = script.path().display().to_string();
 
-    let mut server = std::process::Command::new("python3")
-        .args([path.as_str(), "--serve"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let _server = Child(server);
-    let url = format!("http://127.0.0.1:{}/answer", port.trim());
+    let (_server, url) = serve_target(&path, &[]);
 
     for (name, target) in [
         (

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use crate::fake_openai::{FakeOpenAi, Faults};
 use crate::support::Scratch;
 
-const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test-0123456789abcdef");
+pub(crate) const KEY: (&str, &str) = ("OPENAI_API_KEY", "sk-test-0123456789abcdef");
 
 /// Every entity id of the example knowledge base.
-fn entity_ids(project: &Scratch) -> Vec<String> {
+pub(crate) fn entity_ids(project: &Scratch) -> Vec<String> {
     let mut ids = Vec::new();
     for entry in std::fs::read_dir(project.path("kb")).unwrap() {
         let path = entry.unwrap().path();
@@ -26,7 +26,7 @@ fn entity_ids(project: &Scratch) -> Vec<String> {
 }
 
 /// Points the project's embedder and LLM reranker at `server`.
-fn configure(project: &Scratch, server: &FakeOpenAi, extra: &str) {
+pub(crate) fn configure(project: &Scratch, server: &FakeOpenAi, extra: &str) {
     let base = &server.base_url;
     project.write(
         "assay.toml",
@@ -57,7 +57,7 @@ max_backoff_seconds = 0.4
 }
 
 /// The RunLog without what legitimately differs between two runs.
-fn comparable(mut log: serde_json::Value) -> serde_json::Value {
+pub(crate) fn comparable(mut log: serde_json::Value) -> serde_json::Value {
     // `rate_limits` accounts for the requests sent, which a replay does not send.
     for key in ["timestamp", "duration_ms", "run_id", "rate_limits"] {
         log.as_object_mut().unwrap().remove(key);

@@ -40,9 +40,10 @@ pub struct ChatGroup {
 }
 
 impl ChatGroup {
-    /// Wraps a chat model into the group.
-    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
-        Guarded::chat(inner, self.context.clone())
+    /// Wraps a chat model into the group, for `role` (`user`, `assistant`, `judge`, …: what
+    /// its telemetry spans name).
+    pub fn chat(&self, role: &'static str, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat_as(inner, self.context.clone(), role)
     }
 }
 
@@ -161,9 +162,10 @@ impl ProviderCalls {
         Guarded::reranker(inner, self.context(self.reranker_interval))
     }
 
-    /// Wraps a chat model.
-    pub fn chat(&self, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
-        Guarded::chat(inner, self.context(Duration::ZERO))
+    /// Wraps a chat model for `role` (`calibrator`, `grader`, `target`, `proposer`, `judge`:
+    /// what its telemetry spans name).
+    pub fn chat(&self, role: &'static str, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Guarded::chat_as(inner, self.context(Duration::ZERO), role)
     }
 
     /// A group of chat models that share one limit of `concurrency` calls in flight (and the

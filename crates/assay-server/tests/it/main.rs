@@ -8,6 +8,7 @@ mod experiments;
 mod runs;
 mod simulations;
 mod support;
+mod traces;
 mod ui;
 #[path = "../../../assay-cli/examples/ui_fixtures.rs"]
 mod ui_fixtures;
