@@ -240,28 +240,50 @@ impl Conversation<'_> {
             is_error: true,
             duration_ms: 0,
         };
-        let Some(tool) = self.tools.iter().find(|t| t.spec.name == call.name) else {
-            record.result = format!("Unknown tool `{}`.", call.name);
-            return Ok(record);
+        let tool = self.tools.iter().find(|t| t.spec.name == call.name);
+        let connection = tool.map(|t| &self.connections[t.server]);
+        // A call refused before it reaches a server (an unknown tool, arguments that are not an
+        // object) is a span too: the model made it, and it failed.
+        let span = assay_telemetry::genai::tool_call(
+            &call.name,
+            &call.id,
+            connection.map(McpConnection::name),
+        );
+        assay_telemetry::genai::content(&span, assay_telemetry::genai::TOOL_ARGUMENTS, || {
+            call.arguments.to_string()
+        });
+        let refuse = |mut record: ToolCallRecord, kind: &str, why: String| {
+            span.fail(kind, why.clone());
+            span.end();
+            record.result = why;
+            record
         };
-        let connection = &self.connections[tool.server];
+        let (Some(tool), Some(connection)) = (tool, connection) else {
+            return Ok(refuse(
+                record,
+                "unknown_tool",
+                format!("Unknown tool `{}`.", call.name),
+            ));
+        };
         record.server = Some(connection.name().to_owned());
         let arguments = match &call.arguments {
             Value::Object(map) => map.clone(),
             Value::Null => serde_json::Map::new(),
             Value::String(raw) => {
-                record.result = format!("The arguments are not valid JSON: {raw}");
-                return Ok(record);
+                return Ok(refuse(
+                    record,
+                    "bad_arguments",
+                    format!("The arguments are not valid JSON: {raw}"),
+                ));
             }
             other => {
-                record.result = format!("The arguments must be a JSON object, not {other}");
-                return Ok(record);
+                return Ok(refuse(
+                    record,
+                    "bad_arguments",
+                    format!("The arguments must be a JSON object, not {other}"),
+                ));
             }
         };
-        let span = assay_telemetry::genai::tool_call(&call.name, &call.id, connection.name());
-        assay_telemetry::genai::content(&span, assay_telemetry::genai::TOOL_ARGUMENTS, || {
-            call.arguments.to_string()
-        });
         let outcome = match connection.call_tool(&tool.name, arguments).await {
             Ok(outcome) => outcome,
             Err(e) => {

@@ -143,16 +143,20 @@ pub fn documents<'a>(span: &Span, documents: impl IntoIterator<Item = (&'a str, 
     span.set(DOCUMENTS, serde_json::Value::Array(list).to_string());
 }
 
-/// An `execute_tool` span for a tool call, under the current span.
-pub fn tool_call(tool: &str, call_id: &str, server: &str) -> Span {
+/// An `execute_tool` span for a tool call, under the current span; `server` is the MCP server
+/// that offers the tool (none for a tool nobody offers).
+pub fn tool_call(tool: &str, call_id: &str, server: Option<&str>) -> Span {
     Span::start(format!("execute_tool {tool}"), SpanKind::Internal, || {
-        vec![
+        let mut a = vec![
             KeyValue::new(OPERATION, "execute_tool"),
             KeyValue::new(TOOL_NAME, tool.to_owned()),
             KeyValue::new(TOOL_CALL_ID, call_id.to_owned()),
             KeyValue::new(TOOL_TYPE, "function"),
-            KeyValue::new("assay.mcp.server", server.to_owned()),
-        ]
+        ];
+        if let Some(server) = server {
+            a.push(KeyValue::new("assay.mcp.server", server.to_owned()));
+        }
+        a
     })
 }
 
