@@ -19,7 +19,8 @@
 //!   cc (`compose_email`), changes the goal (`update_quest_goal`) or lists requirements
 //!   (`get_requirements`); for published MCP servers it stores an entity (`create_entities`,
 //!   when asked to "remember") or calls `echo`; after tool results it answers with a short text
-//!   quoting them.
+//!   quoting them. A system prompt containing `CALL_MISSING_TOOL` makes it first call `teleport`,
+//!   a tool no server offers.
 //!
 //! `GET /stats` returns the request counts per role. Flags: `--port N` (0 picks one),
 //! `--latency-ms N` (sleep before every answer), `--fail-every N` (every Nth request answers 429
@@ -348,6 +349,10 @@ fn assistant(req: &Req) -> Answer {
     let wants = |words: &[&str]| words.iter().any(|w| user_text.contains(w));
     if req.tools.is_empty() {
         return Answer::Text("Happy to help with that.".into());
+    }
+    if req.system.contains("CALL_MISSING_TOOL") && called.is_empty() {
+        // A tool nobody offers: the simulator refuses it before any server sees it.
+        return Answer::Tool("teleport".into(), json!({"to": "camp"}));
     }
     if req.system.contains("CLAIM_WITHOUT_TOOLS") {
         // Claims the work is done and never calls a tool.

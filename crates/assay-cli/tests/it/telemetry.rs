@@ -845,6 +845,62 @@ fn a_simulation_exports_conversations_tool_calls_and_verdicts() {
     }
 }
 
+/// A tool call the simulator refuses before any MCP server sees it (a tool nobody offers) is an
+/// `execute_tool` span too, failed, with no server.
+#[test]
+fn a_refused_tool_call_is_a_failed_execute_tool_span() {
+    let provider = crate::simulate::provider(crate::sim_provider::Behaviour::default());
+    let scratch = crate::simulate::project(&provider);
+    let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
+    scratch.write(
+        "sim/prompts/coach_system_prompt.md",
+        &format!("{prompt}\nCALL_MISSING_TOOL\n"),
+    );
+    let sink = Sink::start();
+    let args = [
+        &crate::simulate::ANTHROPIC[..],
+        &["--scenarios", "daily_chore", "--cache", "off", "--json"],
+    ]
+    .concat();
+    let out = crate::simulate::simulate(
+        &scratch,
+        &args,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str())],
+    );
+    assert!(matches!(out.code, 0 | 1), "{out:?}");
+    let report = out.json();
+    let refused: Vec<Value> = crate::simulate::runs(&report)
+        .iter()
+        .flat_map(|run| crate::simulate::tool_calls(run))
+        .filter(|c| c["name"] == "teleport")
+        .cloned()
+        .collect();
+    assert!(
+        !refused.is_empty(),
+        "the scripted assistant called teleport"
+    );
+    let spans = sink.spans();
+    let teleports: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool teleport")
+        .collect();
+    assert_eq!(teleports.len(), refused.len(), "a span per refused call");
+    for (span, call) in teleports.iter().zip(&refused) {
+        assert_eq!(call["is_error"], true);
+        assert!(
+            call["result"].as_str().unwrap().contains("Unknown tool"),
+            "{call}"
+        );
+        assert_eq!(span.status, "ERROR");
+        assert_eq!(span.attributes["error.type"], "unknown_tool");
+        assert_eq!(span.attributes["gen_ai.tool.call.id"], call["id"]);
+        assert!(
+            !span.attributes.contains_key("assay.mcp.server"),
+            "{span:?}"
+        );
+    }
+}
+
 /// The spans of one trace: the one whose root is named `root`.
 fn trace_of(spans: &[Span], root: &str) -> Vec<Span> {
     let roots: Vec<&Span> = spans
