@@ -97,6 +97,20 @@ pub struct Shown<'a> {
     pub trace: &'a Answered,
 }
 
+impl<'a> Shown<'a> {
+    /// Each traced case (case, result, trace) as the proposer sees it.
+    pub fn all(traced: &'a [(LoadedCase, CaseResult, Answered)]) -> Vec<Shown<'a>> {
+        traced
+            .iter()
+            .map(|(case, result, trace)| Shown {
+                case,
+                result,
+                trace,
+            })
+            .collect()
+    }
+}
+
 /// The markers a proposal for an agent must keep: `FINAL ANSWER:` when the parent has it, and
 /// the configured ones.
 pub fn required_markers(parent: &str, configured: &[String]) -> Vec<String> {

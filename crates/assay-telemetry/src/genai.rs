@@ -81,6 +81,10 @@ pub fn provider_call(
     model_spec: &str,
     role: Option<&'static str>,
 ) -> Span {
+    // Every provider call passes here: with export off, nothing is formatted.
+    if !crate::enabled() {
+        return Span::default();
+    }
     let (vendor, model) = split_model(model_spec);
     Span::start(format!("{operation} {model}"), SpanKind::Client, || {
         let mut a = vec![
@@ -113,21 +117,6 @@ pub fn usage(span: &Span, input_tokens: u64, output_tokens: u64) {
     });
 }
 
-/// A `retrieval` span reading `data_source`, under the current span; the query only with the
-/// content opt-in.
-pub fn retrieval(name: &str, data_source: &str, query: &str) -> Span {
-    Span::start(format!("retrieval {name}"), SpanKind::Internal, || {
-        let mut a = vec![
-            KeyValue::new(OPERATION, "retrieval"),
-            KeyValue::new(DATA_SOURCE, data_source.to_owned()),
-        ];
-        if crate::capture_content() {
-            a.push(KeyValue::new(QUERY_TEXT, query.to_owned()));
-        }
-        a
-    })
-}
-
 /// Records the documents a retrieval returned, best first, with their scores where known.
 pub fn documents<'a>(span: &Span, documents: impl IntoIterator<Item = (&'a str, Option<f64>)>) {
     if !span.is_recording() {
@@ -146,6 +135,9 @@ pub fn documents<'a>(span: &Span, documents: impl IntoIterator<Item = (&'a str, 
 /// An `execute_tool` span for a tool call, under the current span; `server` is the MCP server
 /// that offers the tool (none for a tool nobody offers).
 pub fn tool_call(tool: &str, call_id: &str, server: Option<&str>) -> Span {
+    if !crate::enabled() {
+        return Span::default();
+    }
     Span::start(format!("execute_tool {tool}"), SpanKind::Internal, || {
         let mut a = vec![
             KeyValue::new(OPERATION, "execute_tool"),

@@ -330,11 +330,7 @@ fn a_command_target_whose_prompts_do_not_arrive_fails_the_dry_check_before_any_c
 }
 
 fn venv_python() -> std::path::PathBuf {
-    let venv = std::env::var("ASSAY_TEST_PYTHON_VENV").map_or_else(
-        |_| crate::support::repo_path("target/test-venv"),
-        std::path::PathBuf::from,
-    );
-    let python = venv.join("bin/python");
+    let python = crate::support::test_python();
     assert!(
         std::process::Command::new(&python)
             .args(["-c", "import mlflow, optuna"])
@@ -344,65 +340,6 @@ fn venv_python() -> std::path::PathBuf {
         python.display()
     );
     python
-}
-
-struct Mlflow {
-    child: std::process::Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Mlflow {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn mlflow(python: &std::path::Path) -> Mlflow {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = tempfile::tempdir().unwrap();
-    let child = std::process::Command::new(python.parent().unwrap().join("mlflow"))
-        .args([
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--workers",
-            "1",
-        ])
-        .arg("--backend-store-uri")
-        .arg(format!(
-            "sqlite:///{}",
-            dir.path().join("mlflow.db").display()
-        ))
-        .arg("--default-artifact-root")
-        .arg(dir.path().join("artifacts"))
-        .env("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("mlflow server starts");
-    let url = format!("http://127.0.0.1:{port}");
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "mlflow did not start"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    Mlflow {
-        child,
-        url,
-        _dir: dir,
-    }
 }
 
 const READ_BACK: &str = r#"
@@ -432,16 +369,16 @@ print(json.dumps(out))
 #[test]
 fn tracking_to_a_real_mlflow_server_and_an_optuna_journal_optuna_reads() {
     let python = venv_python();
-    let server = mlflow(&python);
+    let server = crate::otel_backends::start_mlflow();
     let p = provider(Duration::ZERO);
     let s = project(&p, "");
     let mut a = args("mlexp", "6");
-    a.extend(["--mlflow-uri", &server.url]);
+    a.extend(["--mlflow-uri", &server.endpoint]);
     let run = run_in(&s, &a);
     assert_eq!(run.code, 0, "{run:?}");
     let journal = s.path("experiments/mlexp/optuna_journal.log");
     let out = std::process::Command::new(&python)
-        .args(["-c", READ_BACK, &server.url, "mlexp"])
+        .args(["-c", READ_BACK, &server.endpoint, "mlexp"])
         .arg(&journal)
         .output()
         .unwrap();

@@ -13,7 +13,7 @@ use crate::simulate::{ANTHROPIC, env_with, project, provider, runs, simulate};
 
 /// The Python of the test virtualenv (scikit-learn for the kappa check).
 fn test_python() -> PathBuf {
-    let python = crate::support::test_venv().join("bin/python");
+    let python = crate::support::test_python();
     assert!(
         python.is_file(),
         "no Python at {} (run scripts/ci-setup, which installs scikit-learn there)",

@@ -530,14 +530,7 @@ impl Search<'_, '_> {
                 let proposer = runner.services.proposer.as_ref().ok_or_else(|| {
                     RunError::Usage("proposal rounds need a proposer model".into())
                 })?;
-                let views: Vec<crate::propose::Shown<'_>> = traced
-                    .iter()
-                    .map(|(case, result, trace)| crate::propose::Shown {
-                        case,
-                        result,
-                        trace,
-                    })
-                    .collect();
+                let views = crate::propose::Shown::all(&traced);
                 runner.check_budget_for(runner.per_proposal)?;
                 let asked = crate::propose::ask_blame(
                     proposer.as_ref(),
@@ -590,14 +583,7 @@ impl Search<'_, '_> {
         let traced = self
             .traces(&parent_prompts, &results, &shown, &what)
             .await?;
-        let views: Vec<crate::propose::Shown<'_>> = traced
-            .iter()
-            .map(|(case, result, trace)| crate::propose::Shown {
-                case,
-                result,
-                trace,
-            })
-            .collect();
+        let views = crate::propose::Shown::all(&traced);
         let configured = p.required.get(agent).cloned().unwrap_or_default();
         let required = crate::propose::required_markers(&parent_text, &configured);
         let user = crate::propose::user_prompt(
