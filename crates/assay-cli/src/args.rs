@@ -32,6 +32,20 @@ pub enum Command {
     /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, below [gate] in assay.toml,
     /// or a regression rule broken; the cases are named), 2 bad input, 3 infrastructure errors.
     Run(RunArgs),
+    /// Write draft test cases from the knowledge base, review them, and see what no case covers.
+    ///
+    /// `assay generate DIR` writes drafts into test_banks/drafts/<bank>/ (runs ignore them
+    /// unless given --include-drafts): semantic messages a model writes for each SITUATION
+    /// entity, user states on each side of every STATE condition's boundaries (no model), and
+    /// messages that should and should not fire each pattern rule. A draft the system under test
+    /// does not treat as intended is a finding, listed for review as such. Nothing a person
+    /// wrote is overwritten. `assay generate review` accepts, edits or rejects drafts;
+    /// `assay generate coverage` lists entities, handlers and rules without a case. See
+    /// docs/generate.md.
+    ///
+    /// Exit codes: 0 done, 2 bad input (or --budget below the estimate: nothing is called),
+    /// 3 infrastructure errors (the provider, the store).
+    Generate(GenerateArgs),
     /// Measure a judge against people: the simulator's judge or the optimizer's llm-rubric
     /// grader scores items people labelled, and the agreement is reported per criterion
     /// (Cohen's kappa, Spearman, mean absolute error, a confusion table) and overall (with a
@@ -412,6 +426,16 @@ pub struct RunArgs {
     /// the baseline gate belongs (so --baseline is refused here).
     #[arg(long, value_name = "hash:i/n", value_parser = parse_shard, conflicts_with_all = ["test", "baseline"])]
     pub shard: Option<assay_core::shard::Shard>,
+
+    /// Also run the pending drafts under test_banks/drafts/ (`assay generate`).
+    #[arg(long)]
+    pub include_drafts: bool,
+
+    /// Run only the cases that name an entity whose content changed since a saved run (its
+    /// id, results file, `latest` or `accepted`), plus the always-bank cases of those
+    /// entities' audiences; the console says how many cases it skipped.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["test", "shard"])]
+    pub changed_since: Option<String>,
 }
 
 /// `--shard`'s value.
@@ -591,9 +615,15 @@ pub struct TracesCheckArgs {
     #[arg(long, value_name = "FILE")]
     pub drafts: Option<PathBuf>,
 
-    /// With --drafts: the spans to draft, by span id or trace id (repeatable), whether they
-    /// disagree or not.
-    #[arg(long = "span", value_name = "ID", requires = "drafts")]
+    /// Write the draft cases into the project's drafts (test_banks/drafts/semantic/, a new
+    /// file), where `assay generate review` lists, accepts, edits or rejects them; a span
+    /// already drafted there or in a bank is skipped.
+    #[arg(long, conflicts_with = "drafts")]
+    pub to_review: bool,
+
+    /// With --drafts or --to-review: the spans to draft, by span id or trace id (repeatable),
+    /// whether they disagree or not.
+    #[arg(long = "span", value_name = "ID")]
     pub spans: Vec<String>,
 
     /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
@@ -1043,6 +1073,153 @@ pub enum BanksCommand {
 pub struct InitArgs {
     /// Where to create the project (created if missing; existing files are never overwritten).
     pub dir: PathBuf,
+}
+
+/// `assay generate`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct GenerateArgs {
+    #[command(subcommand)]
+    pub command: Option<GenerateCommand>,
+
+    /// The project directory.
+    #[arg(required = true)]
+    pub dir: Option<PathBuf>,
+
+    /// The banks to draft cases for, comma-separated: semantic, state, pattern.
+    #[arg(long, default_value = "semantic,state,pattern", value_name = "BANKS")]
+    pub banks: String,
+
+    /// Only these entities (ids, comma-separated): SITUATION entities for semantic drafts,
+    /// STATE handlers for state drafts, the entities pattern rules bring in for pattern drafts.
+    #[arg(long, value_name = "IDS", conflicts_with = "changed_since")]
+    pub entities: Option<String>,
+
+    /// Only the entities whose content changed since a saved run (its id, results file,
+    /// `latest` or `accepted`).
+    #[arg(long, value_name = "RUN")]
+    pub changed_since: Option<String>,
+
+    /// Drafts per SITUATION entity (semantic) and per pattern rule (each way) (default:
+    /// [generate] per_entity, else 5).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub per_entity: Option<u32>,
+
+    /// The model that writes messages, `vendor/model` (default: [generate] model in
+    /// assay.toml, else [calibrate] model).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub model: Option<String>,
+
+    /// Refuse to start when the estimated cost is above this many US dollars, and stop before a
+    /// call that would pass it.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// The language the messages are written in (default: [generate] language, else English).
+    #[arg(long, value_name = "LANG")]
+    pub language: Option<String>,
+
+    /// Finish an interrupted generation: calls already answered are read from its journal,
+    /// not paid for again.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Print the estimate and what would be generated, and call nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the generation's summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model calls in flight at once (default: [provider] concurrency).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+}
+
+/// `assay generate …`
+#[derive(Debug, Subcommand)]
+pub enum GenerateCommand {
+    /// List drafts and findings by entity, and accept, edit or reject them.
+    ///
+    /// Without an action, lists what is pending (findings first). --accept copies drafts into
+    /// test_banks/<bank>/generated.json as ordinary cases that keep their provenance; --reject
+    /// marks them rejected with --reason; --edit changes a pending draft's fields; --confirm
+    /// marks accepted cases that a knowledge-base edit made stale as checked.
+    Review(GenerateReviewArgs),
+    /// Entities, STATE handlers and pattern rules that no case tests, and cases per entity.
+    Coverage(GenerateCoverageArgs),
+}
+
+/// `assay generate review`
+#[derive(Debug, Args)]
+pub struct GenerateReviewArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Accept these drafts (test ids, comma-separated, or `all-pending`).
+    #[arg(long, value_name = "IDS", conflicts_with_all = ["reject", "edit"])]
+    pub accept: Option<String>,
+
+    /// Reject these drafts (test ids, comma-separated); needs --reason.
+    #[arg(long, value_name = "IDS", requires = "reason", conflicts_with = "edit")]
+    pub reject: Option<String>,
+
+    /// Why the drafts are rejected.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Confirm that accepted cases still hold after their entities changed (test ids of
+    /// cases in a bank's generated.json, comma-separated, or `all-stale`): their provenance
+    /// moves to the entities' current versions, so they are no longer reported stale.
+    #[arg(long, value_name = "IDS", conflicts_with_all = ["accept", "reject", "edit"])]
+    pub confirm: Option<String>,
+
+    /// Edit one pending draft (its test id); the changes are given with --set.
+    #[arg(long, value_name = "ID", requires = "set")]
+    pub edit: Option<String>,
+
+    /// A field to change, `field=value` (a JSON value, or text): for example
+    /// `prompt=...` or `expected_primary=["a","b"]`. Repeatable.
+    #[arg(long, value_name = "FIELD=VALUE")]
+    pub set: Vec<String>,
+
+    /// Only drafts made for this entity.
+    #[arg(long, value_name = "ID")]
+    pub entity: Option<String>,
+
+    /// Who is reviewing (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+
+    /// List every draft, not the first few of each entity.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print the drafts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay generate coverage`
+#[derive(Debug, Args)]
+pub struct GenerateCoverageArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Count pending drafts as cases too.
+    #[arg(long)]
+    pub include_drafts: bool,
+
+    /// List every uncovered entity, not the first few.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print the coverage as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `assay simulate`.

@@ -145,6 +145,10 @@ pub struct SemanticCase {
     /// knowledge base lacks is a mistake in the test and stops the run before it starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_missing: Vec<String>,
+    /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
+    /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::draft::Provenance>,
 }
 
 impl SemanticCase {
@@ -180,6 +184,10 @@ pub struct StateCase {
     /// knowledge base lacks is a mistake in the test and stops the run before it starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_missing: Vec<String>,
+    /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
+    /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::draft::Provenance>,
 }
 
 /// A pattern case: a user message and the entities the pattern rules must (and must not) bring in.
@@ -212,6 +220,10 @@ pub struct PatternCase {
     /// knowledge base lacks is a mistake in the test and stops the run before it starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_missing: Vec<String>,
+    /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
+    /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::draft::Provenance>,
 }
 
 fn unknown_pattern_type() -> String {
@@ -305,4 +317,118 @@ pub struct KeywordBoost {
     /// assay extension: match only whole words (not inside a longer word).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole_word: bool,
+}
+
+/// What a case of any bank says about the entities it tests, for code that handles cases of
+/// every bank alike (validation, review, `--changed-since`, stale cases).
+pub trait Case {
+    /// Its test id.
+    fn test_id(&self) -> &str;
+    /// The entities it expects: selected (primary, secondary, in a rank check), triggered,
+    /// matched or loaded.
+    fn expects(&self) -> Vec<&String>;
+    /// The entities it expects absent (`not_expected…`).
+    fn excludes(&self) -> Vec<&String>;
+    /// The entities it names on purpose although the knowledge base lacks them.
+    fn known_missing(&self) -> &[String];
+    /// Where it came from, when `assay generate` (or `assay traces check`) made it.
+    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+        None
+    }
+    /// Its provenance, to record a review.
+    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+        None
+    }
+    /// The audience an always case is for.
+    fn audience(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Case for SemanticCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+    fn expects(&self) -> Vec<&String> {
+        self.expected_primary
+            .iter()
+            .chain(&self.expected_secondary)
+            .chain(self.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]))
+            .collect()
+    }
+    fn excludes(&self) -> Vec<&String> {
+        self.not_expected.iter().collect()
+    }
+    fn known_missing(&self) -> &[String] {
+        &self.known_missing
+    }
+    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+        self.provenance.as_ref()
+    }
+    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+        self.provenance.as_mut()
+    }
+}
+
+impl Case for StateCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+    fn expects(&self) -> Vec<&String> {
+        self.expected_handlers.iter().collect()
+    }
+    fn excludes(&self) -> Vec<&String> {
+        self.not_expected_handlers.iter().collect()
+    }
+    fn known_missing(&self) -> &[String] {
+        &self.known_missing
+    }
+    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+        self.provenance.as_ref()
+    }
+    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+        self.provenance.as_mut()
+    }
+}
+
+impl Case for PatternCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+    fn expects(&self) -> Vec<&String> {
+        self.expected_matches
+            .iter()
+            .chain(&self.expected_secondary)
+            .collect()
+    }
+    fn excludes(&self) -> Vec<&String> {
+        self.not_expected_matches.iter().collect()
+    }
+    fn known_missing(&self) -> &[String] {
+        &self.known_missing
+    }
+    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+        self.provenance.as_ref()
+    }
+    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+        self.provenance.as_mut()
+    }
+}
+
+impl Case for AlwaysCase {
+    fn test_id(&self) -> &str {
+        &self.test_id
+    }
+    fn expects(&self) -> Vec<&String> {
+        self.expected_always.iter().collect()
+    }
+    fn excludes(&self) -> Vec<&String> {
+        Vec::new()
+    }
+    fn known_missing(&self) -> &[String] {
+        &self.known_missing
+    }
+    fn audience(&self) -> Option<&str> {
+        Some(&self.user_type)
+    }
 }

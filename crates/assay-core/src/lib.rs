@@ -4,6 +4,7 @@
 //!
 //! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
 //! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
+//! * [`draft`]: draft cases from `assay generate`, their provenance and findings;
 //! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
@@ -26,6 +27,7 @@ pub mod aggregate;
 pub mod agreement;
 pub mod bank;
 pub mod condition;
+pub mod draft;
 pub mod entity;
 pub mod experiment;
 pub mod ir;

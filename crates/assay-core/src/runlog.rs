@@ -644,7 +644,119 @@ pub struct RunFilters {
     /// `--topic`, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
+    /// `--changed-since`, when given: only the cases that name an entity changed since that
+    /// run ran, so this run is partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_since: Option<ChangedSince>,
+    /// `--include-drafts`, when given: how many pending drafts (`test_banks/drafts/`) the run's
+    /// banks included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafts: Option<usize>,
 }
+
+impl RunFilters {
+    /// Whether the run ran only part of its banks (`--test`, `--topic`, `--changed-since`):
+    /// such a run is no full run to compare others with.
+    pub fn is_partial(&self) -> bool {
+        self.test.is_some() || self.topic.is_some() || self.changed_since.is_some()
+    }
+}
+
+/// What `assay run --changed-since RUN` selected: the cases that name an entity whose content
+/// differs from that run's knowledge base (or that was added or removed since), and the
+/// always cases of those entities' audiences.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedSince {
+    /// The run compared with, as given (`latest`, `accepted`, a run id or a file).
+    pub reference: String,
+    /// That run's `run_id`.
+    pub run_id: String,
+    /// The changed entities, sorted (the first [`ChangedSince::LISTED`]).
+    pub entities: Vec<String>,
+    /// How many entities changed.
+    pub entity_count: usize,
+    /// The cases this run ran.
+    pub ran: usize,
+    /// The cases of the selected banks it skipped.
+    pub skipped: usize,
+}
+
+impl ChangedSince {
+    /// Changed entities a RunLog lists at most.
+    pub const LISTED: usize = 1_000;
+}
+
+/// A case that names an entity edited since its reference point: the entity version its
+/// provenance records, else the accepted run's knowledge base.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleCase {
+    /// Its bank.
+    #[serde(with = "bank_key")]
+    pub bank: BankType,
+    /// Its id.
+    pub test_id: String,
+    /// The entities it names that changed.
+    pub entities: Vec<StaleEntity>,
+}
+
+/// One changed entity of a [`StaleCase`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleEntity {
+    /// The entity.
+    pub entity_id: String,
+    /// The version the reference point had, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_version: Option<u32>,
+    /// Its version now; absent when the knowledge base no longer has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<u32>,
+    /// The fields that differ between the two versions (empty when the reference version is
+    /// not in the store's history: the content changed, which fields is unknown).
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// What the case is compared with.
+    pub reference: StaleReference,
+}
+
+/// What a stale case's entity is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleReference {
+    /// The entity version the case's provenance records.
+    Provenance,
+    /// The knowledge base of the accepted run (`assay runs accept`).
+    Accepted,
+}
+
+impl StaleReference {
+    /// The key as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleReference::Provenance => "provenance",
+            StaleReference::Accepted => "accepted",
+        }
+    }
+}
+
+mod bank_key {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::bank::BankType;
+
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `with` passes a reference
+    pub fn serialize<S: Serializer>(bank: &BankType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(bank.key())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BankType, D::Error> {
+        let k = String::deserialize(d)?;
+        BankType::from_key(&k).ok_or_else(|| D::Error::custom(format!("unknown bank `{k}`")))
+    }
+}
+
+/// Stale cases a RunLog lists at most (the rest are counted in `stale_more`).
+pub const STALE_LISTED: usize = 2_000;
 
 /// The complete record of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -710,6 +822,19 @@ pub struct RunLog {
     /// piece.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergedRun>,
+    /// The cases of this run that name an entity edited since their reference point (the
+    /// version their provenance records, else the accepted run), with the fields that changed:
+    /// the first [`STALE_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<StaleCase>,
+    /// Stale cases beyond those `stale` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_more: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What a shard's run records so that its shards can be merged and checked: which shard, and

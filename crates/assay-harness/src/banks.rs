@@ -13,7 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use assay_core::bank::{AlwaysCase, BankFile, BankType, PatternCase, SemanticCase, StateCase};
+use assay_core::bank::{
+    AlwaysCase, BankFile, BankType, Case, PatternCase, SemanticCase, StateCase,
+};
 use assay_kb::datafile::{self, DataError, Format};
 use serde::de::DeserializeOwned;
 
@@ -323,25 +325,15 @@ pub fn load_banks_streaming(
                 BankType::State => for_each_case(path, bank, warn, &mut |i, c: StateCase| {
                     let nothing =
                         c.expected_handlers.is_empty() && c.not_expected_handlers.is_empty();
-                    let refs = case_refs(
-                        &c.expected_handlers,
-                        &c.not_expected_handlers,
-                        &c.known_missing,
-                    )
-                    .collect();
+                    let refs = case_refs(c.expects(), c.excludes(), c.known_missing()).collect();
                     each(i, &c.test_id, nothing, refs)
                 })?,
                 BankType::Pattern => for_each_case(path, bank, warn, &mut |i, c: PatternCase| {
-                    let refs = case_refs(
-                        c.expected_matches.iter().chain(&c.expected_secondary),
-                        &c.not_expected_matches,
-                        &c.known_missing,
-                    )
-                    .collect();
+                    let refs = case_refs(c.expects(), c.excludes(), c.known_missing()).collect();
                     each(i, &c.test_id, false, refs)
                 })?,
                 _ => for_each_case(path, bank, warn, &mut |i, c: AlwaysCase| {
-                    let refs = case_refs(&c.expected_always, [], &c.known_missing).collect();
+                    let refs = case_refs(c.expects(), [], c.known_missing()).collect();
                     each(i, &c.test_id, false, refs)
                 })?,
             };

@@ -263,6 +263,8 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
         test: filters.test.clone(),
         topic: filters.topic.clone(),
         shard: None,
+        changed: None,
+        drafts: filters.drafts,
     };
     let run_id = uuid::Uuid::new_v4().to_string();
     let timestamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -375,6 +377,14 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
             }
         }
     }
+    // Each shard found the stale cases among its own; the merged run lists as many as one run.
+    let mut stale: Vec<_> = shards
+        .iter()
+        .flat_map(|s| s.log.stale.iter().cloned())
+        .collect();
+    let stale_more = shards.iter().map(|s| s.log.stale_more).sum::<usize>()
+        + stale.len().saturating_sub(assay_core::runlog::STALE_LISTED);
+    stale.truncate(assay_core::runlog::STALE_LISTED);
     let log = RunLog {
         schema_version: SCHEMA_VERSION,
         assay_version: first.log.assay_version.clone(),
@@ -419,6 +429,8 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
                 })
                 .collect(),
         }),
+        stale,
+        stale_more,
     };
     Ok(Merged { log, run_log })
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use assay_core::bank::{BankType, PatternRules};
+use assay_core::bank::{BankType, Case, PatternRules};
 use assay_kb::datafile::{self, DataError};
 use assay_kb::{KnowledgeBase, LoadedKb};
 use assay_retrieval::patterns::PatternMatcher;
@@ -443,15 +443,10 @@ fn validate_cases(
             ));
         }
         let case = &c.case;
-        let expects = case
-            .expected_primary
-            .iter()
-            .chain(&case.expected_secondary)
-            .chain(case.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]));
         add(
             &place,
             &c.file,
-            &mut banks::case_refs(expects, &case.not_expected, &case.known_missing),
+            &mut banks::case_refs(case.expects(), case.excludes(), case.known_missing()),
         );
     }
     for c in &banks.state {
@@ -466,11 +461,7 @@ fn validate_cases(
         add(
             &place,
             &c.file,
-            &mut banks::case_refs(
-                &case.expected_handlers,
-                &case.not_expected_handlers,
-                &case.known_missing,
-            ),
+            &mut banks::case_refs(case.expects(), case.excludes(), case.known_missing()),
         );
     }
     for c in &banks.pattern {
@@ -480,11 +471,7 @@ fn validate_cases(
         add(
             &place,
             &c.file,
-            &mut banks::case_refs(
-                case.expected_matches.iter().chain(&case.expected_secondary),
-                &case.not_expected_matches,
-                &case.known_missing,
-            ),
+            &mut banks::case_refs(case.expects(), case.excludes(), case.known_missing()),
         );
     }
     for c in &banks.always {
@@ -493,7 +480,7 @@ fn validate_cases(
         add(
             &place,
             &c.file,
-            &mut banks::case_refs(&c.case.expected_always, [], &c.case.known_missing),
+            &mut banks::case_refs(c.case.expects(), [], c.case.known_missing()),
         );
     }
     Ok(refs)

@@ -15,10 +15,12 @@ use assay_kb::KnowledgeBase;
 use assay_retrieval::StateMatcher;
 
 use crate::HarnessError;
+use crate::freshness::CaseHook;
 use crate::journal::{Journal, JournalEntry, JournalHeader};
 use crate::project::Project;
 use crate::runners::{self, SemanticRetriever};
 use crate::telemetry;
+use assay_core::bank::Case;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -32,6 +34,12 @@ pub struct RunRequest {
     /// Only the cases of this shard of the suite (`--shard hash:i/n`): each case by a hash of
     /// its bank and test id ([`case_key`]).
     pub shard: Option<Shard>,
+    /// Only the cases that name an entity changed since a run (`--changed-since`), and the
+    /// always cases of those entities' audiences.
+    pub changed: Option<crate::freshness::ChangedEntities>,
+    /// The pending drafts the project's banks include (`--include-drafts`,
+    /// [`crate::freshness::include_drafts`]), recorded in the RunLog's filters.
+    pub drafts: Option<usize>,
 }
 
 /// The stable key a case is sharded by: `<bank>/<test_id>`.
@@ -91,6 +99,8 @@ pub struct RunOptions<'a> {
     /// Keep every case in the RunLog's lists, however many (a run whose journal is not kept
     /// as its run log). Without a journal every case is kept anyway.
     pub list_all: bool,
+    /// Hears of every case the run takes (the stale-case check).
+    pub hook: Option<&'a mut dyn CaseHook>,
 }
 
 impl Default for RunOptions<'_> {
@@ -100,6 +110,7 @@ impl Default for RunOptions<'_> {
             journal: None,
             repeat: 1,
             list_all: false,
+            hook: None,
         }
     }
 }
@@ -126,7 +137,7 @@ impl RunObserver for Quiet {}
 
 /// The cases of a bank held whole that `request` selects, in the bank's order; `sharded`
 /// keeps only those of the request's shard.
-fn selected<'a, C>(
+fn selected<'a, C: Case>(
     cases: &'a [crate::banks::Located<C>],
     bank: BankType,
     id: impl Fn(&C) -> &str,
@@ -139,6 +150,7 @@ fn selected<'a, C>(
         .map(|l| &l.case)
         .filter(|c| request.test.as_deref().is_none_or(|t| id(c) == t))
         .filter(|c| extra(c))
+        .filter(|c| request.changed.as_ref().is_none_or(|ch| ch.selects(*c)))
         .filter(|c| in_shard(request, bank, id(c), sharded))
         .collect()
 }
@@ -171,6 +183,7 @@ pub async fn run(
     let semantic = backends.semantic;
     let started = Instant::now();
     let mut journal = options.journal;
+    let mut hook = options.hook;
     let (run_id, timestamp) = match &journal {
         Some(j) => (j.header().run_id.clone(), j.header().timestamp.clone()),
         None => (
@@ -278,20 +291,61 @@ pub async fn run(
         Some(shard) => Some(shard_of_suite(project, request, &banks, shard)?),
         None => None,
     };
-    let streamed_count = |bank: BankType| match &shard_run {
-        Some((_, counts)) => counts.get(&bank).copied().unwrap_or(0),
-        None => project.banks.streamed(bank).map_or(0, |s| s.count),
+    // With --changed-since only some of a streamed bank's cases run: they are counted first.
+    let changed_counts = match &request.changed {
+        Some(_) => Some(count_streamed(project, request, &banks)?),
+        None => None,
     };
-    let selected_total: usize = banks
-        .iter()
-        .map(|bank| match bank {
-            BankType::Semantic => semantic_cases.len(),
-            BankType::State => state_cases.len() + streamed_count(BankType::State),
-            BankType::Pattern => pattern_cases.len() + streamed_count(BankType::Pattern),
-            BankType::Always => always_cases.len() + streamed_count(BankType::Always),
-        })
-        .sum();
+    let streamed_count = |bank: BankType| match (&shard_run, &changed_counts) {
+        (Some((_, counts)), _) | (None, Some(counts)) => counts.get(&bank).copied().unwrap_or(0),
+        (None, None) => project.banks.streamed(bank).map_or(0, |s| s.count),
+    };
+    let bank_total = |bank: &BankType| match bank {
+        BankType::Semantic => semantic_cases.len(),
+        BankType::State => state_cases.len() + streamed_count(BankType::State),
+        BankType::Pattern => pattern_cases.len() + streamed_count(BankType::Pattern),
+        BankType::Always => always_cases.len() + streamed_count(BankType::Always),
+    };
+    // What --changed-since records: the cases it ran and those of the same banks it skipped.
+    let changed_since = match &request.changed {
+        Some(changed) => {
+            let unfiltered = RunRequest {
+                changed: None,
+                ..request.clone()
+            };
+            let all: usize = banks
+                .iter()
+                .map(|bank| selected_count(project, &unfiltered, *bank))
+                .sum();
+            let ran: usize = banks.iter().map(bank_total).sum();
+            // A bank none of whose cases is selected is not run at all (it would score as
+            // an empty bank).
+            banks.retain(|bank| bank_total(bank) > 0);
+            Some(assay_core::runlog::ChangedSince {
+                reference: changed.reference.clone(),
+                run_id: changed.run_id.clone(),
+                entities: changed
+                    .entities
+                    .iter()
+                    .take(assay_core::runlog::ChangedSince::LISTED)
+                    .cloned()
+                    .collect(),
+                entity_count: changed.entities.len(),
+                ran,
+                skipped: all.saturating_sub(ran),
+            })
+        }
+        None => None,
+    };
+    let selected_total: usize = banks.iter().map(bank_total).sum();
     if selected_total == 0 {
+        if let Some(changed) = &request.changed {
+            return Err(HarnessError::Usage(format!(
+                "--changed-since {}: no case of the selected banks names the {} entities changed since",
+                changed.reference,
+                changed.entities.len()
+            )));
+        }
         if let (Some(shard), Some((run, _))) = (request.shard, &shard_run)
             && run.suite_cases > 0
         {
@@ -317,6 +371,11 @@ pub async fn run(
                 observer.bank_started(*bank, semantic_cases.len());
                 agg.start(*bank, semantic_cases.len());
                 let mut todo = Vec::new();
+                if let Some(h) = hook.as_deref_mut() {
+                    for case in &semantic_cases {
+                        h.case(*bank, *case);
+                    }
+                }
                 for (i, case) in semantic_cases.iter().enumerate() {
                     match journal
                         .as_deref()
@@ -362,11 +421,17 @@ pub async fn run(
                 sink.observer
                     .bank_started(*bank, state_cases.len() + streamed_count(*bank));
                 for case in &state_cases {
+                    if let Some(h) = hook.as_deref_mut() {
+                        h.case(*bank, *case);
+                    }
                     sink.case(&case.test_id, |_| {
                         Ok(JournalEntry::State(runners::run_state_case(&matcher, case)))
                     })?;
                 }
                 stream_bank(project, *bank, request, &mut |case: StateCase| {
+                    if let Some(h) = hook.as_deref_mut() {
+                        h.case(BankType::State, &case);
+                    }
                     sink.case(&case.test_id, |_| {
                         Ok(JournalEntry::State(runners::run_state_case(
                             &matcher, &case,
@@ -381,6 +446,9 @@ pub async fn run(
                     .bank_started(*bank, pattern_cases.len() + streamed_count(*bank));
                 if let Some(matcher) = &project.patterns {
                     for case in &pattern_cases {
+                        if let Some(h) = hook.as_deref_mut() {
+                            h.case(*bank, *case);
+                        }
                         sink.case(&case.test_id, |_| {
                             Ok(JournalEntry::Pattern(runners::run_pattern_case(
                                 matcher, case,
@@ -388,6 +456,9 @@ pub async fn run(
                         })?;
                     }
                     stream_bank(project, *bank, request, &mut |case: PatternCase| {
+                        if let Some(h) = hook.as_deref_mut() {
+                            h.case(BankType::Pattern, &case);
+                        }
                         sink.case(&case.test_id, |_| {
                             Ok(JournalEntry::Pattern(runners::run_pattern_case(
                                 matcher, &case,
@@ -402,6 +473,9 @@ pub async fn run(
                 sink.observer
                     .bank_started(*bank, always_cases.len() + streamed_count(*bank));
                 for case in &always_cases {
+                    if let Some(h) = hook.as_deref_mut() {
+                        h.case(*bank, *case);
+                    }
                     sink.case(&case.test_id, |_| {
                         runners::run_always_case(backends.kb, case)
                             .map(JournalEntry::Always)
@@ -409,6 +483,9 @@ pub async fn run(
                     })?;
                 }
                 stream_bank(project, *bank, request, &mut |case: AlwaysCase| {
+                    if let Some(h) = hook.as_deref_mut() {
+                        h.case(BankType::Always, &case);
+                    }
                     sink.case(&case.test_id, |_| {
                         runners::run_always_case(backends.kb, &case)
                             .map(JournalEntry::Always)
@@ -443,6 +520,8 @@ pub async fn run(
             banks,
             test: request.test.clone(),
             topic: request.topic.clone(),
+            changed_since,
+            drafts: request.drafts,
         },
         summary,
         semantic: results.semantic,
@@ -463,6 +542,8 @@ pub async fn run(
         notable_cases: Some(notable),
         shard: shard_run.map(|(run, _)| run),
         merged: None,
+        stale: Vec::new(),
+        stale_more: 0,
     })
 }
 
@@ -724,7 +805,7 @@ impl<'a, 'o> Sink<'a, 'o> {
 }
 
 /// Runs `each` on every selected case of a streamed bank, reading its files case by case.
-fn stream_bank<C: serde::de::DeserializeOwned + HasTestId>(
+fn stream_bank<C: serde::de::DeserializeOwned + Case>(
     project: &Project,
     bank: BankType,
     request: &RunRequest,
@@ -738,8 +819,15 @@ fn stream_bank<C: serde::de::DeserializeOwned + HasTestId>(
     for path in &streamed.files {
         let mut failure: Option<HarnessError> = None;
         let mut run_one = |_: usize, case: C| {
-            if request.test.as_deref().is_some_and(|t| case.test_id() != t)
-                || !in_shard(request, bank, case.test_id(), true)
+            if request
+                .test
+                .as_deref()
+                .is_some_and(|t| Case::test_id(&case) != t)
+                || !in_shard(request, bank, Case::test_id(&case), true)
+                || request
+                    .changed
+                    .as_ref()
+                    .is_some_and(|ch| !ch.selects(&case))
             {
                 return Ok(());
             }
@@ -758,27 +846,98 @@ fn stream_bank<C: serde::de::DeserializeOwned + HasTestId>(
     Ok(())
 }
 
-/// A case with a test id (for selecting one in a streamed bank).
-trait HasTestId {
-    fn test_id(&self) -> &str;
+/// The selected cases of each streamed bank in `banks` (read through once).
+fn count_streamed(
+    project: &Project,
+    request: &RunRequest,
+    banks: &[BankType],
+) -> Result<std::collections::HashMap<BankType, usize>, HarnessError> {
+    let mut counts = std::collections::HashMap::new();
+    for &bank in banks {
+        let mut n = 0usize;
+        let mut count = |_: &dyn Case| {
+            n += 1;
+            Ok(())
+        };
+        match bank {
+            BankType::Semantic => continue,
+            BankType::State => {
+                stream_bank(project, bank, request, &mut |c: StateCase| count(&c))?;
+            }
+            BankType::Pattern => {
+                stream_bank(project, bank, request, &mut |c: PatternCase| count(&c))?;
+            }
+            BankType::Always => {
+                stream_bank(project, bank, request, &mut |c: AlwaysCase| count(&c))?;
+            }
+        }
+        counts.insert(bank, n);
+    }
+    Ok(counts)
 }
 
-impl HasTestId for StateCase {
-    fn test_id(&self) -> &str {
-        &self.test_id
-    }
+/// How many cases of `bank` `request` selects (a streamed bank read through when the
+/// request filters by changed entities).
+fn selected_count(project: &Project, request: &RunRequest, bank: BankType) -> usize {
+    let b = &project.banks;
+    let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
+    let held = match bank {
+        BankType::Semantic => selected(
+            &b.semantic,
+            bank,
+            |c| &c.test_id,
+            request,
+            |c| topic_ok(&c.topics),
+            true,
+        )
+        .len(),
+        BankType::State => selected(&b.state, bank, |c| &c.test_id, request, |_| true, true).len(),
+        BankType::Pattern => {
+            selected(&b.pattern, bank, |c| &c.test_id, request, |_| true, true).len()
+        }
+        BankType::Always => {
+            selected(&b.always, bank, |c| &c.test_id, request, |_| true, true).len()
+        }
+    };
+    let streamed = if bank == BankType::Semantic || request.topic.is_some() {
+        0
+    } else {
+        b.streamed(bank).map_or(0, |s| s.count)
+    };
+    held + streamed
 }
 
-impl HasTestId for PatternCase {
-    fn test_id(&self) -> &str {
-        &self.test_id
-    }
-}
-
-impl HasTestId for AlwaysCase {
-    fn test_id(&self) -> &str {
-        &self.test_id
-    }
+/// How many cases a run of `request` would take, over the banks it selects (the streamed
+/// banks read through when it filters by changed entities): `assay run --changed-since`
+/// says so and runs nothing when none is selected.
+pub fn count_selected(project: &Project, request: &RunRequest) -> Result<usize, HarnessError> {
+    let banks: Vec<BankType> = if request.topic.is_some() {
+        vec![BankType::Semantic]
+    } else if request.banks.is_empty() {
+        BankType::ALL.to_vec()
+    } else {
+        BankType::ALL
+            .into_iter()
+            .filter(|b| request.banks.contains(b))
+            .collect()
+    };
+    let streamed = if request.changed.is_some() {
+        count_streamed(project, request, &banks)?
+    } else {
+        std::collections::HashMap::new()
+    };
+    Ok(banks
+        .iter()
+        .map(|&bank| {
+            let all = selected_count(project, request, bank);
+            match (request.changed.is_some(), project.banks.streamed(bank)) {
+                (true, Some(s)) if bank != BankType::Semantic => {
+                    all - s.count + streamed.get(&bank).copied().unwrap_or(0)
+                }
+                _ => all,
+            }
+        })
+        .sum())
 }
 
 /// What a run's knowledge base holds: a SHA-256 digest (16 hex digits) of every entity, active
@@ -828,6 +987,12 @@ pub fn request_key(request: &RunRequest) -> String {
     );
     if let Some(shard) = request.shard {
         key.push_str(&format!(";shard={shard}"));
+    }
+    if let Some(changed) = &request.changed {
+        key.push_str(&format!(";changed={}", changed.key()));
+    }
+    if let Some(drafts) = request.drafts {
+        key.push_str(&format!(";drafts={drafts}"));
     }
     key
 }

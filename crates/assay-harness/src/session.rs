@@ -14,6 +14,7 @@ use crate::HarnessError;
 use crate::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
 use crate::caselog;
 use crate::engine::{self, OpenStore, ProviderCalls, SearchChoice, SemanticSearch};
+use crate::freshness;
 use crate::journal::Journal;
 use crate::project::Project;
 use crate::results::{self, SavedResults};
@@ -87,7 +88,11 @@ pub fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
         .test
         .as_ref()
         .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
-    !cases.is_empty() && bank_selected && case_selected
+    let changed_selected = request
+        .changed
+        .as_ref()
+        .is_none_or(|ch| cases.iter().any(|c| ch.selects(&c.case)));
+    !cases.is_empty() && bank_selected && case_selected && changed_selected
 }
 
 /// Runs `request` on `project` as `setup` says.
@@ -174,6 +179,12 @@ pub async fn execute(
                 .semantic
                 .iter()
                 .filter(|c| run::in_shard(request, BankType::Semantic, &c.case.test_id, true))
+                .filter(|c| {
+                    request
+                        .changed
+                        .as_ref()
+                        .is_none_or(|ch| ch.selects(&c.case))
+                })
                 .map(|c| (c.case.prompt.as_str(), &c.case.user_state)),
         )?;
     }
@@ -268,14 +279,34 @@ pub async fn execute(
             Some(journal)
         }
     };
+    // Stale cases: those naming an entity edited since the version their provenance records,
+    // or since the accepted run (a damaged acceptance is a warning, not a failed run).
+    let accepted = match freshness::accepted_digests(&settings.root) {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!("stale cases: the accepted run could not be read: {e}");
+            None
+        }
+    };
+    // Each entity's digest now, which only a comparison with the accepted run needs.
+    let now = match &accepted {
+        Some(_) => run::kb_fingerprint(&kb)?.entities,
+        None => std::collections::BTreeMap::new(),
+    };
+    let mut stale = freshness::StaleCheck::new(&*store, now, accepted);
     let options = RunOptions {
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
         journal: journal.as_mut(),
         repeat: setup.repeat.max(1),
         // An unsaved run keeps no run log: its RunLog must list every case.
         list_all: !setup.save,
+        hook: Some(&mut stale),
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
+    let (stale, stale_more, stale_problem) = stale.finish();
+    log.stale = stale;
+    log.stale_more = stale_more;
+    log.warnings.extend(stale_problem);
     log.rate_limits = calls.rate_limit_records();
     log.warnings.extend(ref_warnings);
     if let Some(search) = &search {
@@ -317,6 +348,22 @@ pub async fn execute(
         usage: calls.usage(),
         usage_report: calls.usage_report(),
     })
+}
+
+/// The entities changed since the run `reference` (`spec` is how it was named), against the
+/// project's store as a run would read it (refreshed from the `kb/` files where those are the
+/// source of truth): what `assay run --changed-since` selects by.
+pub fn changed_since(
+    project: &Project,
+    reference: &RunLog,
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<freshness::ChangedEntities, HarnessError> {
+    let store = engine::open_store_with(&project.settings, env)?;
+    engine::sync_kb(&store, project)?;
+    let kb = engine::snapshot(&*store)?;
+    let now = run::kb_fingerprint(&kb)?;
+    freshness::changed_entities(reference, spec, &now, &kb)
 }
 
 /// Compares `log` with `baseline` (the current run's cases read from `run_log`, its run log,
@@ -443,6 +490,7 @@ fn selected_prompts(project: &Project, request: &RunRequest) -> Vec<String> {
         .filter(|c| request.test.as_deref().is_none_or(|t| c.test_id == t))
         .filter(|c| request.topic.as_ref().is_none_or(|t| c.topics.contains(t)))
         .filter(|c| run::in_shard(request, BankType::Semantic, &c.test_id, true))
+        .filter(|c| request.changed.as_ref().is_none_or(|ch| ch.selects(*c)))
         .filter(|c| seen.insert(c.prompt.clone()))
         .map(|c| c.prompt.clone())
         .collect()

@@ -290,6 +290,39 @@ impl Default for CalibrationConfig {
     }
 }
 
+/// `[generate]`: defaults of `assay generate` (draft cases written by a model).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerateConfig {
+    /// `vendor/model` of the model that writes messages (default: `[calibration] model`).
+    pub model: Option<String>,
+    /// The language messages are written in, a name or a code (default `english`).
+    pub language: String,
+    /// Drafts per SITUATION entity, and per pattern rule each way (default 5).
+    pub per_entity: u32,
+    /// Two messages whose embeddings' cosine is at least this are near-duplicates: the later
+    /// one is dropped and counted (default 0.95).
+    pub duplicate_threshold: f64,
+    /// The longest one model call may take, retries included, before it counts as an error
+    /// (default 120 seconds).
+    pub timeout_seconds: f64,
+    /// Model calls in flight at once (default 4).
+    pub concurrency: usize,
+}
+
+impl Default for GenerateConfig {
+    fn default() -> Self {
+        GenerateConfig {
+            model: None,
+            language: "english".into(),
+            per_entity: 5,
+            duplicate_threshold: 0.95,
+            timeout_seconds: 120.0,
+            concurrency: 4,
+        }
+    }
+}
+
 /// `[simulate]`: defaults of `assay simulate` (the conversation simulator).
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -588,6 +621,8 @@ pub struct ProjectConfig {
     pub calibration: CalibrationConfig,
     /// The `[simulate]` table: the conversation simulator's models and limits.
     pub simulate: SimulateConfig,
+    /// The `[generate]` table: defaults of `assay generate`.
+    pub generate: GenerateConfig,
     /// The `[optimize]` table: the prompt optimizer.
     pub optimize: OptimizeConfig,
     /// The `[telemetry]` table: OpenTelemetry export of runs' spans.
@@ -630,6 +665,8 @@ pub struct ProjectSettings {
     pub calibration: CalibrationConfig,
     /// Conversation-simulator defaults.
     pub simulate: SimulateConfig,
+    /// `assay generate` defaults.
+    pub generate: GenerateConfig,
     /// Prompt-optimizer settings.
     pub optimize: OptimizeConfig,
     /// OpenTelemetry export, as written (resolved with the `OTEL_*` variables when a command
@@ -928,6 +965,28 @@ impl ProjectSettings {
                 "providers.max_concurrency and calibration.concurrency: must be at least 1".into(),
             );
         }
+        let generate = &config.generate;
+        if generate.per_entity == 0 || generate.per_entity > 100 {
+            return Err("generate.per_entity: must be between 1 and 100".into());
+        }
+        if generate.concurrency == 0 {
+            return Err("generate.concurrency: must be at least 1".into());
+        }
+        if !(generate.duplicate_threshold.is_finite()
+            && generate.duplicate_threshold > 0.0
+            && generate.duplicate_threshold <= 1.0)
+        {
+            return Err("generate.duplicate_threshold: must be more than 0 and at most 1".into());
+        }
+        if !(generate.timeout_seconds.is_finite() && generate.timeout_seconds > 0.0) {
+            return Err("generate.timeout_seconds: must be more than 0".into());
+        }
+        if generate.language.trim().is_empty() {
+            return Err("generate.language: must not be empty".into());
+        }
+        if generate.model.as_deref().is_some_and(|m| !m.contains('/')) {
+            return Err("generate.model: name the model as vendor/model".into());
+        }
         if config.simulate.concurrency == 0 {
             return Err("simulate.concurrency: must be at least 1".into());
         }
@@ -1048,6 +1107,7 @@ impl ProjectSettings {
             providers: config.providers,
             calibration: config.calibration,
             simulate: config.simulate,
+            generate: config.generate,
             optimize: config.optimize,
             telemetry: config.telemetry,
             regression: RegressionRules {

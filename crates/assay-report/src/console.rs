@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use assay_core::aggregate::ReasonTally;
 use assay_core::bank::BankType;
-use assay_core::runlog::RunLog;
+use assay_core::runlog::{ChangedSince, RunLog};
 use assay_core::scoring::{Breakdown, interpret};
 
 use crate::markdown::breakdown_lines;
@@ -33,6 +33,15 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     let mut out = String::new();
     let banks: Vec<&str> = log.filters.banks.iter().map(|b| b.key()).collect();
     let _ = writeln!(out, "assay run: {} ({})\n", log.project, banks.join(", "));
+    if let Some(changed) = &log.filters.changed_since {
+        let _ = writeln!(out, "{}\n", changed_line(changed));
+    }
+    if let Some(drafts) = log.filters.drafts {
+        let _ = writeln!(
+            out,
+            "drafts included: {drafts} pending draft(s) from test_banks/drafts/ ran as cases\n"
+        );
+    }
     if !s.critical_failures.is_empty() {
         let ids: Vec<&str> = s.critical_failures.iter().map(String::as_str).collect();
         let _ = writeln!(out, "!! CRITICAL FAILURES: {}\n", id_list(&ids, WORST));
@@ -198,6 +207,9 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
             }
         }
     }
+    if !log.stale.is_empty() {
+        let _ = writeln!(out, "\n{}", stale_line(log));
+    }
     if !groups.is_empty() {
         let errors = s.error_count.max(groups.iter().map(|g| g.1).sum());
         let _ = writeln!(out, "\nerrors (not scored): {errors}");
@@ -303,6 +315,52 @@ fn render_reasons(out: &mut String, reasons: &[ReasonTally]) {
         let line = format!("  {:<18} {:>5}  {top}", r.reason, r.cases);
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// What `--changed-since` ran: "changed since run X: 2 entities (a, b); ran 5 cases, skipped 40".
+pub fn changed_line(changed: &ChangedSince) -> String {
+    let ids: Vec<&str> = changed.entities.iter().map(String::as_str).collect();
+    let mut list = id_list(&ids, 5);
+    if changed.entity_count > ids.len() && ids.len() <= 5 {
+        let _ = write!(list, ", … {} more", changed.entity_count - ids.len());
+    }
+    format!(
+        "changed since {} (run {}): {} entit{} ({list}); ran {} case{} that name them, skipped {}",
+        changed.reference,
+        changed.run_id,
+        changed.entity_count,
+        if changed.entity_count == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        changed.ran,
+        if changed.ran == 1 { "" } else { "s" },
+        changed.skipped
+    )
+}
+
+/// One line on the stale cases: how many, the first few, where the rest are.
+pub fn stale_line(log: &RunLog) -> String {
+    let total = log.stale.len() + log.stale_more;
+    let ids: Vec<String> = log
+        .stale
+        .iter()
+        .take(WORST)
+        .map(|c| {
+            let entities: Vec<&str> = c.entities.iter().map(|e| e.entity_id.as_str()).collect();
+            format!("{} ({})", c.test_id, entities.join(", "))
+        })
+        .collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut list = id_list(&refs, WORST);
+    if total > log.stale.len() && log.stale.len() <= WORST {
+        let _ = write!(list, ", … {} more", total - log.stale.len());
+    }
+    format!(
+        "{total} case{} stale (entities edited since the version the case was written for, or since the accepted run): {list}; the report's \"Stale cases\" section lists each with the fields that changed",
+        if total == 1 { " is" } else { "s are" }
+    )
 }
 
 /// `a, b, c` and `… N more` past `max`.

@@ -242,6 +242,16 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     if let Some(t) = &log.filters.topic {
         let _ = write!(meta, " · topic <code>{}</code>", escape(t));
     }
+    if let Some(c) = &log.filters.changed_since {
+        let _ = write!(
+            meta,
+            " · partial run: changed since <code>{}</code>",
+            escape(&c.reference)
+        );
+    }
+    if let Some(n) = log.filters.drafts {
+        let _ = write!(meta, " · {n} pending draft(s) included");
+    }
     for (k, v) in &log.setup {
         let _ = write!(meta, " · {} <code>{}</code>", escape(k), escape(v));
     }
@@ -322,7 +332,15 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
             &p.pattern_type_scores,
         );
     }
+    if let Some(c) = &log.filters.changed_since {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta changed-since\">{}</p>",
+            escape(&crate::console::changed_line(c))
+        );
+    }
     failures(&mut out, log, links);
+    stale(&mut out, log, links);
     out.push_str(&crate::limits::html(&log.rate_limits, escape));
     if !log.warnings.is_empty() {
         out.push_str("<h2>Warnings</h2>\n<ul>\n");
@@ -333,6 +351,44 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     }
     out.push_str("</div>\n");
     out
+}
+
+/// The "Stale cases" section: each case whose entities were edited since its reference point,
+/// with the fields that changed.
+fn stale(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
+    use crate::markdown::{STALE_SHOWN, stale_fields, stale_versions};
+    if log.stale.is_empty() {
+        return;
+    }
+    let total = log.stale.len() + log.stale_more;
+    let _ = writeln!(
+        out,
+        "<h2 id=\"stale\">Stale cases</h2>\n<p class=\"meta\">{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.</p>\n<table class=\"stale\"><thead><tr><th>Case</th><th>Bank</th><th>Entity</th><th>Versions</th><th>Changed fields</th><th>Compared with</th></tr></thead><tbody>"
+    );
+    for c in log.stale.iter().take(STALE_SHOWN) {
+        for e in &c.entities {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                case_id(links, c.bank, &c.test_id),
+                c.bank.key(),
+                escape(&e.entity_id),
+                escape(&stale_versions(e)),
+                escape(&stale_fields(e)),
+                e.reference.as_str()
+            );
+        }
+    }
+    out.push_str("</tbody></table>\n");
+    let shown = STALE_SHOWN.min(log.stale.len());
+    if total > shown {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">… and {} more stale case(s) (the RunLog's <code>stale</code> lists up to {}).</p>",
+            total - shown,
+            assay_core::runlog::STALE_LISTED
+        );
+    }
 }
 
 fn critical(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
@@ -873,6 +929,8 @@ pub(crate) mod tests {
                 banks: vec![BankType::Semantic, BankType::Pattern, BankType::Always],
                 test: None,
                 topic: Some(format!("custody{inject}")),
+                changed_since: None,
+                drafts: None,
             },
             setup: BTreeMap::from([("embedder".to_owned(), format!("builtin/lexical{inject}"))]),
             summary,
@@ -889,7 +947,61 @@ pub(crate) mod tests {
             notable_cases: None,
             shard: None,
             merged: None,
+            stale: Vec::new(),
+            stale_more: 0,
         }
+    }
+
+    #[test]
+    fn stale_cases_and_changed_since_are_shown_escaped() {
+        use assay_core::runlog::{ChangedSince, StaleCase, StaleEntity, StaleReference};
+        let inject = "<script>alert(1)</script>";
+        let mut log = sample("");
+        assert!(
+            !render(&log).contains("Stale cases"),
+            "no section without stale cases"
+        );
+        log.stale = vec![StaleCase {
+            bank: BankType::Semantic,
+            test_id: format!("S-1{inject}"),
+            entities: vec![
+                StaleEntity {
+                    entity_id: format!("welcome{inject}"),
+                    since_version: Some(1),
+                    current_version: Some(3),
+                    fields: vec!["title".into(), "keywords".into()],
+                    reference: StaleReference::Provenance,
+                },
+                StaleEntity {
+                    entity_id: "gone".into(),
+                    since_version: None,
+                    current_version: None,
+                    fields: vec![],
+                    reference: StaleReference::Accepted,
+                },
+            ],
+        }];
+        log.stale_more = 4;
+        log.filters.changed_since = Some(ChangedSince {
+            reference: format!("latest{inject}"),
+            run_id: "r0".into(),
+            entities: vec!["welcome".into()],
+            entity_count: 1,
+            ran: 3,
+            skipped: 9,
+        });
+        let html = render(&log);
+        assert!(!html.contains("<script"), "a script tag got through");
+        let section = &html[html.find("<h2 id=\"stale\">Stale cases</h2>").unwrap()..];
+        assert!(
+            section.contains("5 case(s) name an entity edited"),
+            "{section}"
+        );
+        assert!(section.contains("v1 → v3") && section.contains("title, keywords"));
+        assert!(section.contains("the accepted run → removed"));
+        assert!(section.contains("… and 4 more stale case(s)"));
+        assert!(html.contains("partial run: changed since <code>latest&lt;script&gt;"));
+        assert!(html.contains("ran 3 cases that name them, skipped 9"));
     }
 
     #[test]

@@ -162,6 +162,21 @@ pub fn render(log: &RunLog) -> String {
     if let Some(t) = &log.filters.topic {
         let _ = writeln!(out, "**Topic:** `{t}`  ");
     }
+    if let Some(c) = &log.filters.changed_since {
+        let _ = writeln!(
+            out,
+            "**Changed since:** `{}` (run `{}`): {} — a partial run  ",
+            cell(&c.reference),
+            cell(&c.run_id),
+            cell(&crate::console::changed_line(c))
+        );
+    }
+    if let Some(n) = log.filters.drafts {
+        let _ = writeln!(
+            out,
+            "**Drafts:** {n} pending draft(s) from `test_banks/drafts/` included  "
+        );
+    }
     let _ = writeln!(
         out,
         "**Run:** `{}` (assay {})\n",
@@ -306,6 +321,7 @@ pub fn render(log: &RunLog) -> String {
     }
 
     failures(&mut out, log);
+    stale(&mut out, log);
     out.push_str(&crate::limits::markdown(&log.rate_limits));
 
     if !log.warnings.is_empty() {
@@ -316,6 +332,73 @@ pub fn render(log: &RunLog) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Stale cases the reports list one by one (the RunLog has up to `STALE_LISTED`).
+pub(crate) const STALE_SHOWN: usize = 200;
+
+/// What a stale entity is compared with, in words: "v1 → v3", "accepted run → v3", "removed".
+pub(crate) fn stale_versions(e: &assay_core::runlog::StaleEntity) -> String {
+    let since = match (e.since_version, e.reference) {
+        (Some(v), _) => format!("v{v}"),
+        (None, assay_core::runlog::StaleReference::Accepted) => "the accepted run".to_owned(),
+        (None, assay_core::runlog::StaleReference::Provenance) => "?".to_owned(),
+    };
+    match e.current_version {
+        Some(v) => format!("{since} → v{v}"),
+        None => format!("{since} → removed"),
+    }
+}
+
+/// The changed fields of a stale entity, or why they are not known.
+pub(crate) fn stale_fields(e: &assay_core::runlog::StaleEntity) -> String {
+    if !e.fields.is_empty() {
+        e.fields.join(", ")
+    } else if e.current_version.is_none() {
+        "the entity is no longer in the knowledge base".to_owned()
+    } else {
+        "content changed (the earlier version is not in the store's history)".to_owned()
+    }
+}
+
+/// The "Stale cases" section: each case whose entities were edited since its reference point.
+fn stale(out: &mut String, log: &RunLog) {
+    if log.stale.is_empty() {
+        return;
+    }
+    let total = log.stale.len() + log.stale_more;
+    let _ = writeln!(out, "## Stale cases\n");
+    let _ = writeln!(
+        out,
+        "{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| Case | Bank | Entity | Versions | Changed fields | Compared with |\n|---|---|---|---|---|---|"
+    );
+    for c in log.stale.iter().take(STALE_SHOWN) {
+        for e in &c.entities {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | `{}` | {} | {} | {} |",
+                cell(&c.test_id),
+                c.bank.key(),
+                cell(&e.entity_id),
+                stale_versions(e),
+                cell(&stale_fields(e)),
+                e.reference.as_str()
+            );
+        }
+    }
+    if total > STALE_SHOWN.min(log.stale.len()) {
+        let _ = writeln!(
+            out,
+            "\n… and {} more stale case(s) (the RunLog's `stale` lists up to {})",
+            total - STALE_SHOWN.min(log.stale.len()),
+            assay_core::runlog::STALE_LISTED
+        );
+    }
+    out.push('\n');
 }
 
 fn failure_entry(

@@ -197,6 +197,7 @@ pub async fn run_test(
             test: Some(test_id.clone()),
             topic: None,
             shard: None,
+            ..RunRequest::default()
         };
         let outcome = execute(rt, &project, &request, &env, false)?;
         let log = log_value(&outcome)?;
@@ -247,6 +248,7 @@ pub async fn run_topic(
             test: None,
             topic: Some(topic.clone()),
             shard: None,
+            ..RunRequest::default()
         };
         let outcome = execute(rt, &project, &request, &env, false)?;
         let log = log_value(&outcome)?;

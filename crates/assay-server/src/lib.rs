@@ -328,6 +328,27 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/runs/{a}/diff/{b}", get(saved_runs::diff)),
         route(Method::POST, "/v1/traces", post(traces::receive)),
         route(Method::GET, "/traces/check", get(traces::check_received)),
+        route(Method::GET, "/admin/drafts", get(ui::drafts::api_list)),
+        route(
+            Method::GET,
+            "/admin/drafts/coverage",
+            get(ui::drafts::api_coverage),
+        ),
+        route(
+            Method::POST,
+            "/admin/drafts/{test_id}/accept",
+            post(ui::drafts::api_accept),
+        ),
+        route(
+            Method::POST,
+            "/admin/drafts/{test_id}/reject",
+            post(ui::drafts::api_reject),
+        ),
+        route(
+            Method::POST,
+            "/admin/drafts/{test_id}/edit",
+            post(ui::drafts::api_edit),
+        ),
     ]
 }
 

@@ -815,6 +815,12 @@ pub fn document() -> Value {
     {
         paths.extend(traces);
     }
+    if let (Some(paths), Value::Object(drafts)) = (
+        doc["paths"].as_object_mut(),
+        crate::ui::drafts::openapi_paths(),
+    ) {
+        paths.extend(drafts);
+    }
     if let (Some(schemas), Value::Object(kb)) =
         (doc["components"]["schemas"].as_object_mut(), kb_schemas())
     {

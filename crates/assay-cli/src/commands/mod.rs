@@ -5,6 +5,8 @@ mod calibrate;
 mod data;
 mod embed;
 mod expectations;
+mod generate;
+mod generate_review;
 mod init;
 mod judge;
 mod kb;
@@ -23,7 +25,7 @@ mod state;
 mod traces;
 mod validate;
 
-use crate::args::{BanksCommand, Command};
+use crate::args::{BanksCommand, Command, GenerateCommand};
 use crate::exit::Exit;
 
 /// Runs a subcommand.
@@ -32,6 +34,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
     let traced = match &command {
         Command::Run(a) => Some((a.dir.clone(), "assay run")),
         Command::Calibrate(a) => Some((a.dir.clone(), "assay calibrate")),
+        Command::Generate(a) if a.command.is_none() => a.dir.clone().map(|d| (d, "assay generate")),
         Command::Simulate(a) if a.command.is_none() => a.dir.clone().map(|d| (d, "assay simulate")),
         Command::Optimize(a) => Some((a.dir.clone(), "assay optimize")),
         Command::Evaluate(a) => Some((a.dir.clone(), "assay evaluate")),
@@ -62,6 +65,11 @@ fn dispatch_command(command: Command) -> anyhow::Result<Exit> {
         Command::Judge { project, command } => judge::run(&project, &command),
         Command::Expectations(args) => expectations::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
+        Command::Generate(args) => match &args.command {
+            Some(GenerateCommand::Review(review)) => generate_review::review(review),
+            Some(GenerateCommand::Coverage(coverage)) => generate_review::coverage(coverage),
+            None => generate::run(&args),
+        },
         Command::Banks {
             command: BanksCommand::Migrate(args),
         } => banks::migrate(&args.dir),

@@ -6,6 +6,7 @@ use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
 use assay_harness::HarnessError;
 use assay_harness::caselog;
+use assay_harness::freshness;
 use assay_harness::project::Project;
 use assay_harness::results;
 use assay_harness::run::{RunRequest, gate_passed};
@@ -22,20 +23,43 @@ fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
-    let request = RunRequest {
+    let mut request = RunRequest {
         banks: parse_banks(&args.banks)?,
         test: args.test.clone(),
         topic: args.topic.clone(),
         shard: args.shard,
+        changed: None,
+        drafts: None,
     };
     // A run streams its state, pattern and always banks from their files (memory that does
     // not grow with them); one case by id is looked up in the banks held whole.
-    let project = if args.test.is_some() {
+    let mut project = if args.test.is_some() {
         Project::load(&args.dir)?
     } else {
         Project::load_for_run(&args.dir)?
     };
+    // Drafts are read only when asked for, strictly, and join their banks as cases.
+    if args.include_drafts {
+        request.drafts = Some(freshness::include_drafts(&mut project)?);
+    }
     log_warnings(&project.warnings);
+    // --changed-since: the run is found and compared with the knowledge base before anything
+    // runs; nothing changed, or no case naming what changed, runs nothing.
+    if let Some(spec) = args.changed_since.as_deref() {
+        let reference = freshness::load_reference(&project, spec)?;
+        let changed = assay_harness::session::changed_since(&project, &reference, spec, &env)?;
+        let all = assay_harness::run::count_selected(&project, &request)?;
+        request.changed = Some(changed.clone());
+        let selected = if changed.entities.is_empty() {
+            0
+        } else {
+            assay_harness::run::count_selected(&project, &request)?
+        };
+        if selected == 0 {
+            out(&nothing_to_run(&changed, all, args.json));
+            return Ok(Exit::Success);
+        }
+    }
     // The baseline is found and checked before anything runs: a bad one writes nothing.
     let baseline = match args.baseline.as_deref() {
         Some(spec) => {
@@ -85,6 +109,45 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         run_log: None,
     };
     finish(&project, &outcome, &output)
+}
+
+/// What `--changed-since` says when it runs nothing (exit 0): nothing changed, or no case of
+/// the selected banks names what changed. With `--json`, the `filters.changed_since` record of
+/// a run of no case.
+fn nothing_to_run(changed: &freshness::ChangedEntities, all: usize, json: bool) -> String {
+    let record = assay_core::runlog::ChangedSince {
+        reference: changed.reference.clone(),
+        run_id: changed.run_id.clone(),
+        entities: changed
+            .entities
+            .iter()
+            .take(assay_core::runlog::ChangedSince::LISTED)
+            .cloned()
+            .collect(),
+        entity_count: changed.entities.len(),
+        ran: 0,
+        skipped: all,
+    };
+    if json {
+        let value = serde_json::json!({ "changed_since": record });
+        return format!("{value:#}\n");
+    }
+    let spec = &changed.reference;
+    if changed.entities.is_empty() {
+        return format!(
+            "nothing changed since {spec} (run {}): no entity differs from its knowledge base, so none of the {all} cases ran\n",
+            changed.run_id
+        );
+    }
+    format!(
+        "{}; no case of the selected banks names {}, so none ran\n",
+        assay_report::console::changed_line(&record),
+        if record.entity_count == 1 {
+            "it"
+        } else {
+            "them"
+        }
+    )
 }
 
 /// How a finished run is shown.

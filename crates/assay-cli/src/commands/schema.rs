@@ -3,6 +3,7 @@
 //! (docs/reference/ holds both, and a test fails when they drift from what this prints).
 
 use assay_core::bank::{AlwaysCase, BankFile, PatternCase, PatternRules, SemanticCase, StateCase};
+use assay_core::draft::DraftBank;
 use assay_core::entity::Entity;
 use assay_core::tracecheck::{DraftFile, FlatSpan};
 use assay_harness::HarnessError;
@@ -213,6 +214,42 @@ pub fn kinds() -> Vec<Kind> {
                 example_lang: "json",
             },
             schema: || schemars::schema_for!(DraftFile),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "semantic-drafts",
+                title: "Semantic drafts",
+                files: "test_banks/drafts/semantic/*.json",
+                format: "JSON",
+                summary: "Draft cases written by `assay generate`: messages a model wrote for a SITUATION entity (or a pair of related ones), each with the entity it was written for as the expected primary and the secondaries the calibrator proposed. A draft whose intended entity the pipeline does not select is a finding (`retrieval_gap` or `overlap`). Every case carries its provenance (how it was made, from which entity versions, by which model and prompt). A run ignores drafts unless given `--include-drafts`; `assay generate review` accepts a draft into `test_banks/semantic/generated.json`, edits it or rejects it, and records who did so and when. assay writes these files; an unknown field is an error.",
+                example: example!("semantic-drafts.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(DraftBank<SemanticCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "state-drafts",
+                title: "State drafts",
+                files: "test_banks/drafts/state/*.json",
+                format: "JSON",
+                summary: "Draft cases written by `assay generate`: user states on each side of every boundary of each STATE handler's condition, derived without a model, each expecting the handler to trigger or not. Every case carries its provenance (how it was made, from which entity versions, by which model and prompt). A run ignores drafts unless given `--include-drafts`; `assay generate review` accepts a draft into `test_banks/state/generated.json`, edits it or rejects it, and records who did so and when. assay writes these files; an unknown field is an error.",
+                example: example!("state-drafts.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(DraftBank<StateCase>),
+        },
+        Kind {
+            info: PageInfo {
+                kind: "pattern-drafts",
+                title: "Pattern drafts",
+                files: "test_banks/drafts/pattern/*.json",
+                format: "JSON",
+                summary: "Draft cases written by `assay generate`: messages a model wrote to fire each crisis pattern and keyword group, and look-alikes that must not. Each is run through the real matcher; where the matcher disagrees with the intent, the draft is a finding (`pattern_miss` or `pattern_false_alarm`) that keeps the intended expectations. Every case carries its provenance (how it was made, from which entity versions, by which model and prompt). A run ignores drafts unless given `--include-drafts`; `assay generate review` accepts a draft into `test_banks/pattern/generated.json`, edits it or rejects it, and records who did so and when. assay writes these files; an unknown field is an error.",
+                example: example!("pattern-drafts.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(DraftBank<PatternCase>),
         },
     ]
 }

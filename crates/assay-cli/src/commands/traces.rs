@@ -43,7 +43,14 @@ fn check_command(dir: &Path, args: &TracesCheckArgs) -> anyhow::Result<Exit> {
     let report = current_thread_runtime()?
         .block_on(check::check_spans(&project, &store, &setup, &env, read))?;
 
-    if let Some(path) = &args.drafts {
+    if !args.spans.is_empty() && args.drafts.is_none() && !args.to_review {
+        return Err(HarnessError::Usage(
+            "--span: chooses the spans to draft; give --drafts FILE or --to-review too".into(),
+        )
+        .into());
+    }
+    let mut reviewed = None;
+    if args.drafts.is_some() || args.to_review {
         let chosen: Vec<_> = if args.spans.is_empty() {
             report
                 .spans
@@ -70,13 +77,22 @@ fn check_command(dir: &Path, args: &TracesCheckArgs) -> anyhow::Result<Exit> {
             }
             chosen
         };
-        let file = drafts::draft_file(&chosen);
-        drafts::write(path, &project, &file)?;
-        tracing::info!(
-            "wrote {} draft cases to {}",
-            file.drafts.len(),
-            path.display()
-        );
+        if let Some(path) = &args.drafts {
+            let file = drafts::draft_file(&chosen);
+            drafts::write(path, &project, &file)?;
+            tracing::info!(
+                "wrote {} draft cases to {}",
+                file.drafts.len(),
+                path.display()
+            );
+        } else {
+            let version = |id: &str| store.get_stored(id).ok().flatten().map(|s| s.version);
+            let r = drafts::to_review(&project, &chosen, &version)?;
+            if let Some(file) = &r.file {
+                tracing::info!("wrote {} draft cases to {}", r.written, file.display());
+            }
+            reviewed = Some(r);
+        }
     }
 
     if args.json {
@@ -88,6 +104,30 @@ fn check_command(dir: &Path, args: &TracesCheckArgs) -> anyhow::Result<Exit> {
                 "\nDraft cases written to {} (review them, then copy each `case` into a semantic bank).\n",
                 path.display()
             ));
+        }
+        if let Some(r) = &reviewed {
+            match &r.file {
+                Some(file) => text.push_str(&format!(
+                    "\nDraft cases: {} written to {} for `assay generate review`",
+                    r.written,
+                    file.strip_prefix(dir).unwrap_or(file).display()
+                )),
+                None => text.push_str("\nDraft cases: none written"),
+            }
+            if r.skipped.is_empty() {
+                text.push_str(".\n");
+            } else {
+                text.push_str(&format!(
+                    "; {} span(s) skipped, already drafted or in a bank ({}).\n",
+                    r.skipped.len(),
+                    r.skipped
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
         }
         out(&text);
     }

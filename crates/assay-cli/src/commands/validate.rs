@@ -11,6 +11,9 @@ use crate::exit::Exit;
 
 pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     let project = Project::load(dir)?;
+    // Draft files (`assay generate`) are read strictly here, though a run reads them only
+    // with --include-drafts.
+    let (drafts, pending) = assay_harness::freshness::check_drafts(&project)?;
     log_warnings(&project.warnings);
     let mut warnings = project.warnings.len();
     // With a database store, the entities the banks and rules name are checked against what
@@ -44,6 +47,11 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
             "  {:<15} {} cases\n",
             bank.key(),
             project.banks.count(bank)
+        ));
+    }
+    if drafts > 0 {
+        text.push_str(&format!(
+            "  drafts          {drafts} in test_banks/drafts/ ({pending} pending; `assay run --include-drafts` runs those)\n"
         ));
     }
     if let Some((crisis, keywords)) = project

@@ -3,6 +3,7 @@
 mod bad_input;
 mod baseline;
 mod calibrate;
+mod changed_since;
 mod ci_recipes;
 mod correctness;
 mod data;
@@ -11,6 +12,10 @@ mod expectations;
 mod fake_openai;
 mod first_hour;
 mod fuzz;
+mod generate;
+#[path = "../../examples/generate_provider.rs"]
+mod generate_provider;
+mod generate_review;
 mod integrity;
 mod ir;
 mod judge;

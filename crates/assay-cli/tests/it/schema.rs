@@ -288,6 +288,12 @@ fn reference_project() -> Scratch {
         &e("pattern-rules.json"),
     );
     p.write("test_banks/always/bikes.json", &e("always-bank.json"));
+    for bank in ["semantic", "state", "pattern"] {
+        p.write(
+            &format!("test_banks/drafts/{bank}/gen-20261128T141500Z.json"),
+            &e(&format!("{bank}-drafts.json")),
+        );
+    }
     p
 }
 
@@ -311,7 +317,7 @@ type Breakage = (
 
 #[test]
 fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() {
-    let breakages: [Breakage; 12] = [
+    let breakages: [Breakage; 14] = [
         (
             "config",
             "assay.toml",
@@ -388,6 +394,20 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
             "\"reviewer\": \"ana\"",
             "\"reviewr\": \"ana\"",
             "did you mean `reviewer`?",
+        ),
+        (
+            "state-drafts",
+            "test_banks/drafts/state/gen-20261128T141500Z.json",
+            "\"reviewed_by\": \"sam\"",
+            "\"reviewd_by\": \"sam\"",
+            "reviewd_by",
+        ),
+        (
+            "pattern-drafts",
+            "test_banks/drafts/pattern/gen-20261128T141500Z.json",
+            "\"kind\": \"pattern_miss\"",
+            "\"kind\": \"pattern_missed\"",
+            "pattern_missed",
         ),
         (
             "expectation-history",

@@ -436,3 +436,82 @@ fn traces_received_by_serve_are_checked_by_the_cli() {
         "{report:#}"
     );
 }
+
+#[test]
+fn traces_check_sends_drafts_to_review() {
+    use assay_core::bank::SemanticCase;
+    use assay_core::draft::{DraftBank, GenerationMethod};
+    let p = project();
+    let file = p.path("traces/prod.jsonl");
+    let file = file.to_str().unwrap();
+    let run = check(&p, &[file, "--to-review"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("Draft cases: 4 written to test_banks/drafts/semantic/gen-"),
+        "{}",
+        run.stdout
+    );
+    let dir = p.path("test_banks/drafts/semantic");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let bank: DraftBank<SemanticCase> =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let ids: Vec<&str> = bank
+        .drafts
+        .iter()
+        .map(|d| d.case.test_id.as_str())
+        .collect();
+    assert_eq!(ids, ["TRACE-02", "TRACE-03", "TRACE-04", "TRACE-05"]);
+    let unknown = &bank.drafts[2].case;
+    let prov = unknown.provenance.as_ref().unwrap();
+    assert_eq!(prov.method, GenerationMethod::Trace);
+    assert_eq!(prov.generation.as_deref(), Some(bank.generation.as_str()));
+    // Every entity the case names that the knowledge base holds, at its version; the unknown
+    // id production served has none.
+    assert_eq!(
+        prov.entity_versions.keys().collect::<Vec<_>>(),
+        [
+            "cooperative_coparenting",
+            "gray_rock",
+            "parental_alienation"
+        ]
+    );
+    assert!(
+        prov.variant
+            .as_deref()
+            .unwrap()
+            .contains("unknown retired_entity_v1"),
+        "{prov:?}"
+    );
+
+    // Review sees them like generated drafts, and accepts one into the bank.
+    let listed = p.assay(&["generate", "review", "--json"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert_eq!(listed.json()["counts"]["pending"], 4, "{}", listed.stdout);
+    let accepted = p.assay(&["generate", "review", "--accept", "TRACE-02", "--by", "ana"]);
+    assert_eq!(accepted.code, 0, "{accepted:?}");
+    let generated = p.json("test_banks/semantic/generated.json");
+    assert_eq!(generated["tests"][0]["test_id"], "TRACE-02");
+    assert_eq!(generated["tests"][0]["provenance"]["method"], "trace");
+
+    // The same spans checked again are not drafted twice.
+    let again = check(&p, &[file, "--to-review"]);
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(
+        again
+            .stdout
+            .contains("Draft cases: none written; 4 span(s) skipped"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+    // --span needs a place to draft to.
+    let lone = check(&p, &[file, "--span", "02"]);
+    assert_eq!(lone.code, 2, "{lone:?}");
+    assert!(lone.stderr.contains("--to-review"), "{}", lone.stderr);
+}

@@ -50,6 +50,21 @@ pub fn draft(span: &SpanCheck) -> DraftCase {
             rank_check: Vec::new(),
             user_state: span.user_state.clone().unwrap_or_default(),
             known_missing,
+            provenance: Some(assay_core::draft::Provenance {
+                method: assay_core::draft::GenerationMethod::Trace,
+                entity_id: None,
+                entity_versions: std::collections::BTreeMap::new(),
+                model: None,
+                prompt_hash: None,
+                language: None,
+                variant: Some(format!("trace {} span {}", span.trace_id, span.span_id)),
+                generation: None,
+                generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                accepted_by: None,
+                accepted_at: None,
+                confirmed_by: None,
+                confirmed_at: None,
+            }),
         },
         provenance: DraftProvenance {
             trace_id: span.trace_id.clone(),
@@ -130,4 +145,124 @@ pub fn write(path: &Path, project: &Project, file: &DraftFile) -> Result<(), Har
             HarnessError::io(path, &e)
         }
     })
+}
+
+/// What [`to_review`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToReview {
+    /// The draft file written, when any span was new.
+    pub file: Option<PathBuf>,
+    /// Drafts written.
+    pub written: usize,
+    /// Spans left out because a bank or a draft file already holds their case's test id.
+    pub skipped: Vec<String>,
+}
+
+/// Writes the draft cases of `spans` into the project's drafts, a new file
+/// `test_banks/drafts/semantic/<generation>.json`, where `assay generate review` lists,
+/// accepts, edits or rejects them like generated drafts. Each case's provenance records the
+/// trace, the span and, in `entity_versions`, the current version (`version`) of each entity it
+/// names, so an edit of one makes the accepted case stale. A span whose case's test id a bank or
+/// an earlier draft file holds (the same span checked again) is skipped and counted.
+pub fn to_review(
+    project: &Project,
+    spans: &[&SpanCheck],
+    version: &dyn Fn(&str) -> Option<u32>,
+) -> Result<ToReview, HarnessError> {
+    use assay_core::bank::{BankType, Case as _};
+    use assay_core::draft::{Draft, DraftBank, DraftStatus};
+
+    let banks_dir = &project.settings.banks_dir;
+    let existing = crate::drafts::load_drafts(banks_dir)?;
+    let mut taken: std::collections::HashSet<String> = project
+        .banks
+        .semantic
+        .iter()
+        .map(|c| c.case.test_id.clone())
+        .chain(project.banks.state.iter().map(|c| c.case.test_id.clone()))
+        .chain(project.banks.pattern.iter().map(|c| c.case.test_id.clone()))
+        .chain(project.banks.always.iter().map(|c| c.case.test_id.clone()))
+        .chain(
+            existing
+                .semantic
+                .iter()
+                .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone())),
+        )
+        .collect();
+    let now = chrono::Utc::now();
+    let generation = crate::drafts::new_generation_id(now);
+    let mut out = ToReview {
+        file: None,
+        written: 0,
+        skipped: Vec::new(),
+    };
+    let mut drafts = Vec::new();
+    for span in spans {
+        let mut case = draft(span).case;
+        if !taken.insert(case.test_id.clone()) {
+            out.skipped.push(case.test_id);
+            continue;
+        }
+        let named: Vec<String> = case
+            .expects()
+            .into_iter()
+            .chain(case.excludes())
+            .cloned()
+            .collect();
+        if let Some(p) = case.provenance.as_mut() {
+            p.generation = Some(generation.clone());
+            p.entity_versions = named
+                .iter()
+                .filter_map(|id| version(id).map(|v| (id.clone(), v)))
+                .collect();
+            p.entity_id = case.expected_primary.first().cloned();
+            let kinds: Vec<String> = span
+                .disagreements
+                .iter()
+                .map(|d| format!("{} {}", d.kind.as_str(), d.entity_id))
+                .collect();
+            if !kinds.is_empty() {
+                p.variant = Some(format!(
+                    "trace {} span {}: {}",
+                    span.trace_id,
+                    span.span_id,
+                    kinds.join(", ")
+                ));
+            }
+        }
+        drafts.push(Draft {
+            case,
+            status: DraftStatus::Pending,
+            finding: None,
+            reviewed_by: None,
+            reviewed_at: None,
+            note: None,
+            accepted_into: None,
+        });
+    }
+    if drafts.is_empty() {
+        return Ok(out);
+    }
+    out.written = drafts.len();
+    let file = DraftBank {
+        schema: None,
+        bank_type: BankType::Semantic,
+        generation: generation.clone(),
+        created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        request: std::collections::BTreeMap::from([(
+            "source".to_owned(),
+            "assay traces check --to-review".to_owned(),
+        )]),
+        drafts,
+    };
+    let dir = crate::drafts::drafts_dir(banks_dir, BankType::Semantic);
+    let mut path = dir.join(format!("{generation}.json"));
+    let mut n = 2;
+    while path.exists() {
+        path = dir.join(format!("{generation}-{n}.json"));
+        n += 1;
+    }
+    crate::drafts::write_draft_bank(&path, &file)?;
+    out.file = Some(path);
+    Ok(out)
 }

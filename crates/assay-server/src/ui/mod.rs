@@ -23,6 +23,7 @@
 
 mod bulk;
 mod cases;
+pub(crate) mod drafts;
 mod entities;
 mod experiments;
 mod forms;
@@ -302,7 +303,7 @@ impl IntoResponse for Html {
 }
 
 /// The navigation: `(key, path, label, access key)`.
-const NAV: [(&str, &str, &str, &str); 8] = [
+const NAV: [(&str, &str, &str, &str); 9] = [
     ("entities", "/ui/entities", "Entities", "e"),
     ("new", "/ui/entities/new", "New entity", "n"),
     ("retrieval", "/ui/retrieval", "Retrieval test", "t"),
@@ -311,6 +312,7 @@ const NAV: [(&str, &str, &str, &str); 8] = [
     ("runs", "/ui/runs", "Runs", "r"),
     ("experiments", "/ui/experiments", "Experiments", "x"),
     ("simulations", "/ui/simulations", "Simulations", "m"),
+    ("drafts", "/ui/drafts", "Drafts", "d"),
 ];
 
 /// The header's sign-in state for `access`.
@@ -341,7 +343,7 @@ pub fn layout(title: &str, active: &str, who: &str, body: &str) -> String {
         );
     }
     format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs, <kbd>x</kbd> experiments, <kbd>m</kbd> simulations</footer>\n</body></html>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs, <kbd>x</kbd> experiments, <kbd>m</kbd> simulations, <kbd>d</kbd> drafts</footer>\n</body></html>\n",
         esc(title)
     )
 }
@@ -657,6 +659,7 @@ pub fn router() -> Router<AppState> {
         .merge(experiments::router())
         .merge(simulations::router())
         .merge(bulk::router())
+        .merge(drafts::router())
         .layer(axum::middleware::from_fn(server_timing))
 }
 

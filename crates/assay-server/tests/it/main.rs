@@ -4,6 +4,7 @@ mod admin;
 mod api;
 mod calibrate;
 mod dashboard;
+mod drafts;
 mod experiments;
 mod runs;
 mod simulations;

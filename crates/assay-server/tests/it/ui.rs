@@ -465,6 +465,14 @@ async fn runs_dashboard_lists_shows_and_compares_runs_with_run_data_escaped() {
     case["candidates"][0]["entity_id"] = INJECT.into();
     log["warnings"] = serde_json::json!([INJECT]);
     log["project"] = INJECT.into();
+    // A stale case (issue 28): shown with its entity's changed fields, escaped.
+    let stale_id = log["state"]["results"][0]["test_id"].clone();
+    log["stale"] = serde_json::json!([{
+        "bank": "state",
+        "test_id": stale_id,
+        "entities": [{"entity_id": INJECT, "since_version": 1, "current_version": 2,
+            "fields": ["keywords", INJECT], "reference": "provenance"}]
+    }]);
     let second = "2099-01-01-0000";
     std::fs::write(
         results.join(format!("results_{second}.json")),
@@ -479,6 +487,21 @@ async fn runs_dashboard_lists_shows_and_compares_runs_with_run_data_escaped() {
     assert_eq!(detail.status, StatusCode::OK, "{}", detail.body);
     assert_inert(&detail, "run detail");
     assert!(detail.body.contains("<svg"), "charts");
+    let stale = &detail.body[detail
+        .body
+        .find("<h2 id=\"stale\">Stale cases</h2>")
+        .expect("stale")..];
+    assert!(
+        stale.contains("v1 → v2") && stale.contains("keywords, "),
+        "{stale}"
+    );
+    assert!(
+        stale.contains(&format!(
+            "/ui/runs/{second}/cases/{}",
+            stale_id.as_str().unwrap()
+        )),
+        "the stale case links to its page: {stale}"
+    );
     let diff = get(&s, &format!("/ui/runs/{first}/diff/{second}"), None).await;
     assert_eq!(diff.status, StatusCode::OK, "{}", diff.body);
     assert_inert(&diff, "run diff");

@@ -1,0 +1,258 @@
+//! `assay generate review` and `assay generate coverage`.
+
+use std::fmt::Write as _;
+
+use assay_harness::project::Project;
+use assay_harness::review::{
+    self, Coverage, EntityDrafts, ListFilter, Outcome, Reviewer, Selection,
+};
+
+use super::{log_warnings, out};
+use crate::args::{GenerateCoverageArgs, GenerateReviewArgs};
+use crate::exit::Exit;
+
+/// How many drafts of each entity the console lists without `--all`.
+const PER_ENTITY: usize = 3;
+/// How many entities the console lists without `--all`.
+const ENTITIES: usize = 10;
+/// How many uncovered names of each kind the console lists without `--all`.
+const UNCOVERED: usize = 10;
+
+fn ids(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn reviewer(args: &GenerateReviewArgs) -> Reviewer {
+    let by = args
+        .by
+        .clone()
+        .or_else(|| super::env("USER"))
+        .or_else(|| super::env("USERNAME"))
+        .unwrap_or_else(|| "unknown".to_owned());
+    Reviewer::now(&by)
+}
+
+pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
+    let root = args.dir.as_path();
+    let action = if let Some(accept) = &args.accept {
+        let selection = if accept.trim() == "all-pending" {
+            Selection::AllPending {
+                entity: args.entity.clone(),
+            }
+        } else {
+            Selection::Ids(ids(accept))
+        };
+        Some((
+            "accepted",
+            review::accept(root, &selection, &reviewer(args))?,
+        ))
+    } else if let Some(reject) = &args.reject {
+        let reason = args.reason.as_deref().unwrap_or_default();
+        Some((
+            "rejected",
+            review::reject(root, &ids(reject), reason, &reviewer(args))?,
+        ))
+    } else if let Some(confirm) = &args.confirm {
+        let which = if confirm.trim() == "all-stale" {
+            review::Confirm::AllStale
+        } else {
+            review::Confirm::Ids(ids(confirm))
+        };
+        Some((
+            "confirmed",
+            review::confirm(root, &which, &reviewer(args), &super::env)?,
+        ))
+    } else if let Some(id) = &args.edit {
+        let sets = review::parse_sets(&args.set)?;
+        Some(("edited", review::edit(root, id, &sets, &reviewer(args))?))
+    } else {
+        None
+    };
+    if let Some((verb, outcome)) = action {
+        if args.json {
+            out(&format!("{}\n", serde_json::to_string_pretty(&outcome)?));
+        } else {
+            out(&outcome_text(verb, &outcome));
+        }
+        return Ok(Exit::Success);
+    }
+    let entries = review::all_entries(root)?;
+    let counts = review::counts(&entries);
+    let filter = ListFilter {
+        entity: args.entity.clone(),
+        reviewed: args.all,
+    };
+    let groups = review::group(entries, &filter);
+    if args.json {
+        let body = serde_json::json!({"counts": counts, "entities": groups});
+        out(&format!("{}\n", serde_json::to_string_pretty(&body)?));
+    } else {
+        let mut text = format!(
+            "drafts: {} pending ({} findings), {} accepted, {} rejected\n",
+            counts.pending, counts.findings, counts.accepted, counts.rejected
+        );
+        text.push_str(&list_text(&groups, args.all));
+        out(&text);
+    }
+    Ok(Exit::Success)
+}
+
+fn outcome_text(verb: &str, o: &Outcome) -> String {
+    let noun = if verb == "confirmed" {
+        "case(s)"
+    } else {
+        "draft(s)"
+    };
+    let mut text = format!("{verb} {} {noun}: ", o.test_ids.len());
+    let shown: Vec<&str> = o.test_ids.iter().take(10).map(String::as_str).collect();
+    text.push_str(&shown.join(", "));
+    if o.test_ids.len() > shown.len() {
+        let _ = write!(text, ", … and {} more", o.test_ids.len() - shown.len());
+    }
+    text.push('\n');
+    for f in &o.bank_files {
+        let _ = writeln!(text, "  bank: {}", f.display());
+    }
+    for f in &o.draft_files {
+        let _ = writeln!(text, "  drafts: {}", f.display());
+    }
+    if let Some(note) = o.note.as_ref().filter(|_| verb == "edited") {
+        let _ = writeln!(text, "  {note}");
+    }
+    text
+}
+
+fn list_text(groups: &[EntityDrafts], all: bool) -> String {
+    let mut text = String::new();
+    let entity_limit = if all { usize::MAX } else { ENTITIES };
+    let per_entity = if all { usize::MAX } else { PER_ENTITY };
+    for g in groups.iter().take(entity_limit) {
+        let _ = writeln!(
+            text,
+            "{} ({} draft(s), {} finding(s))",
+            g.entity_id,
+            g.drafts.len(),
+            g.findings
+        );
+        for d in g.drafts.iter().take(per_entity) {
+            let mut summary: String = d.summary.chars().take(80).collect();
+            if d.summary.chars().count() > 80 {
+                summary.push('…');
+            }
+            let _ = write!(text, "  {} [{}] {}", d.test_id, d.bank, summary);
+            if all {
+                let _ = write!(text, " ({})", d.status.as_str());
+            }
+            text.push('\n');
+            if let Some(f) = &d.finding {
+                let _ = writeln!(
+                    text,
+                    "    FINDING {}: {} (intended: {})",
+                    f.kind.as_str(),
+                    f.explanation,
+                    f.intended
+                );
+            }
+        }
+        if g.drafts.len() > per_entity {
+            let _ = writeln!(text, "  … and {} more", g.drafts.len() - per_entity);
+        }
+    }
+    if groups.len() > entity_limit {
+        let _ = writeln!(text, "… and {} more entities", groups.len() - entity_limit);
+    }
+    if !all && (groups.iter().any(|g| g.drafts.len() > per_entity) || groups.len() > entity_limit) {
+        text.push_str("(every draft: --all or --json)\n");
+    }
+    text
+}
+
+pub fn coverage(args: &GenerateCoverageArgs) -> anyhow::Result<Exit> {
+    let project = Project::load(&args.dir)?;
+    log_warnings(&project.warnings);
+    let c = review::coverage(&project, args.include_drafts)?;
+    if args.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&c)?));
+    } else {
+        out(&coverage_text(&c, args.all));
+    }
+    Ok(Exit::Success)
+}
+
+fn names(text: &mut String, label: &str, ids: &[String], all: bool) {
+    let limit = if all { usize::MAX } else { UNCOVERED };
+    let _ = write!(text, "{label}: {}", ids.len());
+    if !ids.is_empty() {
+        let shown: Vec<&str> = ids.iter().take(limit).map(String::as_str).collect();
+        let _ = write!(text, " ({}", shown.join(", "));
+        if ids.len() > shown.len() {
+            let _ = write!(text, ", … and {} more", ids.len() - shown.len());
+        }
+        text.push(')');
+    }
+    text.push('\n');
+}
+
+fn coverage_text(c: &Coverage, all: bool) -> String {
+    let mut text = format!(
+        "coverage of {} entities{}\n",
+        c.entities.len(),
+        if c.include_drafts {
+            " (pending drafts counted)"
+        } else {
+            ""
+        }
+    );
+    names(
+        &mut text,
+        "SITUATION entities without a semantic case",
+        &c.situations_without_semantic,
+        all,
+    );
+    names(
+        &mut text,
+        "STATE handlers without a state case",
+        &c.handlers_without_state,
+        all,
+    );
+    let rules: Vec<String> = c
+        .rules_without_pattern
+        .iter()
+        .map(|r| format!("{} → {}", r.rule, r.entities.join("+")))
+        .collect();
+    names(
+        &mut text,
+        "pattern rules without a pattern case",
+        &rules,
+        all,
+    );
+    names(
+        &mut text,
+        "ALWAYS entities without an always case",
+        &c.always_without_case,
+        all,
+    );
+    let untested = c.entities.iter().filter(|e| e.total() == 0).count();
+    let _ = writeln!(
+        text,
+        "entities named by no case: {untested} of {}",
+        c.entities.len()
+    );
+    if all {
+        text.push_str("cases per entity (semantic/state/pattern/always):\n");
+        for e in &c.entities {
+            let _ = writeln!(
+                text,
+                "  {} {}/{}/{}/{}",
+                e.entity_id, e.semantic, e.state, e.pattern, e.always
+            );
+        }
+    } else {
+        text.push_str("(cases per entity: --all or --json)\n");
+    }
+    text
+}
