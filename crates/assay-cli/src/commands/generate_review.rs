@@ -7,6 +7,7 @@ use assay_harness::review::{
     self, Coverage, EntityDrafts, ListFilter, Outcome, Reviewer, Selection,
 };
 
+use super::kb::plural;
 use super::{log_warnings, out};
 use crate::args::{GenerateCoverageArgs, GenerateReviewArgs};
 use crate::exit::Exit;
@@ -92,8 +93,11 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
         out(&format!("{}\n", serde_json::to_string_pretty(&body)?));
     } else {
         let mut text = format!(
-            "drafts: {} pending ({} findings), {} accepted, {} rejected\n",
-            counts.pending, counts.findings, counts.accepted, counts.rejected
+            "drafts: {} pending ({}), {} accepted, {} rejected\n",
+            counts.pending,
+            plural(counts.findings, "finding"),
+            counts.accepted,
+            counts.rejected
         );
         text.push_str(&list_text(&groups, args.all));
         out(&text);
@@ -102,12 +106,8 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
 }
 
 fn outcome_text(verb: &str, o: &Outcome) -> String {
-    let noun = if verb == "confirmed" {
-        "case(s)"
-    } else {
-        "draft(s)"
-    };
-    let mut text = format!("{verb} {} {noun}: ", o.test_ids.len());
+    let noun = if verb == "confirmed" { "case" } else { "draft" };
+    let mut text = format!("{verb} {}: ", plural(o.test_ids.len(), noun));
     let shown: Vec<&str> = o.test_ids.iter().take(10).map(String::as_str).collect();
     text.push_str(&shown.join(", "));
     if o.test_ids.len() > shown.len() {
@@ -133,10 +133,10 @@ fn list_text(groups: &[EntityDrafts], all: bool) -> String {
     for g in groups.iter().take(entity_limit) {
         let _ = writeln!(
             text,
-            "{} ({} draft(s), {} finding(s))",
+            "{} ({}, {})",
             g.entity_id,
-            g.drafts.len(),
-            g.findings
+            plural(g.drafts.len(), "draft"),
+            plural(g.findings, "finding")
         );
         for d in g.drafts.iter().take(per_entity) {
             let mut summary: String = d.summary.chars().take(80).collect();

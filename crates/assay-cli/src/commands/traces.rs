@@ -118,8 +118,8 @@ fn check_command(dir: &Path, args: &TracesCheckArgs) -> anyhow::Result<Exit> {
                 text.push_str(".\n");
             } else {
                 text.push_str(&format!(
-                    "; {} span(s) skipped, already drafted or in a bank ({}).\n",
-                    r.skipped.len(),
+                    "; {} skipped, already drafted or in a bank ({}).\n",
+                    super::kb::plural(r.skipped.len(), "span"),
                     r.skipped
                         .iter()
                         .take(5)

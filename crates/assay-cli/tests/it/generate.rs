@@ -519,6 +519,18 @@ fn a_killed_generation_resumes_with_the_same_drafts_and_no_repeated_call() {
     );
 
     g.stats.hold_after.store(0, Ordering::SeqCst);
+    // A resume that asks something else is refused before any call, naming the flag.
+    let other = g.scratch.assay_env(
+        &["generate", "--resume", "--per-entity", "3"],
+        &[("OPENAI_API_KEY", "test-key")],
+    );
+    assert_eq!(other.code, 2, "{other:?}");
+    assert!(
+        other.stderr.contains("--per-entity 3 (it asked 2)"),
+        "{}",
+        other.stderr
+    );
+    assert_eq!(g.stats.answered(), k);
     let resumed = g.scratch.assay_env(
         &["generate", "--resume", "--json"],
         &[("OPENAI_API_KEY", "test-key")],

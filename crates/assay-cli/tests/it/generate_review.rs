@@ -101,12 +101,12 @@ fn accepted_drafts_join_the_run_with_their_provenance() {
     assert_eq!(list.code, 0, "{list:?}");
     assert!(
         list.stdout
-            .starts_with("drafts: 6 pending (1 findings), 0 accepted, 0 rejected"),
+            .starts_with("drafts: 6 pending (1 finding), 0 accepted, 0 rejected"),
         "{list:?}"
     );
     let crisis = list
         .stdout
-        .find("handler_crisis (2 draft(s), 1 finding(s))")
+        .find("handler_crisis (2 drafts, 1 finding)")
         .unwrap();
     let finding = list.stdout.find("gen-pat-2").unwrap();
     assert!(finding > crisis && finding < list.stdout.find("gen-pat-1").unwrap());
@@ -127,7 +127,7 @@ fn accepted_drafts_join_the_run_with_their_provenance() {
     );
     assert_eq!(accept.code, 0, "{accept:?}");
     assert!(
-        accept.stdout.starts_with("accepted 4 draft(s)"),
+        accept.stdout.starts_with("accepted 4 drafts"),
         "{accept:?}"
     );
     insta::assert_snapshot!("generate_review_accept", accept.stdout);

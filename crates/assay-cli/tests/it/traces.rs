@@ -504,7 +504,7 @@ fn traces_check_sends_drafts_to_review() {
     assert!(
         again
             .stdout
-            .contains("Draft cases: none written; 4 span(s) skipped"),
+            .contains("Draft cases: none written; 4 spans skipped"),
         "{}",
         again.stdout
     );

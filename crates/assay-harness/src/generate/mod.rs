@@ -457,6 +457,50 @@ pub async fn generate(
         None
     };
     let asked = |key: &str| resumed.as_ref().and_then(|h| h.request.get(key).cloned());
+    if let Some(h) = &resumed {
+        // A resume asks exactly what the interrupted generation asked: a flag that says
+        // otherwise is refused, not silently ignored (--budget and --concurrency may change).
+        let given = [
+            (
+                "--banks",
+                "banks",
+                (!request.banks.is_empty()).then(|| banks_text(&request.banks)),
+            ),
+            (
+                "--per-entity",
+                "per_entity",
+                request.per_entity.map(|n| n.to_string()),
+            ),
+            ("--language", "language", request.language.clone()),
+            ("--model", "model", request.model.clone()),
+            (
+                "--entities",
+                "entities",
+                request.entities.as_ref().map(|e| e.join(",")),
+            ),
+            (
+                "--changed-since",
+                "changed_since",
+                request.changed_since.clone(),
+            ),
+        ];
+        let differs: Vec<String> = given
+            .into_iter()
+            .filter_map(|(flag, key, value)| {
+                let value = value?;
+                let was = h.request.get(key).map_or("(not given)", String::as_str);
+                (was != value).then(|| format!("{flag} {value} (it asked {was})"))
+            })
+            .collect();
+        if !differs.is_empty() {
+            return Err(HarnessError::Usage(format!(
+                "--resume finishes generation {} as it was asked; {} differ{}: leave them out to resume, or start a new generation without --resume",
+                h.generation,
+                differs.join(", "),
+                if differs.len() == 1 { "s" } else { "" }
+            )));
+        }
+    }
     let banks = match asked("banks") {
         Some(b) => parse_banks(&b)?,
         None if request.banks.is_empty() => drafts::DRAFT_BANKS.to_vec(),

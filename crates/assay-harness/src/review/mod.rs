@@ -40,7 +40,7 @@ pub const DRAFTS_LOCK_FILE: &str = ".assay/drafts.lock";
 pub const DRAFTS_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// What a case type offers review, besides what every case says ([`Case`]).
-pub trait ReviewCase: Case + Clone + Serialize + DeserializeOwned {
+pub trait ReviewCase: Case + Clone + PartialEq + Serialize + DeserializeOwned {
     /// Its bank.
     const BANK: BankType;
     /// The message, or the user state, in one line.
@@ -576,14 +576,27 @@ pub fn accept(
         return Err(HarnessError::Usage("no pending draft to accept".to_owned()));
     }
     let existing = bank_ids(&project);
+    let banks_dir = &project.settings.banks_dir;
     let mut seen = HashSet::new();
     let mut places = Vec::with_capacity(ids.len());
+    // Drafts an interrupted accept already copied into generated.json (the bank written, the
+    // draft file not yet): finished now, not refused and not copied twice.
+    let mut finished = HashSet::new();
     for id in &ids {
-        places.push(
-            ws.pending(id)
-                .map_err(|e| HarnessError::Usage(format!("{e}; nothing was written")))?,
-        );
-        if existing.contains(id) {
+        let place = ws
+            .pending(id)
+            .map_err(|e| HarnessError::Usage(format!("{e}; nothing was written")))?;
+        places.push(place);
+        let copied = || -> Result<bool, HarnessError> {
+            match place.bank {
+                BankType::Semantic => in_generated(&ws.semantic, place, banks_dir),
+                BankType::State => in_generated(&ws.state, place, banks_dir),
+                _ => in_generated(&ws.pattern, place, banks_dir),
+            }
+        };
+        if existing.contains(id) && copied()? {
+            finished.insert(id.clone());
+        } else if existing.contains(id) {
             return Err(HarnessError::Usage(format!(
                 "draft `{id}`: a bank already has test id `{id}`; edit the draft's test_id (--edit {id} --set test_id=…) or reject it; nothing was written"
             )));
@@ -598,14 +611,16 @@ pub fn accept(
     let mut semantic = Vec::new();
     let mut state = Vec::new();
     let mut pattern = Vec::new();
-    for p in &places {
+    for (p, id) in places.iter().zip(&ids) {
+        if finished.contains(id) {
+            continue;
+        }
         match p.bank {
             BankType::Semantic => semantic.push(accepted_case(&ws.semantic, *p, reviewer)),
             BankType::State => state.push(accepted_case(&ws.state, *p, reviewer)),
             _ => pattern.push(accepted_case(&ws.pattern, *p, reviewer)),
         }
     }
-    let banks_dir = &project.settings.banks_dir;
     let bank_files: Vec<PathBuf> = [
         append(root, banks_dir, semantic)?,
         append(root, banks_dir, state)?,
@@ -630,6 +645,30 @@ pub fn accept(
         draft_files,
         note: None,
     })
+}
+
+/// Whether the bank's `generated.json` already holds the draft at `p`, as an accept copies it
+/// (the same case but for who accepted it and when).
+fn in_generated<C: ReviewCase>(
+    files: &[Loaded<C>],
+    p: Place,
+    banks_dir: &Path,
+) -> Result<bool, HarnessError> {
+    let path = crate::banks::bank_dir(banks_dir, C::BANK).join(GENERATED_BANK_FILE);
+    if !path.exists() {
+        return Ok(false);
+    }
+    let strip = |c: &C| {
+        let mut c = c.clone();
+        if let Some(p) = c.provenance_mut() {
+            p.accepted_by = None;
+            p.accepted_at = None;
+        }
+        c
+    };
+    let draft = strip(&files[p.file].file.drafts[p.draft].case);
+    let bank: BankFile<C> = read_generated(&path, C::BANK)?;
+    Ok(bank.tests.iter().any(|c| strip(c) == draft))
 }
 
 fn accepted_case<C: ReviewCase>(files: &[Loaded<C>], p: Place, reviewer: &Reviewer) -> C {

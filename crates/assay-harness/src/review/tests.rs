@@ -405,3 +405,38 @@ fn coverage_counts_cases_and_lists_what_no_case_tests() {
             .contains(&"court_preparation".to_owned())
     );
 }
+
+#[test]
+fn an_accept_interrupted_between_its_two_writes_is_finished_not_refused() {
+    let dir = project();
+    let root = dir.path();
+    write_drafts(root);
+    let drafts_path = root.join("test_banks/drafts/semantic/gen-1.json");
+    let pending_text = std::fs::read_to_string(&drafts_path).unwrap();
+    let ids = Selection::Ids(vec!["gen-sem-1".to_owned()]);
+    accept(root, &ids, &reviewer()).unwrap();
+    // As if the process died after writing the bank and before rewriting the draft file.
+    std::fs::write(&drafts_path, &pending_text).unwrap();
+    let bank_path = root.join("test_banks/semantic/generated.json");
+    let bank_text = std::fs::read_to_string(&bank_path).unwrap();
+
+    let out = accept(root, &ids, &reviewer()).unwrap();
+    assert_eq!(out.test_ids, ["gen-sem-1"]);
+    // Not copied twice, and the draft is now accepted.
+    assert_eq!(std::fs::read_to_string(&bank_path).unwrap(), bank_text);
+    let drafts: DraftBank<SemanticCase> =
+        crate::drafts::read_draft_bank(&drafts_path, BankType::Semantic).unwrap();
+    assert_eq!(drafts.drafts[0].status, DraftStatus::Accepted);
+
+    // A different case under a taken id is still refused.
+    std::fs::write(
+        &drafts_path,
+        pending_text.replace(
+            "He never answers my texts about pickup",
+            "a different message",
+        ),
+    )
+    .unwrap();
+    let error = accept(root, &ids, &reviewer()).unwrap_err().to_string();
+    assert!(error.contains("already has test id"), "{error}");
+}

@@ -71,9 +71,9 @@ async fn list_page(
     body.push_str(ctx.write_notice());
     let _ = write!(
         body,
-        "<p id=\"counts\">{} pending ({} findings), {} accepted, {} rejected · <a href=\"/ui/drafts/coverage\">Coverage</a> · {}</p>",
+        "<p id=\"counts\">{} pending ({}), {} accepted, {} rejected · <a href=\"/ui/drafts/coverage\">Coverage</a> · {}</p>",
         counts.pending,
-        counts.findings,
+        count(counts.findings, "finding"),
         counts.accepted,
         counts.rejected,
         if filter.reviewed {
@@ -94,10 +94,10 @@ async fn list_page(
     for g in &groups {
         let _ = write!(
             body,
-            "<section class=\"entity-drafts\"><h2>{} <span class=\"hint\">{} draft(s), {} finding(s)</span></h2><table><thead><tr><th>Test</th><th>Bank</th><th>Message or state</th><th>Expects</th><th>Status</th><th>Review</th></tr></thead><tbody>",
+            "<section class=\"entity-drafts\"><h2>{} <span class=\"hint\">{}, {}</span></h2><table><thead><tr><th>Test</th><th>Bank</th><th>Message or state</th><th>Expects</th><th>Status</th><th>Review</th></tr></thead><tbody>",
             entity_link(&g.entity_id),
-            g.drafts.len(),
-            g.findings
+            count(g.drafts.len(), "draft"),
+            count(g.findings, "finding")
         );
         for d in &g.drafts {
             body.push_str(&row(&ctx, d));
@@ -642,4 +642,13 @@ pub fn openapi_paths() -> Value {
             "responses": write_errors(", an unknown field, a value of the wrong type, or an unknown entity")
         }}
     })
+}
+
+/// `1 draft`, `2 drafts`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

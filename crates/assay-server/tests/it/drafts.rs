@@ -54,7 +54,7 @@ async fn the_page_lists_drafts_by_entity_with_findings_first() {
     let p = get(&s, "/ui/drafts", None).await;
     assert_eq!(p.status, StatusCode::OK, "{}", p.body);
     assert_inert(&p, "drafts page");
-    assert!(p.body.contains("3 pending (1 findings)"), "{}", p.body);
+    assert!(p.body.contains("3 pending (1 finding)"), "{}", p.body);
     assert!(p.body.contains("Finding: pattern_miss"), "{}", p.body);
     let finding = p.body.find("id=\"draft-gen-pat-2\"").unwrap();
     let first = p.body.find("id=\"draft-gen-pat-1\"").unwrap();
@@ -180,7 +180,7 @@ async fn accept_and_reject_by_form_need_the_token_and_the_csrf_token() {
     assert!(p.body.contains("edited by web-ui"), "{}", p.body);
     assert!(
         p.body
-            .contains("1 pending (1 findings), 1 accepted, 1 rejected"),
+            .contains("1 pending (1 finding), 1 accepted, 1 rejected"),
         "{}",
         p.body
     );
