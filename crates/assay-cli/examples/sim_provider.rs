@@ -20,7 +20,9 @@
 //!   (`get_requirements`); for published MCP servers it stores an entity (`create_entities`,
 //!   when asked to "remember") or calls `echo`; after tool results it answers with a short text
 //!   quoting them. A system prompt containing `CALL_MISSING_TOOL` makes it first call `teleport`,
-//!   a tool no server offers.
+//!   a tool no server offers. For chores, `WRITE_BEFORE_READ` makes it log the dishes before it
+//!   reads the quest state (it writes before it looks), and `LOOP_READS` makes it read the quest
+//!   state four times and log nothing (a loop).
 //!
 //! `GET /stats` returns the request counts per role. Flags: `--port N` (0 picks one),
 //! `--latency-ms N` (sleep before every answer), `--fail-every N` (every Nth request answers 429
@@ -358,7 +360,15 @@ fn assistant(req: &Req) -> Answer {
         // Claims the work is done and never calls a tool.
         return Answer::Text("Done! I've logged both chores for today. Great work!".into());
     }
-    let next: Option<(&str, Value)> = if wants(&["chore"]) && has("log_chore") {
+    let misstep = (wants(&["chore"]) && has("log_chore"))
+        .then(|| misstep(&req.system, &called))
+        .flatten();
+    let next: Option<(&str, Value)> = if let Some(step) = misstep {
+        match step {
+            Misstep::Call(name, args) => Some((name, args)),
+            Misstep::Answer => None,
+        }
+    } else if wants(&["chore"]) && has("log_chore") {
         match called.as_slice() {
             [] => Some(("get_quest_state", json!({}))),
             // Will did two chores: log both (a product that does what it says).
@@ -441,6 +451,37 @@ fn assistant(req: &Req) -> Answer {
                 gist.replace('\n', " ")
             ))
         }
+    }
+}
+
+/// What a scripted wrong trajectory does next.
+enum Misstep {
+    /// Calls this tool.
+    Call(&'static str, Value),
+    /// Answers in text.
+    Answer,
+}
+
+/// A scripted wrong trajectory for chores, when the system prompt asks for one; `None` to
+/// behave.
+fn misstep(system: &str, called: &[&str]) -> Option<Misstep> {
+    if system.contains("WRITE_BEFORE_READ") {
+        Some(match called {
+            [] => Misstep::Call(
+                "log_chore",
+                json!({"chore": "Wash and put away the dinner dishes", "notes": "scripted"}),
+            ),
+            ["log_chore"] => Misstep::Call("get_quest_state", json!({})),
+            _ => Misstep::Answer,
+        })
+    } else if system.contains("LOOP_READS") {
+        Some(if called.len() < 4 {
+            Misstep::Call("get_quest_state", json!({}))
+        } else {
+            Misstep::Answer
+        })
+    } else {
+        None
     }
 }
 

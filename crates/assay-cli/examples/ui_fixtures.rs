@@ -126,6 +126,7 @@ fn case(line: usize, correct: bool, score: f64, inject: &str) -> CaseResult {
             ),
         }),
         error: None,
+        assertions: None,
     }
 }
 
@@ -698,6 +699,8 @@ pub fn write_simulation(project: &Path, spec: &SimulationSpec) -> SimReport {
                     "{{\"chores_today\": [], \"note\": \"{}\"}}",
                     inject.replace('"', "'")
                 )),
+                kind: assay_core::simulation::CheckKind::State,
+                calls: Vec::new(),
             }];
             let (verdict, failed_by, error, judgement, reason) = match kind {
                 3 => (

@@ -68,6 +68,10 @@ pub struct CaseResult {
     /// An infrastructure error (target or grader failed after retries): not a score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The case's deterministic assertions (`assert`) on the answer, when it has any. A failed
+    /// critical assertion makes `factually_correct` false whatever the rule and the grader say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assertions: Option<crate::assertion::AssertionReport>,
 }
 
 /// The seed's derived metrics over one set of case results.
@@ -764,6 +768,7 @@ mod tests {
             rubric_pass: score >= DEFAULT_RUBRIC_THRESHOLD,
             rubric: None,
             error: error.then(|| "timeout".into()),
+            assertions: None,
         }
     }
 

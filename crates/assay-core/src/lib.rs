@@ -2,6 +2,8 @@
 //!
 //! This crate is pure: it does no I/O. It holds
 //!
+//! * [`assertion`]: deterministic assertions on a reply (`contains`, `regex`, `json-schema`,
+//!   `latency`, `refusal`, …, each with a `not-` form), their weights, threshold and critical flag;
 //! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
 //! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
 //! * [`draft`]: draft cases from `assay generate`, their provenance and findings;
@@ -25,6 +27,7 @@
 
 pub mod aggregate;
 pub mod agreement;
+pub mod assertion;
 pub mod bank;
 pub mod condition;
 pub mod draft;

@@ -9,7 +9,9 @@ use serde_json::Value;
 /// The version of the [`SimReport`] JSON shape; changes are additive. Version 2 added the
 /// objective checks' say in verdicts (`failed_by`, `judge_verdict`, advisory checks), the
 /// `uncertain` verdict, the judge's version and samples, and the comparison with a baseline.
-pub const SIM_SCHEMA_VERSION: u32 = 2;
+/// Version 3 added trajectory checks: a check's `kind` and the tool `calls` that satisfied or
+/// broke it.
+pub const SIM_SCHEMA_VERSION: u32 = 3;
 
 /// The oldest [`SimReport`] shape this version reads.
 pub const SIM_SCHEMA_OLDEST: u32 = 1;
@@ -147,6 +149,60 @@ pub struct CheckResult {
     /// What the check read (the state's JSON, cut at 2,000 characters), when it read anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// What the check tested: the state after the conversation (the default) or the
+    /// assistant's tool calls (version 3).
+    #[serde(default, skip_serializing_if = "CheckKind::is_state")]
+    pub kind: CheckKind,
+    /// For a trajectory check, the tool calls that satisfied it (passed) or broke it (failed),
+    /// in transcript order (version 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRef>,
+}
+
+/// What a check tested.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// The state read after the conversation (`expected_state`).
+    #[default]
+    State,
+    /// The assistant's tool calls in the transcript (`trajectory`).
+    Trajectory,
+}
+
+impl CheckKind {
+    /// An expected-state check.
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+    pub fn is_state(&self) -> bool {
+        *self == CheckKind::State
+    }
+
+    /// `state` or `trajectory`, for reports.
+    pub fn word(self) -> &'static str {
+        match self {
+            CheckKind::State => "state",
+            CheckKind::Trajectory => "trajectory",
+        }
+    }
+}
+
+/// One tool call of a transcript, as a check's evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRef {
+    /// The call's number over the whole transcript, from 1 (the transcript page's `call-N`).
+    pub call: usize,
+    /// The transcript turn it was made in, from 1 (the transcript page's `turn-N`).
+    pub turn: usize,
+    /// The provider's call id.
+    pub id: String,
+    /// The tool's name as the model saw it.
+    pub name: String,
+}
+
+impl std::fmt::Display for CallRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (call {}, turn {})", self.name, self.call, self.turn)
+    }
 }
 
 impl CheckResult {

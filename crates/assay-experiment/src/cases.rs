@@ -8,7 +8,9 @@
 //! * an empty `question` or `answer` (an empty expected answer would "contain" every output);
 //! * a `files` entry that is absolute, leaves the version folder (`..`, or a symbolic link
 //!   pointing outside it), is missing, unreadable or not UTF-8 text;
-//! * a file with no cases at all.
+//! * a file with no cases at all;
+//! * a bad `assert` list (an unknown assertion type, a bad regex, a value of the wrong shape),
+//!   named down to the assertion's field: `assert[2].value: invalid regular expression: …`.
 //!
 //! Blank lines are skipped; a UTF-8 byte-order mark at the start of the file is accepted.
 //! Fields the format does not define are **warnings**, not errors (the data-file rule of
@@ -22,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use assay_core::assertion::AssertionSet;
 use assay_kb::datafile::{self, DataError, Format};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -45,6 +48,10 @@ pub struct TestCase {
     /// The regular expression of a `regex` case (`"pattern"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+    /// Deterministic assertions on the answer (`"assert"`, with `"assert_threshold"`),
+    /// checked beside the correctness rule ([`assay_core::assertion`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertionSet>,
 }
 
 /// A context file's text.
@@ -94,7 +101,15 @@ impl CaseSet {
 }
 
 /// The fields a case line may have.
-const CASE_FIELDS: [&str; 5] = ["question", "files", "answer", "correctness", "pattern"];
+const CASE_FIELDS: [&str; 7] = [
+    "question",
+    "files",
+    "answer",
+    "correctness",
+    "pattern",
+    "assert",
+    "assert_threshold",
+];
 
 /// One line of an optimizer cases file (JSON Lines): a question, the files that hold what it
 /// needs, and the expected answer. `files` is required (it may be an empty list).
@@ -113,6 +128,14 @@ struct CaseLine {
     /// With `correctness: regex`: the pattern a correct answer matches.
     #[serde(default)]
     pattern: Option<String>,
+    /// Deterministic assertions on the answer (see docs/assertions.md), checked beside the
+    /// correctness rule; a failed `critical` one makes the case incorrect.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<assay_core::assertion::AssertionConfig>>")]
+    assert: Option<serde_json::Value>,
+    /// The weighted share (0–1) of `assert` that must pass (default: all).
+    #[serde(default)]
+    assert_threshold: Option<f64>,
 }
 
 /// The JSON Schema of one line of an optimizer cases file (`assay schema optimizer-case`).
@@ -196,6 +219,22 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
                     ExperimentError::at_line(jsonl, line, format!("correctness: {e}"))
                 })?),
             };
+        let assert = match &parsed.assert {
+            None => {
+                if parsed.assert_threshold.is_some() {
+                    return Err(ExperimentError::at_line(
+                        jsonl,
+                        line,
+                        "assert_threshold: given without `assert`",
+                    ));
+                }
+                None
+            }
+            Some(list) => Some(
+                AssertionSet::parse(list, parsed.assert_threshold, "assert")
+                    .map_err(|e| ExperimentError::at_line(jsonl, line, e.to_string()))?,
+            ),
+        };
         let mut context = Vec::with_capacity(parsed.files.len());
         for (n, name) in parsed.files.iter().enumerate() {
             let text = if let Some(text) = files.get(name) {
@@ -220,6 +259,7 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
                 answer: parsed.answer,
                 correctness,
                 pattern: parsed.pattern,
+                assert,
             },
             context,
         });
@@ -383,6 +423,45 @@ mod tests {
         );
         assert!(e.starts_with("DIR/test_cases.jsonl:2:"), "{e}");
         assert!(e.contains("EOF"), "{e}");
+    }
+
+    #[test]
+    fn assertions_load_and_bad_ones_name_line_and_field() {
+        let (dir, path) = setup(
+            "{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\", \"assert\":              [{\"type\": \"icontains\", \"value\": \"a\"}, {\"type\": \"not-refusal\",              \"critical\": true}], \"assert_threshold\": 0.5}\n",
+            &[],
+        );
+        let set = load_cases(&path, dir.path()).unwrap();
+        let a = set.cases[0].case.assert.as_ref().unwrap();
+        assert_eq!((a.assertions.len(), a.threshold), (2, Some(0.5)));
+        assert!(a.assertions[1].critical && a.assertions[1].negate);
+        let ok = "{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\"}\n";
+        let e = err(
+            &format!(
+                "{ok}{{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\", \"assert\":                  [{{\"type\": \"contains\", \"value\": \"a\"}}, {{\"type\": \"regex\", \"value\": \"(\"}}]}}\n"
+            ),
+            &[],
+        );
+        assert!(
+            e.starts_with("DIR/test_cases.jsonl:2: assert[1].value: invalid regular expression"),
+            "{e}"
+        );
+        let e = err(
+            "{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\", \"assert_threshold\": 1}\n",
+            &[],
+        );
+        assert_eq!(
+            e,
+            "DIR/test_cases.jsonl:1: assert_threshold: given without `assert`"
+        );
+        let e = err(
+            "{\"question\": \"Q?\", \"files\": [], \"answer\": \"A\", \"asert\": []}\n",
+            &[],
+        );
+        assert!(
+            e.ends_with("unknown field `asert` (did you mean `assert`?)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!   first objective. The grader's own call is kept beside it; where the two differ the
 //!   report lists the case.
 
+use assay_core::assertion::Status;
 use assay_core::experiment::{CaseResult, RubricGrade};
 use assay_providers::{
     ChatModel, ChatRequest, DEFAULT_STRUCTURED_RETRIES, ProviderError, SchemaCheck, ask_structured,
@@ -195,8 +196,46 @@ impl Grader<'_> {
             rubric_pass: rubric.overall >= self.threshold,
             rubric: Some(rubric),
             error: None,
+            assertions: None,
         })
     }
+}
+
+/// Checks the case's deterministic assertions (`assert`) on `output` and records them on
+/// `result`. Latency is the target call's wall time when the caller measured it; the cost of one
+/// case is not separated from the run's total, so `cost` assertions are reported unmeasured (an
+/// error of that assertion, not a pass or a fail). A failed `critical` assertion makes the case
+/// incorrect whatever the correctness rule and the grader said, and says so in `correct_why`.
+pub fn apply_assertions(
+    result: &mut CaseResult,
+    case: &TestCase,
+    output: &str,
+    latency_ms: Option<f64>,
+) {
+    let Some(set) = &case.assert else { return };
+    let report = set.evaluate(&assay_core::assertion::Output {
+        text: output,
+        latency_ms,
+        cost_usd: None,
+    });
+    if report.critical_failed {
+        let failed: Vec<String> = report
+            .results
+            .iter()
+            .filter(|r| r.critical && !r.passed && r.status == Status::Failed)
+            .map(|r| format!("assert[{}] {} ({})", r.index, r.kind, r.reason))
+            .collect();
+        let why = format!("critical assertion failed: {}", failed.join("; "));
+        result.correct_why = Some(match result.correct_why.take() {
+            Some(rule) if result.factually_correct => {
+                format!("{why}; the rule said correct: {rule}")
+            }
+            Some(rule) => format!("{rule}; {why}"),
+            None => why,
+        });
+        result.factually_correct = false;
+    }
+    result.assertions = Some(report);
 }
 
 /// A case the target or the grader could not finish: recorded with its error, not scored.
@@ -219,6 +258,7 @@ pub fn errored(
         rubric_pass: false,
         rubric: None,
         error: Some(error),
+        assertions: None,
     }
 }
 
@@ -263,6 +303,7 @@ mod tests {
             answer: answer.into(),
             correctness: None,
             pattern: None,
+            assert: None,
         }
     }
 
@@ -296,6 +337,54 @@ mod tests {
         json!({"factuality": 1.0, "completeness": 0.9, "relevance": 1.0, "overall": overall,
                "factually_correct": true, "reasoning": "right"})
         .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_critical_assertion_overrides_the_rule_and_the_grader() {
+        let mut c = case(4, "Which city?", "Paris");
+        c.assert = Some(
+            assay_core::assertion::AssertionSet::parse(
+                &json!([
+                    {"type": "not-icontains", "value": "as an ai", "critical": true},
+                    {"type": "latency", "value": 50},
+                    {"type": "cost", "value": 1}
+                ]),
+                None,
+                "assert",
+            )
+            .unwrap(),
+        );
+        let model = Scripted(Mutex::new(vec![reply(0.9), reply(0.9)]));
+        let grader = Grader {
+            model: &model,
+            threshold: 0.8,
+        };
+        // Rule and grader say correct; no critical failure: it stays correct, and the
+        // unmeasured cost is an error of that assertion, not a failure.
+        let mut ok = grader
+            .grade(&c, "Paris.", &Checker::default())
+            .await
+            .unwrap();
+        apply_assertions(&mut ok, &c, "Paris.", Some(10.0));
+        let a = ok.assertions.as_ref().unwrap();
+        assert!(ok.factually_correct && a.passed && !a.critical_failed);
+        assert_eq!(a.results[2].status, assay_core::assertion::Status::Error);
+        // The critical assertion fails: incorrect, whatever the rule and the grader said.
+        let out = "As an AI, I think Paris.";
+        let mut bad = grader.grade(&c, out, &Checker::default()).await.unwrap();
+        assert!(bad.factually_correct && bad.rubric.as_ref().unwrap().factually_correct);
+        apply_assertions(&mut bad, &c, out, Some(80.0));
+        assert!(!bad.factually_correct);
+        let why = bad.correct_why.as_deref().unwrap();
+        assert!(
+            why.starts_with("critical assertion failed: assert[0] not-icontains"),
+            "{why}"
+        );
+        let a = bad.assertions.as_ref().unwrap();
+        assert!(
+            a.critical_failed && !a.results[1].passed,
+            "80 ms is over 50 ms"
+        );
     }
 
     #[tokio::test]

@@ -698,6 +698,7 @@ mod tests {
                 answer: "5 km".into(),
                 correctness: None,
                 pattern: None,
+                assert: None,
             },
             context: vec![crate::cases::ContextFile {
                 path: "notes.txt".into(),
@@ -856,6 +857,7 @@ mod tests {
                 answer: "5 km".into(),
                 correctness: None,
                 pattern: None,
+                assert: None,
             },
             context: vec![],
         };

@@ -755,12 +755,14 @@ impl Runner<'_> {
 
     async fn one(&self, prompts: &BTreeMap<String, String>, case: &LoadedCase) -> CaseResult {
         let c = &case.case;
-        let output = match self
+        let started = std::time::Instant::now();
+        let answered = self
             .services
             .target
             .answer(prompts, &c.question, &files_of(case))
-            .await
-        {
+            .await;
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let output = match answered {
             Ok(o) => o,
             Err(e) => {
                 return grade::errored(
@@ -777,7 +779,10 @@ impl Runner<'_> {
             threshold: self.options.threshold,
         };
         match grader.grade(c, &output, &self.options.checker).await {
-            Ok(r) => r,
+            Ok(mut r) => {
+                grade::apply_assertions(&mut r, c, &output, Some(latency_ms));
+                r
+            }
             Err(e) => grade::errored(c.line, &c.question, &c.answer, Some(output), e.to_string()),
         }
     }

@@ -220,6 +220,7 @@ pub(crate) mod tests {
             rubric_pass: score >= 0.8,
             rubric: None,
             error: None,
+            assertions: None,
         }
     }
 

@@ -587,6 +587,7 @@ mod tests {
             rubric_pass: correct,
             rubric: None,
             error: None,
+            assertions: None,
         }
     }
 

@@ -371,6 +371,59 @@ fn comparison(s: &mut String, c: &Comparison) {
     }
 }
 
+/// The cases' assertions (`assert`) that did not pass, a line each, for the baseline, the best
+/// trial and the evaluation steps; nothing when every assertion passed or no case has any.
+fn assertion_lines(s: &mut String, report: &ExperimentReport) {
+    use assay_core::assertion::Status;
+    let best = report
+        .best_trial
+        .and_then(|n| report.trials.iter().find(|t| t.number == n));
+    let mut steps: Vec<(String, &[assay_core::experiment::CaseResult])> =
+        vec![(report.baseline.step.clone(), &report.baseline.cases)];
+    if let Some(t) = best {
+        steps.push((format!("best trial {}", t.number), &t.cases));
+    }
+    for e in [&report.evaluation_baseline, &report.evaluation]
+        .into_iter()
+        .flatten()
+    {
+        steps.push((e.step.clone(), &e.cases));
+    }
+    let mut lines = Vec::new();
+    for (step, cases) in &steps {
+        for c in *cases {
+            let Some(a) = &c.assertions else { continue };
+            for r in a.not_passed() {
+                lines.push(format!(
+                    "- {step}, line {}: assert[{}] `{}`{} {}: {}",
+                    c.line,
+                    r.index,
+                    r.kind,
+                    if r.critical { " (critical)" } else { "" },
+                    if r.status == Status::Error {
+                        "could not be checked"
+                    } else {
+                        "failed"
+                    },
+                    r.reason.replace('\n', " ")
+                ));
+            }
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Assertions that did not pass\n");
+    let _ = writeln!(
+        s,
+        "A failed critical assertion makes its case incorrect whatever the rule and the grader say; an assertion that could not be checked (a latency or cost not measured) is neither a pass nor a fail.\n"
+    );
+    for l in lines {
+        let _ = writeln!(s, "{l}");
+    }
+    s.push('\n');
+}
+
 /// The Markdown report.
 pub fn markdown(report: &ExperimentReport) -> String {
     let mut s = String::new();
@@ -526,6 +579,7 @@ pub fn markdown(report: &ExperimentReport) -> String {
         }
         s.push('\n');
     }
+    assertion_lines(&mut s, report);
     let _ = writeln!(s, "## Calls\n");
     let _ = writeln!(
         s,
@@ -594,6 +648,7 @@ mod tests {
             rubric_pass: correct,
             rubric: None,
             error: None,
+            assertions: None,
         }
     }
 
@@ -848,5 +903,41 @@ mod tests {
     #[test]
     fn markdown_report() {
         insta::assert_snapshot!(markdown(&fixture()));
+    }
+
+    #[test]
+    fn failed_assertions_get_a_line_each_and_passing_ones_none() {
+        use assay_core::assertion::{AssertionSet, Output};
+        let set = AssertionSet::parse(
+            &serde_json::json!([
+                {"type": "icontains", "value": "a"},
+                {"type": "not-contains", "value": "secret", "critical": true},
+                {"type": "cost", "value": 0.01}
+            ]),
+            None,
+            "assert",
+        )
+        .unwrap();
+        let mut r = fixture();
+        assert!(!markdown(&r).contains("## Assertions"));
+        r.baseline.cases[0].assertions = Some(set.evaluate(&Output::text("a")));
+        let md = markdown(&r);
+        assert!(md.contains("## Assertions that did not pass"), "{md}");
+        assert!(
+            md.contains("line 1: assert[2] `cost` could not be checked: cost was not measured"),
+            "{md}"
+        );
+        assert!(
+            !md.contains("assert[0]"),
+            "a passing assertion gets no line"
+        );
+        r.baseline.cases[1].assertions = Some(set.evaluate(&Output::text("a secret")));
+        let md = markdown(&r);
+        assert!(
+            md.contains(
+                "line 2: assert[1] `not-contains` (critical) failed: has \"secret\" (negated)"
+            ),
+            "{md}"
+        );
     }
 }

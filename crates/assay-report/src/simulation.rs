@@ -471,7 +471,8 @@ pub fn markdown(report: &SimReport) -> String {
             for c in failed_checks(run) {
                 let _ = writeln!(
                     md,
-                    "- state check **{}**{} {:?}: {}",
+                    "- {} check **{}**{} {:?}: {}",
+                    c.kind.word(),
                     c.name,
                     if c.advisory { " (advisory)" } else { "" },
                     c.status,
@@ -814,6 +815,8 @@ mod tests {
                 advisory: false,
                 source: Some(format!("tool s.get {INJECT}")),
                 state: Some(format!("{{\"x\": \"{INJECT}\"}}")),
+                kind: assay_core::simulation::CheckKind::State,
+                calls: Vec::new(),
             }],
             error: (!judged).then(|| format!("boom {INJECT}")),
             warnings: Vec::new(),
@@ -976,6 +979,39 @@ mod tests {
         assert!(body.contains("openai/&lt;b&gt;"));
         assert!(body.contains("class=\"num pass\"") && body.contains("✓"));
         assert!(compare_html(&[a, b], &c).starts_with("<!doctype html>"));
+    }
+
+    /// Issue 29: a trajectory check on the transcript page links the call that broke it to
+    /// that call's panel, and the Markdown names its kind.
+    #[test]
+    fn a_trajectory_check_links_the_call_that_broke_it() {
+        let mut r = report("anthropic/a", [8.0, 6.0]);
+        r.runs[1].checks.push(CheckResult {
+            name: format!("trajectory: order {INJECT}"),
+            status: CheckStatus::Failed,
+            details: vec![format!("add (call 1, turn 2) came before {INJECT}")],
+            advisory: false,
+            source: Some("the assistant's tool calls".into()),
+            state: None,
+            kind: assay_core::simulation::CheckKind::Trajectory,
+            calls: vec![assay_core::simulation::CallRef {
+                call: 1,
+                turn: 2,
+                id: "c1".into(),
+                name: format!("add {INJECT}"),
+            }],
+        });
+        let t = transcript_body(&r, &r.runs[1], Ok(r.runs[1].transcript.as_ref().unwrap()));
+        inert(&t, "transcript");
+        assert!(t.contains("<p class=\"calls\">Broken by <a href=\"#call-1\">add &lt;script&gt;"));
+        assert!(t.contains("(call 1, turn 2)</a>"));
+        assert!(t.contains("checked the assistant's tool calls"));
+        assert!(t.contains("id=\"call-1\""), "the anchor it links to");
+        let md = markdown(&r);
+        assert!(
+            md.contains("- trajectory check **trajectory: order"),
+            "{md}"
+        );
     }
 
     #[test]

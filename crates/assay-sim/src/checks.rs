@@ -2,7 +2,7 @@
 //! or a command; JSON in every case) and test it. A check whose source fails or is not JSON is
 //! an error of that check, not a failed check.
 
-use assay_core::simulation::{CheckResult, CheckStatus};
+use assay_core::simulation::{CheckKind, CheckResult, CheckStatus};
 use serde_json::Value;
 
 use crate::suite::{CheckConfig, Expectation};
@@ -19,7 +19,7 @@ pub fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     })
 }
 
-fn show(value: &Value) -> String {
+pub(crate) fn show(value: &Value) -> String {
     let s = value.to_string();
     if s.chars().count() > 120 {
         format!("{}…", s.chars().take(120).collect::<String>())
@@ -29,7 +29,7 @@ fn show(value: &Value) -> String {
 }
 
 /// Numbers compare as numbers (1 == 1.0); everything else structurally.
-fn json_eq(a: &Value, b: &Value) -> bool {
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
         (Value::Array(x), Value::Array(y)) => {
@@ -162,6 +162,8 @@ pub fn evaluate(check: &CheckConfig, source: Result<String, String>) -> CheckRes
         advisory: check.advisory,
         source: Some(source_of(check)),
         state: read.clone(),
+        kind: CheckKind::State,
+        calls: Vec::new(),
     };
     let text = match source {
         Ok(text) => text,

@@ -8,6 +8,7 @@
 //!   through `rmcp`, their tools offered to the model, placeholders and commands.
 //! * [`conversation`]: the turn loop with tool rounds; [`assay_core::simulation::Transcript`].
 //! * [`checks`]: expected-state checks read after the conversation.
+//! * [`trajectory`]: trajectory checks of the assistant's tool calls in the transcript.
 //! * [`judge`]: the judge's prompt, schema and weighting, through
 //!   [`assay_providers::ask_structured`].
 //! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`SimReport`]
@@ -46,6 +47,7 @@ pub mod run;
 pub mod scratch;
 pub mod session;
 pub mod suite;
+pub mod trajectory;
 
 pub use assay_core::simulation::{SimReport, Verdict};
 pub use run::{SimModels, SimOptions, preflight, select, simulate};

@@ -209,6 +209,10 @@ pub async fn preflight(suite: &Suite, options: &SimOptions) -> Result<(), Prefli
                 .filter_map(|c| c.tool.as_ref())
                 .map(move |t| (s.path.file_name().and_then(|n| n.to_str()).unwrap_or(""), t))
         });
+        missing.extend(crate::trajectory::unknown_tools(
+            suite,
+            &mcp::offered_tools(&connections),
+        ));
         for (file, tool) in tool_steps.chain(check_tools) {
             let known = connections
                 .iter()
@@ -504,6 +508,10 @@ async fn run_one(
                 run_command_step(&step, &vars, env, &workdir).await
             };
             run.checks.push(checks::evaluate(check, source));
+        }
+        if let (Some(rules), Some(transcript)) = (&scenario.config.trajectory, &run.transcript) {
+            run.checks
+                .extend(crate::trajectory::evaluate(rules, transcript));
         }
         Ok(())
     }

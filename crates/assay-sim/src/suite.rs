@@ -210,6 +210,9 @@ pub struct ScenarioConfig {
     /// Objective checks after the conversation.
     #[serde(default)]
     pub expected_state: Vec<CheckConfig>,
+    /// Objective checks of the assistant's tool calls in the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<crate::trajectory::TrajectoryConfig>,
 }
 
 /// One expected-state check.
@@ -901,6 +904,11 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
                     .into());
                 }
             }
+        }
+        if let Some(trajectory) = &scenario.trajectory
+            && let Err(e) = trajectory.validate()
+        {
+            return Err(serr("trajectory", e.to_string()).into());
         }
         scenarios.push(Scenario {
             path,

@@ -533,8 +533,7 @@ fn confirming_an_accepted_case_moves_its_provenance_and_clears_its_staleness() {
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout
-            .contains("confirmed 1 case: GEN-STATE-confirm-1"),
+        r.stdout.contains("confirmed 1 case: GEN-STATE-confirm-1"),
         "{}",
         r.stdout
     );

@@ -126,10 +126,7 @@ fn accepted_drafts_join_the_run_with_their_provenance() {
         ],
     );
     assert_eq!(accept.code, 0, "{accept:?}");
-    assert!(
-        accept.stdout.starts_with("accepted 4 drafts"),
-        "{accept:?}"
-    );
+    assert!(accept.stdout.starts_with("accepted 4 drafts"), "{accept:?}");
     insta::assert_snapshot!("generate_review_accept", accept.stdout);
     let reject = review(
         &p,

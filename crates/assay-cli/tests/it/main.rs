@@ -1,5 +1,6 @@
 //! Integration tests: the real `assay` binary on real project files.
 
+mod assertions;
 mod bad_input;
 mod baseline;
 mod calibrate;
@@ -45,6 +46,7 @@ mod simulate;
 mod simulate_files;
 mod simulate_judge;
 mod simulate_shard;
+mod simulate_trajectory;
 mod state;
 mod support;
 mod telemetry;

@@ -1235,7 +1235,7 @@ pub(crate) fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
             out.stdout
         );
         let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
-        assert_eq!(report["schema_version"], 2);
+        assert_eq!(report["schema_version"], 3);
         let chore = run_of(&report, "daily_chore");
         assert_eq!(chore["verdict"], "fail");
         assert_eq!(chore["failed_by"], "check");

@@ -666,7 +666,9 @@ fn run_checks(out: &mut String, run: &ScenarioRun) {
             escape(&c.name),
             check_status(c)
         );
-        if let Some(src) = &c.source {
+        if c.kind == assay_core::simulation::CheckKind::Trajectory {
+            out.push_str("<p class=\"meta\">checked the assistant's tool calls</p>");
+        } else if let Some(src) = &c.source {
             let _ = write!(out, "<p class=\"meta\">read from {}</p>", escape(src));
         }
         if !c.details.is_empty() {
@@ -676,7 +678,29 @@ fn run_checks(out: &mut String, run: &ScenarioRun) {
             }
             out.push_str("</ul>");
         }
+        if !c.calls.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"calls\">{} ",
+                if c.status == CheckStatus::Passed {
+                    "Satisfied by"
+                } else {
+                    "Broken by"
+                }
+            );
+            for (i, call) in c.calls.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "{}<a href=\"#call-{}\">{}</a>",
+                    if i == 0 { "" } else { ", " },
+                    call.call,
+                    escape(&call.to_string())
+                );
+            }
+            out.push_str("</p>");
+        }
         match &c.state {
+            None if c.kind == assay_core::simulation::CheckKind::Trajectory => {}
             Some(state) => {
                 let _ = write!(
                     out,
