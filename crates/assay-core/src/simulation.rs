@@ -168,6 +168,8 @@ pub enum CheckKind {
     State,
     /// The assistant's tool calls in the transcript (`trajectory`).
     Trajectory,
+    /// A deterministic assertion on the assistant's final reply (`assert`).
+    Assertion,
 }
 
 impl CheckKind {
@@ -177,11 +179,12 @@ impl CheckKind {
         *self == CheckKind::State
     }
 
-    /// `state` or `trajectory`, for reports.
+    /// `state`, `trajectory` or `assertion`, for reports.
     pub fn word(self) -> &'static str {
         match self {
             CheckKind::State => "state",
             CheckKind::Trajectory => "trajectory",
+            CheckKind::Assertion => "assertion",
         }
     }
 }

@@ -9,6 +9,7 @@
 //! * [`conversation`]: the turn loop with tool rounds; [`assay_core::simulation::Transcript`].
 //! * [`checks`]: expected-state checks read after the conversation.
 //! * [`trajectory`]: trajectory checks of the assistant's tool calls in the transcript.
+//! * [`assertions`]: deterministic assertions (`assert`) on the assistant's final reply.
 //! * [`judge`]: the judge's prompt, schema and weighting, through
 //!   [`assay_providers::ask_structured`].
 //! * [`run`]: preflight, concurrent scenario runs, aggregation into a [`SimReport`]
@@ -37,6 +38,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agree;
+pub mod assertions;
 pub mod checks;
 pub mod conversation;
 pub mod judge;

@@ -513,6 +513,10 @@ async fn run_one(
             run.checks
                 .extend(crate::trajectory::evaluate(rules, transcript));
         }
+        if let (Some(set), Some(transcript)) = (&scenario.assertions, &run.transcript) {
+            run.checks
+                .extend(crate::assertions::evaluate(set, transcript));
+        }
         Ok(())
     }
     .await;

@@ -213,6 +213,14 @@ pub struct ScenarioConfig {
     /// Objective checks of the assistant's tool calls in the transcript.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<crate::trajectory::TrajectoryConfig>,
+    /// Deterministic assertions on the assistant's final reply (docs/assertions.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<assay_core::assertion::AssertionConfig>>")]
+    pub assert: Option<Value>,
+    /// The weighted share (0–1) of `assert` that must pass (default: all, each assertion
+    /// deciding the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert_threshold: Option<f64>,
 }
 
 /// One expected-state check.
@@ -303,6 +311,8 @@ pub struct Scenario {
     pub config: ScenarioConfig,
     /// Criterion id → weight, normalised to sum 1.
     pub weights: BTreeMap<String, f64>,
+    /// `assert` and `assert_threshold`, validated.
+    pub assertions: Option<assay_core::assertion::AssertionSet>,
 }
 
 /// The whole `sim/` folder, validated.
@@ -910,10 +920,29 @@ pub fn load(project: &Path) -> Result<Suite, SuiteError> {
         {
             return Err(serr("trajectory", e.to_string()).into());
         }
+        let assertions = match &scenario.assert {
+            None if scenario.assert_threshold.is_some() => {
+                return Err(serr(
+                    "assert_threshold",
+                    "assert_threshold: given without `assert`".to_owned(),
+                )
+                .into());
+            }
+            None => None,
+            Some(list) => Some(
+                assay_core::assertion::AssertionSet::parse(
+                    list,
+                    scenario.assert_threshold,
+                    "assert",
+                )
+                .map_err(|e| serr("assert", e.to_string()))?,
+            ),
+        };
         scenarios.push(Scenario {
             path,
             config: scenario,
             weights,
+            assertions,
         });
     }
     scenarios.sort_by(|a, b| a.config.id.cmp(&b.config.id));

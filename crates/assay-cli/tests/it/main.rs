@@ -43,6 +43,7 @@ mod shard;
 #[path = "../../examples/sim_provider.rs"]
 mod sim_provider;
 mod simulate;
+mod simulate_assertions;
 mod simulate_files;
 mod simulate_judge;
 mod simulate_shard;

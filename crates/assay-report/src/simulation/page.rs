@@ -668,6 +668,8 @@ fn run_checks(out: &mut String, run: &ScenarioRun) {
         );
         if c.kind == assay_core::simulation::CheckKind::Trajectory {
             out.push_str("<p class=\"meta\">checked the assistant's tool calls</p>");
+        } else if c.kind == assay_core::simulation::CheckKind::Assertion {
+            out.push_str("<p class=\"meta\">checked the assistant's final reply</p>");
         } else if let Some(src) = &c.source {
             let _ = write!(out, "<p class=\"meta\">read from {}</p>", escape(src));
         }
