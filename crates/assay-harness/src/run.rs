@@ -101,6 +101,9 @@ pub struct RunOptions<'a> {
     pub list_all: bool,
     /// Hears of every case the run takes (the stale-case check).
     pub hook: Option<&'a mut dyn CaseHook>,
+    /// The fingerprint of the backends' knowledge base, when the caller already computed it
+    /// (it is computed here otherwise).
+    pub kb: Option<KbFingerprint>,
 }
 
 impl Default for RunOptions<'_> {
@@ -111,6 +114,7 @@ impl Default for RunOptions<'_> {
             repeat: 1,
             list_all: false,
             hook: None,
+            kb: None,
         }
     }
 }
@@ -184,6 +188,7 @@ pub async fn run(
     let started = Instant::now();
     let mut journal = options.journal;
     let mut hook = options.hook;
+    let fingerprint = options.kb;
     let (run_id, timestamp) = match &journal {
         Some(j) => (j.header().run_id.clone(), j.header().timestamp.clone()),
         None => (
@@ -531,7 +536,10 @@ pub async fn run(
         warnings,
         rate_limits: Vec::new(),
         settings: project.settings.recorded.clone(),
-        kb: kb_fingerprint(backends.kb)?,
+        kb: match fingerprint {
+            Some(f) => f,
+            None => kb_fingerprint(backends.kb)?,
+        },
         baseline: None,
         // The run log: the journal while the run lives; saving moves it beside the RunLog.
         cases: (!keep_all).then(|| CaseLog {

@@ -288,11 +288,16 @@ pub async fn execute(
             None
         }
     };
-    // Each entity's digest now, which only a comparison with the accepted run needs.
-    let now = match &accepted {
-        Some(_) => run::kb_fingerprint(&kb)?.entities,
-        None => std::collections::BTreeMap::new(),
+    // Each entity's digest now, which only a comparison with the accepted run needs (computed
+    // once: the RunLog records the same fingerprint).
+    let fingerprint = match &accepted {
+        Some(_) => Some(run::kb_fingerprint(&kb)?),
+        None => None,
     };
+    let now = fingerprint
+        .as_ref()
+        .map(|f| f.entities.clone())
+        .unwrap_or_default();
     let mut stale = freshness::StaleCheck::new(&*store, now, accepted);
     let options = RunOptions {
         concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
@@ -301,6 +306,7 @@ pub async fn execute(
         // An unsaved run keeps no run log: its RunLog must list every case.
         list_all: !setup.save,
         hook: Some(&mut stale),
+        kb: fingerprint,
     };
     let mut log = run::run(project, request, backends, options, observer).await?;
     let (stale, stale_more, stale_problem) = stale.finish();

@@ -100,6 +100,49 @@ pub(crate) fn runs(report: &Value) -> &Vec<Value> {
     report["runs"].as_array().unwrap()
 }
 
+/// Appends `text` (YAML) to the daily_chore scenario of a scout-quest copy.
+pub(crate) fn extend_scenario(scratch: &Scratch, text: &str) {
+    let scenario = scratch.read("sim/scenarios/daily_chore.yaml");
+    scratch.write(
+        "sim/scenarios/daily_chore.yaml",
+        &format!("{scenario}{text}"),
+    );
+}
+
+/// A run's checks of one kind (`state`, `trajectory`, `assertion`).
+pub(crate) fn checks_of_kind<'r>(run: &'r Value, kind: &str) -> Vec<&'r Value> {
+    run["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == kind)
+        .collect()
+}
+
+/// Each addition to the daily_chore scenario is exit 2 with stderr naming every expected
+/// piece, writes no report and reaches no assistant.
+pub(crate) fn refused_before_any_call(additions: &[(&str, &[&str])]) {
+    let provider = provider(Behaviour::default());
+    for (text, expect) in additions {
+        let scratch = project(&provider);
+        extend_scenario(&scratch, text);
+        let out = simulate(
+            &scratch,
+            &[&ANTHROPIC[..], &["--scenarios", "daily_chore"]].concat(),
+            &[],
+        );
+        assert_eq!(out.code, 2, "{text}: {out:?}");
+        for e in *expect {
+            assert!(out.stderr.contains(e), "{text}: {e} not in {}", out.stderr);
+        }
+        assert!(
+            !scratch.path("sim/reports").exists(),
+            "{text}: nothing written"
+        );
+    }
+    assert_eq!(provider.stats.assistant.load(Ordering::SeqCst), 0);
+}
+
 pub(crate) fn run_of<'r>(report: &'r Value, id: &str) -> &'r Value {
     runs(report)
         .iter()

@@ -3,28 +3,11 @@
 //! check named, even though the scripted judge passes it; a bad spec is exit 2 naming the
 //! scenario file and the field, before any model is called.
 
-use serde_json::Value;
-
 use crate::sim_provider::Behaviour;
-use crate::simulate::{ANTHROPIC, OPENAI, project, provider, run_of, simulate};
-use crate::support::Scratch;
-
-fn with_assert(scratch: &Scratch, rules: &str) {
-    let scenario = scratch.read("sim/scenarios/daily_chore.yaml");
-    scratch.write(
-        "sim/scenarios/daily_chore.yaml",
-        &format!("{scenario}{rules}"),
-    );
-}
-
-fn assertion_checks(run: &Value) -> Vec<&Value> {
-    run["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "assertion")
-        .collect()
-}
+use crate::simulate::{
+    ANTHROPIC, OPENAI, checks_of_kind, extend_scenario, project, provider, refused_before_any_call,
+    run_of, simulate,
+};
 
 #[test]
 fn final_reply_assertions_pass_and_a_critical_one_fails_the_run_in_both_wire_formats() {
@@ -32,7 +15,7 @@ fn final_reply_assertions_pass_and_a_critical_one_fails_the_run_in_both_wire_for
     for models in [ANTHROPIC, OPENAI] {
         let run_with = |rules: &str| {
             let scratch = project(&provider);
-            with_assert(&scratch, rules);
+            extend_scenario(&scratch, rules);
             let out = simulate(
                 &scratch,
                 &[&models[..], &["--scenarios", "daily_chore", "--json"]].concat(),
@@ -47,7 +30,7 @@ fn final_reply_assertions_pass_and_a_critical_one_fails_the_run_in_both_wire_for
         assert_eq!(code, 0, "{models:?}: {out:?}");
         let run = run_of(&report, "daily_chore");
         assert_eq!(run["verdict"], "pass", "{run}");
-        let checks = assertion_checks(run);
+        let checks = checks_of_kind(run, "assertion");
         assert_eq!(checks.len(), 2, "{}", run["checks"]);
         assert_eq!(checks[0]["name"], "assert[0]: icontains \"what next\"");
         assert_eq!(checks[1]["name"], "assert[1]: not-refusal");
@@ -61,7 +44,7 @@ fn final_reply_assertions_pass_and_a_critical_one_fails_the_run_in_both_wire_for
         assert_eq!(run["verdict"], "fail", "{run}");
         assert_eq!(run["failed_by"], "check");
         assert_eq!(run["judge_verdict"], "pass", "the scripted judge passed it");
-        let checks = assertion_checks(run);
+        let checks = checks_of_kind(run, "assertion");
         assert_eq!(checks[0]["status"], "passed");
         assert_eq!(checks[1]["status"], "failed");
         assert!(
@@ -76,7 +59,6 @@ fn final_reply_assertions_pass_and_a_critical_one_fails_the_run_in_both_wire_for
 
 #[test]
 fn bad_assertion_specs_are_exit_2_naming_file_and_field_and_write_nothing() {
-    let provider = provider(Behaviour::default());
     let cases: [(&str, &[&str]); 3] = [
         (
             "assert:\n  - {type: contains, value: a}\n  - {type: regex, value: \"(\"}\n",
@@ -95,28 +77,5 @@ fn bad_assertion_specs_are_exit_2_naming_file_and_field_and_write_nothing() {
             &["daily_chore.yaml", "assert_threshold"],
         ),
     ];
-    for (rules, expect) in cases {
-        let scratch = project(&provider);
-        with_assert(&scratch, rules);
-        let out = simulate(
-            &scratch,
-            &[&ANTHROPIC[..], &["--scenarios", "daily_chore"]].concat(),
-            &[],
-        );
-        assert_eq!(out.code, 2, "{rules}: {out:?}");
-        for e in expect {
-            assert!(out.stderr.contains(e), "{rules}: {e} not in {}", out.stderr);
-        }
-        assert!(
-            !scratch.path("sim/reports").exists(),
-            "{rules}: nothing written"
-        );
-    }
-    assert_eq!(
-        provider
-            .stats
-            .assistant
-            .load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
+    refused_before_any_call(&cases);
 }

@@ -6,7 +6,10 @@
 use serde_json::Value;
 
 use crate::sim_provider::Behaviour;
-use crate::simulate::{ANTHROPIC, OPENAI, project, provider, run_of, simulate};
+use crate::simulate::{
+    ANTHROPIC, OPENAI, checks_of_kind, extend_scenario, project, provider, refused_before_any_call,
+    run_of, simulate,
+};
 use crate::support::Scratch;
 
 const RULES: &str = "trajectory:
@@ -19,11 +22,7 @@ const RULES: &str = "trajectory:
 ";
 
 fn with_rules(scratch: &Scratch, rules: &str, marker: &str) {
-    let scenario = scratch.read("sim/scenarios/daily_chore.yaml");
-    scratch.write(
-        "sim/scenarios/daily_chore.yaml",
-        &format!("{scenario}{rules}"),
-    );
+    extend_scenario(scratch, rules);
     let prompt = scratch.read("sim/prompts/coach_system_prompt.md");
     scratch.write(
         "sim/prompts/coach_system_prompt.md",
@@ -31,18 +30,8 @@ fn with_rules(scratch: &Scratch, rules: &str, marker: &str) {
     );
 }
 
-/// The trajectory checks of the daily_chore run, by name.
-fn trajectory_checks(run: &Value) -> Vec<&Value> {
-    run["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "trajectory")
-        .collect()
-}
-
 fn check<'r>(run: &'r Value, prefix: &str) -> &'r Value {
-    trajectory_checks(run)
+    checks_of_kind(run, "trajectory")
         .into_iter()
         .find(|c| c["name"].as_str().unwrap().starts_with(prefix))
         .unwrap_or_else(|| panic!("no check {prefix}: {}", run["checks"]))
@@ -68,9 +57,14 @@ fn writes_before_reading_loops_and_honest_assistants_in_both_wire_formats() {
         assert_eq!(code, 0, "{models:?}: {out:?}");
         let run = run_of(&report, "daily_chore");
         assert_eq!(run["verdict"], "pass", "{run}");
-        assert_eq!(trajectory_checks(run).len(), 3, "{}", run["checks"]);
+        assert_eq!(
+            checks_of_kind(run, "trajectory").len(),
+            3,
+            "{}",
+            run["checks"]
+        );
         assert!(
-            trajectory_checks(run)
+            checks_of_kind(run, "trajectory")
                 .iter()
                 .all(|c| c["status"] == "passed")
         );
@@ -134,7 +128,6 @@ fn writes_before_reading_loops_and_honest_assistants_in_both_wire_formats() {
 
 #[test]
 fn bad_trajectory_rules_are_exit_2_naming_file_and_field_and_write_nothing() {
-    let provider = provider(Behaviour::default());
     let cases: [(&str, &[&str]); 4] = [
         (
             "trajectory:\n  tool_used: [log_chore]\n",
@@ -161,28 +154,5 @@ fn bad_trajectory_rules_are_exit_2_naming_file_and_field_and_write_nothing() {
             ],
         ),
     ];
-    for (rules, expect) in cases {
-        let scratch = project(&provider);
-        with_rules(&scratch, rules, "");
-        let out = simulate(
-            &scratch,
-            &[&ANTHROPIC[..], &["--scenarios", "daily_chore"]].concat(),
-            &[],
-        );
-        assert_eq!(out.code, 2, "{rules}: {out:?}");
-        for e in expect {
-            assert!(out.stderr.contains(e), "{rules}: {e} not in {}", out.stderr);
-        }
-        assert!(
-            !scratch.path("sim/reports").exists(),
-            "{rules}: nothing written"
-        );
-    }
-    assert_eq!(
-        provider
-            .stats
-            .assistant
-            .load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
+    refused_before_any_call(&cases);
 }

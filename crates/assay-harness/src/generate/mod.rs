@@ -302,6 +302,32 @@ pub fn tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+/// One message-writing call per user turn, all under `system` and the schema `name`, without a
+/// check beyond the schema, answered at `concurrency` and returned in order.
+pub async fn ask_each(
+    caller: &Caller<'_>,
+    concurrency: usize,
+    (name, schema): (&str, serde_json::Value),
+    system: &str,
+    users: &[&str],
+) -> Result<Vec<(Outcome, String)>, HarnessError> {
+    let schema = assay_providers::SchemaCheck::new(name, schema)
+        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
+    let no_check = |_: &serde_json::Value| Ok(());
+    let calls: Vec<Call<'_>> = users
+        .iter()
+        .map(|user| Call {
+            system,
+            user,
+            schema: &schema,
+            check: &no_check,
+            input_tokens: tokens(system) + tokens(user),
+            max_tokens: prompts::MAX_REPLY_TOKENS,
+        })
+        .collect();
+    run_all(caller, &calls, concurrency).await
+}
+
 /// Makes `calls`, `concurrency` at a time, and returns their outcomes in order.
 pub async fn run_all(
     caller: &Caller<'_>,
@@ -355,23 +381,10 @@ fn changed_since(
     kb: &dyn assay_kb::KnowledgeBase,
     spec: &str,
 ) -> Result<Vec<String>, HarnessError> {
-    let settings = &project.settings;
-    let path = crate::baseline::resolve_in(&settings.root, &settings.results_dir, spec)?;
-    let run = crate::baseline::read_file(&path)?;
-    if run.kb.entities.is_empty() {
-        return Err(HarnessError::Usage(format!(
-            "--changed-since {spec}: {} records no per-entity digests (a run older than this version of assay, or a knowledge base of more than {} entities); generate with --entities instead",
-            path.display(),
-            assay_core::rundiff::KbFingerprint::MAX_ENTITIES
-        )));
-    }
+    let reference = crate::freshness::load_reference(project, spec)?;
     let now = crate::run::kb_fingerprint(kb)?;
-    Ok(now
-        .entities
-        .iter()
-        .filter(|(id, digest)| run.kb.entities.get(*id) != Some(digest))
-        .map(|(id, _)| id.clone())
-        .collect())
+    let changed = crate::freshness::changed_entities(&reference, spec, &now, kb)?;
+    Ok(changed.entities.into_iter().collect())
 }
 
 /// A generation id not used by a journal or a draft file: `gen-<time>`, else with `-2`, `-3`…

@@ -9,12 +9,10 @@ use std::collections::HashMap;
 use assay_core::bank::{PatternCase, PatternRules};
 use assay_core::draft::{Draft, Finding, FindingKind, GenerationMethod, Provenance};
 use assay_core::entity::Entity;
-use assay_providers::SchemaCheck;
 use assay_retrieval::patterns::PatternMatcher;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::caller::{Call, Caller};
+use super::caller::Caller;
 use super::{BankOutcome, Context, prompts};
 use crate::HarnessError;
 
@@ -141,22 +139,16 @@ pub async fn generate(
     matcher: &PatternMatcher,
 ) -> Result<(Vec<Draft<PatternCase>>, BankOutcome), HarnessError> {
     let mut outcome = BankOutcome::new("pattern");
-    let schema = SchemaCheck::new("pattern_messages", prompts::pattern_schema())
-        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
     let system = prompts::pattern_system(&cx.language);
-    let no_check = |_: &Value| Ok(());
-    let calls: Vec<Call<'_>> = rules
-        .iter()
-        .map(|rule| Call {
-            system: &system,
-            user: &rule.user,
-            schema: &schema,
-            check: &no_check,
-            input_tokens: super::tokens(&system) + super::tokens(&rule.user),
-            max_tokens: prompts::MAX_REPLY_TOKENS,
-        })
-        .collect();
-    let replies = super::run_all(caller, &calls, cx.concurrency).await?;
+    let users: Vec<&str> = rules.iter().map(|r| r.user.as_str()).collect();
+    let replies = super::ask_each(
+        caller,
+        cx.concurrency,
+        ("pattern_messages", prompts::pattern_schema()),
+        &system,
+        &users,
+    )
+    .await?;
     let mut drafts = Vec::new();
     for (rule, (reply, key)) in rules.iter().zip(&replies) {
         let who = format!("{} rule {}", rule.kind, rule.index + 1);

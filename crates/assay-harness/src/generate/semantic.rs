@@ -229,22 +229,16 @@ pub async fn generate(
         .iter()
         .map(|e| (e.entity_id.as_str(), e))
         .collect();
-    let schema = SchemaCheck::new("user_messages", prompts::messages_schema())
-        .map_err(|e| HarnessError::Infrastructure(e.to_string()))?;
     let system = prompts::semantic_system(&cx.language);
-    let no_check = |_: &Value| Ok(());
-    let calls: Vec<Call<'_>> = jobs
-        .iter()
-        .map(|job| Call {
-            system: &system,
-            user: &job.user,
-            schema: &schema,
-            check: &no_check,
-            input_tokens: super::tokens(&system) + super::tokens(&job.user),
-            max_tokens: prompts::MAX_REPLY_TOKENS,
-        })
-        .collect();
-    let replies = super::run_all(caller, &calls, cx.concurrency).await?;
+    let users: Vec<&str> = jobs.iter().map(|j| j.user.as_str()).collect();
+    let replies = super::ask_each(
+        caller,
+        cx.concurrency,
+        ("user_messages", prompts::messages_schema()),
+        &system,
+        &users,
+    )
+    .await?;
 
     // 1. Checks of each message.
     let mut candidates = Vec::new();
