@@ -588,6 +588,7 @@ fn transcript(spec: &SimulationSpec, id: &str, repeat: u32, failing_tool: bool) 
                 ),
                 tool_calls: Vec::new(),
                 timestamp: ts,
+                usage: None,
             });
         } else {
             let calls = vec![ToolCallRecord {
@@ -617,6 +618,7 @@ fn transcript(spec: &SimulationSpec, id: &str, repeat: u32, failing_tool: bool) 
                 ),
                 tool_calls: calls,
                 timestamp: ts,
+                usage: None,
             });
         }
     }
@@ -630,6 +632,7 @@ fn transcript(spec: &SimulationSpec, id: &str, repeat: u32, failing_tool: bool) 
         error: None,
         started_at: "2026-11-25T09:00:00Z".into(),
         ended_at: "2026-11-25T09:01:00Z".into(),
+        stop_usage: None,
     }
 }
 

@@ -456,10 +456,12 @@ pub enum JudgeCommand {
     /// (unknown criteria, scores off the scale, runs the report does not have, no item
     /// scored); 3 the judge failed on some items (reported apart, left out of the measures).
     Agree {
-        /// The labels file (YAML or JSON; `judge: simulation` or `judge: rubric`).
+        /// The labels file (YAML or JSON; `judge: simulation`, `judge: rubric` or `judge:
+        /// claims`).
         labels: PathBuf,
         /// The judge's `vendor/model` (default: [simulate] evaluator_model for simulation
-        /// labels, [optimize] grader_model for rubric labels).
+        /// labels, [optimize] grader_model for rubric labels, [answer] judge_model for claim
+        /// labels).
         #[arg(long, value_name = "VENDOR/MODEL")]
         model: Option<String>,
         /// Judge each item K times (another criteria order and seed each time): items whose

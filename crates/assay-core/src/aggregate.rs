@@ -29,11 +29,12 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::answer::AnswerCaseResult;
 use crate::bank::BankType;
 use crate::ir::{IrMetrics, IrSummary};
 use crate::runlog::{
-    AlwaysCaseResult, AlwaysResults, BankResults, GroupScore, PatternCaseResult, PatternResults,
-    SemanticCaseResult, SemanticResults, StateCaseResult, StateResults, round1,
+    AlwaysCaseResult, AlwaysResults, AnswerResults, BankResults, GroupScore, PatternCaseResult,
+    PatternResults, SemanticCaseResult, SemanticResults, StateCaseResult, StateResults, round1,
 };
 use crate::scoring::{Breakdown, Penalty, ScoreDistribution};
 
@@ -51,6 +52,8 @@ pub enum CaseRecord {
     Pattern(PatternCaseResult),
     /// An always case.
     Always(AlwaysCaseResult),
+    /// An answer case.
+    Answer(AnswerCaseResult),
 }
 
 impl CaseRecord {
@@ -61,6 +64,7 @@ impl CaseRecord {
             CaseRecord::State(_) => BankType::State,
             CaseRecord::Pattern(_) => BankType::Pattern,
             CaseRecord::Always(_) => BankType::Always,
+            CaseRecord::Answer(_) => BankType::Answer,
         }
     }
 
@@ -71,6 +75,7 @@ impl CaseRecord {
             CaseRecord::State(r) => &r.test_id,
             CaseRecord::Pattern(r) => &r.test_id,
             CaseRecord::Always(r) => &r.test_id,
+            CaseRecord::Answer(r) => &r.test_id,
         }
     }
 
@@ -81,12 +86,17 @@ impl CaseRecord {
             CaseRecord::State(r) => Some(r.score),
             CaseRecord::Pattern(r) => Some(r.score),
             CaseRecord::Always(r) => Some(r.score),
+            CaseRecord::Answer(r) => r.score,
         }
     }
 
     /// Whether it is a critical failure.
     pub fn is_critical_failure(&self) -> bool {
-        matches!(self, CaseRecord::Pattern(r) if r.is_critical_failure)
+        match self {
+            CaseRecord::Pattern(r) => r.is_critical_failure,
+            CaseRecord::Answer(r) => r.is_critical_failure,
+            _ => false,
+        }
     }
 
     /// Whether it hard-failed.
@@ -96,21 +106,23 @@ impl CaseRecord {
             CaseRecord::State(r) => r.is_hard_fail,
             CaseRecord::Pattern(r) => r.is_hard_fail,
             CaseRecord::Always(r) => r.is_hard_fail,
+            CaseRecord::Answer(r) => r.is_hard_fail,
         }
     }
 
     /// Its score, as a run comparison takes it.
     pub fn case_score(&self) -> crate::rundiff::CaseScore {
+        if let CaseRecord::Answer(r) = self {
+            return crate::rundiff::answer_score(r);
+        }
         crate::rundiff::CaseScore {
             bank: self.bank().key().to_owned(),
             test_id: self.test_id().to_owned(),
             score: self.score(),
             is_hard_fail: self.is_hard_fail(),
             is_critical_failure: self.is_critical_failure(),
-            error: match self {
-                CaseRecord::Semantic(r) => r.error.clone(),
-                _ => None,
-            },
+            error: self.error().map(str::to_owned),
+            metrics: BTreeMap::new(),
         }
     }
 
@@ -121,6 +133,16 @@ impl CaseRecord {
             CaseRecord::State(r) => &r.breakdown,
             CaseRecord::Pattern(r) => &r.breakdown,
             CaseRecord::Always(r) => &r.breakdown,
+            CaseRecord::Answer(r) => &r.breakdown,
+        }
+    }
+
+    /// The infrastructure error that kept the case from a score, if any.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            CaseRecord::Semantic(r) => r.error.as_deref(),
+            CaseRecord::Answer(r) => r.error.as_deref(),
+            _ => None,
         }
     }
 }
@@ -300,6 +322,12 @@ impl Notable {
                     .iter()
                     .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Always)),
             )
+            .chain(
+                banks
+                    .answer
+                    .iter()
+                    .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Answer)),
+            )
         {
             agg.tally(&rec);
         }
@@ -307,12 +335,14 @@ impl Notable {
     }
 }
 
-const REASONS: [&str; 5] = [
+const REASONS: [&str; 7] = [
     "hard fail",
     "false positives",
     "secondary missing",
     "rank violations",
     "wrong handlers",
+    "answer metrics",
+    "assertions failed",
 ];
 
 /// A deterministic bank's running totals: sums, the score distribution, sums per group
@@ -331,6 +361,7 @@ pub struct Aggregator {
     /// The pattern bank's totals and the ids of its critical failures.
     pattern: Option<(BankTotals, Vec<String>)>,
     always: Option<(Sums, bool)>,
+    answer: Option<AnswerTotals>,
     /// Every record, in arrival order, while all are kept.
     all: Vec<(usize, CaseRecord)>,
     worst: BTreeMap<BankType, BinaryHeap<Kept>>,
@@ -338,8 +369,8 @@ pub struct Aggregator {
     errored: Vec<(usize, CaseRecord)>,
     imperfect: usize,
     imperfect_by_bank: BTreeMap<String, usize>,
-    touched: [usize; 5],
-    named: [BTreeMap<String, usize>; 5],
+    touched: [usize; 7],
+    named: [BTreeMap<String, usize>; 7],
     errors: Vec<ErrorGroup>,
     error_kinds: BTreeMap<String, usize>,
 }
@@ -359,13 +390,14 @@ impl Aggregator {
             state: None,
             pattern: None,
             always: None,
+            answer: None,
             all: Vec::new(),
             worst: BTreeMap::new(),
             critical: Vec::new(),
             errored: Vec::new(),
             imperfect: 0,
             imperfect_by_bank: BTreeMap::new(),
-            touched: [0; 5],
+            touched: [0; 7],
             named: Default::default(),
             errors: Vec::new(),
             error_kinds: BTreeMap::new(),
@@ -387,6 +419,9 @@ impl Aggregator {
             }
             BankType::Always => {
                 self.always.get_or_insert((Sums::default(), true));
+            }
+            BankType::Answer => {
+                self.answer.get_or_insert_with(Default::default);
             }
         }
     }
@@ -436,6 +471,9 @@ impl Aggregator {
                 sums.add(r.score, r.is_hard_fail);
                 *all_passed &= r.score == 100;
             }
+            CaseRecord::Answer(r) => {
+                self.answer.get_or_insert_with(Default::default).add(r);
+            }
         }
         self.tally(&record);
         self.keep(index, record);
@@ -443,22 +481,22 @@ impl Aggregator {
 
     /// Counts a case in the reasons, errors and imperfect cases.
     fn tally(&mut self, record: &CaseRecord) {
-        if let CaseRecord::Semantic(r) = record
-            && let Some(message) = &r.error
-        {
+        if let Some(message) = record.error() {
+            let message = &message.to_owned();
+            let test_id = record.test_id();
             let kinds = self.error_kinds.len();
             *self.error_kinds.entry(message.clone()).or_default() += 1;
             match self.errors.iter_mut().find(|g| &g.message == message) {
                 Some(g) => {
                     g.count += 1;
                     if g.test_ids.len() < Notable::IDS {
-                        g.test_ids.push(r.test_id.clone());
+                        g.test_ids.push(test_id.to_owned());
                     }
                 }
                 None if kinds < Notable::GROUPS => self.errors.push(ErrorGroup {
                     message: message.clone(),
                     count: 1,
-                    test_ids: vec![r.test_id.clone()],
+                    test_ids: vec![test_id.to_owned()],
                 }),
                 None => {}
             }
@@ -491,10 +529,16 @@ impl Aggregator {
                         }
                     })
                     .collect(),
+                // An answer case by what failed it, so cases that fail alike group together.
+                CaseRecord::Answer(r) => answer_failures(r),
                 _ => b.reason.clone().into_iter().collect(),
             }
         };
-        let hits: [Option<Vec<String>>; 5] = [
+        let (low_metrics, failed_assertions) = match record {
+            CaseRecord::Answer(r) => answer_shortfalls(r),
+            _ => (None, None),
+        };
+        let hits: [Option<Vec<String>>; 7] = [
             (b.primary_fail == Some(true)).then(|| hard_fail(b)),
             names(b.false_positives.as_ref()),
             names(b.secondary_missing.as_ref()),
@@ -505,6 +549,8 @@ impl Aggregator {
                     .collect()
             }),
             names(b.wrong_handlers.as_ref()),
+            low_metrics,
+            failed_assertions,
         ];
         for (i, items) in hits.into_iter().enumerate() {
             let Some(items) = items else { continue };
@@ -669,7 +715,132 @@ impl Aggregator {
                     .collect(),
             });
         }
+        if let Some(totals) = self.answer {
+            let results = take(BankType::Answer)
+                .filter_map(|(_, r)| match r {
+                    CaseRecord::Answer(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            banks.answer = Some(totals.finish(results));
+        }
         (banks, notable)
+    }
+}
+
+/// What failed an answer case, one name per kind of failure: `faithfulness below minimum`,
+/// `critical refusal`, `assertions under threshold`.
+fn answer_failures(r: &AnswerCaseResult) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .metrics
+        .iter()
+        .filter(|(_, o)| o.below_minimum())
+        .map(|(m, _)| format!("{m} below minimum"))
+        .collect();
+    if let Some(a) = &r.assertions {
+        out.extend(
+            a.results
+                .iter()
+                .filter(|x| x.critical && x.status == crate::assertion::Status::Failed)
+                .map(|x| format!("critical {}", x.kind)),
+        );
+        if !a.passed && !a.critical_failed {
+            out.push("assertions under threshold".to_owned());
+        }
+    }
+    out
+}
+
+/// The metrics of an answer case under 1, and its failed assertions by type (`None` when
+/// there are none).
+fn answer_shortfalls(r: &AnswerCaseResult) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let low: Vec<String> = r
+        .metrics
+        .iter()
+        .filter(|(_, o)| o.score.is_some_and(|s| s < 1.0))
+        .map(|(m, _)| m.as_str().to_owned())
+        .collect();
+    let failed: Vec<String> = r
+        .assertions
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|x| x.status == crate::assertion::Status::Failed)
+        .map(|x| x.kind.clone())
+        .collect();
+    (
+        (!low.is_empty()).then_some(low),
+        (!failed.is_empty()).then_some(failed),
+    )
+}
+
+/// The answer bank's running totals.
+#[derive(Debug, Default)]
+struct AnswerTotals {
+    sums: Sums,
+    run: usize,
+    errors: usize,
+    dist: Distribution,
+    topics: BTreeMap<String, Sums>,
+    /// Per metric: the sum of scores, how many cases had one, how many did not apply.
+    metrics: BTreeMap<crate::answer::Metric, (f64, usize, usize)>,
+    critical: Vec<String>,
+}
+
+impl AnswerTotals {
+    fn add(&mut self, r: &AnswerCaseResult) {
+        self.run += 1;
+        let Some(score) = r.score else {
+            self.errors += 1;
+            return;
+        };
+        self.sums.add(score, r.is_hard_fail);
+        self.dist.add(score);
+        for t in &r.topics {
+            self.topics
+                .entry(t.clone())
+                .or_default()
+                .add(score, r.is_hard_fail);
+        }
+        for (metric, outcome) in &r.metrics {
+            let e = self.metrics.entry(*metric).or_default();
+            match outcome.score {
+                Some(s) => {
+                    e.0 += s;
+                    e.1 += 1;
+                }
+                None => e.2 += 1,
+            }
+        }
+        if r.is_critical_failure {
+            self.critical.push(r.test_id.clone());
+        }
+    }
+
+    fn finish(self, results: Vec<AnswerCaseResult>) -> AnswerResults {
+        AnswerResults {
+            tests_run: self.run,
+            errors: self.errors,
+            average_score: self.sums.average(),
+            hard_fails: self.sums.hard,
+            score_distribution: self.dist.finish(),
+            topic_scores: groups(self.topics),
+            metrics: self
+                .metrics
+                .into_iter()
+                .map(|(m, (sum, n, not_applicable))| {
+                    (
+                        m,
+                        crate::runlog::MetricSummary {
+                            mean: (n > 0).then(|| (sum / n as f64 * 1000.0).round() / 1000.0),
+                            cases: n,
+                            not_applicable,
+                        },
+                    )
+                })
+                .collect(),
+            critical_failures: self.critical,
+            results,
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::UserState;
 
-/// The retrieval mechanism a bank tests.
+/// What a bank tests: a retrieval mechanism, or the product's replies (the answer bank).
 #[derive(
     Debug,
     Clone,
@@ -30,11 +30,24 @@ pub enum BankType {
     Pattern,
     /// Always-loaded entities.
     Always,
+    /// The product's replies, judged on grounded-answer metrics and assertions
+    /// (`assay_core::answer`).
+    Answer,
 }
 
 impl BankType {
-    /// All four, in the order the unified runner runs them.
-    pub const ALL: [BankType; 4] = [
+    /// Every bank, in the order the unified runner runs them: the four retrieval banks, then
+    /// the answer bank.
+    pub const ALL: [BankType; 5] = [
+        BankType::Semantic,
+        BankType::State,
+        BankType::Pattern,
+        BankType::Always,
+        BankType::Answer,
+    ];
+
+    /// The four retrieval banks of spec 000.
+    pub const RETRIEVAL: [BankType; 4] = [
         BankType::Semantic,
         BankType::State,
         BankType::Pattern,
@@ -48,6 +61,7 @@ impl BankType {
             BankType::State => "state",
             BankType::Pattern => "pattern",
             BankType::Always => "always",
+            BankType::Answer => "answer",
         }
     }
 
@@ -58,6 +72,7 @@ impl BankType {
             BankType::State => "STATE",
             BankType::Pattern => "PATTERN",
             BankType::Always => "ALWAYS",
+            BankType::Answer => "ANSWER",
         }
     }
 
@@ -69,7 +84,7 @@ impl BankType {
         }
     }
 
-    /// Parses a lower-case key (`semantic`, `state`, `pattern`, `always`).
+    /// Parses a lower-case key (`semantic`, `state`, `pattern`, `always`, `answer`).
     pub fn from_key(key: &str) -> Option<BankType> {
         BankType::ALL.into_iter().find(|b| b.key() == key)
     }

@@ -2,6 +2,7 @@
 //!
 //! This crate is pure: it does no I/O. It holds
 //!
+//! * [`answer`]: the answer bank's cases, results, grounded-answer metrics and case score;
 //! * [`assertion`]: deterministic assertions on a reply (`contains`, `regex`, `json-schema`,
 //!   `latency`, `refusal`, …, each with a `not-` form), their weights, threshold and critical flag;
 //! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
@@ -27,6 +28,7 @@
 
 pub mod aggregate;
 pub mod agreement;
+pub mod answer;
 pub mod assertion;
 pub mod bank;
 pub mod condition;

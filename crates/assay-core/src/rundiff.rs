@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::runlog::RunLog;
 
 /// One case's score in a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseScore {
-    /// The bank's key (`semantic`, `state`, `pattern`, `always`).
+    /// The bank's key (`semantic`, `state`, `pattern`, `always`, `answer`).
     pub bank: String,
     /// The case.
     pub test_id: String,
@@ -36,6 +36,9 @@ pub struct CaseScore {
     /// The infrastructure error, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An answer case's grounded-answer metrics (0–1) by name, where they applied.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
 }
 
 impl CaseScore {
@@ -48,6 +51,7 @@ impl CaseScore {
             is_hard_fail: false,
             is_critical_failure: false,
             error: None,
+            metrics: BTreeMap::new(),
         }
     }
 }
@@ -63,6 +67,7 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
             is_hard_fail: c.is_hard_fail,
             is_critical_failure: false,
             error: c.error.clone(),
+            metrics: BTreeMap::new(),
         }));
     }
     let scored = |bank: &str, test_id: &str, score: u32, is_hard_fail: bool| CaseScore {
@@ -72,6 +77,7 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
         is_hard_fail,
         is_critical_failure: false,
         error: None,
+        metrics: BTreeMap::new(),
     };
     if let Some(r) = &log.state {
         out.extend(
@@ -93,7 +99,27 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
                 .map(|c| scored("always", &c.test_id, c.score, c.is_hard_fail)),
         );
     }
+    if let Some(r) = &log.answer {
+        out.extend(r.results.iter().map(answer_score));
+    }
     out
+}
+
+/// An answer case's score, with its metrics.
+pub fn answer_score(c: &crate::answer::AnswerCaseResult) -> CaseScore {
+    CaseScore {
+        bank: "answer".into(),
+        test_id: c.test_id.clone(),
+        score: c.score,
+        is_hard_fail: c.is_hard_fail,
+        is_critical_failure: c.is_critical_failure,
+        error: c.error.clone(),
+        metrics: c
+            .metrics
+            .iter()
+            .filter_map(|(m, o)| o.score.map(|s| (m.as_str().to_owned(), s)))
+            .collect(),
+    }
 }
 
 /// One case in both runs (or in one of them).
@@ -382,7 +408,8 @@ pub struct RunDiff {
     /// `after.combined_score - before.combined_score`, one decimal.
     pub score_delta: f64,
     /// How many cases fall in each group (`better`, `worse`, `unchanged`, `errored`, `added`,
-    /// `removed`, `new_hard_fails`, `fixed_hard_fails`, `new_critical`).
+    /// `removed`, `new_hard_fails`, `fixed_hard_fails`, `new_critical`), and how many answer
+    /// metrics fell (`metric_falls`, present when any answer metric moved).
     pub counts: BTreeMap<String, usize>,
     /// Semantic topics whose average moved (by the largest fall first), and topics only one
     /// run has.
@@ -395,9 +422,76 @@ pub struct RunDiff {
     /// The regression gate's verdict, when the comparison was a gate (`assay run --baseline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<RegressionGate>,
+    /// Answer-case metrics whose value changed between the runs (cases in both runs, metrics
+    /// both runs measured), the largest fall first, then the rises, the smallest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metric_changes: Vec<MetricChange>,
     /// The cases.
     #[serde(flatten)]
     pub cases: CaseDiff,
+}
+
+/// One answer case's metric that moved between two runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricChange {
+    /// The bank's key (`answer`).
+    pub bank: String,
+    /// The case.
+    pub test_id: String,
+    /// The metric's name (`faithfulness`, `context_recall`, ...).
+    pub metric: String,
+    /// Its value (0–1) in the first run.
+    pub before: f64,
+    /// Its value (0–1) in the second run.
+    pub after: f64,
+}
+
+impl MetricChange {
+    /// `after - before`: below zero when the metric fell.
+    pub fn delta(&self) -> f64 {
+        self.after - self.before
+    }
+
+    /// `bank/test_id`, as messages name a case.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.bank, self.test_id)
+    }
+}
+
+/// Smaller moves than this are float noise, not a change.
+const METRIC_EPSILON: f64 = 1e-9;
+
+/// The metrics that moved for the cases both runs have and both measured, by the largest fall
+/// first, then the rises by the smallest first; equal moves stay in run order. A metric only
+/// one run measured (or a non-finite value) is left out: there is nothing to compare.
+pub fn metric_changes(before: &[CaseScore], after: &[CaseScore]) -> Vec<MetricChange> {
+    let old: std::collections::HashMap<(&str, &str), &CaseScore> = before
+        .iter()
+        .filter(|c| !c.metrics.is_empty())
+        .map(|c| ((c.bank.as_str(), c.test_id.as_str()), c))
+        .collect();
+    let mut out = Vec::new();
+    for b in after.iter().filter(|c| !c.metrics.is_empty()) {
+        let Some(a) = old.get(&(b.bank.as_str(), b.test_id.as_str())) else {
+            continue;
+        };
+        for (metric, &y) in &b.metrics {
+            let Some(&x) = a.metrics.get(metric) else {
+                continue;
+            };
+            if x.is_finite() && y.is_finite() && (y - x).abs() > METRIC_EPSILON {
+                out.push(MetricChange {
+                    bank: b.bank.clone(),
+                    test_id: b.test_id.clone(),
+                    metric: metric.clone(),
+                    before: x,
+                    after: y,
+                });
+            }
+        }
+    }
+    out.sort_by(|p, q| p.delta().total_cmp(&q.delta()));
+    out
 }
 
 /// The verdict of `[gate]`'s regression rules on a comparison.
@@ -414,7 +508,8 @@ pub struct RegressionGate {
 }
 
 impl RunDiff {
-    /// Whether anything differs: setup, knowledge base, or any case's score or presence.
+    /// Whether anything differs: setup, knowledge base, any case's score or presence, or an
+    /// answer case's metric.
     pub fn is_unchanged(&self) -> bool {
         self.setup_changes.is_empty()
             && !self.kb_changes.differ
@@ -423,6 +518,7 @@ impl RunDiff {
             && self.cases.errored.is_empty()
             && self.cases.added.is_empty()
             && self.cases.removed.is_empty()
+            && self.metric_changes.is_empty()
     }
 
     /// Drops the unchanged cases (kept as a count), for a record embedded in a report.
@@ -491,6 +587,30 @@ fn setup_entries(log: &RunLog) -> BTreeMap<String, String> {
     all
 }
 
+/// How many cases fall in each group, and how many answer metrics fell (`metric_falls`, only
+/// when any answer metric moved, so that comparisons without answer cases read as before).
+fn group_counts(cases: &CaseDiff, metric_changes: &[MetricChange]) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = [
+        ("better", cases.better.len()),
+        ("worse", cases.worse.len()),
+        ("unchanged", cases.unchanged.len()),
+        ("errored", cases.errored.len()),
+        ("added", cases.added.len()),
+        ("removed", cases.removed.len()),
+        ("new_hard_fails", cases.new_hard_fails.len()),
+        ("fixed_hard_fails", cases.fixed_hard_fails.len()),
+        ("new_critical", cases.new_critical.len()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    if !metric_changes.is_empty() {
+        let falls = metric_changes.iter().filter(|m| m.delta() < 0.0).count();
+        counts.insert("metric_falls".to_owned(), falls);
+    }
+    counts
+}
+
 /// Compares run `before` with run `after`, with the paired bootstrap (seeded, 95 %) on the
 /// cases both scored.
 pub fn diff_runs(before: &RunLog, after: &RunLog) -> RunDiff {
@@ -506,20 +626,8 @@ pub fn diff_runs_scored(
     after_cases: &[CaseScore],
 ) -> RunDiff {
     let cases = diff_scores(before_cases, after_cases);
-    let counts = [
-        ("better", cases.better.len()),
-        ("worse", cases.worse.len()),
-        ("unchanged", cases.unchanged.len()),
-        ("errored", cases.errored.len()),
-        ("added", cases.added.len()),
-        ("removed", cases.removed.len()),
-        ("new_hard_fails", cases.new_hard_fails.len()),
-        ("fixed_hard_fails", cases.fixed_hard_fails.len()),
-        ("new_critical", cases.new_critical.len()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let metric_changes = metric_changes(before_cases, after_cases);
+    let counts = group_counts(&cases, &metric_changes);
     let pairs: Vec<(f64, f64)> = cases
         .better
         .iter()
@@ -542,6 +650,7 @@ pub fn diff_runs_scored(
             crate::stats::BootstrapSettings::default(),
         ),
         gate: None,
+        metric_changes,
         cases,
     }
 }
@@ -583,6 +692,92 @@ mod tests {
         assert_eq!(d.errored[0].before, Some(80));
         assert_eq!(ids(&d.added), ["new"]);
         assert_eq!(ids(&d.removed), ["gone"]);
+    }
+
+    fn answer(id: &str, metrics: &[(&str, f64)]) -> CaseScore {
+        CaseScore {
+            metrics: metrics.iter().map(|(m, v)| ((*m).to_owned(), *v)).collect(),
+            ..CaseScore::new("answer", id, Some(100))
+        }
+    }
+
+    #[test]
+    fn metric_changes_list_falls_first_largest_first() {
+        let before = [
+            answer("A-1", &[("faithfulness", 1.0), ("context_recall", 0.5)]),
+            answer("A-2", &[("faithfulness", 0.9), ("answer_relevancy", 0.8)]),
+            answer("A-3", &[("faithfulness", 0.2)]),
+            answer("gone", &[("faithfulness", 1.0)]),
+        ];
+        let after = [
+            answer("A-1", &[("faithfulness", 0.25), ("context_recall", 0.5)]),
+            answer("A-2", &[("faithfulness", 0.4), ("answer_relevancy", 0.9)]),
+            answer("A-3", &[("faithfulness", 0.7), ("context_precision", 1.0)]),
+            answer("new", &[("faithfulness", 0.0)]),
+        ];
+        let got: Vec<(String, String, f64, f64)> = metric_changes(&before, &after)
+            .into_iter()
+            .map(|m| (m.test_id, m.metric, m.before, m.after))
+            .collect();
+        let want = [
+            ("A-1", "faithfulness", 1.0, 0.25),
+            ("A-2", "faithfulness", 0.9, 0.4),
+            ("A-2", "answer_relevancy", 0.8, 0.9),
+            ("A-3", "faithfulness", 0.2, 0.7),
+        ];
+        let want: Vec<(String, String, f64, f64)> = want
+            .iter()
+            .map(|(t, m, b, a)| ((*t).to_owned(), (*m).to_owned(), *b, *a))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn unchanged_or_unmeasured_metrics_are_no_change() {
+        let before = [answer("A-1", &[("faithfulness", 0.5)]), s("S-1", Some(50))];
+        let after = [
+            answer("A-1", &[("faithfulness", 0.5), ("context_recall", 0.0)]),
+            s("S-1", Some(10)),
+        ];
+        assert!(metric_changes(&before, &after).is_empty());
+        let nan = [answer("A-1", &[("faithfulness", f64::NAN)])];
+        assert!(metric_changes(&before, &nan).is_empty());
+    }
+
+    #[test]
+    fn metric_falls_are_counted_only_when_metrics_moved() {
+        let plain = diff_scores(&[s("S", Some(1))], &[s("S", Some(2))]);
+        let counts = group_counts(&plain, &[]);
+        assert!(!counts.contains_key("metric_falls"));
+        assert_eq!(counts["better"], 1);
+        let before = [answer(
+            "A",
+            &[("faithfulness", 1.0), ("context_recall", 0.2)],
+        )];
+        let after = [answer(
+            "A",
+            &[("faithfulness", 0.5), ("context_recall", 0.4)],
+        )];
+        let moved = metric_changes(&before, &after);
+        let counts = group_counts(&diff_scores(&before, &after), &moved);
+        assert_eq!(counts["metric_falls"], 1);
+        assert_eq!(counts["unchanged"], 1);
+    }
+
+    #[test]
+    fn a_metric_change_names_its_case_and_round_trips() {
+        let change = MetricChange {
+            bank: "answer".into(),
+            test_id: "A-1".into(),
+            metric: "faithfulness".into(),
+            before: 1.0,
+            after: 0.25,
+        };
+        assert_eq!(change.name(), "answer/A-1");
+        assert!((change.delta() + 0.75).abs() < 1e-12);
+        let json = serde_json::to_string(&change).unwrap();
+        let back: MetricChange = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, change);
     }
 
     #[test]

@@ -445,6 +445,44 @@ pub struct AlwaysResults {
     pub results: Vec<AlwaysCaseResult>,
 }
 
+/// One grounded-answer metric over an answer bank's scored cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// The mean over the cases where it applied (`None`: it applied to none).
+    pub mean: Option<f64>,
+    /// Cases where it applied.
+    pub cases: usize,
+    /// Cases where it did not apply (no claims, no reference, no context).
+    pub not_applicable: usize,
+}
+
+/// The answer bank's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerResults {
+    /// Cases run, errors included.
+    pub tests_run: usize,
+    /// Cases that errored (the target failed, a judge reply could not be parsed): left out of
+    /// every average.
+    pub errors: usize,
+    /// Mean score of the scored cases.
+    pub average_score: f64,
+    /// Failed cases.
+    pub hard_fails: usize,
+    /// Scores by band.
+    pub score_distribution: ScoreDistribution,
+    /// Per topic.
+    #[serde(default)]
+    pub topic_scores: BTreeMap<String, GroupScore>,
+    /// Each metric's mean over the scored cases where it applied.
+    #[serde(default)]
+    pub metrics: BTreeMap<crate::answer::Metric, MetricSummary>,
+    /// Critical cases that failed.
+    #[serde(default)]
+    pub critical_failures: Vec<String>,
+    /// Case results.
+    pub results: Vec<crate::answer::AnswerCaseResult>,
+}
+
 /// The weight of each bank in the combined score.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Weights {
@@ -456,6 +494,13 @@ pub struct Weights {
     pub pattern: f64,
     /// Default 0.10.
     pub always: f64,
+    /// Default 0.25 (the answer bank, beside the four retrieval banks' 1.0).
+    #[serde(default = "default_answer_weight")]
+    pub answer: f64,
+}
+
+fn default_answer_weight() -> f64 {
+    0.25
 }
 
 impl Default for Weights {
@@ -465,6 +510,7 @@ impl Default for Weights {
             state: 0.15,
             pattern: 0.15,
             always: 0.10,
+            answer: default_answer_weight(),
         }
     }
 }
@@ -477,6 +523,7 @@ impl Weights {
             BankType::State => self.state,
             BankType::Pattern => self.pattern,
             BankType::Always => self.always,
+            BankType::Answer => self.answer,
         }
     }
 }
@@ -527,6 +574,8 @@ pub struct BankResults {
     pub pattern: Option<PatternResults>,
     /// Always, when run.
     pub always: Option<AlwaysResults>,
+    /// Answer, when run.
+    pub answer: Option<AnswerResults>,
 }
 
 impl BankResults {
@@ -555,6 +604,14 @@ impl BankResults {
         if let Some(r) = &self.always {
             out.push((BankType::Always, r.average_score, r.tests_run, r.hard_fails));
         }
+        if let Some(r) = &self.answer {
+            out.push((
+                BankType::Answer,
+                r.average_score,
+                r.tests_run - r.errors,
+                r.hard_fails,
+            ));
+        }
         out
     }
 
@@ -562,8 +619,10 @@ impl BankResults {
     /// out of the weighted score and renormalising the remaining weights.
     pub fn summarize(&self, weights: &Weights, sources: Option<ExpectationSources>) -> Summary {
         let components = self.components();
-        let mut component_scores: BTreeMap<String, Option<f64>> = BankType::ALL
+        // The four retrieval banks always have a key; the answer bank only when it ran.
+        let mut component_scores: BTreeMap<String, Option<f64>> = BankType::RETRIEVAL
             .iter()
+            .chain(self.answer.as_ref().map(|_| &BankType::Answer))
             .map(|b| (b.key().to_owned(), None))
             .collect();
         let weighted: Vec<(BankType, f64)> = components
@@ -590,15 +649,21 @@ impl BankResults {
             (0.0, BTreeMap::new())
         };
         let hard_fail_count = components.iter().map(|c| c.3).sum();
-        let critical_failures = self
+        let critical_failures: Vec<String> = self
             .pattern
-            .as_ref()
-            .map(|p| p.critical_failures.clone())
-            .unwrap_or_default();
+            .iter()
+            .flat_map(|p| p.critical_failures.iter().cloned())
+            .chain(
+                self.answer
+                    .iter()
+                    .flat_map(|a| a.critical_failures.iter().cloned()),
+            )
+            .collect();
         let total_tests = self.semantic.as_ref().map_or(0, |r| r.tests_run)
             + self.state.as_ref().map_or(0, |r| r.tests_run)
             + self.pattern.as_ref().map_or(0, |r| r.tests_run)
-            + self.always.as_ref().map_or(0, |r| r.tests_run);
+            + self.always.as_ref().map_or(0, |r| r.tests_run)
+            + self.answer.as_ref().map_or(0, |r| r.tests_run);
         Summary {
             total_tests,
             combined_score: round1(combined),
@@ -608,7 +673,8 @@ impl BankResults {
             component_scores,
             weights: used,
             expectation_sources: sources,
-            error_count: self.semantic.as_ref().map_or(0, |r| r.errors),
+            error_count: self.semantic.as_ref().map_or(0, |r| r.errors)
+                + self.answer.as_ref().map_or(0, |r| r.errors),
         }
     }
 }
@@ -789,6 +855,9 @@ pub struct RunLog {
     pub pattern: Option<PatternResults>,
     /// `null` when not run.
     pub always: Option<AlwaysResults>,
+    /// The answer bank; absent when not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<AnswerResults>,
     /// Warnings raised while loading (unknown fields, unknown entities, pre-V2 banks).
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -900,6 +969,7 @@ impl RunLog {
                 state: self.state.clone(),
                 pattern: self.pattern.clone(),
                 always: self.always.clone(),
+                answer: self.answer.clone(),
             })
         })
     }

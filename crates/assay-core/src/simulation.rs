@@ -10,8 +10,9 @@ use serde_json::Value;
 /// objective checks' say in verdicts (`failed_by`, `judge_verdict`, advisory checks), the
 /// `uncertain` verdict, the judge's version and samples, and the comparison with a baseline.
 /// Version 3 added trajectory checks: a check's `kind` and the tool `calls` that satisfied or
-/// broke it.
-pub const SIM_SCHEMA_VERSION: u32 = 3;
+/// broke it. Version 4 added what each turn's model calls took and cost (a turn's `usage`, a
+/// transcript's `stop_usage`).
+pub const SIM_SCHEMA_VERSION: u32 = 4;
 
 /// The oldest [`SimReport`] shape this version reads.
 pub const SIM_SCHEMA_OLDEST: u32 = 1;
@@ -66,6 +67,61 @@ pub struct Turn {
     pub tool_calls: Vec<ToolCallRecord>,
     /// When the turn was complete.
     pub timestamp: String,
+    /// What the turn's model calls took and cost: the model under test's for an assistant
+    /// turn, the simulated user's for a user turn (version 4). Absent for the scenario's
+    /// opening message, which no model wrote, and in reports written before version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TurnUsage>,
+}
+
+/// What the model calls of one turn took and cost (version 4).
+///
+/// A call answered from the call cache took no measurable time: a turn with one has no
+/// `latency_ms` (never a near-zero one that a `latency` assertion would pass), while its tokens
+/// are those the provider reported when the call was recorded, and its cost theirs at the
+/// model's price.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnUsage {
+    /// Model calls made (tool rounds and the simulated user's retries each count).
+    pub calls: u32,
+    /// Of those, the calls answered from the call cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_hits: u32,
+    /// Wall-clock milliseconds of the calls, summed (tool calls not included: each has its own
+    /// `duration_ms`); `None` when some call came from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// The tokens at the model's price, in US dollars; `None` when the price is not known
+    /// (never 0 for an unknown price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl TurnUsage {
+    /// Adds `other`: counts and tokens add up; a latency or cost stays known only when both
+    /// are.
+    pub fn add(&mut self, other: &TurnUsage) {
+        self.calls += other.calls;
+        self.cache_hits += other.cache_hits;
+        self.latency_ms = self.latency_ms.zip(other.latency_ms).map(|(a, b)| a + b);
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd = self.cost_usd.zip(other.cost_usd).map(|(a, b)| a + b);
+    }
+
+    /// The sum of `usages` ([`TurnUsage::add`]), or `None` when there are none.
+    pub fn sum<'a>(usages: impl IntoIterator<Item = &'a TurnUsage>) -> Option<TurnUsage> {
+        let mut usages = usages.into_iter();
+        let mut total = usages.next()?.clone();
+        for u in usages {
+            total.add(u);
+        }
+        Some(total)
+    }
 }
 
 /// Why the conversation ended.
@@ -112,9 +168,30 @@ pub struct Transcript {
     pub started_at: String,
     /// When it ended.
     pub ended_at: String,
+    /// The simulated user's last call when its message was only the stop token, so that no
+    /// turn records it (version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_usage: Option<TurnUsage>,
 }
 
 impl Transcript {
+    /// What `speaker`'s model calls took and cost over the conversation (for the simulated
+    /// user, its closing call too), or `None` when no turn of theirs recorded any (a report
+    /// written before version 4).
+    pub fn usage_of(&self, speaker: Speaker) -> Option<TurnUsage> {
+        let closing = match speaker {
+            Speaker::User => self.stop_usage.as_ref(),
+            Speaker::Assistant => None,
+        };
+        TurnUsage::sum(
+            self.turns
+                .iter()
+                .filter(|t| t.role == speaker)
+                .filter_map(|t| t.usage.as_ref())
+                .chain(closing),
+        )
+    }
+
     /// Every tool call of the assistant, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallRecord> {
         self.turns.iter().flat_map(|t| t.tool_calls.iter())
@@ -1187,6 +1264,59 @@ mod tests {
             "runs": runs
         }))
         .unwrap()
+    }
+
+    /// Issue 29: turns measured per role add up; a latency or cost unknown on one turn is
+    /// unknown in the total, never a smaller sum; a transcript from before version 4 reads.
+    #[test]
+    fn turn_usage_adds_up_per_role_and_old_transcripts_read() {
+        let old: Transcript = serde_json::from_value(serde_json::json!({
+            "scenario_id": "s", "repeat": 1, "model": "m", "simulator_model": "u",
+            "turns": [{"role": "user", "content": "hi", "timestamp": "t"},
+                      {"role": "assistant", "content": "ok", "timestamp": "t"}],
+            "ended_by": "max_turns", "started_at": "t", "ended_at": "t"
+        }))
+        .unwrap();
+        assert_eq!(old.turns[1].usage, None);
+        assert_eq!(old.usage_of(Speaker::Assistant), None);
+
+        let turn = |latency_ms: Option<u64>, cost_usd: Option<f64>| TurnUsage {
+            calls: 1,
+            cache_hits: u32::from(latency_ms.is_none()),
+            latency_ms,
+            input_tokens: 100,
+            output_tokens: 10,
+            cost_usd,
+        };
+        let mut t = old.clone();
+        t.turns[1].usage = Some(turn(Some(300), Some(0.25)));
+        t.turns.push(Turn {
+            usage: Some(turn(Some(200), Some(0.5))),
+            ..t.turns[1].clone()
+        });
+        t.stop_usage = Some(turn(Some(50), None));
+        let a = t.usage_of(Speaker::Assistant).unwrap();
+        assert_eq!(
+            (
+                a.calls,
+                a.latency_ms,
+                a.input_tokens,
+                a.output_tokens,
+                a.cost_usd
+            ),
+            (2, Some(500), 200, 20, Some(0.75))
+        );
+        // The user's only measured call is the closing one.
+        let u = t.usage_of(Speaker::User).unwrap();
+        assert_eq!((u.calls, u.latency_ms, u.cost_usd), (1, Some(50), None));
+        t.turns[2].usage = Some(turn(None, None));
+        let a = t.usage_of(Speaker::Assistant).unwrap();
+        assert_eq!((a.cache_hits, a.latency_ms, a.cost_usd), (1, None, None));
+        // Written back, the measurement is there; absent values are left out.
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["turns"][1]["usage"]["latency_ms"], 300);
+        assert!(json["turns"][0].get("usage").is_none());
+        assert!(json["turns"][1]["usage"].get("cache_hits").is_none());
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //!   history), after human review.
 //! * [`target`]: the system under test into which a trial's prompts are injected (the built-in
 //!   multi-agent chain, a command, an HTTP endpoint) and the dry check that every agent's
-//!   prompt reaches it.
+//!   prompt reaches it: re-exported from [`assay_providers::target`], which the answer bank
+//!   shares; [`session::build_target`] builds the one `[optimize]` describes.
+//! * [`answer`]: that target, with the production prompts, as the answer bank's product
+//!   ([`answer::answer_system`], [`answer::factory`] for a run).
 //! * [`correct`]: whether an answer is correct (the first objective): words on word
 //!   boundaries and numbers as numbers with their units by default; exact, numeric, regex,
 //!   the grader's own call or the spec's substring rule per project or per case.
@@ -45,6 +48,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agree;
+pub mod answer;
 pub mod cases;
 pub mod correct;
 pub mod error;

@@ -250,6 +250,87 @@ fn load_set(
     Ok(CaseData::new(kind.as_str(), set, dir))
 }
 
+/// The target `[optimize]` describes, as [`build_target`] builds it.
+pub struct TargetBuild {
+    /// The target.
+    pub target: Arc<dyn Target>,
+    /// Agents in the built-in chain (0 for a command or HTTP target).
+    pub chain_len: usize,
+    /// The model of each chain agent (`vendor/model`).
+    pub agent_models: BTreeMap<String, String>,
+    /// Each chain agent's model, unwrapped, with the setting that named it (for the
+    /// preflight).
+    pub models: Vec<(String, Arc<dyn ChatModel>)>,
+}
+
+/// Builds the target `[optimize] target` names — `command`, `http` or the built-in chain —
+/// the one way the optimizer and the answer bank of `assay run` both reach the product. The
+/// chain runs `agents` (the agents that have prompts) in `[optimize] chain`'s order, each on
+/// its model (`[optimize.agent_models]`, else `[optimize] model`) wrapped by `calls` under
+/// the role `target`.
+pub fn build_target(
+    settings: &ProjectSettings,
+    dir: &Path,
+    agents: &[String],
+    calls: &ProviderCalls,
+    env: Env<'_>,
+) -> Result<TargetBuild, SessionError> {
+    let o = &settings.optimize;
+    let timeout = Duration::from_secs_f64(o.timeout_seconds);
+    let mut agent_models = BTreeMap::new();
+    let mut to_check = Vec::new();
+    let (target, chain_len): (Arc<dyn Target>, usize) = match o.target.as_str() {
+        "command" => (
+            Arc::new(CommandTarget {
+                command: o.command.clone(),
+                dir: dir.to_owned(),
+                timeout,
+                stateless: o.stateless,
+            }),
+            0,
+        ),
+        "http" => (
+            Arc::new(HttpTarget::new(
+                o.url.as_deref().unwrap_or_default(),
+                timeout,
+                o.stateless,
+            )?),
+            0,
+        ),
+        _ => {
+            let chain = ChainTarget::order(agents, o.chain.as_deref());
+            let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
+            for agent in &chain {
+                let name = o.agent_models.get(agent).unwrap_or(&o.model);
+                let source = if o.agent_models.contains_key(agent) {
+                    format!("[optimize.agent_models] {agent}")
+                } else {
+                    "[optimize] model".to_owned()
+                };
+                let raw = build_chat_model(settings, name, &source, env)?;
+                to_check.push((source, raw.clone()));
+                models.insert(agent.clone(), calls.chat("target", raw));
+                agent_models.insert(agent.clone(), name.clone());
+            }
+            let n = chain.len();
+            (
+                Arc::new(ChainTarget {
+                    chain,
+                    models,
+                    max_tokens: o.agent_max_tokens,
+                }),
+                n,
+            )
+        }
+    };
+    Ok(TargetBuild {
+        target,
+        chain_len,
+        agent_models,
+        models: to_check,
+    })
+}
+
 /// Everything built from the settings: the target, the grader, and their call wrappers.
 struct Built {
     target: Arc<dyn Target>,
@@ -301,61 +382,17 @@ impl Built {
             None => None,
         };
         let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
-        let timeout = Duration::from_secs_f64(o.timeout_seconds);
-        let mut agent_models = BTreeMap::new();
-        let (target, chain_len): (Arc<dyn Target>, usize) = match o.target.as_str() {
-            "command" => (
-                Arc::new(CommandTarget {
-                    command: o.command.clone(),
-                    dir: dir.to_owned(),
-                    timeout,
-                    stateless: o.stateless,
-                }),
-                0,
-            ),
-            "http" => (
-                Arc::new(HttpTarget::new(
-                    o.url.as_deref().unwrap_or_default(),
-                    timeout,
-                    o.stateless,
-                )?),
-                0,
-            ),
-            _ => {
-                let chain = ChainTarget::order(&agents, o.chain.as_deref());
-                let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
-                for agent in &chain {
-                    let name = o.agent_models.get(agent).unwrap_or(&o.model);
-                    let source = if o.agent_models.contains_key(agent) {
-                        format!("[optimize.agent_models] {agent}")
-                    } else {
-                        "[optimize] model".to_owned()
-                    };
-                    let raw = build_chat_model(settings, name, &source, env)?;
-                    to_check.push((source, raw.clone()));
-                    models.insert(agent.clone(), target_calls.chat("target", raw));
-                    agent_models.insert(agent.clone(), name.clone());
-                }
-                let n = chain.len();
-                (
-                    Arc::new(ChainTarget {
-                        chain,
-                        models,
-                        max_tokens: o.agent_max_tokens,
-                    }),
-                    n,
-                )
-            }
-        };
+        let built = build_target(settings, dir, &agents, &target_calls, env)?;
+        to_check.extend(built.models);
         Ok(Built {
-            target,
+            target: built.target,
             grader,
             proposer,
             target_calls,
             grader_calls,
             proposer_calls,
-            agent_models,
-            chain_len,
+            agent_models: built.agent_models,
+            chain_len: built.chain_len,
             models: to_check,
         })
     }

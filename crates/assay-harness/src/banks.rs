@@ -6,6 +6,7 @@
 //! test_banks/state/*.json             STATE banks
 //! test_banks/pattern/*.json           PATTERN banks; pattern_rules.json holds the rules
 //! test_banks/always/*.json            ALWAYS banks
+//! test_banks/answer/*.json            ANSWER banks (the product's replies; docs/answers.md)
 //! ```
 //!
 //! A bank's type comes from its folder. A file that states a different `bank_type` is an error;
@@ -13,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use assay_core::answer::AnswerCase;
 use assay_core::bank::{
     AlwaysCase, BankFile, BankType, Case, PatternCase, SemanticCase, StateCase,
 };
@@ -46,6 +48,8 @@ pub struct Banks {
     pub pattern: Vec<Located<PatternCase>>,
     /// Always cases.
     pub always: Vec<Located<AlwaysCase>>,
+    /// Answer cases (held in memory: each costs model calls, so a bank stays small).
+    pub answer: Vec<Located<AnswerCase>>,
     /// The bank files read.
     pub files: Vec<(BankType, PathBuf)>,
     /// Banks that are read case by case when they run ([`for_each_case`]) instead of held
@@ -77,6 +81,7 @@ impl Banks {
             BankType::State => self.state.len(),
             BankType::Pattern => self.pattern.len(),
             BankType::Always => self.always.len(),
+            BankType::Answer => self.answer.len(),
         }
     }
 
@@ -190,11 +195,13 @@ pub fn load_banks(banks_dir: &Path, warn: &mut dyn FnMut(String)) -> Result<Bank
     let state = load_kind(banks_dir, BankType::State, &mut files, warn)?;
     let pattern = load_kind(banks_dir, BankType::Pattern, &mut files, warn)?;
     let always = load_kind(banks_dir, BankType::Always, &mut files, warn)?;
+    let answer = load_kind(banks_dir, BankType::Answer, &mut files, warn)?;
     Ok(Banks {
         semantic,
         state,
         pattern,
         always,
+        answer,
         files,
         streamed: Vec::new(),
     })
@@ -280,6 +287,7 @@ pub fn load_banks_streaming(
 ) -> Result<Banks, DataError> {
     let mut files = Vec::new();
     let semantic = load_kind(banks_dir, BankType::Semantic, &mut files, warn)?;
+    let answer = load_kind(banks_dir, BankType::Answer, &mut files, warn)?;
     let mut streamed = Vec::new();
     for bank in [BankType::State, BankType::Pattern, BankType::Always] {
         let paths = bank_files(banks_dir, bank)?;
@@ -359,6 +367,7 @@ pub fn load_banks_streaming(
         state: Vec::new(),
         pattern: Vec::new(),
         always: Vec::new(),
+        answer,
         files,
         streamed,
     })

@@ -1,6 +1,6 @@
 //! Comparing a run with a baseline run (`assay run --baseline`): finding the baseline, checking
 //! it belongs to this project and is recent enough to compare, and the regression rules of
-//! `[gate]` (`no_new_hard_fails`, `no_new_critical`, `max_score_drop`).
+//! `[gate]` (`no_new_hard_fails`, `no_new_critical`, `max_score_drop`, `max_metric_drop`).
 //!
 //! A baseline is a results file, a saved run's id (its stamp, or the RunLog's `run_id`),
 //! `latest` (the newest saved run before this one) or `accepted` (the run the team accepted,
@@ -213,6 +213,7 @@ fn check_project(
                 .map(|c| ("pattern", c.case.test_id.as_str())),
         )
         .chain(b.always.iter().map(|c| ("always", c.case.test_id.as_str())))
+        .chain(b.answer.iter().map(|c| ("answer", c.case.test_id.as_str())))
         .collect();
     if cases
         .iter()
@@ -280,6 +281,48 @@ fn named(cases: &[String]) -> String {
     }
 }
 
+/// Falls this close to the limit are float noise (0.4 - 0.3 is a hair above 0.1).
+const METRIC_SLACK: f64 = 1e-9;
+
+/// `max_metric_drop`: one reason per answer metric that fell by more than `max` in some case
+/// (the metric with the largest fall first), naming the cases with their values, and the cases
+/// (`answer/<id>`).
+fn metric_drops(
+    changes: &[assay_core::rundiff::MetricChange],
+    max: f64,
+) -> Vec<(String, Vec<String>)> {
+    // `changes` come largest fall first, so metrics and cases keep that order.
+    let mut by_metric: Vec<(&str, Vec<&assay_core::rundiff::MetricChange>)> = Vec::new();
+    for c in changes.iter().filter(|c| -c.delta() > max + METRIC_SLACK) {
+        match by_metric.iter_mut().find(|(m, _)| *m == c.metric) {
+            Some((_, list)) => list.push(c),
+            None => by_metric.push((&c.metric, vec![c])),
+        }
+    }
+    by_metric
+        .into_iter()
+        .map(|(metric, list)| {
+            let shown: Vec<String> = list
+                .iter()
+                .map(|c| format!("{} {:.2} → {:.2}", c.test_id, c.before, c.after))
+                .collect();
+            let reason = format!(
+                "{metric} fell in {} answer case{}: {} (more than max_metric_drop {max})",
+                list.len(),
+                if list.len() == 1 { "" } else { "s" },
+                named(&shown)
+            );
+            (
+                reason,
+                list.iter()
+                    .copied()
+                    .map(assay_core::rundiff::MetricChange::name)
+                    .collect::<Vec<String>>(),
+            )
+        })
+        .collect()
+}
+
 /// Applies the regression rules to a comparison.
 pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
     let mut reasons = Vec::new();
@@ -337,6 +380,10 @@ pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
         ));
         note(list, &mut cases);
     }
+    for (reason, list) in metric_drops(&diff.metric_changes, rules.max_metric_drop) {
+        reasons.push(reason);
+        note(list, &mut cases);
+    }
     RegressionGate {
         passed: reasons.is_empty(),
         reasons,
@@ -347,7 +394,7 @@ pub fn gate(diff: &RunDiff, rules: &RegressionRules) -> RegressionGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use assay_core::rundiff::{CaseChange, CaseDiff, KbChanges, RunHeadline};
+    use assay_core::rundiff::{CaseChange, CaseDiff, KbChanges, MetricChange, RunHeadline};
     use assay_core::runlog::Health;
 
     fn headline(score: f64) -> RunHeadline {
@@ -390,6 +437,7 @@ mod tests {
             topic_changes: Vec::new(),
             significance: None,
             gate: None,
+            metric_changes: Vec::new(),
             cases,
         }
     }
@@ -412,6 +460,7 @@ mod tests {
             no_new_hard_fails: true,
             no_new_critical: true,
             max_score_drop: Some(5.0),
+            max_metric_drop: 0.1,
         };
         let g = gate(&d, &all);
         assert!(!g.passed);
@@ -425,8 +474,89 @@ mod tests {
             no_new_hard_fails: false,
             no_new_critical: false,
             max_score_drop: Some(6.0),
+            max_metric_drop: 0.1,
         };
         assert!(gate(&d, &none).passed);
         assert!(gate(&diff(0.0, CaseDiff::default()), &all).passed);
+    }
+
+    fn fell(id: &str, metric: &str, before: f64, after: f64) -> MetricChange {
+        MetricChange {
+            bank: "answer".into(),
+            test_id: id.into(),
+            metric: metric.into(),
+            before,
+            after,
+        }
+    }
+
+    fn rules(max_metric_drop: f64) -> RegressionRules {
+        RegressionRules {
+            no_new_hard_fails: true,
+            no_new_critical: true,
+            max_score_drop: None,
+            max_metric_drop,
+        }
+    }
+
+    #[test]
+    fn a_metric_that_fell_too_far_fails_the_gate_and_names_its_cases() {
+        let mut d = diff(0.0, CaseDiff::default());
+        // As `metric_changes` orders them: the largest fall first.
+        d.metric_changes = vec![
+            fell("A-1", "faithfulness", 1.0, 0.25),
+            fell("A-2", "faithfulness", 0.9, 0.4),
+            fell("A-3", "context_recall", 0.8, 0.5),
+            fell("A-1", "answer_relevancy", 0.9, 0.85),
+            fell("A-4", "faithfulness", 0.5, 0.6),
+        ];
+        let g = gate(&d, &rules(0.1));
+        assert!(!g.passed);
+        assert_eq!(
+            g.reasons,
+            [
+                "faithfulness fell in 2 answer cases: A-1 1.00 → 0.25, A-2 0.90 → 0.40 (more than max_metric_drop 0.1)",
+                "context_recall fell in 1 answer case: A-3 0.80 → 0.50 (more than max_metric_drop 0.1)",
+            ]
+        );
+        assert_eq!(g.cases, ["answer/A-1", "answer/A-2", "answer/A-3"]);
+        // A looser limit lets the smaller falls pass; 1 lets every fall pass.
+        let g = gate(&d, &rules(0.5));
+        assert_eq!(g.reasons.len(), 1, "{:?}", g.reasons);
+        assert_eq!(g.cases, ["answer/A-1"]);
+        assert!(gate(&d, &rules(1.0)).passed);
+    }
+
+    #[test]
+    fn a_fall_of_exactly_the_limit_passes_despite_float_noise() {
+        let mut d = diff(0.0, CaseDiff::default());
+        d.metric_changes = vec![fell("A-1", "faithfulness", 0.4, 0.3)];
+        assert!(
+            -d.metric_changes[0].delta() > 0.1,
+            "the noise this test is about"
+        );
+        assert!(gate(&d, &rules(0.1)).passed);
+    }
+
+    #[test]
+    fn a_long_list_of_metric_falls_is_cut_short() {
+        let mut d = diff(0.0, CaseDiff::default());
+        d.metric_changes = (0..12)
+            .map(|i| fell(&format!("A-{i:02}"), "faithfulness", 1.0, 0.0))
+            .collect();
+        let g = gate(&d, &rules(0.1));
+        assert_eq!(g.reasons.len(), 1);
+        assert!(
+            g.reasons[0].starts_with("faithfulness fell in 12 answer cases: A-00 1.00 → 0.00,"),
+            "{}",
+            g.reasons[0]
+        );
+        assert!(
+            g.reasons[0].contains("A-07 1.00 → 0.00, and 4 more"),
+            "{}",
+            g.reasons[0]
+        );
+        assert!(!g.reasons[0].contains("A-08"), "{}", g.reasons[0]);
+        assert_eq!(g.cases.len(), 12, "every case is listed in `cases`");
     }
 }

@@ -109,6 +109,13 @@ pub fn for_each_case(
                     .map(CaseRecord::Always)
                     .try_for_each(&mut call)?;
             }
+            if let Some(r) = log.answer.as_ref().filter(|_| wanted(BankType::Answer)) {
+                r.results
+                    .iter()
+                    .cloned()
+                    .map(CaseRecord::Answer)
+                    .try_for_each(&mut call)?;
+            }
             return Ok(());
         }
     };

@@ -236,7 +236,7 @@ impl Journal {
         let done: HashMap<(BankType, String), JournalEntry> = read
             .entries
             .into_iter()
-            .filter(|e| !matches!(e, JournalEntry::Semantic(r) if r.error.is_some()))
+            .filter(|e| e.error().is_none())
             .map(|entry| ((entry.bank(), entry.test_id().to_owned()), entry))
             .collect();
         // Rewrite without the cut-short line, so appends start on a fresh line.

@@ -25,6 +25,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod accepted;
+pub mod answer;
 pub mod banks;
 pub mod baseline;
 pub mod calibrate;

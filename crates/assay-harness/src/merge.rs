@@ -400,6 +400,7 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
         state: results.state,
         pattern: results.pattern,
         always: results.always,
+        answer: results.answer,
         warnings,
         settings: first.log.settings.clone(),
         kb: first.log.kb.clone(),

@@ -34,6 +34,9 @@ fn check_cases(path: &Path, bank: BankType) -> Result<(), DataError> {
         BankType::State => read_bank::<StateCase>(path, bank, &mut ignore).map(|_| ()),
         BankType::Pattern => read_bank::<PatternCase>(path, bank, &mut ignore).map(|_| ()),
         BankType::Always => read_bank::<AlwaysCase>(path, bank, &mut ignore).map(|_| ()),
+        BankType::Answer => {
+            read_bank::<assay_core::answer::AnswerCase>(path, bank, &mut ignore).map(|_| ())
+        }
     }
 }
 

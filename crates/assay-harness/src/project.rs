@@ -483,6 +483,16 @@ fn validate_cases(
             &mut banks::case_refs(c.case.expects(), [], c.case.known_missing()),
         );
     }
+    for c in &banks.answer {
+        let place = case_place(c, &c.case.test_id);
+        check_id(&c.case.test_id, place.clone(), &c.file)?;
+        crate::answer::validate_case(&c.case).map_err(|e| {
+            DataError::new(
+                &c.file,
+                format!("tests[{}] ({}).{e}", c.index, c.case.test_id),
+            )
+        })?;
+    }
     Ok(refs)
 }
 

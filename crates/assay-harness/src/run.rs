@@ -55,6 +55,9 @@ pub struct Backends<'a> {
     pub kb: &'a dyn KnowledgeBase,
     /// The semantic pipeline, when one is configured.
     pub semantic: Option<&'a dyn SemanticRetriever>,
+    /// The answer bank's product, context and judge, when the project has answer cases and
+    /// the run selects them.
+    pub answer: Option<&'a crate::answer::AnswerBackend>,
 }
 
 impl<'a> Backends<'a> {
@@ -63,6 +66,7 @@ impl<'a> Backends<'a> {
         Backends {
             kb: &project.kb.kb,
             semantic: None,
+            answer: None,
         }
     }
 }
@@ -248,7 +252,19 @@ pub async fn run(
         |_| true,
         true,
     );
+    let answer_cases = selected(
+        &b.answer,
+        BankType::Answer,
+        |c| &c.test_id,
+        request,
+        |_| true,
+        true,
+    );
 
+    // A project without answer cases has no answer bank: it is not listed as run.
+    if answer_cases.is_empty() && !request.banks.contains(&BankType::Answer) {
+        banks.retain(|b| *b != BankType::Answer);
+    }
     if let Some(test) = &request.test {
         // Run only the bank that holds the case.
         let holder = [
@@ -256,6 +272,7 @@ pub async fn run(
             (BankType::State, !state_cases.is_empty()),
             (BankType::Pattern, !pattern_cases.is_empty()),
             (BankType::Always, !always_cases.is_empty()),
+            (BankType::Answer, !answer_cases.is_empty()),
         ]
         .into_iter()
         .find(|(bank, found)| *found && banks.contains(bank));
@@ -290,6 +307,18 @@ pub async fn run(
             ));
         }
     }
+    if banks.contains(&BankType::Answer) && backends.answer.is_none() && !answer_cases.is_empty() {
+        if request.banks.contains(&BankType::Answer) || request.test.is_some() {
+            return Err(HarnessError::Usage(
+                "the answer bank needs the product (the `[optimize]` target) and a judge (`[answer] judge_model`), and this run has none".into(),
+            ));
+        }
+        banks.retain(|b| *b != BankType::Answer);
+        warnings.push(format!(
+            "answer bank skipped: {} cases need the product (the `[optimize]` target) and a judge, and this run has none",
+            answer_cases.len()
+        ));
+    }
     // A shard reads the whole suite's ids first: what it records to be merged by (the suite's
     // digest and size) and how many cases of each streamed bank are its own.
     let shard_run = match request.shard {
@@ -310,6 +339,7 @@ pub async fn run(
         BankType::State => state_cases.len() + streamed_count(BankType::State),
         BankType::Pattern => pattern_cases.len() + streamed_count(BankType::Pattern),
         BankType::Always => always_cases.len() + streamed_count(BankType::Always),
+        BankType::Answer => answer_cases.len(),
     };
     // What --changed-since records: the cases it ran and those of the same banks it skipped.
     let changed_since = match &request.changed {
@@ -499,6 +529,58 @@ pub async fn run(
                 })?;
                 sink.finish()?;
             }
+            BankType::Answer => {
+                let Some(backend) = backends.answer else {
+                    continue;
+                };
+                observer.bank_started(*bank, answer_cases.len());
+                agg.start(*bank, answer_cases.len());
+                let mut todo = Vec::new();
+                for (i, case) in answer_cases.iter().enumerate() {
+                    if let Some(h) = hook.as_deref_mut() {
+                        h.case(*bank, *case);
+                    }
+                    match journal
+                        .as_deref()
+                        .and_then(|j| j.finished(*bank, &case.test_id))
+                    {
+                        Some(JournalEntry::Answer(r)) => {
+                            observer.case_finished(*bank, &r.test_id, r.score);
+                            agg.push(i, JournalEntry::Answer(r.clone()));
+                        }
+                        _ => todo.push(i),
+                    }
+                }
+                let cases = &answer_cases;
+                let in_flight = if backend.system.stateless() {
+                    backend.config.concurrency.max(1)
+                } else {
+                    1
+                };
+                let mut running = futures_util::stream::iter(todo)
+                    .map(|i| async move {
+                        let case = cases[i];
+                        let span = telemetry::case_span(BankType::Answer, &case.test_id);
+                        let stage = telemetry::retrieval_span(&span, BankType::Answer);
+                        let result = assay_telemetry::in_span(
+                            &stage,
+                            crate::answer::run_case(backend, case),
+                        )
+                        .await;
+                        (i, result, span, stage)
+                    })
+                    .buffer_unordered(in_flight);
+                while let Some((i, r, span, stage)) = running.next().await {
+                    let record = JournalEntry::Answer(r);
+                    telemetry::finish_case(&span, &stage, &record);
+                    if let Some(j) = journal.as_deref_mut() {
+                        j.record(&record)?;
+                    }
+                    observer.case_finished(*bank, record.test_id(), record.score());
+                    agg.push(i, record);
+                }
+                observer.bank_finished(*bank);
+            }
         }
     }
     let Finished {
@@ -533,6 +615,7 @@ pub async fn run(
         state: results.state,
         pattern: results.pattern,
         always: results.always,
+        answer: results.answer,
         warnings,
         rate_limits: Vec::new(),
         settings: project.settings.recorded.clone(),
@@ -598,11 +681,15 @@ pub fn for_each_suite_case(
                 .into_iter()
                 .map(|c| c.test_id.as_str())
                 .collect(),
+            BankType::Answer => selected(&b.answer, bank, |c| &c.test_id, request, |_| true, false)
+                .into_iter()
+                .map(|c| c.test_id.as_str())
+                .collect(),
         };
         for test_id in ids {
             each(bank, test_id, false);
         }
-        if bank == BankType::Semantic {
+        if matches!(bank, BankType::Semantic | BankType::Answer) {
             continue;
         }
         let Some(streamed) = project.banks.streamed(bank) else {
@@ -868,7 +955,7 @@ fn count_streamed(
             Ok(())
         };
         match bank {
-            BankType::Semantic => continue,
+            BankType::Semantic | BankType::Answer => continue,
             BankType::State => {
                 stream_bank(project, bank, request, &mut |c: StateCase| count(&c))?;
             }
@@ -905,6 +992,9 @@ fn selected_count(project: &Project, request: &RunRequest, bank: BankType) -> us
         }
         BankType::Always => {
             selected(&b.always, bank, |c| &c.test_id, request, |_| true, true).len()
+        }
+        BankType::Answer => {
+            selected(&b.answer, bank, |c| &c.test_id, request, |_| true, true).len()
         }
     };
     let streamed = if bank == BankType::Semantic || request.topic.is_some() {
@@ -1028,16 +1118,25 @@ pub fn journal_header(
         hash.update(json(&resolved.expectations).as_bytes());
     }
     hash.update(json(&project.rules).as_bytes());
+    if backends.answer.is_some() {
+        for located in &project.banks.answer {
+            hash.update(json(&located.case).as_bytes());
+        }
+    }
     let digest = hash.finalize();
     let short = digest[..8].iter().fold(String::new(), |mut out, b| {
         use std::fmt::Write as _;
         let _ = write!(out, "{b:02x}");
         out
     });
-    let semantic = backends.semantic.map_or_else(
+    let mut semantic = backends.semantic.map_or_else(
         || "no semantic retriever".to_owned(),
         SemanticRetriever::describe,
     );
+    if let Some(answer) = backends.answer {
+        // A resumed run must ask the same product and judge.
+        semantic.push_str(&format!("; answers: {}", answer.describe()));
+    }
     Ok(JournalHeader {
         journal: crate::journal::JOURNAL_VERSION,
         run_id: uuid::Uuid::new_v4().to_string(),

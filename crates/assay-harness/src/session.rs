@@ -56,6 +56,9 @@ pub struct RunSetup {
     /// A baseline to compare the run with ([`crate::baseline::load`]): the comparison and the
     /// regression rules' verdict go into the RunLog (`baseline`) and every report.
     pub baseline: Option<crate::baseline::Baseline>,
+    /// How to build the answer bank's product (`None`: the answer bank is skipped with a
+    /// warning, or refused when asked for by name).
+    pub answer: Option<crate::answer::AnswerFactory>,
 }
 
 /// What a run produced.
@@ -95,6 +98,22 @@ pub fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
     !cases.is_empty() && bank_selected && case_selected && changed_selected
 }
 
+/// Whether the request may run answer cases.
+pub fn wants_answer(project: &Project, request: &RunRequest) -> bool {
+    let cases = &project.banks.answer;
+    let bank_selected = (request.banks.is_empty() || request.banks.contains(&BankType::Answer))
+        && request.topic.is_none();
+    let case_selected = request
+        .test
+        .as_ref()
+        .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
+    let changed_selected = request
+        .changed
+        .as_ref()
+        .is_none_or(|ch| cases.iter().any(|c| ch.selects(&c.case)));
+    !cases.is_empty() && bank_selected && case_selected && changed_selected
+}
+
 /// Runs `request` on `project` as `setup` says.
 ///
 /// The future is not `Send` (the SQLite store is used across awaits): run it on a
@@ -123,12 +142,15 @@ pub async fn execute(
     // named with the version that deactivated it.
     let ref_warnings = project.check_entity_refs(&kb, &*store)?;
     let wants_semantic = wants_semantic(project, request);
+    let wants_answer = wants_answer(project, request) && setup.answer.is_some();
     // The call cache is for remote providers: a run with an in-process embedder and no reranker
-    // does not open it.
-    let remote = wants_semantic
-        && (engine::choose_reranker(settings, setup.reranker.as_deref(), env)?.0
-            != RerankerSpec::None
-            || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?.is_in_process());
+    // does not open it (the answer bank's judge is a model: it does).
+    let remote = wants_answer
+        || wants_semantic
+            && (engine::choose_reranker(settings, setup.reranker.as_deref(), env)?.0
+                != RerankerSpec::None
+                || !engine::choose_embedder(settings, setup.embedder.as_deref(), env)?
+                    .is_in_process());
     let calls = ProviderCalls::open(settings, setup.cache.as_deref(), env, remote)?;
     observer.rate_limits(calls.limits());
 
@@ -188,9 +210,25 @@ pub async fn execute(
                 .map(|c| (c.case.prompt.as_str(), &c.case.user_state)),
         )?;
     }
+    let answer = match (&setup.answer, wants_answer) {
+        (Some(factory), true) => Some(
+            crate::answer::AnswerBackend::build(
+                project,
+                &store,
+                &kb,
+                setup.embedder.as_deref(),
+                &calls,
+                env,
+                factory,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let backends = Backends {
         kb: &kb,
         semantic: search.as_ref().map(|s| s as &dyn SemanticRetriever),
+        answer: answer.as_ref(),
     };
     if setup.repeat > 1 {
         if !search
@@ -317,6 +355,9 @@ pub async fn execute(
     log.warnings.extend(ref_warnings);
     if let Some(search) = &search {
         log.setup.extend(search.setup_entries());
+    }
+    if let Some(answer) = &answer {
+        log.setup.insert("answer".to_owned(), answer.describe());
     }
     // Until the run is saved its run log is the journal.
     let run_log = journal

@@ -34,7 +34,8 @@ impl Default for PathsConfig {
     }
 }
 
-/// `[weights]`: each bank's weight in the combined score (default 0.60/0.15/0.15/0.10).
+/// `[weights]`: each bank's weight in the combined score (default 0.60/0.15/0.15/0.10, and
+/// 0.25 for the answer bank; the weights of the banks that ran are normalised).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WeightsConfig {
@@ -46,6 +47,8 @@ pub struct WeightsConfig {
     pub pattern: f64,
     /// Always bank weight.
     pub always: f64,
+    /// Answer bank weight.
+    pub answer: f64,
 }
 
 impl Default for WeightsConfig {
@@ -56,6 +59,7 @@ impl Default for WeightsConfig {
             state: w.state,
             pattern: w.pattern,
             always: w.always,
+            answer: w.answer,
         }
     }
 }
@@ -77,6 +81,10 @@ pub struct GateConfig {
     /// With `--baseline`: fail when the combined score falls by more than this many points
     /// (0-100; default: no limit).
     pub max_score_drop: Option<f64>,
+    /// With `--baseline`: fail when one of an answer case's metrics (faithfulness, context
+    /// recall, context precision, answer relevancy; each 0-1) falls by more than this share
+    /// (0-1; default 0.1; 1 switches the rule off).
+    pub max_metric_drop: f64,
 }
 
 impl Default for GateConfig {
@@ -87,9 +95,13 @@ impl Default for GateConfig {
             no_new_hard_fails: true,
             no_new_critical: true,
             max_score_drop: None,
+            max_metric_drop: DEFAULT_MAX_METRIC_DROP,
         }
     }
 }
+
+/// `[gate]`'s default `max_metric_drop`: an answer metric may fall by a tenth.
+pub const DEFAULT_MAX_METRIC_DROP: f64 = 0.1;
 
 /// The regression rules of `[gate]`, applied when a run is compared with a baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,6 +112,8 @@ pub struct RegressionRules {
     pub no_new_critical: bool,
     /// The combined score falls by at most this much.
     pub max_score_drop: Option<f64>,
+    /// No answer case's metric falls by more than this share (0-1).
+    pub max_metric_drop: f64,
 }
 
 /// `[semantic]`: how the semantic bank selects each case's entities: embedding search, then
@@ -286,6 +300,95 @@ impl Default for CalibrationConfig {
         CalibrationConfig {
             model: "anthropic/claude-opus-4-5".into(),
             concurrency: 2,
+        }
+    }
+}
+
+/// `[answer]`: the answer bank (`test_banks/answer/`): the product's replies, judged on
+/// grounded-answer metrics (docs/answers.md). The product is the `[optimize]` target.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnswerTableConfig {
+    /// `vendor/model` of the judge that extracts claims and gives verdicts (default
+    /// `anthropic/claude-sonnet-4-6`).
+    pub judge_model: String,
+    /// Tokens the judge may answer with (default 2048).
+    pub judge_max_tokens: u32,
+    /// The metrics computed for every case that does not list its own (default all four:
+    /// faithfulness, answer_relevancy, context_precision, context_recall; context recall only
+    /// where the case has a reference).
+    pub metrics: Vec<assay_core::answer::Metric>,
+    /// Minimum score (0–1) per metric; a case below it fails (a case's own `minimum` wins).
+    #[schemars(schema_with = "assay_core::answer::minimum_schema")]
+    pub minimum: BTreeMap<assay_core::answer::Metric, f64>,
+    /// Weights in a case's score: a metric's name, or `assertions` (default 1 each).
+    pub weights: BTreeMap<String, f64>,
+    /// Questions the judge reads off a reply for answer relevancy (default 3).
+    pub relevancy_questions: usize,
+    /// Answer cases in flight at once when the product is stateless (default 4).
+    pub concurrency: usize,
+}
+
+impl Default for AnswerTableConfig {
+    fn default() -> Self {
+        AnswerTableConfig {
+            judge_model: "anthropic/claude-sonnet-4-6".into(),
+            judge_max_tokens: 2048,
+            metrics: assay_core::answer::Metric::ALL.to_vec(),
+            minimum: BTreeMap::new(),
+            weights: BTreeMap::new(),
+            relevancy_questions: 3,
+            concurrency: 4,
+        }
+    }
+}
+
+impl AnswerTableConfig {
+    /// Checks the values; the error names the field (`answer.weights.faithful: …`).
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.judge_model.contains('/') {
+            return Err("answer.judge_model: name the model as vendor/model".into());
+        }
+        if self.judge_max_tokens == 0 {
+            return Err("answer.judge_max_tokens: must be at least 1".into());
+        }
+        if self.relevancy_questions == 0 || self.relevancy_questions > 10 {
+            return Err("answer.relevancy_questions: must be between 1 and 10".into());
+        }
+        if self.concurrency == 0 {
+            return Err("answer.concurrency: must be at least 1".into());
+        }
+        for (metric, min) in &self.minimum {
+            if !(min.is_finite() && (0.0..=1.0).contains(min)) {
+                return Err(format!(
+                    "answer.minimum.{metric}: must be a share between 0 and 1, found {min}"
+                ));
+            }
+        }
+        for (name, w) in &self.weights {
+            if name != "assertions" && assay_core::answer::Metric::parse(name).is_none() {
+                return Err(format!(
+                    "answer.weights.{name}: unknown (expected faithfulness, answer_relevancy, context_precision, context_recall or assertions)"
+                ));
+            }
+            if !(w.is_finite() && *w >= 0.0) {
+                return Err(format!(
+                    "answer.weights.{name}: must be a number of 0 or more, found {w}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The weights of a case's score.
+    pub fn score_weights(&self) -> assay_core::answer::ScoreWeights {
+        assay_core::answer::ScoreWeights {
+            metrics: self
+                .weights
+                .iter()
+                .filter_map(|(k, v)| assay_core::answer::Metric::parse(k).map(|m| (m, *v)))
+                .collect(),
+            assertions: self.weights.get("assertions").copied().unwrap_or(1.0),
         }
     }
 }
@@ -623,6 +726,8 @@ pub struct ProjectConfig {
     pub simulate: SimulateConfig,
     /// The `[generate]` table: defaults of `assay generate`.
     pub generate: GenerateConfig,
+    /// The `[answer]` table: the answer bank's judge, metrics, minimums and weights.
+    pub answer: AnswerTableConfig,
     /// The `[optimize]` table: the prompt optimizer.
     pub optimize: OptimizeConfig,
     /// The `[telemetry]` table: OpenTelemetry export of runs' spans.
@@ -667,6 +772,8 @@ pub struct ProjectSettings {
     pub simulate: SimulateConfig,
     /// `assay generate` defaults.
     pub generate: GenerateConfig,
+    /// The answer bank's settings.
+    pub answer: AnswerTableConfig,
     /// Prompt-optimizer settings.
     pub optimize: OptimizeConfig,
     /// OpenTelemetry export, as written (resolved with the `OTEL_*` variables when a command
@@ -682,7 +789,14 @@ pub struct ProjectSettings {
 }
 
 /// The `assay.toml` tables whose values a run records ([`ProjectSettings::recorded`]).
-pub const RECORDED_TABLES: [&str; 5] = ["weights", "semantic", "retrieval", "embedder", "gate"];
+pub const RECORDED_TABLES: [&str; 6] = [
+    "weights",
+    "semantic",
+    "retrieval",
+    "embedder",
+    "gate",
+    "answer",
+];
 
 /// The recorded settings of a parsed `assay.toml`.
 fn recorded(table: &toml::Table) -> std::collections::BTreeMap<String, String> {
@@ -792,12 +906,15 @@ impl ProjectSettings {
             state: w.state,
             pattern: w.pattern,
             always: w.always,
+            answer: w.answer,
         };
+        config.answer.validate()?;
         for (name, value) in [
             ("semantic", w.semantic),
             ("state", w.state),
             ("pattern", w.pattern),
             ("always", w.always),
+            ("answer", w.answer),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(format!(
@@ -823,6 +940,12 @@ impl ProjectSettings {
             .is_some_and(|d| !(0.0..=100.0).contains(&d))
         {
             return Err("gate.max_score_drop: must be between 0 and 100 points".into());
+        }
+        if !(0.0..=1.0).contains(&config.gate.max_metric_drop) {
+            return Err(format!(
+                "gate.max_metric_drop: must be a share between 0 and 1 (0.1 is a tenth), found {}",
+                config.gate.max_metric_drop
+            ));
         }
         if !(0.0..=100.0).contains(&config.gate.min_score) {
             return Err(format!(
@@ -1108,12 +1231,14 @@ impl ProjectSettings {
             calibration: config.calibration,
             simulate: config.simulate,
             generate: config.generate,
+            answer: config.answer,
             optimize: config.optimize,
             telemetry: config.telemetry,
             regression: RegressionRules {
                 no_new_hard_fails: config.gate.no_new_hard_fails,
                 no_new_critical: config.gate.no_new_critical,
                 max_score_drop: config.gate.max_score_drop,
+                max_metric_drop: config.gate.max_metric_drop,
             },
             recorded: std::collections::BTreeMap::new(),
         })
@@ -1155,6 +1280,23 @@ mod tests {
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("unknown field `stat`"), "{e}");
         assert!(e.to_string().contains("assay.toml:3:1: "), "{e}");
+    }
+
+    #[test]
+    fn max_metric_drop_is_a_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ProjectSettings::load(dir.path()).unwrap();
+        assert_eq!(s.regression.max_metric_drop, DEFAULT_MAX_METRIC_DROP);
+        let s = load("[gate]\nmax_metric_drop = 0.25\n").unwrap();
+        assert_eq!(s.regression.max_metric_drop, 0.25);
+        for bad in ["1.5", "-0.1", "10"] {
+            let e = load(&format!("[gate]\nmax_metric_drop = {bad}\n")).unwrap_err();
+            assert!(
+                e.message
+                    .starts_with("gate.max_metric_drop: must be a share"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

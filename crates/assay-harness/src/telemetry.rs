@@ -35,6 +35,7 @@ fn stage(bank: BankType) -> &'static str {
         BankType::State => "state",
         BankType::Pattern => "pattern",
         BankType::Always => "always",
+        BankType::Answer => "answer",
     }
 }
 
@@ -115,6 +116,15 @@ fn record_documents(span: &Span, record: &CaseRecord) {
         CaseRecord::Always(r) => {
             genai::documents(span, r.loaded_entities.iter().map(|id| (id.as_str(), None)));
         }
+        CaseRecord::Answer(r) => {
+            genai::documents(
+                span,
+                r.contexts
+                    .iter()
+                    .filter_map(|c| c.entity.as_deref())
+                    .map(|id| (id, None)),
+            );
+        }
     }
 }
 
@@ -131,6 +141,7 @@ fn record_query(span: &Span, record: &CaseRecord) {
             serde_json::to_string(&r.user_state).unwrap_or_default(),
         ),
         CaseRecord::Always(r) => span.set("assay.audience", r.user_type.clone()),
+        CaseRecord::Answer(r) => span.set(genai::QUERY_TEXT, r.message.clone()),
     }
 }
 
@@ -141,6 +152,7 @@ fn verdict(record: &CaseRecord) -> (&'static str, Option<String>) {
         CaseRecord::State(r) => (&r.breakdown, None),
         CaseRecord::Pattern(r) => (&r.breakdown, None),
         CaseRecord::Always(r) => (&r.breakdown, None),
+        CaseRecord::Answer(r) => (&r.breakdown, r.error.clone()),
     };
     if let Some(error) = error {
         return ("error", Some(error));

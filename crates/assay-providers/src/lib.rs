@@ -29,6 +29,9 @@
 //!   does not spend a retry), a content-addressed SQLite cache of responses ([`CallCache`], in
 //!   [`CacheMode`] `off`, `read-write` or `replay`), and per-model counts, tokens, latency and
 //!   cost ([`Accounting`], [`AccountingSnapshot`]). The clients never retry or cache.
+//! * [`target`]: the product under test as the optimizer and the answer bank both reach it — the
+//!   built-in multi-agent chain (through wrapped [`ChatModel`]s), a command run once per case,
+//!   an HTTP endpoint — with its JSON exchange and the dry check that every prompt arrives.
 //! * [`ProviderError`]: a [`ProviderErrorKind`] plus [`ProviderError::is_retryable`] and, once a
 //!   retrying layer gave up, [`ProviderError::attempts`].
 //!
@@ -70,6 +73,7 @@ mod openai;
 mod rerank;
 mod spec;
 mod structured;
+pub mod target;
 mod text;
 mod voyage;
 

@@ -57,6 +57,7 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
             BankType::State => log.state.as_ref().map(|r| (r.tests_run, r.hard_fails)),
             BankType::Pattern => log.pattern.as_ref().map(|r| (r.tests_run, r.hard_fails)),
             BankType::Always => log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
+            BankType::Answer => log.answer.as_ref().map(|r| (r.tests_run, r.hard_fails)),
         }
     };
     for bank in BankType::ALL {
@@ -126,6 +127,12 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
             ir.cases
         );
     }
+    if let Some(answer) = &log.answer {
+        for (i, line) in crate::answer::metric_lines(answer).iter().enumerate() {
+            let label = if i == 0 { "answer metrics" } else { "" };
+            let _ = writeln!(out, "  {label:<15} {line}");
+        }
+    }
 
     let notable = log.notable();
     let complete = log.is_complete();
@@ -187,24 +194,22 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     }
     // Grouped by message: one provider outage is one line, not one line per case.
     let mut groups: Vec<(String, usize, Vec<&str>)> = Vec::new();
-    match log.semantic.as_ref().filter(|_| complete) {
-        Some(r) => {
-            for c in r.results.iter().filter(|c| c.error.is_some()) {
-                let msg = c.error.as_deref().unwrap_or_default().to_owned();
-                match groups.iter_mut().find(|(m, _, _)| *m == msg) {
-                    Some((_, n, ids)) => {
-                        *n += 1;
-                        ids.push(&c.test_id);
-                    }
-                    None => groups.push((msg, 1, vec![&c.test_id])),
+    // Semantic and answer cases can error; both are listed apart from the failures.
+    if complete {
+        for c in crate::select::errored(log) {
+            let msg = c.error.to_owned();
+            match groups.iter_mut().find(|(m, _, _)| *m == msg) {
+                Some((_, n, ids)) => {
+                    *n += 1;
+                    ids.push(c.test_id);
                 }
+                None => groups.push((msg, 1, vec![c.test_id])),
             }
         }
-        None => {
-            for g in &notable.errors {
-                let ids = g.test_ids.iter().map(String::as_str).collect();
-                groups.push((g.message.clone(), g.count, ids));
-            }
+    } else {
+        for g in &notable.errors {
+            let ids = g.test_ids.iter().map(String::as_str).collect();
+            groups.push((g.message.clone(), g.count, ids));
         }
     }
     if !log.stale.is_empty() {
@@ -291,6 +296,14 @@ fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
             push(&c.test_id, c.score, false, &c.breakdown);
         }
     }
+    for c in crate::select::answer_failures(log) {
+        push(
+            &c.test_id,
+            c.score.unwrap_or(0),
+            c.is_critical_failure,
+            &c.breakdown,
+        );
+    }
     // A stable sort keeps bank and file order among equals.
     cases.sort_by_key(|c| (!c.critical, c.score));
     cases
@@ -299,6 +312,9 @@ fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
 /// The reasons cases lost points, with how many cases each touched and, for penalties that
 /// name entities, the entities named most often.
 fn render_reasons(out: &mut String, reasons: &[ReasonTally]) {
+    if reasons.is_empty() {
+        return;
+    }
     let _ = writeln!(out, "  {:<18} {:>5}  most often", "reason", "cases");
     for r in reasons {
         let mut top = r

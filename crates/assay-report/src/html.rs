@@ -332,6 +332,14 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
             &p.pattern_type_scores,
         );
     }
+    if let Some(a) = &log.answer {
+        out.push_str("<h2>Answer metrics</h2>\n<ul class=\"answer-metrics\">\n");
+        for line in crate::answer::metric_lines(a) {
+            let _ = writeln!(out, "<li>{}</li>", escape(&line));
+        }
+        out.push_str("</ul>\n");
+        group_section(&mut out, "Topic scores (answer)", "Topic", &a.topic_scores);
+    }
     if let Some(c) = &log.filters.changed_since {
         let _ = writeln!(
             out,
@@ -396,11 +404,26 @@ fn critical(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     if s.critical_failures.is_empty() {
         return;
     }
+    let answers = select::answer_critical(log);
+    let what = if answers.is_empty() {
+        "crisis detection is wrong"
+    } else {
+        "a critical case failed"
+    };
     let _ = writeln!(
         out,
-        "<section class=\"critical\" id=\"critical\"><h2>Critical failures</h2>\n<p><strong>{} critical failure(s): crisis detection is wrong. Fix these before anything else.</strong></p>\n<ul>",
+        "<section class=\"critical\" id=\"critical\"><h2>Critical failures</h2>\n<p><strong>{} critical failure(s): {what}. Fix these before anything else.</strong></p>\n<ul>",
         s.critical_failures.len()
     );
+    for r in answers {
+        let _ = writeln!(
+            out,
+            "<li><strong>{}</strong> (answer): “{}” — {}</li>",
+            case_id(links, BankType::Answer, &r.test_id),
+            escape(&r.message),
+            escape(&r.failures.join("; "))
+        );
+    }
     {
         for r in select::critical(log) {
             let what = select::critical_what(r, ids);
@@ -438,25 +461,27 @@ fn errors(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
         "<h2>Errors</h2>\n<p>{} case(s) could not be scored because of infrastructure errors; they are left out of every average.</p>\n<ul>",
         log.summary.error_count
     );
-    if let Some(sem) = &log.semantic {
-        let mut listed = 0;
-        for r in sem.results.iter().filter(|r| r.error.is_some()) {
-            listed += 1;
-            let _ = writeln!(
-                out,
-                "<li><strong>{}</strong>: {}</li>",
-                case_id(links, BankType::Semantic, &r.test_id),
-                escape(r.error.as_deref().unwrap_or_default())
-            );
-        }
-        if listed < log.summary.error_count {
-            let _ = writeln!(
-                out,
-                "<li>… and {} more, in the run log{}</li>",
-                log.summary.error_count - listed,
-                escape(&select::run_log_name(log))
-            );
-        }
+    let listed = select::errored(log);
+    for e in &listed {
+        // Semantic errors read as they always have; other banks are named.
+        let bank = match e.bank {
+            BankType::Semantic => String::new(),
+            b => format!(" ({})", b.key()),
+        };
+        let _ = writeln!(
+            out,
+            "<li><strong>{}</strong>{bank}: {}</li>",
+            case_id(links, e.bank, e.test_id),
+            escape(e.error)
+        );
+    }
+    if listed.len() < log.summary.error_count {
+        let _ = writeln!(
+            out,
+            "<li>… and {} more, in the run log{}</li>",
+            log.summary.error_count - listed.len(),
+            escape(&select::run_log_name(log))
+        );
     }
     out.push_str("</ul>\n");
 }
@@ -735,6 +760,7 @@ pub fn case_section(record: &CaseRecord) -> String {
         CaseRecord::State(r) => state_case(&mut out, r, &NoLinks),
         CaseRecord::Pattern(r) => pattern_case(&mut out, r, &NoLinks),
         CaseRecord::Always(r) => always_case(&mut out, r, &NoLinks),
+        CaseRecord::Answer(r) => crate::answer::html_case(&mut out, r),
     }
     out
 }
@@ -770,6 +796,27 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
         partial_note(out, log, BankType::Always, failed.len());
         for r in failed {
             always_case(out, r, links);
+        }
+    }
+    let failed = select::answer_failures(log);
+    if !failed.is_empty() {
+        out.push_str("<h2>Answer test failures</h2>\n");
+        partial_note(out, log, BankType::Answer, failed.len());
+        for r in failed {
+            crate::answer::html_case_with(out, r, links);
+        }
+    }
+    // An error is not a failure: the answer cases that errored are shown apart.
+    let errored: Vec<_> = log
+        .answer
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.error.is_some())
+        .collect();
+    if !errored.is_empty() {
+        out.push_str("<h2>Answer test errors</h2>\n<p class=\"note\">Not scored, and left out of every average: what each case got before the error.</p>\n");
+        for r in errored {
+            crate::answer::html_case_with(out, r, links);
         }
     }
 }
@@ -916,6 +963,7 @@ pub(crate) mod tests {
             state: None,
             pattern: Some(pattern),
             always: Some(always),
+            answer: None,
         };
         let summary = banks.summarize(&Weights::default(), None);
         RunLog {
@@ -938,6 +986,7 @@ pub(crate) mod tests {
             state: None,
             pattern: banks.pattern,
             always: banks.always,
+            answer: None,
             warnings: vec![format!("unknown field{inject}")],
             settings: std::collections::BTreeMap::new(),
             kb: assay_core::rundiff::KbFingerprint::default(),

@@ -64,17 +64,17 @@ fn case_of(record: &CaseRecord, pass_score: u32) -> Case {
         CaseRecord::State(r) => (&r.test_id, &r.name),
         CaseRecord::Pattern(r) => (&r.test_id, &r.name),
         CaseRecord::Always(r) => (&r.test_id, &r.name),
+        CaseRecord::Answer(r) => (&r.test_id, &r.name),
     };
-    let outcome = match record {
-        CaseRecord::Semantic(r) if r.error.is_some() => {
-            Outcome::Error(r.error.clone().unwrap_or_default())
-        }
-        r => outcome(
-            r.score().unwrap_or(0),
+    let outcome = if let Some(error) = record.error() {
+        Outcome::Error(error.to_owned())
+    } else {
+        outcome(
+            record.score().unwrap_or(0),
             pass_score,
-            r.is_critical_failure(),
-            &breakdown_lines(r.breakdown()),
-        ),
+            record.is_critical_failure(),
+            &breakdown_lines(record.breakdown()),
+        )
     };
     Case {
         id: id.clone(),
@@ -89,6 +89,7 @@ fn bank_index(bank: BankType) -> usize {
         BankType::State => 1,
         BankType::Pattern => 2,
         BankType::Always => 3,
+        BankType::Answer => 4,
     }
 }
 
@@ -136,6 +137,13 @@ fn for_each_listed(log: &RunLog, bank: Option<BankType>, each: &mut dyn FnMut(Ca
             .map(CaseRecord::Always)
             .for_each(&mut *each);
     }
+    if let Some(r) = log.answer.as_ref().filter(|_| wanted(BankType::Answer)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Answer)
+            .for_each(&mut *each);
+    }
 }
 
 /// Writes JUnit XML to `out`, one case at a time: `cases` walks the run's cases (twice: once
@@ -149,7 +157,7 @@ pub fn write(
     let is_failure = |o: &Outcome| matches!(o, Outcome::Failure { .. });
     let is_error = |o: &Outcome| matches!(o, Outcome::Error(_));
     // tests, failures, errors per bank.
-    let mut counts = [[0usize; 3]; 4];
+    let mut counts = [[0usize; 3]; 5];
     cases(None, &mut |r| {
         let c = case_of(&r, pass_score);
         let n = &mut counts[bank_index(r.bank())];
@@ -174,6 +182,7 @@ pub fn write(
         (BankType::State, log.state.is_some()),
         (BankType::Pattern, log.pattern.is_some()),
         (BankType::Always, log.always.is_some()),
+        (BankType::Answer, log.answer.is_some()),
     ];
     for (bank, _) in ran.into_iter().filter(|(_, ran)| *ran) {
         let [tests, failures, errors] = counts[bank_index(bank)];

@@ -22,6 +22,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agreement;
+pub mod answer;
 pub mod console;
 pub mod experiment;
 pub mod html;

@@ -192,11 +192,26 @@ pub fn render(log: &RunLog) -> String {
 
     if !s.critical_failures.is_empty() {
         let _ = writeln!(out, "## 🚨 Critical Failures\n");
+        let answers = select::answer_critical(log);
+        let what = if answers.is_empty() {
+            "crisis detection is wrong"
+        } else {
+            "a critical case failed"
+        };
         let _ = writeln!(
             out,
-            "**{} critical failure(s): crisis detection is wrong. Fix these before anything else.**\n",
+            "**{} critical failure(s): {what}. Fix these before anything else.**\n",
             s.critical_failures.len()
         );
+        for r in answers {
+            let _ = writeln!(
+                out,
+                "- **{}** (answer): \"{}\" — {}",
+                r.test_id,
+                quote(&r.message, 120),
+                cell(&r.failures.join("; "))
+            );
+        }
         {
             for r in select::critical(log) {
                 let what = select::critical_what(r, list);
@@ -227,25 +242,22 @@ pub fn render(log: &RunLog) -> String {
             "{} case(s) could not be scored because of infrastructure errors; they are left out of every average.\n",
             s.error_count
         );
-        if let Some(sem) = &log.semantic {
-            let mut listed = 0;
-            for r in sem.results.iter().filter(|r| r.error.is_some()) {
-                listed += 1;
-                let _ = writeln!(
-                    out,
-                    "- **{}**: {}",
-                    r.test_id,
-                    cell(r.error.as_deref().unwrap_or_default())
-                );
-            }
-            if listed < s.error_count {
-                let _ = writeln!(
-                    out,
-                    "- … and {} more, in the run log{}",
-                    s.error_count - listed,
-                    cell(&select::run_log_name(log))
-                );
-            }
+        let listed = select::errored(log);
+        for e in &listed {
+            // Semantic errors read as they always have; other banks are named.
+            let bank = match e.bank {
+                BankType::Semantic => String::new(),
+                b => format!(" ({})", b.key()),
+            };
+            let _ = writeln!(out, "- **{}**{bank}: {}", e.test_id, cell(e.error));
+        }
+        if listed.len() < s.error_count {
+            let _ = writeln!(
+                out,
+                "- … and {} more, in the run log{}",
+                s.error_count - listed.len(),
+                cell(&select::run_log_name(log))
+            );
         }
         out.push('\n');
     }
@@ -320,7 +332,17 @@ pub fn render(log: &RunLog) -> String {
         );
     }
 
+    if let Some(a) = &log.answer {
+        let _ = writeln!(out, "## Answer Metrics\n");
+        for line in crate::answer::metric_lines(a) {
+            let _ = writeln!(out, "- {}", cell(&line));
+        }
+        out.push('\n');
+        group_table(&mut out, "Topic Scores (Answer)", "Topic", &a.topic_scores);
+    }
+
     failures(&mut out, log);
+    answer_cases(&mut out, log);
     stale(&mut out, log);
     out.push_str(&crate::limits::markdown(&log.rate_limits));
 
@@ -399,6 +421,35 @@ fn stale(out: &mut String, log: &RunLog) {
         );
     }
     out.push('\n');
+}
+
+/// "Answer Test Failures", then the answer cases that errored, apart: an error is not a
+/// failure.
+fn answer_cases(out: &mut String, log: &RunLog) {
+    let failed = select::answer_failures(log);
+    if !failed.is_empty() {
+        let _ = writeln!(out, "## Answer Test Failures\n");
+        partial_note(out, log, BankType::Answer, failed.len());
+        for r in failed {
+            out.push_str(&crate::answer::markdown_case(r));
+        }
+    }
+    let errored: Vec<_> = log
+        .answer
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.error.is_some())
+        .collect();
+    if !errored.is_empty() {
+        let _ = writeln!(out, "## Answer Test Errors\n");
+        let _ = writeln!(
+            out,
+            "Not scored, and left out of every average: what each case got before the error.\n"
+        );
+        for r in errored {
+            out.push_str(&crate::answer::markdown_case(r));
+        }
+    }
 }
 
 fn failure_entry(

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use assay_core::rundiff::{CaseChange, RunDiff, SettingChange};
+use assay_core::rundiff::{CaseChange, MetricChange, RunDiff, SettingChange};
 use assay_core::stats::Verdict;
 
 use crate::html::escape as esc;
@@ -34,6 +34,53 @@ fn score(v: Option<u32>) -> String {
 
 fn case(c: &CaseChange) -> String {
     format!("{} ({} → {})", c.name(), score(c.before), score(c.after))
+}
+
+/// A metric's value (0–1) with two decimals, `–` when not a number.
+fn metric_value(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "–".to_owned()
+    }
+}
+
+/// A metric's change, signed, with two decimals.
+fn metric_delta(m: &MetricChange) -> String {
+    let d = m.delta();
+    if d.is_finite() {
+        format!("{d:+.2}")
+    } else {
+        "–".to_owned()
+    }
+}
+
+/// `answer/A-1 faithfulness 1.00 → 0.25`.
+fn metric_change(m: &MetricChange) -> String {
+    format!(
+        "{} {} {} → {}",
+        m.name(),
+        m.metric,
+        metric_value(m.before),
+        metric_value(m.after)
+    )
+}
+
+/// The answer metrics that fell, then those that rose (each group in the diff's order:
+/// the largest fall first, the smallest rise first, so rises are reversed here).
+fn metric_falls_and_rises(d: &RunDiff) -> (Vec<&MetricChange>, Vec<&MetricChange>) {
+    let falls = d
+        .metric_changes
+        .iter()
+        .filter(|m| m.delta() < 0.0)
+        .collect();
+    let mut rises: Vec<&MetricChange> = d
+        .metric_changes
+        .iter()
+        .filter(|m| m.delta() > 0.0)
+        .collect();
+    rises.reverse();
+    (falls, rises)
 }
 
 fn names(list: &[String], n: usize) -> String {
@@ -190,6 +237,10 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
         if !c.worse.is_empty() {
             regressions.push(format!("{} case(s) worse", c.worse.len()));
         }
+        let (falls, rises) = metric_falls_and_rises(d);
+        if !falls.is_empty() {
+            regressions.push(format!("{} answer metric(s) fell", falls.len()));
+        }
         if regressions.is_empty() {
             let _ = writeln!(out, "  Regressions: none");
         } else {
@@ -208,6 +259,20 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
             let _ = writeln!(
                 out,
                 "    {title}: {}{}",
+                shown.join(", "),
+                if more > 0 {
+                    format!(", and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if !falls.is_empty() {
+            let shown: Vec<String> = falls.iter().take(SHOWN).map(|m| metric_change(m)).collect();
+            let more = falls.len().saturating_sub(SHOWN);
+            let _ = writeln!(
+                out,
+                "    answer metrics that fell: {}{}",
                 shown.join(", "),
                 if more > 0 {
                     format!(", and {more} more")
@@ -235,6 +300,9 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
         }
         if !c.fixed_hard_fails.is_empty() {
             gains.push(format!("{} hard fail(s) fixed", c.fixed_hard_fails.len()));
+        }
+        if !rises.is_empty() {
+            gains.push(format!("{} answer metric(s) rose", rises.len()));
         }
         if !gains.is_empty() {
             let _ = writeln!(out, "  Improvements: {}", gains.join(", "));
@@ -330,6 +398,29 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
                 score(ch.after),
                 ch.delta
                     .map_or_else(|| "–".to_owned(), |x| format!("{x:+}"))
+            );
+        }
+        md.push('\n');
+    }
+    if !d.metric_changes.is_empty() {
+        let (falls, rises) = metric_falls_and_rises(d);
+        let _ = writeln!(
+            md,
+            "### Answer metrics ({} fell, {} rose)\n",
+            falls.len(),
+            rises.len()
+        );
+        let _ = writeln!(md, "| case | metric | before | after | change |");
+        let _ = writeln!(md, "|---|---|---:|---:|---:|");
+        for m in falls.into_iter().chain(rises) {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} |",
+                m.name(),
+                m.metric,
+                metric_value(m.before),
+                metric_value(m.after),
+                metric_delta(m)
             );
         }
         md.push('\n');
@@ -515,6 +606,7 @@ pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> St
         links,
         true,
     );
+    html_metric_changes(&mut h, d, links);
     if !d.topic_changes.is_empty() {
         h.push_str("<h3 id=\"topics\">Topics</h3><table class=\"grid\"><thead><tr><th>Topic</th><th class=\"num\">Before</th><th class=\"num\">After</th><th class=\"num\">Change</th></tr></thead><tbody>");
         for t in &d.topic_changes {
@@ -532,6 +624,38 @@ pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> St
         h.push_str("</tbody></table>");
     }
     h
+}
+
+/// The answer metrics that moved, falls first (the largest first), then rises.
+fn html_metric_changes(h: &mut String, d: &RunDiff, links: &dyn crate::html::CaseLinks) {
+    if d.metric_changes.is_empty() {
+        return;
+    }
+    let (falls, rises) = metric_falls_and_rises(d);
+    let _ = write!(
+        h,
+        "<h3 id=\"metric_falls\">Answer metrics ({} fell, {} rose)</h3><table class=\"grid\"><thead><tr><th>Case</th><th>Metric</th><th class=\"num\">Before</th><th class=\"num\">After</th><th class=\"num\">Change</th></tr></thead><tbody>",
+        falls.len(),
+        rises.len()
+    );
+    for m in falls.into_iter().chain(rises) {
+        let name = match links.case(assay_core::bank::BankType::Answer, &m.test_id) {
+            Some(href) if m.bank == "answer" => {
+                format!("<a href=\"{}\">{}</a>", esc(&href), esc(&m.name()))
+            }
+            _ => esc(&m.name()),
+        };
+        let _ = write!(
+            h,
+            "<tr><td><code>{name}</code></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {}\">{}</td></tr>",
+            esc(&m.metric),
+            metric_value(m.before),
+            metric_value(m.after),
+            if m.delta() < 0.0 { "worse" } else { "better" },
+            metric_delta(m)
+        );
+    }
+    h.push_str("</tbody></table>");
 }
 
 #[cfg(test)]
@@ -584,7 +708,66 @@ mod tests {
                 },
                 cases: Vec::new(),
             }),
+            metric_changes: Vec::new(),
             cases: CaseDiff::default(),
+        }
+    }
+
+    fn moved(id: &str, metric: &str, before: f64, after: f64) -> MetricChange {
+        MetricChange {
+            bank: "answer".into(),
+            test_id: id.into(),
+            metric: metric.into(),
+            before,
+            after,
+        }
+    }
+
+    #[test]
+    fn metric_changes_are_shown_falls_first() {
+        let mut d = diff(false, Verdict::NotDistinguishable);
+        // As the diff orders them: the largest fall first, then the smallest rise first.
+        d.metric_changes = vec![
+            moved("A-1", "faithfulness", 1.0, 0.25),
+            moved("A-2", "context_recall", 0.9, 0.8),
+            moved("A-3", "answer_relevancy", 0.5, 0.6),
+            moved("A-4", "faithfulness", 0.2, 0.9),
+        ];
+        assert!(!d.is_unchanged());
+        let text = console(&d, "base.json");
+        assert!(text.contains("2 answer metric(s) fell"), "{text}");
+        assert!(
+            text.contains("answer metrics that fell: answer/A-1 faithfulness 1.00 → 0.25, answer/A-2 context_recall 0.90 → 0.80"),
+            "{text}"
+        );
+        assert!(text.contains("2 answer metric(s) rose"), "{text}");
+        let md = markdown(&d, "base.json");
+        let table = &md[md.find("### Answer metrics (2 fell, 2 rose)").expect(&md)..];
+        let order: Vec<usize> = ["A-1", "A-2", "A-4", "A-3"]
+            .iter()
+            .map(|id| table.find(&format!("answer/{id} ")).expect(id))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{table}");
+        assert!(
+            table.contains("| answer/A-1 | faithfulness | 1.00 | 0.25 | -0.75 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| answer/A-4 | faithfulness | 0.20 | 0.90 | +0.70 |"),
+            "{table}"
+        );
+        let html = html(&d, "base.json");
+        let section = &html[html.find("<h3 id=\"metric_falls\">").expect(&html)..];
+        assert!(
+            section.contains("<td class=\"num worse\">-0.75</td>"),
+            "{section}"
+        );
+        assert!(
+            section.contains("<td class=\"num better\">+0.10</td>"),
+            "{section}"
+        );
+        for text in [text, md, html] {
+            assert!(!text.contains("NaN"), "{text}");
         }
     }
 

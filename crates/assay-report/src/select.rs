@@ -1,6 +1,7 @@
 //! What the Markdown and HTML reports show, chosen once: the bank rows of the summary, the
 //! critical failures with what went wrong, and the failing cases of each bank in report order.
 
+use assay_core::answer::AnswerCaseResult;
 use assay_core::bank::BankType;
 use assay_core::runlog::{
     AlwaysCaseResult, PatternCaseResult, RunLog, SemanticCaseResult, StateCaseResult,
@@ -9,9 +10,10 @@ use assay_core::runlog::{
 /// A bank's summary row: `(bank, name, (tests run, hard fails) when it ran)`.
 pub(crate) type BankRow = (BankType, &'static str, Option<(usize, usize)>);
 
-/// The summary's bank rows, in report order.
-pub(crate) fn bank_rows(log: &RunLog) -> [BankRow; 4] {
-    [
+/// The summary's bank rows, in report order. The answer bank's row shows only when it ran
+/// (runs without it read as before).
+pub(crate) fn bank_rows(log: &RunLog) -> Vec<BankRow> {
+    let mut rows = vec![
         (
             BankType::Semantic,
             "Semantic",
@@ -32,7 +34,15 @@ pub(crate) fn bank_rows(log: &RunLog) -> [BankRow; 4] {
             "Always",
             log.always.as_ref().map(|r| (r.tests_run, r.hard_fails)),
         ),
-    ]
+    ];
+    if let Some(r) = &log.answer {
+        rows.push((
+            BankType::Answer,
+            "Answer",
+            Some((r.tests_run, r.hard_fails)),
+        ));
+    }
+    rows
 }
 
 /// The pattern cases with a critical failure.
@@ -93,6 +103,64 @@ pub(crate) fn always_failures(log: &RunLog) -> Vec<&AlwaysCaseResult> {
         .flat_map(|a| &a.results)
         .filter(|r| r.score < 100)
         .collect()
+}
+
+/// Answer cases that failed: hard-failed, scored below 100 or failed critically (errored
+/// cases are not failures, see [`errored`]); critical failures first, then worst first, in
+/// run order among equals.
+pub(crate) fn answer_failures(log: &RunLog) -> Vec<&AnswerCaseResult> {
+    let mut failed: Vec<&AnswerCaseResult> = log
+        .answer
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.error.is_none())
+        .filter(|r| r.is_hard_fail || r.is_critical_failure || r.score.is_some_and(|s| s < 100))
+        .collect();
+    failed.sort_by_key(|r| (!r.is_critical_failure, r.score));
+    failed
+}
+
+/// The answer cases that failed critically.
+pub(crate) fn answer_critical(log: &RunLog) -> Vec<&AnswerCaseResult> {
+    log.answer
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.is_critical_failure)
+        .collect()
+}
+
+/// One errored case as the reports list it.
+pub(crate) struct Errored<'a> {
+    /// Its bank.
+    pub bank: BankType,
+    /// The case.
+    pub test_id: &'a str,
+    /// The error.
+    pub error: &'a str,
+}
+
+/// The listed cases that errored (semantic and answer: the banks whose cases can), in bank
+/// order.
+pub(crate) fn errored(log: &RunLog) -> Vec<Errored<'_>> {
+    let semantic = log
+        .semantic
+        .iter()
+        .flat_map(|s| &s.results)
+        .filter_map(|r| {
+            r.error.as_deref().map(|error| Errored {
+                bank: BankType::Semantic,
+                test_id: &r.test_id,
+                error,
+            })
+        });
+    let answer = log.answer.iter().flat_map(|a| &a.results).filter_map(|r| {
+        r.error.as_deref().map(|error| Errored {
+            bank: BankType::Answer,
+            test_id: &r.test_id,
+            error,
+        })
+    });
+    semantic.chain(answer).collect()
 }
 
 /// Under a failures heading, when the RunLog lists only the worst cases: how many of how

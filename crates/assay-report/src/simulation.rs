@@ -9,9 +9,51 @@ use std::fmt::Write as _;
 
 use assay_core::simulation::{
     FailedBy, GateOutcome, ScenarioCell, ScenarioRun, SimBaseline, SimComparison, SimReport,
-    Speaker, Verdict, failed_checks,
+    Speaker, Transcript, TurnUsage, Verdict, failed_checks,
 };
 use assay_core::stats::Verdict as StatVerdict;
+
+/// What model calls took and cost, in a line: `1.2 s · 350→120 tokens · $0.0012`. The time is
+/// `cached` when every call came from the call cache (`2 of 3 calls cached` when some did:
+/// no time measured); a cost that is not known is left out, or, with `say_unknown`, said.
+fn usage_line(u: &TurnUsage, say_unknown: bool) -> String {
+    let time = match u.latency_ms {
+        Some(ms) if ms < 1000 => format!("{ms} ms"),
+        Some(ms) => format!("{:.1} s", ms as f64 / 1000.0),
+        None if u.cache_hits >= u.calls => "cached".to_owned(),
+        None if u.cache_hits > 0 => format!("{} of {} calls cached", u.cache_hits, u.calls),
+        None => "time not measured".to_owned(),
+    };
+    let mut parts = vec![time];
+    if u.calls > 1 {
+        parts.push(format!("{} calls", u.calls));
+    }
+    parts.push(format!("{}→{} tokens", u.input_tokens, u.output_tokens));
+    match u.cost_usd {
+        Some(c) if c <= 0.0 => parts.push("$0".to_owned()),
+        Some(c) if c < 0.000_05 => parts.push("<$0.0001".to_owned()),
+        Some(c) => parts.push(format!("${c:.4}")),
+        None if say_unknown => parts.push("cost unknown".to_owned()),
+        None => {}
+    }
+    parts.join(" · ")
+}
+
+/// A conversation's totals per role (`model under test: …; simulated user: …`), or `None`
+/// for a transcript recorded before turns were measured.
+fn usage_totals(t: &Transcript) -> Option<String> {
+    let parts: Vec<String> = [
+        (Speaker::Assistant, "model under test"),
+        (Speaker::User, "simulated user"),
+    ]
+    .into_iter()
+    .filter_map(|(who, name)| {
+        t.usage_of(who)
+            .map(|u| format!("{name} {}", usage_line(&u, true)))
+    })
+    .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
 
 fn score(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"))
@@ -499,6 +541,9 @@ pub fn markdown(report: &SimReport) -> String {
             t.turns.len(),
             t.ended_by
         );
+        if let Some(totals) = usage_totals(t) {
+            let _ = writeln!(md, "Totals: {totals}.\n");
+        }
         for turn in &t.turns {
             for call in &turn.tool_calls {
                 let _ = writeln!(
@@ -515,6 +560,9 @@ pub fn markdown(report: &SimReport) -> String {
                 Speaker::Assistant => "Assistant",
             };
             let _ = writeln!(md, "> **{who}:** {}\n>", one_line(&turn.content, 400));
+            if let Some(u) = &turn.usage {
+                let _ = writeln!(md, "> ⏱ {}\n>", usage_line(u, false));
+            }
         }
         md.push_str("\n</details>\n\n");
     }
@@ -831,6 +879,7 @@ mod tests {
                         content: format!("hello {INJECT}"),
                         tool_calls: Vec::new(),
                         timestamp: "t".into(),
+                        usage: None,
                     },
                     Turn {
                         role: Speaker::Assistant,
@@ -845,12 +894,14 @@ mod tests {
                             duration_ms: 7,
                         }],
                         timestamp: "t".into(),
+                        usage: None,
                     },
                 ],
                 ended_by: Ending::MaxTurns,
                 error: None,
                 started_at: "t".into(),
                 ended_at: "t".into(),
+                stop_usage: None,
             }),
             duration_ms: 1000,
         }
@@ -1011,6 +1062,79 @@ mod tests {
         assert!(
             md.contains("- trajectory check **trajectory: order"),
             "{md}"
+        );
+    }
+
+    /// Issue 29: each turn shows what its model calls took and cost, and the conversation its
+    /// totals per role, on the transcript page and in the Markdown report.
+    #[test]
+    fn turns_show_their_latency_tokens_and_cost() {
+        use assay_core::simulation::TurnUsage;
+        let mut r = report("anthropic/a", [8.0, 6.0]);
+        let t = r.runs[0].transcript.as_mut().unwrap();
+        t.turns[0].usage = Some(TurnUsage {
+            calls: 2,
+            cache_hits: 0,
+            latency_ms: Some(450),
+            input_tokens: 80,
+            output_tokens: 12,
+            cost_usd: None,
+        });
+        t.turns[1].usage = Some(TurnUsage {
+            calls: 1,
+            cache_hits: 0,
+            latency_ms: Some(1_234),
+            input_tokens: 350,
+            output_tokens: 120,
+            cost_usd: Some(0.001_23),
+        });
+        let page = transcript_body(&r, &r.runs[0], Ok(r.runs[0].transcript.as_ref().unwrap()));
+        assert!(
+            page.contains(
+                "turn 2 · t · <span class=\"usage\">1.2 s · 350→120 tokens · $0.0012</span>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("450 ms · 2 calls · 80→12 tokens</span>"),
+            "{page}"
+        );
+        assert!(page.contains(
+            "Totals: model under test 1.2 s · 350→120 tokens · $0.0012; simulated user 450 ms · 2 calls · 80→12 tokens · cost unknown</p>"
+        ));
+        let md = markdown(&r);
+        assert!(
+            md.contains("> ⏱ 1.2 s · 350→120 tokens · $0.0012\n>"),
+            "{md}"
+        );
+        assert!(md.contains("Totals: model under test 1.2 s"), "{md}");
+        // The other run's transcript predates the measurements: no line, no totals.
+        let old = transcript_body(&r, &r.runs[1], Ok(r.runs[1].transcript.as_ref().unwrap()));
+        assert!(!old.contains("class=\"usage\"") && !old.contains("Totals:"));
+
+        // A cached turn took no measured time.
+        let cached = TurnUsage {
+            calls: 1,
+            cache_hits: 1,
+            latency_ms: None,
+            input_tokens: 10,
+            output_tokens: 2,
+            cost_usd: Some(0.000_01),
+        };
+        assert_eq!(
+            usage_line(&cached, false),
+            "cached · 10→2 tokens · <$0.0001"
+        );
+        let mut two = cached.clone();
+        two.add(&TurnUsage {
+            cache_hits: 0,
+            latency_ms: Some(2_000),
+            cost_usd: Some(0.0),
+            ..cached.clone()
+        });
+        assert_eq!(
+            usage_line(&two, true),
+            "1 of 2 calls cached · 2 calls · 20→4 tokens · <$0.0001"
         );
     }
 

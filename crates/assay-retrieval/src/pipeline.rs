@@ -821,6 +821,12 @@ impl Pipeline {
             .collect())
     }
 
+    /// An entity the pipeline can load, by id (its text is what a context holds:
+    /// [`assay_core::entity::Entity::prompt_text`]).
+    pub fn entity(&self, entity_id: &str) -> Option<&Entity> {
+        self.entities.get(entity_id)
+    }
+
     /// The priority of an entity, if it is active.
     pub fn priority(&self, entity_id: &str) -> Option<u8> {
         self.entities.get(entity_id).map(|e| e.priority.get())

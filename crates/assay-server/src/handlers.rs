@@ -66,6 +66,7 @@ fn execute(
     let setup = RunSetup {
         journal: JournalMode::Off,
         save,
+        answer: Some(assay_experiment::answer::factory()),
         ..RunSetup::default()
     };
     let lookup = |name: &str| env(name);
@@ -171,6 +172,8 @@ fn find_bank(project: &Project, test_id: &str) -> Option<BankType> {
         Some(BankType::Pattern)
     } else if has(b.always.iter().map(|l| &l.case.test_id).collect()) {
         Some(BankType::Always)
+    } else if has(b.answer.iter().map(|l| &l.case.test_id).collect()) {
+        Some(BankType::Answer)
     } else {
         None
     }

@@ -163,7 +163,7 @@ fn lexically_inside(root: &Path, base: &Path, name: &str) -> bool {
     at.starts_with(&root) && at != root
 }
 
-/// Reads `judge:` of a labels file (`simulation` or `rubric`) without reading the rest.
+/// Reads `judge:` of a labels file (`simulation`, `rubric` or `claims`) without reading the rest.
 pub fn labels_kind(path: &Path) -> Result<String, DataError> {
     #[derive(Deserialize)]
     struct Head {
@@ -174,7 +174,7 @@ pub fn labels_kind(path: &Path) -> Result<String, DataError> {
     head.judge.ok_or_else(|| {
         DataError::new(
             path,
-            "judge: missing (say which judge the labels are for: `simulation` or `rubric`)",
+            "judge: missing (say which judge the labels are for: `simulation`, `rubric` or `claims`)",
         )
     })
 }

@@ -11,24 +11,52 @@
 //!   reported as advisory checks, and one more required check, `assert: threshold 0.75`, fails
 //!   the run when the weighted share of the decided assertions that passed is below it.
 //!
+//! A `latency` or `cost` assertion reads the final reply's turn as the transcript recorded it
+//! ([`assay_core::simulation::TurnUsage`]): the wall time of the model under test's calls in
+//! that turn (tool calls not included) and their tokens at the model's price.
+//!
 //! An assertion that cannot be decided is an error of its check, not a pass: a conversation
-//! with no assistant reply, or a `latency` or `cost` assertion (the transcript records neither
-//! the assistant's per-turn latency nor its cost, so both are unmeasured).
+//! with no assistant reply, a `latency` assertion on a turn answered from the call cache (or
+//! recorded before turns had a latency), a `cost` assertion when the model's price is unknown.
 
 use assay_core::assertion::{AssertionReport, AssertionSet, Output, Status};
-use assay_core::simulation::{CheckKind, CheckResult, CheckStatus, Speaker, Transcript};
+use assay_core::simulation::{
+    CheckKind, CheckResult, CheckStatus, Speaker, Transcript, Turn, TurnUsage,
+};
 
 /// How much of the reply a check keeps as what it read, in characters.
 const KEPT: usize = 2_000;
 
 /// The assistant's final reply: the text of the last assistant turn that said something.
 pub fn final_reply(transcript: &Transcript) -> Option<&str> {
+    final_turn(transcript).map(|t| t.content.as_str())
+}
+
+/// The last assistant turn that said something.
+fn final_turn(transcript: &Transcript) -> Option<&Turn> {
     transcript
         .turns
         .iter()
         .rev()
         .find(|t| t.role == Speaker::Assistant && !t.content.trim().is_empty())
-        .map(|t| t.content.as_str())
+}
+
+/// Why a `latency` or `cost` assertion was not measured, in a clause that follows the
+/// library's reason.
+fn unmeasured_because(kind: &str, usage: Option<&TurnUsage>) -> Option<&'static str> {
+    let kind = kind.strip_prefix("not-").unwrap_or(kind);
+    match (kind, usage) {
+        ("latency" | "cost", None) => {
+            Some("the transcript has no measurement of the final reply's turn")
+        }
+        ("latency", Some(u)) if u.latency_ms.is_none() && u.cache_hits > 0 => {
+            Some("the final reply came from the call cache, which measures no time")
+        }
+        ("cost", Some(u)) if u.cost_usd.is_none() => Some(
+            "the price of the model under test is not known (declare it in [providers.prices])",
+        ),
+        _ => None,
+    }
 }
 
 /// A check's name: `assert[0]: icontains "logged"`, `assert[2]: not-refusal`.
@@ -65,7 +93,7 @@ fn check(name: String, status: CheckStatus, details: Vec<String>, advisory: bool
 /// threshold's check when the set names one.
 pub fn evaluate(set: &AssertionSet, transcript: &Transcript) -> Vec<CheckResult> {
     let advisory = |i: usize| set.threshold.is_some() && !set.assertions[i].critical;
-    let Some(reply) = final_reply(transcript) else {
+    let Some(turn) = final_turn(transcript) else {
         let why = "the assistant never replied: nothing to check".to_owned();
         let mut out: Vec<CheckResult> = (0..set.assertions.len())
             .map(|i| {
@@ -87,10 +115,12 @@ pub fn evaluate(set: &AssertionSet, transcript: &Transcript) -> Vec<CheckResult>
         }
         return out;
     };
+    let reply = turn.content.as_str();
+    let usage = turn.usage.as_ref();
     let report = set.evaluate(&Output {
         text: reply,
-        latency_ms: None,
-        cost_usd: None,
+        latency_ms: usage.and_then(|u| u.latency_ms).map(|ms| ms as f64),
+        cost_usd: usage.and_then(|u| u.cost_usd),
     });
     let kept: String = reply.chars().take(KEPT).collect();
     let mut out: Vec<CheckResult> = report
@@ -102,12 +132,13 @@ pub fn evaluate(set: &AssertionSet, transcript: &Transcript) -> Vec<CheckResult>
                 Status::Failed => CheckStatus::Failed,
                 Status::Error => CheckStatus::Error,
             };
-            let mut c = check(
-                name(r.index, set),
-                status,
-                vec![r.reason.clone()],
-                advisory(r.index),
-            );
+            let mut reason = r.reason.clone();
+            if r.status == Status::Error
+                && let Some(why) = unmeasured_because(set.assertions[r.index].type_name(), usage)
+            {
+                reason = format!("{reason}: {why}");
+            }
+            let mut c = check(name(r.index, set), status, vec![reason], advisory(r.index));
             c.state = Some(kept.clone());
             c
         })
@@ -159,12 +190,14 @@ mod tests {
             content: "Log my chore.".into(),
             tool_calls: Vec::new(),
             timestamp: String::new(),
+            usage: None,
         }];
         turns.extend(replies.iter().map(|r| Turn {
             role: Speaker::Assistant,
             content: (*r).to_owned(),
             tool_calls: Vec::new(),
             timestamp: String::new(),
+            usage: None,
         }));
         Transcript {
             scenario_id: "s".into(),
@@ -176,6 +209,26 @@ mod tests {
             error: None,
             started_at: String::new(),
             ended_at: String::new(),
+            stop_usage: None,
+        }
+    }
+
+    /// A transcript whose two assistant turns recorded `earlier` and `last`.
+    fn measured(earlier: TurnUsage, last: TurnUsage) -> Transcript {
+        let mut t = transcript(&["Logged it.", "Anything else?"]);
+        t.turns[1].usage = Some(earlier);
+        t.turns[2].usage = Some(last);
+        t
+    }
+
+    fn usage(latency_ms: Option<u64>, cache_hits: u32, cost_usd: Option<f64>) -> TurnUsage {
+        TurnUsage {
+            calls: 1,
+            cache_hits,
+            latency_ms,
+            input_tokens: 350,
+            output_tokens: 120,
+            cost_usd,
         }
     }
 
@@ -227,6 +280,60 @@ mod tests {
         assert_eq!(checks[2].status, CheckStatus::Failed);
         assert_eq!(checks[3].status, CheckStatus::Failed);
         assert_eq!(checks[3].details, ["0% of the weight passed, below 75%"]);
+    }
+
+    #[test]
+    fn latency_and_cost_read_the_final_reply_s_turn() {
+        let s = set(
+            &json!([{"type": "latency", "value": 1000},
+                   {"type": "cost", "value": 0.001}]),
+            None,
+        );
+        // The slow, dear first turn does not count; the final one is within both limits.
+        let t = measured(
+            usage(Some(5_000), 0, Some(0.5)),
+            usage(Some(800), 0, Some(0.0009)),
+        );
+        let checks = evaluate(&s, &t);
+        assert_eq!(checks[0].status, CheckStatus::Passed, "{:?}", checks[0]);
+        assert_eq!(checks[1].status, CheckStatus::Passed, "{:?}", checks[1]);
+        let t = measured(
+            usage(Some(10), 0, Some(0.0)),
+            usage(Some(1_200), 0, Some(0.002)),
+        );
+        let checks = evaluate(&s, &t);
+        assert_eq!(checks[0].status, CheckStatus::Failed, "{:?}", checks[0]);
+        assert_eq!(checks[1].status, CheckStatus::Failed, "{:?}", checks[1]);
+    }
+
+    #[test]
+    fn a_cached_reply_or_an_unknown_price_is_unmeasured_and_says_why() {
+        let s = set(
+            &json!([{"type": "latency", "value": 1000},
+                   {"type": "not-cost", "value": 0.001}]),
+            None,
+        );
+        let t = measured(usage(Some(10), 0, None), usage(None, 1, None));
+        let checks = evaluate(&s, &t);
+        assert!(checks.iter().all(|c| c.status == CheckStatus::Error));
+        assert_eq!(
+            checks[0].details,
+            [
+                "latency was not measured: the final reply came from the call cache, which measures no time"
+            ]
+        );
+        assert!(
+            checks[1].details[0].contains("price of the model under test is not known"),
+            "{:?}",
+            checks[1].details
+        );
+        // A transcript from before turns were measured.
+        let checks = evaluate(&s, &transcript(&["Done."]));
+        assert!(
+            checks[0].details[0].ends_with("no measurement of the final reply's turn"),
+            "{:?}",
+            checks[0].details
+        );
     }
 
     #[test]

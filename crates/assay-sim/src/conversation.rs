@@ -5,13 +5,18 @@
 //! row. The simulated user sees the conversation from its side: its own turns as `assistant`,
 //! the assistant's replies as `user`, after an opening user turn that sets the scene (both APIs
 //! want the first turn to be the user's).
+//!
+//! Each turn a model wrote records what its calls took ([`TurnUsage`]): wall time, tokens and
+//! their cost at the caller's price, as seen through the call wrapper (so a cache hit shows as
+//! one: no request sent, no time measured).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use assay_core::simulation::{Ending, Speaker, ToolCallRecord, Transcript, Turn};
+use assay_core::simulation::{Ending, Speaker, ToolCallRecord, Transcript, Turn, TurnUsage};
 use assay_providers::{
-    ChatMessage, ChatModel, ChatRequest, ProviderError, ToolCall, ToolChoice, ToolResult,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, Price, ProviderError, ToolCall, ToolChoice,
+    ToolResult,
 };
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
@@ -70,6 +75,58 @@ pub struct Conversation<'a> {
     pub connections: &'a [McpConnection],
     /// Their tools.
     pub tools: &'a [OfferedTool],
+    /// The model under test's price (`[providers.prices]`, else built in), when known: each
+    /// assistant turn's cost.
+    pub assistant_price: Option<Price>,
+    /// The simulated user's price, when known.
+    pub simulator_price: Option<Price>,
+}
+
+/// What one turn's model calls took, while the turn is under way ([`TurnUsage`] once done).
+#[derive(Debug, Default)]
+struct Meter {
+    calls: u32,
+    cache_hits: u32,
+    latency: Duration,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl Meter {
+    /// One call of `model`, timed (wall clock, the wrapper's retries and waits included) and
+    /// counted. A response that needed no request came from the call cache (the chat
+    /// providers send one request a call).
+    async fn chat(
+        &mut self,
+        model: &Arc<dyn ChatModel>,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, ProviderError> {
+        let started = Instant::now();
+        let response = model.chat(request).await?;
+        self.latency += started.elapsed();
+        self.calls += 1;
+        if response.usage.requests == 0 {
+            self.cache_hits += 1;
+        }
+        self.input_tokens += response.usage.input_tokens;
+        self.output_tokens += response.usage.output_tokens;
+        Ok(response)
+    }
+
+    /// The turn's usage, its tokens priced at `price`.
+    fn finish(self, price: Option<Price>) -> TurnUsage {
+        TurnUsage {
+            calls: self.calls,
+            cache_hits: self.cache_hits,
+            latency_ms: (self.cache_hits == 0)
+                .then(|| u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX)),
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cost_usd: price.map(|p| {
+                (self.input_tokens as f64 * p.input + self.output_tokens as f64 * p.output) / 1e6
+            }),
+        }
+    }
 }
 
 /// The simulated user's system prompt: the persona, then the rules of the game.
@@ -118,6 +175,7 @@ impl Conversation<'_> {
             error: None,
             started_at: started_at.clone(),
             ended_at: started_at,
+            stop_usage: None,
         };
         let result = self.converse(&mut transcript).await;
         if let Err(e) = result {
@@ -134,37 +192,45 @@ impl Conversation<'_> {
         let mut history: Vec<ChatMessage> = Vec::new();
         let mut user_message = config.initial_message.clone();
         let mut user_turns = 1u32;
+        // The opening message is the scenario's: no model call made it.
+        let mut user_usage: Option<TurnUsage> = None;
         loop {
             transcript.turns.push(Turn {
                 role: Speaker::User,
                 content: user_message.clone(),
                 tool_calls: Vec::new(),
                 timestamp: now(),
+                usage: user_usage.take(),
             });
             history.push(ChatMessage::user(user_message.clone()));
-            let (reply, calls) = self.assistant_turn(&mut history).await?;
+            let (reply, calls, usage) = self.assistant_turn(&mut history).await?;
             transcript.turns.push(Turn {
                 role: Speaker::Assistant,
                 content: reply,
                 tool_calls: calls,
                 timestamp: now(),
+                usage: Some(usage),
             });
             if user_turns >= config.max_turns {
                 transcript.ended_by = Ending::MaxTurns;
                 return Ok(());
             }
-            let next = self.simulated_user_turn(transcript).await?;
+            let (next, usage) = self.simulated_user_turn(transcript).await?;
+            user_usage = Some(usage);
             user_turns += 1;
             match next.split_once(self.stop_token) {
                 Some((before, after)) => {
                     let said = format!("{}{}", before.trim(), after.trim());
                     let said = said.trim();
-                    if !said.is_empty() {
+                    if said.is_empty() {
+                        transcript.stop_usage = user_usage.take();
+                    } else {
                         transcript.turns.push(Turn {
                             role: Speaker::User,
                             content: said.to_owned(),
                             tool_calls: Vec::new(),
                             timestamp: now(),
+                            usage: user_usage.take(),
                         });
                     }
                     transcript.ended_by = Ending::StopToken;
@@ -177,13 +243,15 @@ impl Conversation<'_> {
 
     /// One assistant turn: calls the model, runs its tool calls, feeds results back, until it
     /// answers without tools or the round limit is reached (then once more with tools off).
+    /// Returns the reply, the tool calls and what the model's calls took.
     async fn assistant_turn(
         &self,
         history: &mut Vec<ChatMessage>,
-    ) -> Result<(String, Vec<ToolCallRecord>), InfraError> {
+    ) -> Result<(String, Vec<ToolCallRecord>, TurnUsage), InfraError> {
         let specs: Vec<_> = self.tools.iter().map(|t| t.spec.clone()).collect();
         let mut records = Vec::new();
         let mut rounds = 0u32;
+        let mut meter = Meter::default();
         loop {
             let mut request = ChatRequest::conversation(
                 Some(self.system_prompt.to_owned()),
@@ -196,17 +264,16 @@ impl Conversation<'_> {
                     request.tool_choice = Some(ToolChoice::None);
                 }
             }
-            let response =
-                self.assistant
-                    .chat(&request)
-                    .await
-                    .map_err(|error| InfraError::Provider {
-                        role: "model under test",
-                        error,
-                    })?;
+            let response = meter
+                .chat(self.assistant, &request)
+                .await
+                .map_err(|error| InfraError::Provider {
+                    role: "model under test",
+                    error,
+                })?;
             if response.tool_calls.is_empty() || rounds >= self.max_tool_rounds {
                 history.push(ChatMessage::assistant(response.text.clone()));
-                return Ok((response.text, records));
+                return Ok((response.text, records, meter.finish(self.assistant_price)));
             }
             rounds += 1;
             let mut results = Vec::with_capacity(response.tool_calls.len());
@@ -305,8 +372,12 @@ impl Conversation<'_> {
         Ok(record)
     }
 
-    /// The simulated user's next message (retried when empty or a refusal).
-    async fn simulated_user_turn(&self, transcript: &Transcript) -> Result<String, InfraError> {
+    /// The simulated user's next message (retried when empty or a refusal) and what its calls
+    /// took, retries included.
+    async fn simulated_user_turn(
+        &self,
+        transcript: &Transcript,
+    ) -> Result<(String, TurnUsage), InfraError> {
         let config = &self.scenario.config;
         let mut messages = vec![ChatMessage::user(SIMULATOR_OPENING)];
         for turn in &transcript.turns {
@@ -328,18 +399,18 @@ impl Conversation<'_> {
             SIMULATOR_MAX_TOKENS,
         );
         let mut last = String::new();
+        let mut meter = Meter::default();
         for attempt in 0..=SIMULATOR_RETRIES {
-            let response =
-                self.simulator
-                    .chat(&request)
-                    .await
-                    .map_err(|error| InfraError::Provider {
-                        role: "simulated user",
-                        error,
-                    })?;
+            let response = meter
+                .chat(self.simulator, &request)
+                .await
+                .map_err(|error| InfraError::Provider {
+                    role: "simulated user",
+                    error,
+                })?;
             let text = response.text.trim().to_owned();
             if !text.is_empty() && !is_refusal(&text) {
-                return Ok(text);
+                return Ok((text, meter.finish(self.simulator_price)));
             }
             tracing::warn!(
                 scenario = %config.id,
@@ -372,6 +443,187 @@ impl Conversation<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    use assay_providers::Usage;
+
+    use crate::suite::ScenarioConfig;
+
+    /// A chat model that answers from a script, each call after `delay`, reporting `usage`.
+    #[derive(Debug)]
+    struct Scripted {
+        name: &'static str,
+        replies: Mutex<Vec<&'static str>>,
+        delay: Duration,
+        usage: Usage,
+    }
+
+    #[async_trait::async_trait]
+    impl ChatModel for Scripted {
+        fn model(&self) -> &str {
+            self.name
+        }
+        async fn chat(&self, _request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+            tokio::time::sleep(self.delay).await;
+            let mut replies = self
+                .replies
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let text = if replies.is_empty() {
+                "(script over)"
+            } else {
+                replies.remove(0)
+            };
+            Ok(ChatResponse {
+                text: text.to_owned(),
+                usage: self.usage,
+                ..ChatResponse::default()
+            })
+        }
+    }
+
+    fn scripted(
+        name: &'static str,
+        replies: Vec<&'static str>,
+        delay_ms: u64,
+        usage: (u64, u64, u32),
+    ) -> Arc<dyn ChatModel> {
+        Arc::new(Scripted {
+            name,
+            replies: Mutex::new(replies),
+            delay: Duration::from_millis(delay_ms),
+            usage: Usage {
+                input_tokens: usage.0,
+                output_tokens: usage.1,
+                requests: usage.2,
+            },
+        })
+    }
+
+    fn scenario(max_turns: u32) -> Scenario {
+        let config: ScenarioConfig = serde_json::from_value(serde_json::json!({
+            "id": "chores", "name": "Chores", "description": "d",
+            "persona_prompt": "You are Will.", "initial_message": "Hi, log my chores.",
+            "max_turns": max_turns
+        }))
+        .expect("a valid scenario");
+        Scenario {
+            path: "chores.yaml".into(),
+            config,
+            weights: std::collections::BTreeMap::new(),
+            assertions: None,
+        }
+    }
+
+    async fn converse(
+        assistant: &Arc<dyn ChatModel>,
+        simulator: &Arc<dyn ChatModel>,
+        scenario: &Scenario,
+        prices: (Option<Price>, Option<Price>),
+    ) -> Transcript {
+        Conversation {
+            assistant,
+            simulator,
+            system_prompt: "Help.",
+            scenario,
+            repeat: 1,
+            stop_token: "[[DONE]]",
+            max_tool_rounds: 3,
+            connections: &[],
+            tools: &[],
+            assistant_price: prices.0,
+            simulator_price: prices.1,
+        }
+        .run()
+        .await
+    }
+
+    #[tokio::test]
+    async fn each_turn_records_its_model_s_latency_tokens_and_cost() {
+        const DELAY: u64 = 30;
+        let assistant = scripted(
+            "test/assistant",
+            vec!["Logged.", "Done."],
+            DELAY,
+            (350, 120, 1),
+        );
+        // The simulated user refuses once (asked again: two calls in its turn), then ends with
+        // only the stop token (no turn of its own).
+        let simulator = scripted(
+            "test/user",
+            vec!["As an AI, I cannot.", "Also the lawn.", "[[DONE]]"],
+            5,
+            (80, 10, 1),
+        );
+        let price = Price {
+            input: 3.0,
+            output: 15.0,
+        };
+        let t = converse(&assistant, &simulator, &scenario(5), (Some(price), None)).await;
+        assert_eq!(t.ended_by, Ending::StopToken, "{:?}", t.error);
+        let roles: Vec<Speaker> = t.turns.iter().map(|t| t.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Speaker::User,
+                Speaker::Assistant,
+                Speaker::User,
+                Speaker::Assistant
+            ]
+        );
+        assert_eq!(t.turns[0].usage, None, "the scenario wrote the opening");
+        for turn in [&t.turns[1], &t.turns[3]] {
+            let u = turn.usage.as_ref().expect("an assistant turn is measured");
+            assert_eq!(u.calls, 1);
+            assert_eq!(u.cache_hits, 0);
+            assert!(u.latency_ms.is_some_and(|ms| ms >= DELAY), "{u:?}");
+            assert_eq!((u.input_tokens, u.output_tokens), (350, 120));
+            let cost = u.cost_usd.expect("a known price");
+            assert!(
+                (cost - (350.0 * 3.0 + 120.0 * 15.0) / 1e6).abs() < 1e-12,
+                "{cost}"
+            );
+        }
+        let user = t.turns[2]
+            .usage
+            .as_ref()
+            .expect("the simulated user's turn");
+        assert_eq!(
+            (user.calls, user.input_tokens, user.output_tokens),
+            (2, 160, 20)
+        );
+        assert!(user.latency_ms.is_some_and(|ms| ms >= 10), "{user:?}");
+        assert_eq!(user.cost_usd, None, "an unknown price is no cost, not zero");
+        let closing = t.stop_usage.as_ref().expect("the stop-token call");
+        assert_eq!((closing.calls, closing.input_tokens), (1, 80));
+
+        let totals = t.usage_of(Speaker::Assistant).expect("measured");
+        assert_eq!(
+            (totals.calls, totals.input_tokens, totals.output_tokens),
+            (2, 700, 240)
+        );
+        assert!(totals.latency_ms.is_some_and(|ms| ms >= 2 * DELAY));
+        let totals = t.usage_of(Speaker::User).expect("measured");
+        assert_eq!((totals.calls, totals.output_tokens), (3, 30));
+    }
+
+    #[tokio::test]
+    async fn a_cached_call_has_tokens_and_cost_but_no_latency() {
+        // No request sent: the call wrapper answered from its cache.
+        let assistant = scripted("test/assistant", vec!["Logged."], 0, (350, 120, 0));
+        let simulator = scripted("test/user", vec![], 0, (1, 1, 1));
+        let price = Price {
+            input: 1.0,
+            output: 1.0,
+        };
+        let t = converse(&assistant, &simulator, &scenario(1), (Some(price), None)).await;
+        assert_eq!(t.ended_by, Ending::MaxTurns);
+        let u = t.turns[1].usage.as_ref().expect("measured");
+        assert_eq!((u.calls, u.cache_hits, u.latency_ms), (1, 1, None));
+        assert_eq!((u.input_tokens, u.output_tokens), (350, 120));
+        assert!(u.cost_usd.is_some_and(|c| (c - 470.0 / 1e6).abs() < 1e-12));
+        assert_eq!(t.stop_usage, None);
+    }
 
     #[test]
     fn refusals_are_recognised() {

@@ -6,7 +6,9 @@
 //!   runs ([`suite::load`]).
 //! * [`mcp`]: servers started per scenario run (stdio) or reached by URL (streamable HTTP)
 //!   through `rmcp`, their tools offered to the model, placeholders and commands.
-//! * [`conversation`]: the turn loop with tool rounds; [`assay_core::simulation::Transcript`].
+//! * [`conversation`]: the turn loop with tool rounds; [`assay_core::simulation::Transcript`],
+//!   each turn with what its model calls took and cost
+//!   ([`assay_core::simulation::TurnUsage`]).
 //! * [`checks`]: expected-state checks read after the conversation.
 //! * [`trajectory`]: trajectory checks of the assistant's tool calls in the transcript.
 //! * [`assertions`]: deterministic assertions (`assert`) on the assistant's final reply.

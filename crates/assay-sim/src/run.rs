@@ -45,6 +45,11 @@ pub struct SimModels {
     pub simulator: Arc<dyn ChatModel>,
     /// The judge.
     pub judge: Arc<dyn ChatModel>,
+    /// The model under test's price, when known (`ProviderCalls::price`): each assistant
+    /// turn's cost in the transcript. `None` records no cost, never a zero one.
+    pub assistant_price: Option<assay_providers::Price>,
+    /// The simulated user's price, when known: each of its turns' cost.
+    pub simulator_price: Option<assay_providers::Price>,
 }
 
 /// How to run.
@@ -466,6 +471,8 @@ async fn run_one(
             max_tool_rounds: suite.config.max_tool_rounds,
             connections: &connections,
             tools: &tools,
+            assistant_price: models.assistant_price,
+            simulator_price: models.simulator_price,
         }
         .run()
         .await;

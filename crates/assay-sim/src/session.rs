@@ -218,6 +218,8 @@ pub async fn simulate(
     let calls = ProviderCalls::open(&settings, request.cache.as_deref(), &lookup, true)?;
     let group = calls.chat_group(concurrency);
     let models = SimModels {
+        assistant_price: calls.price(assistant.model()),
+        simulator_price: calls.price(simulator_model.model()),
         assistant: group.chat("assistant", assistant),
         simulator: group.chat("user", simulator_model),
         judge: group.chat("judge", judge_model),

@@ -564,6 +564,7 @@ mod tests {
                 content: "hi".into(),
                 tool_calls: Vec::new(),
                 timestamp: "t".into(),
+                usage: None,
             });
             out.push(Turn {
                 role: Speaker::Assistant,
@@ -584,6 +585,7 @@ mod tests {
                     })
                     .collect(),
                 timestamp: "t".into(),
+                usage: None,
             });
         }
         Transcript {
@@ -596,6 +598,7 @@ mod tests {
             error: None,
             started_at: "t".into(),
             ended_at: "t".into(),
+            stop_usage: None,
         }
     }
 

@@ -69,10 +69,36 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                         *judge_samples,
                     ))
                 }
+                "claims" => {
+                    let loaded = assay_harness::answer::agree::load_labels(labels)?;
+                    let name = model
+                        .clone()
+                        .unwrap_or_else(|| settings.answer.judge_model.clone());
+                    let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
+                    let judge = assay_harness::answer::judge::AnswerJudge {
+                        model: calls.chat(
+                            "judge",
+                            build_chat_model(&settings, &name, "--model", &env)?,
+                        ),
+                        embedder: None,
+                        max_tokens: settings.answer.judge_max_tokens,
+                    };
+                    let claims = rt.block_on(assay_harness::answer::agree::agree(
+                        &judge,
+                        &loaded,
+                        *judge_samples,
+                    ));
+                    if *json {
+                        out(&format!("{}\n", serde_json::to_string_pretty(&claims)?));
+                    } else {
+                        out(&claims.console());
+                    }
+                    return Ok(verdict(&claims.report, *min_kappa));
+                }
                 other => {
                     return Err(HarnessError::Data(assay_kb::datafile::DataError::new(
                         labels,
-                        format!("judge: `{other}` is not `simulation` or `rubric`"),
+                        format!("judge: `{other}` is not `simulation`, `rubric` or `claims`"),
                     ))
                     .into());
                 }
@@ -82,51 +108,57 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
             } else {
                 out(&assay_report::agreement::console(&report));
             }
-            let below: Vec<String> = min_kappa
-                .map(|min| {
-                    report
-                        .measurement
-                        .criteria
-                        .iter()
-                        .filter(|c| {
-                            c.kappa.is_none_or(|k| {
-                                assay_report::agreement::kappa_rounded(k)
-                                    < assay_report::agreement::kappa_rounded(min)
-                            })
-                        })
-                        .map(|c| {
-                            format!(
-                                "{} ({})",
-                                c.id,
-                                c.kappa.map_or_else(
-                                    || "undefined".to_owned(),
-                                    |k| format!(
-                                        "{:.2}, {}",
-                                        k,
-                                        assay_report::agreement::kappa_words(Some(k))
-                                    )
-                                )
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !below.is_empty() {
-                let min = min_kappa.unwrap_or_default();
-                tracing::error!(
-                    "kappa below --min-kappa {min:.2} ({} by Landis & Koch's bands) on: {}",
-                    assay_report::agreement::kappa_words(Some(min)),
-                    below.join(", ")
-                );
-            }
-            Ok(if !report.errors.is_empty() {
-                Exit::Infrastructure
-            } else if !below.is_empty() {
-                Exit::GateFailed
-            } else {
-                Exit::Success
-            })
+            Ok(verdict(&report, *min_kappa))
         }
+    }
+}
+
+/// The exit code of a measurement: 3 when the judge failed on some items, 1 when a criterion's
+/// kappa is below `min_kappa` (logged, naming them), else 0.
+fn verdict(report: &assay_core::agreement::AgreementReport, min_kappa: Option<f64>) -> Exit {
+    let below: Vec<String> = min_kappa
+        .map(|min| {
+            report
+                .measurement
+                .criteria
+                .iter()
+                .filter(|c| {
+                    c.kappa.is_none_or(|k| {
+                        assay_report::agreement::kappa_rounded(k)
+                            < assay_report::agreement::kappa_rounded(min)
+                    })
+                })
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.id,
+                        c.kappa.map_or_else(
+                            || "undefined".to_owned(),
+                            |k| format!(
+                                "{:.2}, {}",
+                                k,
+                                assay_report::agreement::kappa_words(Some(k))
+                            )
+                        )
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !below.is_empty() {
+        let min = min_kappa.unwrap_or_default();
+        tracing::error!(
+            "kappa below --min-kappa {min:.2} ({} by Landis & Koch's bands) on: {}",
+            assay_report::agreement::kappa_words(Some(min)),
+            below.join(", ")
+        );
+    }
+    if !report.errors.is_empty() {
+        Exit::Infrastructure
+    } else if !below.is_empty() {
+        Exit::GateFailed
+    } else {
+        Exit::Success
     }
 }
 

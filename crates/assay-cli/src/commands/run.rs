@@ -86,6 +86,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         save: !args.no_save,
         repeat: args.repeat,
         baseline,
+        answer: Some(assay_experiment::answer::factory()),
     };
     let show_progress =
         !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();

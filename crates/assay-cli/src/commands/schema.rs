@@ -109,6 +109,18 @@ pub fn kinds() -> Vec<Kind> {
         },
         Kind {
             info: PageInfo {
+                kind: "answer-bank",
+                title: "Answer test bank",
+                files: "test_banks/answer/*.json",
+                format: "JSON",
+                summary: "Cases for the product's own replies: a user's message (and state), optionally a reference answer and deterministic assertions. The product (the `[optimize]` target) answers each from the context assay's pipeline selects; a judge then scores faithfulness, answer relevancy, context precision and context recall claim by claim (docs/answers.md). A critical assertion that fails fails the case whatever the judge says; a metric under its `minimum` fails it too. A judge reply that cannot be parsed makes the case an error, left out of the averages.",
+                example: example!("answer-bank.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(BankFile<assay_core::answer::AnswerCase>),
+        },
+        Kind {
+            info: PageInfo {
                 kind: "pattern-rules",
                 title: "Pattern rules",
                 files: "test_banks/pattern/pattern_rules.json",
@@ -178,6 +190,18 @@ pub fn kinds() -> Vec<Kind> {
                 example_lang: "yaml",
             },
             schema: assay_experiment::agree::labels_schema,
+        },
+        Kind {
+            info: PageInfo {
+                kind: "claim-labels",
+                title: "Labels for the answer judge's claim verdicts",
+                files: "any .yaml or .json file, e.g. labels/claim_labels.yaml",
+                format: "YAML or JSON",
+                summary: "Claims people checked against context passages, for `assay judge agree`, which asks the answer bank's judge (`[answer] judge_model`) for its verdicts on the same claims, the call behind faithfulness, and reports how well it agrees with them. Each claim is one item of the measurement, named `id#n`; where you name the entity that supports a claim, the share of claims on which the judge names the same one is reported too.",
+                example: example!("claim-labels.yaml"),
+                example_lang: "yaml",
+            },
+            schema: assay_harness::answer::agree::labels_schema,
         },
         Kind {
             info: PageInfo {

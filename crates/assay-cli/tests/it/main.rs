@@ -1,5 +1,8 @@
 //! Integration tests: the real `assay` binary on real project files.
 
+#[path = "../../examples/answer_judge.rs"]
+mod answer_judge;
+mod answers;
 mod assertions;
 mod bad_input;
 mod baseline;
@@ -20,6 +23,7 @@ mod generate_review;
 mod integrity;
 mod ir;
 mod judge;
+mod judge_claims;
 mod kb;
 mod kb_store;
 mod migrate;

@@ -38,6 +38,7 @@ fn every_kind_of_file_has_a_schema_and_a_reference_page_that_match_the_types() {
         "state-bank",
         "pattern-bank",
         "always-bank",
+        "answer-bank",
         "pattern-rules",
         "expectation-history",
         "suite",
@@ -288,6 +289,7 @@ fn reference_project() -> Scratch {
         &e("pattern-rules.json"),
     );
     p.write("test_banks/always/bikes.json", &e("always-bank.json"));
+    p.write("test_banks/answer/bikes.json", &e("answer-bank.json"));
     for bank in ["semantic", "state", "pattern"] {
         p.write(
             &format!("test_banks/drafts/{bank}/gen-20261128T141500Z.json"),
@@ -317,7 +319,7 @@ type Breakage = (
 
 #[test]
 fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() {
-    let breakages: [Breakage; 14] = [
+    let breakages: [Breakage; 15] = [
         (
             "config",
             "assay.toml",
@@ -380,6 +382,13 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
             "\"user_type\": \"RIDER\"",
             "\"user_typ\": \"RIDER\"",
             "did you mean `user_type`?",
+        ),
+        (
+            "answer-bank",
+            "test_banks/answer/bikes.json",
+            "\"minimum\": {\"faithfulness\": 0.8}",
+            "\"minimum\": {\"faithfulnes\": 0.8}",
+            "faithfulnes",
         ),
         (
             "pattern-rules",

@@ -321,8 +321,18 @@ pub(crate) fn stable(report: &Value) -> Value {
         let t = run["transcript"].as_object_mut().unwrap();
         t.remove("started_at");
         t.remove("ended_at");
+        // Latency differs run to run, and a replay answers from the cache (no latency, a
+        // cache hit); tokens and cost are the same.
+        if let Some(u) = t.get_mut("stop_usage").and_then(Value::as_object_mut) {
+            u.remove("latency_ms");
+            u.remove("cache_hits");
+        }
         for turn in t["turns"].as_array_mut().unwrap() {
             turn.as_object_mut().unwrap().remove("timestamp");
+            if let Some(u) = turn.get_mut("usage").and_then(Value::as_object_mut) {
+                u.remove("latency_ms");
+                u.remove("cache_hits");
+            }
             for call in turn["tool_calls"].as_array_mut().into_iter().flatten() {
                 call.as_object_mut().unwrap().remove("duration_ms");
             }
@@ -990,6 +1000,10 @@ pub(crate) fn report_and_console_snapshots() {
             .map(|l| {
                 if let Some(i) = l.find("report_20") {
                     format!("{}report_[STAMP].md (transcripts and JSON beside it; --json prints the JSON)", &l[..i])
+                } else if l.starts_with("> ⏱") {
+                    "> ⏱ [TIME · TOKENS · COST]".to_owned()
+                } else if l.starts_with("Totals:") {
+                    "Totals: [TIME · TOKENS · COST]".to_owned()
                 } else if l.starts_with("Model under test") {
                     l.split(" · ").filter(|p| !p.contains(" UTC")).collect::<Vec<_>>().join(" · ")
                 } else {
@@ -1278,7 +1292,7 @@ pub(crate) fn a_failed_state_check_fails_the_run_whatever_the_judge_says() {
             out.stdout
         );
         let report: Value = serde_json::from_str(&scratch.read("sim/reports/latest.json")).unwrap();
-        assert_eq!(report["schema_version"], 3);
+        assert_eq!(report["schema_version"], 4);
         let chore = run_of(&report, "daily_chore");
         assert_eq!(chore["verdict"], "fail");
         assert_eq!(chore["failed_by"], "check");

@@ -82,8 +82,18 @@ fn comparable(report: &Value) -> Value {
         };
         t.remove("started_at");
         t.remove("ended_at");
+        // Latency differs run to run, and a replay answers from the cache (no latency, a
+        // cache hit); tokens and cost are the same.
+        if let Some(u) = t.get_mut("stop_usage").and_then(Value::as_object_mut) {
+            u.remove("latency_ms");
+            u.remove("cache_hits");
+        }
         for turn in t["turns"].as_array_mut().unwrap() {
             turn.as_object_mut().unwrap().remove("timestamp");
+            if let Some(u) = turn.get_mut("usage").and_then(Value::as_object_mut) {
+                u.remove("latency_ms");
+                u.remove("cache_hits");
+            }
             for call in turn["tool_calls"].as_array_mut().into_iter().flatten() {
                 call.as_object_mut().unwrap().remove("duration_ms");
             }

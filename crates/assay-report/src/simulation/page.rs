@@ -14,8 +14,8 @@ use assay_core::simulation::{
 };
 
 use super::{
-    baseline_lines, gate_line, judge_line, mark, pair_lines, pass_rate, pct, score,
-    verdict_with_cause, verdict_word, with_interval,
+    baseline_lines, gate_line, judge_line, mark, pair_lines, pass_rate, pct, score, usage_line,
+    usage_totals, verdict_with_cause, verdict_word, with_interval,
 };
 use crate::junit::escape;
 
@@ -547,6 +547,13 @@ fn conversation(out: &mut String, t: &Transcript) {
             .as_deref()
             .map_or_else(String::new, |e| format!(": {}", escape(e)))
     );
+    if let Some(totals) = usage_totals(t) {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\" id=\"usage-totals\">Totals: {}</p>",
+            escape(&totals)
+        );
+    }
     let mut call_no = 0usize;
     for (i, turn) in t.turns.iter().enumerate() {
         let (class, who) = match turn.role {
@@ -555,10 +562,14 @@ fn conversation(out: &mut String, t: &Transcript) {
         };
         let _ = write!(
             out,
-            "<article class=\"turn {class}\" id=\"turn-{}\"><header><b>{who}</b> <span class=\"meta\">turn {} · {}</span></header>",
+            "<article class=\"turn {class}\" id=\"turn-{}\"><header><b>{who}</b> <span class=\"meta\">turn {} · {}{}</span></header>",
             i + 1,
             i + 1,
-            escape(&turn.timestamp)
+            escape(&turn.timestamp),
+            turn.usage.as_ref().map_or_else(String::new, |u| format!(
+                " · <span class=\"usage\">{}</span>",
+                escape(&usage_line(u, false))
+            ))
         );
         for call in &turn.tool_calls {
             call_no += 1;

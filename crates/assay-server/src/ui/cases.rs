@@ -79,6 +79,15 @@ fn find(results_dir: &FsPath, id: &str, test_id: &str) -> Result<CaseRecord, UiE
         }
         Ok(())
     });
+    // The answer cases a RunLog lists, where the walk does not reach them.
+    let found = found.or_else(|| {
+        log.answer
+            .iter()
+            .flat_map(|a| &a.results)
+            .find(|r| r.test_id == test_id)
+            .cloned()
+            .map(CaseRecord::Answer)
+    });
     match (found, walked) {
         (Some(r), _) => Ok(r),
         (None, Ok(())) => Err(UiError::not_found(format!(
@@ -202,16 +211,66 @@ fn expected_and_got(record: &CaseRecord) -> (String, String, Vec<String>) {
             format!("loaded {}", entities(&r.loaded_entities)),
             why(&r.breakdown, Some(r.score), None),
         ),
+        CaseRecord::Answer(r) => answer_expected_and_got(r),
     }
 }
 
-fn is_hard_fail(record: &CaseRecord) -> bool {
-    match record {
-        CaseRecord::Semantic(r) => r.is_hard_fail,
-        CaseRecord::State(r) => r.is_hard_fail,
-        CaseRecord::Pattern(r) => r.is_hard_fail,
-        CaseRecord::Always(r) => r.is_hard_fail,
+/// An answer case: what it was held to (a reference answer, minimums, assertions), the reply
+/// with the context it was judged on, and why it failed, a line each.
+fn answer_expected_and_got(
+    r: &assay_core::answer::AnswerCaseResult,
+) -> (String, String, Vec<String>) {
+    let mut expected = Vec::new();
+    if let Some(reference) = &r.reference {
+        expected.push(format!("a reply like “{}”", esc(reference)));
     }
+    let minimums: Vec<String> = r
+        .metrics
+        .iter()
+        .filter_map(|(m, o)| o.minimum.map(|min| format!("{m} ≥ {min:.2}")))
+        .collect();
+    if !minimums.is_empty() {
+        expected.push(minimums.join(", "));
+    }
+    if let Some(a) = &r.assertions {
+        expected.push(format!(
+            "{} assertion{} (threshold {:.0}%)",
+            a.results.len(),
+            if a.results.len() == 1 { "" } else { "s" },
+            a.threshold * 100.0
+        ));
+    }
+    let expected = if expected.is_empty() {
+        "a reply grounded in its context".to_owned()
+    } else {
+        expected.join("; ")
+    };
+    let context: Vec<String> = r.contexts.iter().filter_map(|c| c.entity.clone()).collect();
+    let got = match &r.reply {
+        Some(reply) => format!(
+            "the reply “{}”, from context {}",
+            esc(reply),
+            entities(&context)
+        ),
+        None => "no reply".to_owned(),
+    };
+    let mut reasons = Vec::new();
+    if let Some(e) = &r.error {
+        reasons.push(format!("an error kept it from a score: {}", esc(e)));
+    }
+    reasons.extend(r.failures.iter().map(|f| esc(f)));
+    let scores: Vec<String> = r
+        .metrics
+        .iter()
+        .map(|(m, o)| format!("{m} {}", assay_report::answer::share(o.score)))
+        .collect();
+    if r.error.is_none() && !scores.is_empty() {
+        reasons.push(format!("metrics: {}", scores.join(", ")));
+    }
+    if r.failures.is_empty() && r.score == Some(100) {
+        reasons.push("every metric and assertion held".to_owned());
+    }
+    (expected, got, reasons)
 }
 
 fn name(record: &CaseRecord) -> &str {
@@ -220,6 +279,7 @@ fn name(record: &CaseRecord) -> &str {
         CaseRecord::State(r) => &r.name,
         CaseRecord::Pattern(r) => &r.name,
         CaseRecord::Always(r) => &r.name,
+        CaseRecord::Answer(r) => &r.name,
     }
 }
 
@@ -256,7 +316,7 @@ async fn case(
         esc(&path_segment(&id)),
         esc(&id),
         record.bank().key(),
-        if is_hard_fail(&record) { "yes" } else { "no" },
+        if record.is_hard_fail() { "yes" } else { "no" },
         if reasons.is_empty() {
             "—".to_owned()
         } else {

@@ -1,6 +1,7 @@
 //! Integration tests: the API's router on scratch copies of the example project.
 
 mod admin;
+mod answer;
 mod api;
 mod calibrate;
 mod dashboard;

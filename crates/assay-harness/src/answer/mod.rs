@@ -1,0 +1,348 @@
+//! The answer bank in `assay run` (docs/answers.md): for each [`AnswerCase`], assay's pipeline
+//! selects the context, the product (an [`AnswerSystem`]: the optimizer's command, HTTP or
+//! built-in chain target) writes the reply, the [`judge::AnswerJudge`] produces each metric's
+//! verdicts claim by claim, the deterministic assertions check the reply, and
+//! [`assay_core::answer::score_case`] scores it.
+//!
+//! An infrastructure error (the target failed or timed out, the pipeline failed, a judge's
+//! reply could not be parsed after its corrective turns) makes the case an error, recorded
+//! with the reason and left out of the averages: never a 0, never NaN.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use assay_core::UserState;
+use assay_core::answer::{
+    AnswerCase, AnswerCaseResult, ContextItem, ContextSource, Metric, score_case,
+};
+use assay_core::assertion::{AssertionSet, Output};
+
+use crate::HarnessError;
+use crate::engine::ProviderCalls;
+use crate::settings::ProjectSettings;
+
+pub mod agree;
+pub mod context;
+pub mod judge;
+
+/// What the product is asked for one answer case.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerAsk<'a> {
+    /// The user's message.
+    pub message: &'a str,
+    /// The user's state.
+    pub user_state: &'a UserState,
+    /// The audience.
+    pub audience: &'a str,
+    /// The context assay's pipeline selected, in rank order.
+    pub context: &'a [ContextItem],
+}
+
+/// The product's reply to one answer case.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AnswerReply {
+    /// The reply's text.
+    pub text: String,
+    /// The contexts the product says it actually used (judged instead of the pipeline's when
+    /// given).
+    pub contexts: Option<Vec<ContextItem>>,
+    /// How long the product took, in milliseconds.
+    pub latency_ms: f64,
+    /// What its model calls cost, in US dollars, where known.
+    pub cost_usd: Option<f64>,
+    /// `(agent, output)` in the order the product's agents ran, when it says.
+    pub steps: Vec<(String, String)>,
+}
+
+/// The product under test for the answer bank.
+///
+/// An `Err` is an infrastructure error: the case is recorded as an error, never scored.
+#[async_trait::async_trait]
+pub trait AnswerSystem: Send + Sync {
+    /// The product in words (for the run's setup and logs).
+    fn describe(&self) -> String;
+    /// Whether cases may run concurrently.
+    fn stateless(&self) -> bool;
+    /// Asks the product.
+    async fn respond(&self, ask: &AnswerAsk<'_>) -> Result<AnswerReply, String>;
+}
+
+/// Where an answer case's context comes from: assay's own pipeline, as `assay retrieve`
+/// builds it.
+#[async_trait::async_trait]
+pub trait ContextProvider: Send + Sync {
+    /// The context for `message`, in the order the pipeline loads it.
+    async fn context(
+        &self,
+        message: &str,
+        user_state: &UserState,
+        audience: &str,
+    ) -> Result<Vec<ContextItem>, String>;
+}
+
+/// Embeds texts for answer relevancy (the project's embedder, through the call wrapper).
+#[async_trait::async_trait]
+pub trait TextEmbedder: Send + Sync {
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String>;
+}
+
+/// `[answer]` as a run uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerConfig {
+    /// The metrics computed by default.
+    pub metrics: Vec<Metric>,
+    /// Minimum score per metric (a case's own `minimum` wins).
+    pub minimum: BTreeMap<Metric, f64>,
+    /// How metrics and assertions weigh in a case's score.
+    pub weights: assay_core::answer::ScoreWeights,
+    /// Questions the judge reads off a reply for answer relevancy (Ragas' `strictness`).
+    pub relevancy_questions: usize,
+    /// Cases in flight at once (for a stateless product).
+    pub concurrency: usize,
+}
+
+impl Default for AnswerConfig {
+    fn default() -> Self {
+        AnswerConfig {
+            metrics: Metric::ALL.to_vec(),
+            minimum: BTreeMap::new(),
+            weights: assay_core::answer::ScoreWeights::default(),
+            relevancy_questions: 3,
+            concurrency: 4,
+        }
+    }
+}
+
+/// Builds the product for a run from the project's settings and the run's call wrapper (so
+/// the product's model calls share the run's limits, cache and accounting). The caller supplies
+/// it: the `assay` binary and the server build the `[optimize]` target with `assay-experiment`,
+/// which sits above this crate.
+#[derive(Clone)]
+pub struct AnswerFactory(pub Arc<AnswerBuild>);
+
+/// What an [`AnswerFactory`] calls.
+pub type AnswerBuild = dyn Fn(
+        &ProjectSettings,
+        &ProviderCalls,
+        &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<dyn AnswerSystem>, HarnessError>
+    + Send
+    + Sync;
+
+impl std::fmt::Debug for AnswerFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerFactory(..)")
+    }
+}
+
+impl PartialEq for AnswerFactory {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Everything the answer bank needs: the product, the context, the judge and the settings.
+#[derive(Clone)]
+pub struct AnswerBackend {
+    /// The product.
+    pub system: Arc<dyn AnswerSystem>,
+    /// The pipeline's context.
+    pub context: Arc<dyn ContextProvider>,
+    /// The judge of the metrics.
+    pub judge: judge::AnswerJudge,
+    /// The settings.
+    pub config: AnswerConfig,
+}
+
+impl AnswerBackend {
+    /// The product and the judge, in words (the run's setup; what a resumed run must match).
+    pub fn describe(&self) -> String {
+        format!(
+            "{}, judged by {}",
+            self.system.describe(),
+            self.judge.model.model()
+        )
+    }
+
+    /// Builds the answer bank's backend for a run: the product from `factory`, the context
+    /// from the project's pipeline (embeddings brought up to date, as `assay retrieve` does),
+    /// the judge `[answer] judge_model` and answer relevancy's embedder, every call behind
+    /// `calls`.
+    pub async fn build(
+        project: &crate::project::Project,
+        store: &crate::engine::OpenStore,
+        kb: &dyn assay_kb::KnowledgeBase,
+        embedder_flag: Option<&str>,
+        calls: &ProviderCalls,
+        env: &dyn Fn(&str) -> Option<String>,
+        factory: &AnswerFactory,
+    ) -> Result<AnswerBackend, HarnessError> {
+        use crate::engine;
+        let settings = &project.settings;
+        let system = (factory.0)(settings, calls, env)?;
+        let raw = engine::build_chat_model(
+            settings,
+            &settings.answer.judge_model,
+            "[answer] judge_model",
+            env,
+        )?;
+        let model = calls.chat("judge", raw);
+        let choice = engine::choose_embedder(settings, embedder_flag, env)?;
+        let embedder = calls.embedder(engine::build_embedder(&choice)?);
+        let config = engine::retrieval_config(settings, &choice);
+        let (pipeline, _, _) =
+            engine::prepare_search_pipeline(store, kb, project, embedder.as_ref(), config).await?;
+        let a = &settings.answer;
+        Ok(AnswerBackend {
+            system,
+            context: Arc::new(context::PipelineContext {
+                pipeline: Arc::new(pipeline),
+                embedder: embedder.clone(),
+            }),
+            judge: judge::AnswerJudge {
+                model,
+                embedder: Some(Arc::new(context::QueryEmbedder(embedder))),
+                max_tokens: a.judge_max_tokens,
+            },
+            config: AnswerConfig {
+                metrics: a.metrics.clone(),
+                minimum: a.minimum.clone(),
+                weights: a.score_weights(),
+                relevancy_questions: a.relevancy_questions,
+                concurrency: a.concurrency,
+            },
+        })
+    }
+}
+
+/// Checks an answer case beyond its JSON shape: a message, assertions that parse, minimums
+/// that are shares. The error names the field (`assert[1].value: …`, `minimum.faithfulness: …`).
+pub fn validate_case(case: &AnswerCase) -> Result<(), String> {
+    if case.message.trim().is_empty() {
+        return Err("message: is empty".into());
+    }
+    assertions(case)?;
+    for (metric, min) in &case.minimum {
+        if !(min.is_finite() && (0.0..=1.0).contains(min)) {
+            return Err(format!(
+                "minimum.{metric}: must be a share between 0 and 1, found {min}"
+            ));
+        }
+    }
+    if let Some(metrics) = &case.metrics {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in metrics {
+            if !seen.insert(*m) {
+                return Err(format!("metrics: `{m}` is listed twice"));
+            }
+        }
+        if metrics.contains(&Metric::ContextRecall) && case.reference.is_none() {
+            return Err(
+                "metrics: `context_recall` needs a `reference` answer, and the case has none"
+                    .into(),
+            );
+        }
+    }
+    if case.reference.as_ref().is_some_and(|r| r.trim().is_empty()) {
+        return Err("reference: is empty (leave it out when there is none)".into());
+    }
+    Ok(())
+}
+
+/// The case's assertions, parsed (`None` when it has none).
+pub fn assertions(case: &AnswerCase) -> Result<Option<AssertionSet>, String> {
+    match &case.assert {
+        None if case.assert_threshold.is_some() => {
+            Err("assert_threshold: given without `assert`".into())
+        }
+        None => Ok(None),
+        Some(list) => AssertionSet::parse(list, case.assert_threshold, "assert")
+            .map(Some)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs one answer case: context, reply, judge, assertions, score (see the module docs). Never
+/// fails: an infrastructure error is the result's `error`.
+pub async fn run_case(backend: &AnswerBackend, case: &AnswerCase) -> AnswerCaseResult {
+    let mut result = AnswerCaseResult {
+        test_id: case.test_id.clone(),
+        name: case.name.clone(),
+        topics: case.topics.clone(),
+        message: case.message.clone(),
+        reference: case.reference.clone(),
+        is_critical: case.is_critical,
+        ..AnswerCaseResult::default()
+    };
+    if let Err(e) = run_into(backend, case, &mut result).await {
+        result.error = Some(e);
+    }
+    score_case(&mut result, &backend.config.weights);
+    result
+}
+
+async fn run_into(
+    backend: &AnswerBackend,
+    case: &AnswerCase,
+    result: &mut AnswerCaseResult,
+) -> Result<(), String> {
+    let assertions = assertions(case)?;
+    let audience = case.audience();
+    let context = backend
+        .context
+        .context(&case.message, &case.user_state, &audience)
+        .await
+        .map_err(|e| format!("retrieving the context: {e}"))?;
+    let reply = backend
+        .system
+        .respond(&AnswerAsk {
+            message: &case.message,
+            user_state: &case.user_state,
+            audience: &audience,
+            context: &context,
+        })
+        .await
+        .map_err(|e| format!("the product failed: {e}"))?;
+    result.reply = Some(reply.text.clone());
+    result.latency_ms = Some((reply.latency_ms * 10.0).round() / 10.0);
+    result.cost_usd = reply.cost_usd;
+    (result.contexts, result.contexts_from) = match reply.contexts {
+        Some(used) => (used, ContextSource::Target),
+        None => (context, ContextSource::Pipeline),
+    };
+    if let Some(set) = &assertions {
+        result.assertions = Some(set.evaluate(&Output {
+            text: &reply.text,
+            latency_ms: Some(reply.latency_ms),
+            cost_usd: reply.cost_usd,
+        }));
+    }
+    let metrics: Vec<Metric> = case
+        .metrics
+        .clone()
+        .unwrap_or_else(|| backend.config.metrics.clone());
+    if metrics.is_empty() {
+        return Ok(());
+    }
+    let input = judge::JudgeInput {
+        question: &case.message,
+        reply: &reply.text,
+        contexts: &result.contexts,
+        reference: case.reference.as_deref(),
+    };
+    let mut outcomes = backend
+        .judge
+        .judge(&input, &metrics, backend.config.relevancy_questions)
+        .await
+        .map_err(|e| format!("judge: {e}"))?;
+    for (metric, outcome) in &mut outcomes {
+        outcome.minimum = case
+            .minimum
+            .get(metric)
+            .or_else(|| backend.config.minimum.get(metric))
+            .copied();
+    }
+    result.metrics = outcomes;
+    Ok(())
+}
