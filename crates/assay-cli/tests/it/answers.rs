@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 
 use crate::answer_judge::{Stats, Table, router};
+use crate::assertion_types::{check_statuses, every_type};
 use crate::support::{Run, Scratch, repo_path};
 
 /// The judge's table: which sentences the knowledge base supports (the grounded replies' and
@@ -251,80 +252,12 @@ fn the_console_and_the_reports_show_claims_verdicts_and_errors_apart() {
     assert!(!md.contains("NaN"));
 }
 
-/// Every assertion type, each passing and failing on the same reply (JSON, so `is-json` and
-/// `json-schema` apply): (spec, expected status).
-fn every_type() -> Vec<(Value, &'static str)> {
-    let reply = r#"{"open": "09:00", "close": "18:00"}"#;
-    vec![
-        (json!({"type": "equals", "value": reply}), "passed"),
-        (json!({"type": "equals", "value": "09:00"}), "failed"),
-        (json!({"type": "contains", "value": "09:00"}), "passed"),
-        (json!({"type": "contains", "value": "10:00"}), "failed"),
-        (json!({"type": "not-contains", "value": "10:00"}), "passed"),
-        (json!({"type": "not-contains", "value": "09:00"}), "failed"),
-        (json!({"type": "icontains", "value": "OPEN"}), "passed"),
-        (json!({"type": "icontains", "value": "lunch"}), "failed"),
-        (
-            json!({"type": "contains-any", "value": ["x", "close"]}),
-            "passed",
-        ),
-        (
-            json!({"type": "contains-any", "value": ["x", "y"]}),
-            "failed",
-        ),
-        (
-            json!({"type": "contains-all", "value": ["open", "close"]}),
-            "passed",
-        ),
-        (
-            json!({"type": "contains-all", "value": ["open", "lunch"]}),
-            "failed",
-        ),
-        (
-            json!({"type": "icontains-any", "value": ["CLOSE", "x"]}),
-            "passed",
-        ),
-        (
-            json!({"type": "icontains-any", "value": ["LUNCH", "x"]}),
-            "failed",
-        ),
-        (
-            json!({"type": "icontains-all", "value": ["OPEN", "CLOSE"]}),
-            "passed",
-        ),
-        (
-            json!({"type": "icontains-all", "value": ["OPEN", "LUNCH"]}),
-            "failed",
-        ),
-        (json!({"type": "regex", "value": "\\d{2}:\\d{2}"}), "passed"),
-        (json!({"type": "regex", "value": "^Sorry"}), "failed"),
-        (json!({"type": "starts-with", "value": "{"}), "passed"),
-        (json!({"type": "starts-with", "value": "["}), "failed"),
-        (json!({"type": "is-json"}), "passed"),
-        (json!({"type": "not-is-json"}), "failed"),
-        (
-            json!({"type": "json-schema", "value": {"type": "object", "required": ["open"]}}),
-            "passed",
-        ),
-        (
-            json!({"type": "json-schema", "value": {"type": "object", "required": ["weekend"]}}),
-            "failed",
-        ),
-        (json!({"type": "length", "value": {"max": 100}}), "passed"),
-        (json!({"type": "length", "value": {"min": 100}}), "failed"),
-        (json!({"type": "latency", "value": 600_000}), "passed"),
-        (json!({"type": "latency", "value": 0.001}), "failed"),
-        (json!({"type": "not-refusal"}), "passed"),
-        (json!({"type": "refusal"}), "failed"),
-        // A command target reports no cost: unmeasured, an error of the assertion, not a verdict.
-        (json!({"type": "cost", "value": 1}), "error"),
-    ]
-}
-
 #[test]
 fn every_assertion_type_passes_and_fails_in_an_answer_case() {
     let lib = library();
-    let specs = every_type();
+    // The product's reply to this message is JSON, so `is-json` and `json-schema` pass on it;
+    // it measures latency and reports no cost.
+    let specs = every_type(r#"{"open": "09:00", "close": "18:00"}"#, true, false);
     let list: Vec<Value> = specs.iter().map(|(s, _)| s.clone()).collect();
     lib.scratch.write_json(
         "test_banks/answer/types.json",
@@ -338,17 +271,15 @@ fn every_assertion_type_passes_and_fails_in_an_answer_case() {
     assert_eq!(run.code, 0, "{run:?}");
     let log = run.json();
     let c = case(&log, "LIB-TYPES");
-    let results = c["assertions"]["results"].as_array().unwrap();
-    assert_eq!(results.len(), specs.len());
-    for ((spec, status), r) in specs.iter().zip(results) {
-        assert_eq!(r["status"], *status, "{spec} → {r}");
-    }
-    // 15 of the 30 decided assertions pass: over the 0.4 threshold; the cost one is left out.
+    check_statuses(&specs, &c["assertions"]["results"]);
+    // The passed share of the decided ones (the two cost ones are left out), over 0.4.
+    let decided = specs.iter().filter(|(_, st)| *st != "error").count() as f64;
+    let passed = specs.iter().filter(|(_, st)| *st == "passed").count() as f64;
     assert!(
-        close(c["assertions"]["score"].as_f64().unwrap(), 0.5),
+        close(c["assertions"]["score"].as_f64().unwrap(), passed / decided),
         "{c}"
     );
-    assert_eq!(c["assertions"]["errors"], 1);
+    assert_eq!(c["assertions"]["errors"], 2);
     assert_eq!(c["is_hard_fail"], false, "{c}");
     assert_eq!(
         lib.stats.received.load(Ordering::SeqCst),

@@ -6,6 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::assertion_types::{check_statuses, every_type};
 use crate::optimize::{args, project, provider, run_in};
 
 /// Three cases the production prompts already answer or not (`[d:0]` needs no marked agent):
@@ -127,4 +128,27 @@ fn bad_assertion_specs_are_exit_2_naming_file_line_and_field() {
     }
     assert!(!s.path("experiments").exists(), "nothing written");
     assert_eq!(p.stats.agent.load(Ordering::SeqCst), 0, "no model called");
+}
+
+#[test]
+fn every_assertion_type_passes_and_fails_on_an_optimizer_answer() {
+    let p = provider(Duration::ZERO);
+    let s = project(&p, "");
+    // The chain answers `Paris`; the target's latency is measured, its cost is not.
+    let specs = every_type("Paris", true, false);
+    let list: Vec<serde_json::Value> = specs.iter().map(|(s, _)| s.clone()).collect();
+    let line = serde_json::json!({
+        "question": "Capital of France? [key:Paris] [d:0]", "files": [], "answer": "Paris",
+        "assert": list, "assert_threshold": 0
+    });
+    s.write("cases/types.jsonl", &format!("{line}\n"));
+    let mut a = args("types", "1");
+    a[6] = "cases/types.jsonl";
+    a[8] = "cases/types.jsonl";
+    let run = run_in(&s, &a);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = run.json();
+    let case = &report["baseline"]["cases"][0];
+    assert_eq!(case["output"], "Paris", "{case}");
+    check_statuses(&specs, &case["assertions"]["results"]);
 }

@@ -3,6 +3,7 @@
 #[path = "../../examples/answer_judge.rs"]
 mod answer_judge;
 mod answers;
+mod assertion_types;
 mod assertions;
 mod bad_input;
 mod baseline;
@@ -49,6 +50,7 @@ mod sim_provider;
 mod simulate;
 mod simulate_assertions;
 mod simulate_files;
+mod simulate_gate;
 mod simulate_judge;
 mod simulate_shard;
 mod simulate_trajectory;
