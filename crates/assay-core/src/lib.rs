@@ -16,6 +16,9 @@
 //!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
 //! * [`shard`]: `--shard hash:i/n`, which cases a shard of a suite runs;
 //! * [`tracecheck`]: production retrieval spans checked against the project, and drafts made of them;
+//! * [`trajectory`]: rules on the tool calls of a transcript (tools used or not, order, call
+//!   bounds, arguments, turns), shared by the simulator and the answer bank; [`jsonpath`], the
+//!   dot paths and JSON comparisons they and the simulator's state checks use;
 //! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
 //!
 //! ```
@@ -36,6 +39,7 @@ pub mod draft;
 pub mod entity;
 pub mod experiment;
 pub mod ir;
+pub mod jsonpath;
 pub mod rundiff;
 pub mod runlog;
 pub mod schema;
@@ -45,6 +49,7 @@ pub mod simulation;
 pub mod stats;
 pub mod text;
 pub mod tracecheck;
+pub mod trajectory;
 
 /// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
 /// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2

@@ -10,7 +10,8 @@
 //! Each answer case becomes one [`TargetRequest`]: the message as the question, the user's
 //! state and the pipeline's context (see [`assay_providers::target`]). The reply's final
 //! answer is the reply's text; the contexts the target says it used, when it says, are judged
-//! instead of the pipeline's. Every [`TargetError`] is an infrastructure error for the bank:
+//! instead of the pipeline's, and the tools it says it called are kept, numbered `call-1`,
+//! `call-2`, … for the case's trajectory rules. Every [`TargetError`] is an infrastructure error for the bank:
 //! the case is recorded as an error, never scored.
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use assay_core::answer::ContextItem;
+use assay_core::simulation::ToolCallRecord;
 use assay_harness::HarnessError;
 use assay_harness::answer::{AnswerAsk, AnswerFactory, AnswerReply, AnswerSystem};
 use assay_harness::engine::ProviderCalls;
@@ -143,6 +145,21 @@ impl AnswerSystem for TargetAnswers {
             latency_ms,
             cost_usd: None,
             steps: responded.answered.steps,
+            tool_calls: responded.tool_calls.map(|calls| {
+                calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| ToolCallRecord {
+                        id: format!("call-{}", i + 1),
+                        name: c.name,
+                        server: None,
+                        arguments: c.arguments,
+                        result: c.result.unwrap_or_default(),
+                        is_error: c.is_error,
+                        duration_ms: 0,
+                    })
+                    .collect()
+            }),
         })
     }
 }
@@ -226,6 +243,8 @@ print(json.dumps({
     "final_answer": r["prompts"]["bot"] + "/" + r["question"] + "/" + r["user_state"]["plan"] + "/" + used[0]["text"],
     "trace": [{"agent": "bot", "output": "thinking"}],
     "contexts": used,
+    "tool_calls": [{"name": "find_order", "arguments": {"id": 7}, "result": "found"},
+                   {"name": "refund", "arguments": "{\"id\": 7}", "is_error": True}],
 }))
 "#;
         let answers = TargetAnswers::new(
@@ -256,6 +275,27 @@ print(json.dumps({
         );
         assert_eq!(reply.contexts, Some(vec![context[1].clone()]));
         assert_eq!(reply.steps, vec![("bot".to_owned(), "thinking".to_owned())]);
+        let calls = reply.tool_calls.unwrap();
+        let got: Vec<(&str, &str, &serde_json::Value, &str, bool)> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.id.as_str(),
+                    c.name.as_str(),
+                    &c.arguments,
+                    c.result.as_str(),
+                    c.is_error,
+                )
+            })
+            .collect();
+        let id = serde_json::json!({"id": 7});
+        assert_eq!(
+            got,
+            [
+                ("call-1", "find_order", &id, "found", false),
+                ("call-2", "refund", &id, "", true)
+            ]
+        );
         assert!(reply.latency_ms > 0.0);
         assert_eq!(reply.cost_usd, None);
         assert!(answers.stateless());

@@ -27,8 +27,10 @@
 //! (the optimizer's requests are unchanged): `"user_state": {…}` and
 //! `"context": [{"entity": "…", "text": "…"}]` (in rank order; `entity` left out when
 //! unknown). Its reply may add `"contexts": [{"entity": "…", "text": "…"}]`, the contexts it
-//! actually used (`entity` optional), which are then judged instead of the pipeline's. The
-//! chain gets each context as an attached file (its path the entity, `context-<n>` without
+//! actually used (`entity` optional), which are then judged instead of the pipeline's, and
+//! `"tool_calls": [{"name": "…", "arguments": {…}, "result"?: "…", "is_error"?: bool}]`, the
+//! tools it called itself, in order ([`TargetToolCall`]), which an answer case's trajectory
+//! rules check. The chain gets each context as an attached file (its path the entity, `context-<n>` without
 //! one) and, when the state is not empty, a `# User state` section; it reports no contexts of
 //! its own.
 //!
@@ -98,6 +100,27 @@ pub struct TargetContext {
     pub text: String,
 }
 
+/// A tool call a target says it made while answering (`"tool_calls"` in a reply), in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments: an object (a string holding a JSON object is read as that object, as
+    /// chat APIs send them); `{}` when left out.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    /// What the tool returned, when the target says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Whether the tool reported an error.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
 /// One case as a target receives it, beside the prompts.
 ///
 /// `user_state` and `context` are sent only when `Some` (answer cases); the optimizer's cases
@@ -162,6 +185,9 @@ pub struct Responded {
     /// The contexts the target says it used (`"contexts"` in a reply; `None` when it does not
     /// say, and always for the chain).
     pub contexts: Option<Vec<TargetContext>>,
+    /// The tools the target says it called, in order (`"tool_calls"` in a reply; `None` when
+    /// it does not say, and always for the chain).
+    pub tool_calls: Option<Vec<TargetToolCall>>,
 }
 
 /// What went wrong running the target: a trial failure (infrastructure), never a score.
@@ -484,6 +510,7 @@ impl Target for ChainTarget {
                 steps: previous,
             },
             contexts: None,
+            tool_calls: None,
         })
     }
 
@@ -551,6 +578,8 @@ struct AnswerReply {
     trace: Vec<TraceStep>,
     #[serde(default)]
     contexts: Option<Vec<TargetContext>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<TargetToolCall>>,
 }
 
 #[derive(Deserialize)]
@@ -566,7 +595,7 @@ fn parse_answer(target: &str, body: &str) -> Result<Responded, TargetError> {
     };
     let reply: AnswerReply = serde_json::from_str(body.trim()).map_err(|e| {
         bad(format!(
-            "expected {{\"final_answer\": \"…\"}} (with optional \"trace\": [{{\"agent\", \"output\"}}] and \"contexts\": [{{\"entity\"?, \"text\"}}]): {e}; got: {}",
+            "expected {{\"final_answer\": \"…\"}} (with optional \"trace\": [{{\"agent\", \"output\"}}] and \"contexts\": [{{\"entity\"?, \"text\"}}], \"tool_calls\": [{{\"name\", \"arguments\"?, \"result\"?, \"is_error\"?}}]): {e}; got: {}",
             keep_tail(body.trim())
         ))
     })?;
@@ -576,6 +605,23 @@ fn parse_answer(target: &str, body: &str) -> Result<Responded, TargetError> {
     };
     if reply.final_answer.is_null() {
         return Err(bad("`final_answer` is null".into()));
+    }
+    let mut tool_calls = reply.tool_calls;
+    for (i, call) in tool_calls.iter_mut().flatten().enumerate() {
+        if let Value::String(text) = &call.arguments
+            && let Ok(parsed @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+        {
+            call.arguments = parsed;
+        }
+        if call.name.trim().is_empty() {
+            return Err(bad(format!("tool_calls[{i}].name is empty")));
+        }
+        if !call.arguments.is_object() {
+            return Err(bad(format!(
+                "tool_calls[{i}].arguments: expected an object, got {}",
+                keep_tail(&call.arguments.to_string())
+            )));
+        }
     }
     Ok(Responded {
         answered: Answered {
@@ -587,6 +633,7 @@ fn parse_answer(target: &str, body: &str) -> Result<Responded, TargetError> {
                 .collect(),
         },
         contexts: reply.contexts,
+        tool_calls,
     })
 }
 
@@ -1092,6 +1139,75 @@ print(json.dumps({"final_answer": answer, "contexts": [ctx[0], {"text": "own not
         let e =
             parse_answer("t", r#"{"final_answer": "x", "contexts": "all of them"}"#).unwrap_err();
         assert!(matches!(e, TargetError::BadReply { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_reply_may_report_its_tool_calls_in_order() {
+        let r = parse_answer(
+            "t",
+            r#"{"final_answer": "x", "tool_calls": [
+                {"name": "find_loan", "arguments": {"book": 42}, "result": "on loan"},
+                {"name": "renew_loan", "arguments": "{\"book\": 42}", "is_error": true},
+                {"name": "ping"}]}"#,
+        )
+        .unwrap();
+        let calls = r.tool_calls.unwrap();
+        assert_eq!(
+            calls[0],
+            TargetToolCall {
+                name: "find_loan".into(),
+                arguments: json!({"book": 42}),
+                result: Some("on loan".into()),
+                is_error: false,
+            }
+        );
+        assert_eq!(
+            calls[1].arguments,
+            json!({"book": 42}),
+            "a JSON string is read"
+        );
+        assert!(calls[1].is_error && calls[1].result.is_none());
+        assert_eq!(calls[2].arguments, json!({}));
+        assert_eq!(
+            parse_answer("t", r#"{"final_answer": "x"}"#)
+                .unwrap()
+                .tool_calls,
+            None
+        );
+        assert_eq!(
+            parse_answer("t", r#"{"final_answer": "x", "tool_calls": []}"#)
+                .unwrap()
+                .tool_calls,
+            Some(Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_reply_with_malformed_tool_calls_is_a_bad_reply() {
+        for (body, why) in [
+            (
+                r#"{"final_answer": "x", "tool_calls": "some"}"#,
+                "tool_calls",
+            ),
+            (
+                r#"{"final_answer": "x", "tool_calls": [{"arguments": {}}]}"#,
+                "name",
+            ),
+            (
+                r#"{"final_answer": "x", "tool_calls": [{"name": " "}]}"#,
+                "tool_calls[0].name",
+            ),
+            (
+                r#"{"final_answer": "x", "tool_calls": [{"name": "a", "arguments": [1]}]}"#,
+                "tool_calls[0].arguments",
+            ),
+        ] {
+            let e = parse_answer("t", body).unwrap_err();
+            assert!(
+                matches!(e, TargetError::BadReply { .. }) && e.to_string().contains(why),
+                "{body}: {e}"
+            );
+        }
     }
 
     #[tokio::test]

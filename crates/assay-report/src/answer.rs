@@ -1,5 +1,6 @@
 //! The answer bank in reports: each case's reply, its claims with their verdicts and the
-//! entity that supports each, every assertion's outcome, and the bank's metric means. The
+//! entity that supports each, every assertion's outcome, each trajectory check with the calls
+//! it names, and the bank's metric means. The
 //! Markdown and HTML reports and the web UI's case page render answer cases with these.
 
 use std::fmt::Write;
@@ -9,6 +10,7 @@ use assay_core::runlog::AnswerResults;
 
 use assay_core::bank::BankType;
 use assay_core::scoring::interpret;
+use assay_core::simulation::{CheckResult, CheckStatus};
 
 use crate::html::{CaseLinks, NoLinks};
 use crate::junit::escape;
@@ -70,6 +72,47 @@ fn outcome_line(metric: Metric, o: &MetricOutcome) -> String {
         let _ = write!(line, " — {note}");
     }
     line
+}
+
+/// A trajectory check on one line: its name, `advisory` when it is, why it failed, and the
+/// calls it names (`renew_loan (call 2)`: an answer case has one turn, so no turn is given).
+fn trajectory_line(c: &CheckResult) -> String {
+    let mut line = c.name.clone();
+    if c.advisory {
+        line.push_str(" (advisory)");
+    }
+    if !c.details.is_empty() {
+        let _ = write!(line, ": {}", c.details.join("; "));
+    }
+    if !c.calls.is_empty() {
+        let calls: Vec<String> = c
+            .calls
+            .iter()
+            .map(|r| format!("{} (call {})", r.name, r.call))
+            .collect();
+        let _ = write!(line, " — {}", calls.join(", "));
+    }
+    line
+}
+
+fn trajectory_mark(c: &CheckResult) -> (&'static str, &'static str, &'static str) {
+    match c.status {
+        CheckStatus::Passed => ("✓", "wanted", "passed"),
+        CheckStatus::Failed => ("✗", "unwanted", "failed"),
+        CheckStatus::Error => ("?", "", "error"),
+    }
+}
+
+fn trajectory_summary(r: &AnswerCaseResult) -> String {
+    let passed = r
+        .trajectory
+        .iter()
+        .filter(|c| c.status == CheckStatus::Passed)
+        .count();
+    format!(
+        "{passed} of {} checks passed on the product's tool calls",
+        r.trajectory.len()
+    )
 }
 
 fn sources(r: &AnswerCaseResult) -> &'static str {
@@ -173,6 +216,16 @@ pub fn markdown_details(r: &AnswerCaseResult) -> Vec<String> {
                 x.kind,
                 if x.critical { " (critical)" } else { "" },
                 one_line(&x.reason)
+            ));
+        }
+    }
+    if !r.trajectory.is_empty() {
+        out.push(format!("**Trajectory:** {}", trajectory_summary(r)));
+        for c in &r.trajectory {
+            out.push(format!(
+                "  - {} {}",
+                trajectory_mark(c).0,
+                one_line(&trajectory_line(c))
             ));
         }
     }
@@ -379,6 +432,22 @@ pub fn html_case_with(out: &mut String, r: &AnswerCaseResult, links: &dyn CaseLi
                 escape(&x.kind),
                 if x.critical { " (critical)" } else { "" },
                 escape(&x.reason)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    if !r.trajectory.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h4>Trajectory: {}</h4><ul>",
+            escape(&trajectory_summary(r))
+        );
+        for c in &r.trajectory {
+            let (_, class, word) = trajectory_mark(c);
+            let _ = writeln!(
+                out,
+                "<li><span class=\"{class}\">{word}</span> {}</li>",
+                escape(&trajectory_line(c))
             );
         }
         out.push_str("</ul>\n");
@@ -662,6 +731,75 @@ pub(crate) mod tests {
             "the summary has the answer row"
         );
         insta::assert_snapshot!(html);
+    }
+
+    #[test]
+    fn trajectory_checks_are_listed_with_their_status_and_calls() {
+        use assay_core::simulation::{CallRef, CheckKind, CheckResult, CheckStatus};
+        let call = |n: usize, name: &str| CallRef {
+            call: n,
+            turn: 2,
+            id: format!("call-{n}"),
+            name: name.into(),
+        };
+        let mut r = answer_cases().remove(0);
+        r.trajectory = vec![
+            CheckResult {
+                name: "trajectory: order find_loan → renew_loan".into(),
+                status: CheckStatus::Passed,
+                details: Vec::new(),
+                advisory: false,
+                source: Some("the product's tool calls".into()),
+                state: None,
+                kind: CheckKind::Trajectory,
+                calls: vec![call(1, "find_loan"), call(2, "renew_loan")],
+            },
+            CheckResult {
+                name: "trajectory: renew_loan called at most 1".into(),
+                status: CheckStatus::Failed,
+                details: vec![
+                    "renew_loan called 2 times, at most 1: the 2nd is renew_loan (call 3, turn 2)"
+                        .into(),
+                ],
+                advisory: true,
+                source: Some("the product's tool calls".into()),
+                state: None,
+                kind: CheckKind::Trajectory,
+                calls: vec![call(3, "renew_loan")],
+            },
+        ];
+        let md = super::markdown_details(&r);
+        let at = md
+            .iter()
+            .position(|l| l == "**Trajectory:** 1 of 2 checks passed on the product's tool calls")
+            .expect("a trajectory line");
+        assert_eq!(
+            md[at + 1],
+            "  - ✓ trajectory: order find_loan → renew_loan — find_loan (call 1), renew_loan (call 2)"
+        );
+        assert_eq!(
+            md[at + 2],
+            "  - ✗ trajectory: renew_loan called at most 1 (advisory): renew_loan called 2 times, at most 1: the 2nd is renew_loan (call 3, turn 2) — renew_loan (call 3)"
+        );
+        let mut html = String::new();
+        super::html_case(&mut html, &r);
+        assert!(
+            html.contains(
+                "<h4>Trajectory: 1 of 2 checks passed on the product&apos;s tool calls</h4>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<li><span class=\"unwanted\">failed</span> trajectory: renew_loan called at most 1 (advisory)"),
+            "{html}"
+        );
+        // A case without trajectory rules shows no such section.
+        r.trajectory.clear();
+        assert!(
+            !super::markdown_details(&r)
+                .iter()
+                .any(|l| l.contains("Trajectory"))
+        );
     }
 
     #[test]

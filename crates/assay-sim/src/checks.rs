@@ -7,42 +7,8 @@ use serde_json::Value;
 
 use crate::suite::{CheckConfig, Expectation};
 
-/// The value at a dot path (`a.b.0`), if there is one.
-pub fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    if path.trim().is_empty() {
-        return Some(value);
-    }
-    path.split('.').try_fold(value, |v, key| match v {
-        Value::Object(map) => map.get(key),
-        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
-        _ => None,
-    })
-}
-
-pub(crate) fn show(value: &Value) -> String {
-    let s = value.to_string();
-    if s.chars().count() > 120 {
-        format!("{}…", s.chars().take(120).collect::<String>())
-    } else {
-        s
-    }
-}
-
-/// Numbers compare as numbers (1 == 1.0); everything else structurally.
-pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
+pub use assay_core::jsonpath::at_path;
+pub(crate) use assay_core::jsonpath::{json_eq, show};
 
 /// Tests one expectation; `Err` says why it does not hold.
 pub fn test(root: &Value, e: &Expectation) -> Result<(), String> {

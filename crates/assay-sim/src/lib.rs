@@ -10,7 +10,8 @@
 //!   each turn with what its model calls took and cost
 //!   ([`assay_core::simulation::TurnUsage`]).
 //! * [`checks`]: expected-state checks read after the conversation.
-//! * [`trajectory`]: trajectory checks of the assistant's tool calls in the transcript.
+//! * [`trajectory`]: trajectory checks of the assistant's tool calls in the transcript
+//!   ([`assay_core::trajectory`], re-exported, with the preflight's test of the tools named).
 //! * [`assertions`]: deterministic assertions (`assert`) on the assistant's final reply.
 //! * [`judge`]: the judge's prompt, schema and weighting, through
 //!   [`assay_providers::ask_structured`].

@@ -38,12 +38,12 @@ fn table() -> Value {
     })
 }
 
-struct Library {
-    scratch: Scratch,
-    stats: Arc<Stats>,
+pub(crate) struct Library {
+    pub(crate) scratch: Scratch,
+    pub(crate) stats: Arc<Stats>,
 }
 
-fn library() -> Library {
+pub(crate) fn library() -> Library {
     let stats = Arc::new(Stats::default());
     let table = Table::from_json(&table()).unwrap();
     let url = crate::support::serve(router(table, stats.clone()));
@@ -59,7 +59,7 @@ fn library() -> Library {
 }
 
 impl Library {
-    fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         let mut full = vec!["run"];
         full.extend_from_slice(args);
         self.scratch
@@ -67,7 +67,7 @@ impl Library {
     }
 }
 
-fn case<'a>(log: &'a Value, id: &str) -> &'a Value {
+pub(crate) fn case<'a>(log: &'a Value, id: &str) -> &'a Value {
     log["answer"]["results"]
         .as_array()
         .unwrap()

@@ -126,6 +126,11 @@ pub struct AnswerCase {
     /// The weighted share (0–1) of `assert` that must pass (default: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assert_threshold: Option<f64>,
+    /// Rules on the tool calls the product reports with its reply (`tool_calls`), as a
+    /// scenario's `trajectory:` (docs/simulate.md); the reply is one turn. A failed check that
+    /// is not advisory fails the case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<crate::trajectory::TrajectoryConfig>,
     /// Whether a failure here is a critical failure: it makes the run CRITICAL.
     #[serde(default)]
     pub is_critical: bool,
@@ -315,6 +320,10 @@ pub struct AnswerCaseResult {
     /// The assertions' outcome, when the case has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assertions: Option<AssertionReport>,
+    /// The case's trajectory checks on the tool calls the product reported, one per rule (each
+    /// naming the calls that satisfied or broke it), when the case has a `trajectory`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trajectory: Vec<crate::simulation::CheckResult>,
     /// How long the target took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
@@ -327,8 +336,8 @@ pub struct AnswerCaseResult {
     /// Why it scored what it did.
     #[serde(default)]
     pub breakdown: Breakdown,
-    /// A failed case: a critical assertion failed, the assertions missed their threshold, or
-    /// a metric fell below its minimum.
+    /// A failed case: a critical assertion failed, the assertions missed their threshold, a
+    /// metric fell below its minimum, or a trajectory check that is not advisory failed.
     pub is_hard_fail: bool,
     /// Whether the case is critical.
     #[serde(default)]
@@ -369,8 +378,8 @@ impl Default for ScoreWeights {
 ///
 /// The score is 100 × the weighted mean of the metrics that have a score and of the
 /// assertions' pass share (when any assertion was decided), rounded. A critical assertion
-/// that failed makes the score 0 and the case a hard fail, whatever the metrics say (evidence
-/// outranks opinion). Assertions under their threshold, or a metric under its minimum, make
+/// that failed, or a trajectory check that failed and is not advisory, makes the score 0 and
+/// the case a hard fail, whatever the metrics say (evidence outranks opinion). Assertions under their threshold, or a metric under its minimum, make
 /// the case a hard fail and keep the score. A case with nothing to score (no metric applies
 /// and no assertion was decided) scores 100 only when it has no failure.
 pub fn score_case(result: &mut AnswerCaseResult, weights: &ScoreWeights) {
@@ -422,6 +431,23 @@ pub fn score_case(result: &mut AnswerCaseResult, weights: &ScoreWeights) {
                 report.threshold * 100.0
             ));
         }
+    }
+    for c in result
+        .trajectory
+        .iter()
+        .filter(|c| c.required() && c.status != crate::simulation::CheckStatus::Passed)
+    {
+        critical = true;
+        let why = if c.details.is_empty() {
+            c.calls
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            c.details.join("; ")
+        };
+        result.failures.push(format!("{} failed: {why}", c.name));
     }
     let score = if critical {
         0

@@ -103,3 +103,94 @@ fn cases_read_strictly() {
     );
     assert!(bad.unwrap_err().to_string().contains("faithful"));
 }
+
+fn trajectory_check(name: &str, passed: bool, advisory: bool) -> crate::simulation::CheckResult {
+    use crate::simulation::{CallRef, CheckKind, CheckResult, CheckStatus};
+    CheckResult {
+        name: name.into(),
+        status: if passed {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Failed
+        },
+        details: if passed {
+            Vec::new()
+        } else {
+            vec![
+                "renew_loan called 3 times, at most 1: the 2nd is renew_loan (call 2, turn 2)"
+                    .into(),
+            ]
+        },
+        advisory,
+        source: Some("the product's tool calls".into()),
+        state: None,
+        kind: CheckKind::Trajectory,
+        calls: vec![CallRef {
+            call: 2,
+            turn: 2,
+            id: "call-2".into(),
+            name: "renew_loan".into(),
+        }],
+    }
+}
+
+#[test]
+fn a_failed_trajectory_check_fails_the_case_with_score_0_naming_the_call() {
+    let mut r = result(&[(Metric::Faithfulness, outcome(Some(1.0), None))]);
+    r.is_critical = true;
+    r.trajectory = vec![
+        trajectory_check("trajectory: order find_loan → renew_loan", true, false),
+        trajectory_check("trajectory: renew_loan called at most 1", false, false),
+    ];
+    score_case(&mut r, &ScoreWeights::default());
+    assert_eq!(r.score, Some(0), "evidence outranks the judge");
+    assert!(r.is_hard_fail && r.is_critical_failure);
+    assert_eq!(
+        r.failures,
+        [
+            "trajectory: renew_loan called at most 1 failed: renew_loan called 3 times, at most 1: the 2nd is renew_loan (call 2, turn 2)"
+        ]
+    );
+    assert_eq!(r.breakdown.primary_fail, Some(true));
+
+    // A failed check without a detail names its calls.
+    r.trajectory[1].details.clear();
+    score_case(&mut r, &ScoreWeights::default());
+    assert_eq!(
+        r.failures,
+        ["trajectory: renew_loan called at most 1 failed: renew_loan (call 2, turn 2)"]
+    );
+}
+
+#[test]
+fn advisory_or_passed_trajectory_checks_only_report() {
+    let mut r = result(&[(Metric::Faithfulness, outcome(Some(0.8), None))]);
+    r.trajectory = vec![
+        trajectory_check("trajectory: renew_loan called at most 1", false, true),
+        trajectory_check("trajectory: find_loan used", true, false),
+    ];
+    score_case(&mut r, &ScoreWeights::default());
+    assert_eq!(r.score, Some(80));
+    assert!(!r.is_hard_fail, "{:?}", r.failures);
+    // They are kept on the result, and read back from JSON; a result without any writes none.
+    let text = serde_json::to_string(&r).unwrap();
+    let back: AnswerCaseResult = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.trajectory, r.trajectory);
+    r.trajectory.clear();
+    assert!(!serde_json::to_string(&r).unwrap().contains("trajectory"));
+}
+
+#[test]
+fn a_case_reads_its_trajectory_rules_and_refuses_unknown_fields() {
+    let case: AnswerCase = serde_json::from_value(json!({
+        "test_id": "T", "message": "m",
+        "trajectory": {"order": ["find_loan", "renew_loan"], "calls": {"renew_loan": {"max": 1}}}
+    }))
+    .unwrap();
+    let rules = case.trajectory.unwrap();
+    assert_eq!(rules.order, ["find_loan", "renew_loan"]);
+    assert_eq!(rules.calls["renew_loan"].max, Some(1));
+    let bad = serde_json::from_value::<AnswerCase>(json!({
+        "test_id": "T", "message": "m", "trajectory": {"tool_used": ["a"]}}));
+    assert!(bad.unwrap_err().to_string().contains("tool_used"));
+}

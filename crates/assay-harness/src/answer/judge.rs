@@ -35,8 +35,12 @@ use super::TextEmbedder;
 
 /// Why a metric has no score: there is no reference answer.
 pub const NOTE_NO_REFERENCE: &str = "no reference answer";
-/// Why a metric has no score: there is no context to judge.
+/// Why context precision has no score: there is no context to rank.
 pub const NOTE_NO_CONTEXT: &str = "no context to judge against";
+/// Why every claim is unsupported when there is no context (faithfulness and context recall
+/// are then 0: nothing can support a claim, so an answer written without context is not
+/// grounded, where it would escape as "does not apply").
+pub const REASON_NO_CONTEXT: &str = "no context was given, so nothing supports it";
 /// Why faithfulness has no score: the judge found no claim in the reply.
 pub const NOTE_NO_CLAIMS: &str = "the reply makes no claims";
 /// Why context recall has no score: the judge found no claim in the reference.
@@ -206,6 +210,28 @@ impl AnswerJudge {
             .collect())
     }
 
+    /// The claims a text makes (a reply, or a reference with no context to attribute it to),
+    /// asked for with the extraction prompt.
+    async fn claims_of(&self, text: &str, question: &str) -> Result<Vec<String>, ProviderError> {
+        let check = SchemaCheck::new(
+            "reply_claims",
+            json!({
+                "type": "object", "additionalProperties": false, "required": ["claims"],
+                "properties": {"claims": {"type": "array", "items": {"type": "string"}}}
+            }),
+        )?;
+        let mut user = String::new();
+        section(&mut user, "Question", question);
+        section(&mut user, "Reply", text);
+        user.push_str("List the reply's claims.");
+        let reply: ClaimsReply = self
+            .ask(EXTRACT_SYSTEM, user, &check, &|r: &ClaimsReply| {
+                no_blank(r.claims.iter().map(String::as_str), "claim")
+            })
+            .await?;
+        Ok(reply.claims.iter().map(|c| c.trim().to_owned()).collect())
+    }
+
     async fn metric(
         &self,
         metric: Metric,
@@ -224,34 +250,20 @@ impl AnswerJudge {
         if input.reply.trim().is_empty() {
             return Ok(not_applicable(NOTE_EMPTY_REPLY));
         }
-        if input.contexts.is_empty() {
-            return Ok(not_applicable(NOTE_NO_CONTEXT));
-        }
-        let check = SchemaCheck::new(
-            "reply_claims",
-            json!({
-                "type": "object", "additionalProperties": false, "required": ["claims"],
-                "properties": {"claims": {"type": "array", "items": {"type": "string"}}}
-            }),
-        )
-        .map_err(|e| JudgeFailure::new(Metric::Faithfulness, "the claims schema", &e))?;
-        let mut user = String::new();
-        section(&mut user, "Question", input.question);
-        section(&mut user, "Reply", input.reply);
-        user.push_str("List the reply's claims.");
-        let reply: ClaimsReply = self
-            .ask(EXTRACT_SYSTEM, user, &check, &|r: &ClaimsReply| {
-                no_blank(r.claims.iter().map(String::as_str), "claim")
-            })
+        let claims = self
+            .claims_of(input.reply, input.question)
             .await
             .map_err(|e| {
                 JudgeFailure::new(Metric::Faithfulness, "extracting the reply's claims", &e)
             })?;
-        let claims: Vec<String> = reply.claims.iter().map(|c| c.trim().to_owned()).collect();
         if claims.is_empty() {
             return Ok(not_applicable(NOTE_NO_CLAIMS));
         }
-        let verdicts = self.verify_claims(&claims, input.contexts).await?;
+        let verdicts = if input.contexts.is_empty() {
+            unsupported(&claims)
+        } else {
+            self.verify_claims(&claims, input.contexts).await?
+        };
         let supported: Vec<bool> = verdicts.iter().map(|v| v.supported).collect();
         Ok(MetricOutcome {
             score: metrics::faithfulness(&supported),
@@ -426,7 +438,21 @@ impl AnswerJudge {
             return Ok(not_applicable(NOTE_NO_REFERENCE));
         };
         if input.contexts.is_empty() {
-            return Ok(not_applicable(NOTE_NO_CONTEXT));
+            // Nothing to attribute to: the reference's claims, each not found.
+            let claims = self
+                .claims_of(reference, input.question)
+                .await
+                .map_err(|e| JudgeFailure::new(M, "splitting the reference into claims", &e))?;
+            if claims.is_empty() {
+                return Ok(not_applicable(NOTE_NO_REFERENCE_CLAIMS));
+            }
+            let verdicts = unsupported(&claims);
+            let found: Vec<bool> = verdicts.iter().map(|v| v.supported).collect();
+            return Ok(MetricOutcome {
+                score: metrics::context_recall(&found),
+                claims: verdicts,
+                ..MetricOutcome::default()
+            });
         }
         let entities = entities(input.contexts);
         let check = SchemaCheck::new(
@@ -725,3 +751,16 @@ and `reason`, one sentence. Answer with only the JSON object the schema describe
 #[cfg(test)]
 #[path = "judge_tests.rs"]
 mod tests;
+
+/// Every claim unsupported, because there is no context to support it.
+fn unsupported(claims: &[String]) -> Vec<ClaimVerdict> {
+    claims
+        .iter()
+        .map(|claim| ClaimVerdict {
+            claim: claim.clone(),
+            supported: false,
+            entity: None,
+            reason: REASON_NO_CONTEXT.to_owned(),
+        })
+        .collect()
+}

@@ -417,28 +417,41 @@ fn a_reply_with_no_claims_has_no_faithfulness_score() {
 }
 
 #[test]
-fn metrics_that_do_not_apply_say_why_without_calling_the_model() {
-    let model = Arc::new(ScriptedJudge::default());
+fn without_context_nothing_supports_a_claim_and_precision_does_not_apply() {
+    // A reply written with no context is not grounded: faithfulness and recall are 0 (every
+    // claim unsupported, without asking for verdicts), never "does not apply", which would
+    // leave an ungrounded reply out of the score. Precision has nothing to rank.
+    let model = Arc::new(garden_judge().on(
+        "reply_claims",
+        "Members who pay late",
+        &json!({"claims": ["A plot costs 40 pounds a year.", "Members who pay late lose their plot."]}),
+    ));
     let judge = judge_with(model.clone(), None);
     let got = block_on(judge.judge(&input(REPLY, &[], Some(REFERENCE)), &Metric::ALL, 3)).unwrap();
-    assert_eq!(
-        got[&Metric::Faithfulness].note.as_deref(),
-        Some(NOTE_NO_CONTEXT)
+    let f = &got[&Metric::Faithfulness];
+    assert_eq!(f.score, Some(0.0), "{f:?}");
+    assert_eq!(f.claims.len(), 4);
+    assert!(
+        f.claims
+            .iter()
+            .all(|c| !c.supported && c.entity.is_none() && c.reason == REASON_NO_CONTEXT),
+        "{f:?}"
     );
+    let r = &got[&Metric::ContextRecall];
+    assert_eq!(r.score, Some(0.0), "{r:?}");
+    assert_eq!(r.claims.len(), 2);
     assert_eq!(
         got[&Metric::ContextPrecision].note.as_deref(),
         Some(NOTE_NO_CONTEXT)
     );
-    assert_eq!(
-        got[&Metric::ContextRecall].note.as_deref(),
-        Some(NOTE_NO_CONTEXT)
-    );
+    assert_eq!(got[&Metric::ContextPrecision].score, None);
     assert_eq!(
         got[&Metric::AnswerRelevancy].note.as_deref(),
         Some(NOTE_NO_EMBEDDER)
     );
-    assert!(got.values().all(|o| o.score.is_none()));
-    assert!(model.seen.lock().unwrap().is_empty());
+    assert_eq!(model.calls("claim_verdicts"), 0, "no verdicts asked for");
+    assert_eq!(model.calls("reference_claims"), 0);
+    assert_eq!(model.calls("reply_claims"), 2);
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! The answer bank in `assay run` (docs/answers.md): for each [`AnswerCase`], assay's pipeline
 //! selects the context, the product (an [`AnswerSystem`]: the optimizer's command, HTTP or
 //! built-in chain target) writes the reply, the [`judge::AnswerJudge`] produces each metric's
-//! verdicts claim by claim, the deterministic assertions check the reply, and
-//! [`assay_core::answer::score_case`] scores it.
+//! verdicts claim by claim, the deterministic assertions check the reply, the case's
+//! `trajectory:` rules check the tool calls the product reports
+//! ([`assay_core::trajectory::evaluate_reply`]), and [`assay_core::answer::score_case`] scores
+//! it.
 //!
 //! An infrastructure error (the target failed or timed out, the pipeline failed, a judge's
 //! reply could not be parsed after its corrective turns) makes the case an error, recorded
@@ -52,6 +54,9 @@ pub struct AnswerReply {
     pub cost_usd: Option<f64>,
     /// `(agent, output)` in the order the product's agents ran, when it says.
     pub steps: Vec<(String, String)>,
+    /// The tools the product says it called, in order (ids `call-1`, `call-2`, …); `None`
+    /// when it does not say. A case's `trajectory:` is checked against them.
+    pub tool_calls: Option<Vec<assay_core::simulation::ToolCallRecord>>,
 }
 
 /// The product under test for the answer bank.
@@ -217,7 +222,8 @@ impl AnswerBackend {
 }
 
 /// Checks an answer case beyond its JSON shape: a message, assertions that parse, minimums
-/// that are shares. The error names the field (`assert[1].value: …`, `minimum.faithfulness: …`).
+/// that are shares, trajectory rules that can hold. The error names the field
+/// (`assert[1].value: …`, `minimum.faithfulness: …`, `trajectory.order[1]: …`).
 pub fn validate_case(case: &AnswerCase) -> Result<(), String> {
     if case.message.trim().is_empty() {
         return Err("message: is empty".into());
@@ -246,6 +252,9 @@ pub fn validate_case(case: &AnswerCase) -> Result<(), String> {
     }
     if case.reference.as_ref().is_some_and(|r| r.trim().is_empty()) {
         return Err("reference: is empty (leave it out when there is none)".into());
+    }
+    if let Some(rules) = &case.trajectory {
+        rules.validate().map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -318,6 +327,14 @@ async fn run_into(
             cost_usd: reply.cost_usd,
         }));
     }
+    if let Some(rules) = &case.trajectory {
+        result.trajectory = assay_core::trajectory::evaluate_reply(
+            rules,
+            &case.message,
+            &reply.text,
+            reply.tool_calls.as_deref(),
+        );
+    }
     let metrics: Vec<Metric> = case
         .metrics
         .clone()
@@ -346,3 +363,7 @@ async fn run_into(
     result.metrics = outcomes;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "trajectory_tests.rs"]
+mod trajectory_tests;
