@@ -403,51 +403,23 @@ pub async fn run(
         match bank {
             BankType::Semantic => {
                 let Some(retriever) = semantic else { continue };
-                observer.bank_started(*bank, semantic_cases.len());
-                agg.start(*bank, semantic_cases.len());
-                let mut todo = Vec::new();
-                if let Some(h) = hook.as_deref_mut() {
-                    for case in &semantic_cases {
-                        h.case(*bank, *case);
-                    }
-                }
-                for (i, case) in semantic_cases.iter().enumerate() {
-                    match journal
-                        .as_deref()
-                        .and_then(|j| j.finished(*bank, &case.test_id))
-                    {
-                        Some(JournalEntry::Semantic(r)) => {
-                            observer.case_finished(*bank, &r.test_id, r.score);
-                            agg.push(i, JournalEntry::Semantic(r.clone()));
-                        }
-                        _ => todo.push(i),
-                    }
-                }
-                let cases = &semantic_cases;
-                let mut running = futures_util::stream::iter(todo)
-                    .map(|i| async move {
-                        let case = cases[i];
+                held_bank(
+                    *bank,
+                    &semantic_cases,
+                    options.concurrency.max(1),
+                    &mut journal,
+                    &mut hook,
+                    observer,
+                    &mut agg,
+                    |case| async move {
                         let resolved = project.expectations.resolve(case);
-                        let span = telemetry::case_span(BankType::Semantic, &case.test_id);
-                        let retrieval = telemetry::retrieval_span(&span, BankType::Semantic);
-                        let result = assay_telemetry::in_span(
-                            &retrieval,
-                            runners::run_semantic_repeated(retriever, case, &resolved, repeats),
+                        JournalEntry::Semantic(
+                            runners::run_semantic_repeated(retriever, case, &resolved, repeats)
+                                .await,
                         )
-                        .await;
-                        (i, result, span, retrieval)
-                    })
-                    .buffer_unordered(options.concurrency.max(1));
-                while let Some((i, r, span, retrieval)) = running.next().await {
-                    let record = JournalEntry::Semantic(r);
-                    telemetry::finish_case(&span, &retrieval, &record);
-                    if let Some(j) = journal.as_deref_mut() {
-                        j.record(&record)?;
-                    }
-                    observer.case_finished(*bank, record.test_id(), record.score());
-                    agg.push(i, record);
-                }
-                observer.bank_finished(*bank);
+                    },
+                )
+                .await?;
             }
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)
@@ -533,53 +505,24 @@ pub async fn run(
                 let Some(backend) = backends.answer else {
                     continue;
                 };
-                observer.bank_started(*bank, answer_cases.len());
-                agg.start(*bank, answer_cases.len());
-                let mut todo = Vec::new();
-                for (i, case) in answer_cases.iter().enumerate() {
-                    if let Some(h) = hook.as_deref_mut() {
-                        h.case(*bank, *case);
-                    }
-                    match journal
-                        .as_deref()
-                        .and_then(|j| j.finished(*bank, &case.test_id))
-                    {
-                        Some(JournalEntry::Answer(r)) => {
-                            observer.case_finished(*bank, &r.test_id, r.score);
-                            agg.push(i, JournalEntry::Answer(r.clone()));
-                        }
-                        _ => todo.push(i),
-                    }
-                }
-                let cases = &answer_cases;
                 let in_flight = if backend.system.stateless() {
                     backend.config.concurrency.max(1)
                 } else {
                     1
                 };
-                let mut running = futures_util::stream::iter(todo)
-                    .map(|i| async move {
-                        let case = cases[i];
-                        let span = telemetry::case_span(BankType::Answer, &case.test_id);
-                        let stage = telemetry::retrieval_span(&span, BankType::Answer);
-                        let result = assay_telemetry::in_span(
-                            &stage,
-                            crate::answer::run_case(backend, case),
-                        )
-                        .await;
-                        (i, result, span, stage)
-                    })
-                    .buffer_unordered(in_flight);
-                while let Some((i, r, span, stage)) = running.next().await {
-                    let record = JournalEntry::Answer(r);
-                    telemetry::finish_case(&span, &stage, &record);
-                    if let Some(j) = journal.as_deref_mut() {
-                        j.record(&record)?;
-                    }
-                    observer.case_finished(*bank, record.test_id(), record.score());
-                    agg.push(i, record);
-                }
-                observer.bank_finished(*bank);
+                held_bank(
+                    *bank,
+                    &answer_cases,
+                    in_flight,
+                    &mut journal,
+                    &mut hook,
+                    observer,
+                    &mut agg,
+                    |case| async move {
+                        JournalEntry::Answer(crate::answer::run_case(backend, case).await)
+                    },
+                )
+                .await?;
             }
         }
     }
@@ -636,6 +579,66 @@ pub async fn run(
         stale: Vec::new(),
         stale_more: 0,
     })
+}
+
+/// Runs the cases of a bank held in memory whose cases call out (semantic, answer): the cases
+/// the journal already holds are taken from it, the others run `in_flight` at a time, each in
+/// its case and stage spans, journaled and aggregated as it finishes (results keep the bank's
+/// order through their index).
+#[allow(clippy::too_many_arguments)]
+async fn held_bank<'c, C, F, Fut>(
+    bank: BankType,
+    cases: &[&'c C],
+    in_flight: usize,
+    journal: &mut Option<&mut Journal>,
+    hook: &mut Option<&mut dyn CaseHook>,
+    observer: &mut dyn RunObserver,
+    agg: &mut Aggregator,
+    run_one: F,
+) -> Result<(), HarnessError>
+where
+    C: Case,
+    F: Fn(&'c C) -> Fut,
+    Fut: std::future::Future<Output = JournalEntry>,
+{
+    observer.bank_started(bank, cases.len());
+    agg.start(bank, cases.len());
+    let mut todo = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        if let Some(h) = hook.as_deref_mut() {
+            h.case(bank, *case);
+        }
+        match journal
+            .as_deref()
+            .and_then(|j| j.finished(bank, case.test_id()))
+        {
+            Some(done) => {
+                observer.case_finished(bank, done.test_id(), done.score());
+                agg.push(i, done.clone());
+            }
+            None => todo.push(i),
+        }
+    }
+    let run_one = &run_one;
+    let mut running = futures_util::stream::iter(todo)
+        .map(|i| async move {
+            let case = cases[i];
+            let span = telemetry::case_span(bank, case.test_id());
+            let stage = telemetry::retrieval_span(&span, bank);
+            let record = assay_telemetry::in_span(&stage, run_one(case)).await;
+            (i, record, span, stage)
+        })
+        .buffer_unordered(in_flight);
+    while let Some((i, record, span, stage)) = running.next().await {
+        telemetry::finish_case(&span, &stage, &record);
+        if let Some(j) = journal.as_deref_mut() {
+            j.record(&record)?;
+        }
+        observer.case_finished(bank, record.test_id(), record.score());
+        agg.push(i, record);
+    }
+    observer.bank_finished(bank);
+    Ok(())
 }
 
 /// Calls `each` with the bank and test id of every case `request` selects in `banks`, whatever

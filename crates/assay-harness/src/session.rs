@@ -83,35 +83,33 @@ fn command_line() -> String {
 
 /// Whether the request may run semantic cases (so the embedder is needed).
 pub fn wants_semantic(project: &Project, request: &RunRequest) -> bool {
-    let cases = &project.banks.semantic;
     let bank_selected = request.banks.is_empty()
         || request.banks.contains(&BankType::Semantic)
         || request.topic.is_some();
-    let case_selected = request
-        .test
-        .as_ref()
-        .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
-    let changed_selected = request
-        .changed
-        .as_ref()
-        .is_none_or(|ch| cases.iter().any(|c| ch.selects(&c.case)));
-    !cases.is_empty() && bank_selected && case_selected && changed_selected
+    bank_selected && any_selected(&project.banks.semantic, request)
 }
 
-/// Whether the request may run answer cases.
+/// Whether the request may run answer cases (so the product and the judge are needed).
 pub fn wants_answer(project: &Project, request: &RunRequest) -> bool {
-    let cases = &project.banks.answer;
     let bank_selected = (request.banks.is_empty() || request.banks.contains(&BankType::Answer))
         && request.topic.is_none();
+    bank_selected && any_selected(&project.banks.answer, request)
+}
+
+/// Whether some case of a held bank passes the request's `--test` and `--changed-since`.
+fn any_selected<C: assay_core::bank::Case>(
+    cases: &[crate::banks::Located<C>],
+    request: &RunRequest,
+) -> bool {
     let case_selected = request
         .test
         .as_ref()
-        .is_none_or(|t| cases.iter().any(|c| &c.case.test_id == t));
+        .is_none_or(|t| cases.iter().any(|c| c.case.test_id() == t));
     let changed_selected = request
         .changed
         .as_ref()
         .is_none_or(|ch| cases.iter().any(|c| ch.selects(&c.case)));
-    !cases.is_empty() && bank_selected && case_selected && changed_selected
+    !cases.is_empty() && case_selected && changed_selected
 }
 
 /// Runs `request` on `project` as `setup` says.

@@ -311,6 +311,35 @@ fn lexical(path: &Path) -> PathBuf {
     out
 }
 
+/// The 1-based line of the `nth` (0-based) place in `text` that writes `key` as a mapping key:
+/// YAML `key:` at the start of a line (or after `- `), or JSON `"key":` anywhere. What errors
+/// found after parsing (a duplicate id, a bad value) name the line with.
+pub fn key_line(text: &str, key: &str, nth: usize) -> Option<usize> {
+    let quoted = format!("\"{key}\"");
+    let mut found = 0usize;
+    for (number, line) in text.lines().enumerate() {
+        let t = line.trim_start().trim_start_matches("- ").trim_start();
+        let mut here = usize::from(
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.starts_with(':')),
+        );
+        let mut from = 0usize;
+        while let Some(at) = line[from..].find(&quoted) {
+            let at = from + at;
+            let escaped = line[..at].ends_with('\\');
+            if !escaped && line[at + quoted.len()..].trim_start().starts_with(':') {
+                here += 1;
+            }
+            from = at + quoted.len();
+        }
+        if found + here > nth {
+            return Some(number + 1);
+        }
+        found += here;
+    }
+    None
+}
+
 /// Reads a data file's text, its format taken from its extension.
 pub fn read_text(path: &Path) -> Result<(Format, String), DataError> {
     let format = Format::from_path(path).ok_or_else(|| {
@@ -336,6 +365,27 @@ pub fn read<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_line_finds_the_nth_yaml_or_json_key() {
+        let yaml = "name: x\nitems:\n  - id: a\n    weight: 1\n  - id: b\n";
+        assert_eq!(key_line(yaml, "items", 0), Some(2));
+        assert_eq!(key_line(yaml, "id", 1), Some(5));
+        assert_eq!(key_line(yaml, "id", 2), None);
+        assert_eq!(key_line(yaml, "nothing", 0), None);
+        let json =
+            "{\"items\": [{\"id\": \"a\"}, {\"id\": \"b\",\n \"note\": \"\\\"id\\\": no\"}]}";
+        assert_eq!(key_line(json, "id", 1), Some(1), "two keys on one line");
+        assert_eq!(
+            key_line(json, "id", 2),
+            None,
+            "an escaped quote in a string is not a key"
+        );
+        assert_eq!(
+            key_line("{\n  \"max_turns\": 0\n}", "max_turns", 0),
+            Some(2)
+        );
+    }
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize)]

@@ -116,6 +116,12 @@ pub fn l2_normalize(v: &mut [f32]) {
 /// The cosine similarity of two vectors (0 when either is the zero vector). For the unit
 /// vectors an [`Embedder`] returns this is their dot product.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    cosine_f64(a, b) as f32
+}
+
+/// [`cosine`] without the final rounding to `f32`: the one implementation, which answer
+/// relevancy reads at full precision.
+pub fn cosine_f64(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
     for (x, y) in a.iter().zip(b) {
         let (x, y) = (f64::from(*x), f64::from(*y));
@@ -126,7 +132,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if na == 0.0 || nb == 0.0 {
         0.0
     } else {
-        (dot / (na.sqrt() * nb.sqrt())) as f32
+        dot / (na.sqrt() * nb.sqrt())
     }
 }
 

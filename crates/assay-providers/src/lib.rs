@@ -88,7 +88,7 @@ pub use chat::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck, OutputSchema, Role, ToolCall,
     ToolChoice, ToolResult, ToolSpec,
 };
-pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, l2_normalize};
+pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, cosine_f64, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};
 #[cfg(feature = "local")]
 pub use hf::{HfEmbedder, hf_cache_dir, hf_file_url};

@@ -807,12 +807,7 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
         }
     }
     // An error is not a failure: the answer cases that errored are shown apart.
-    let errored: Vec<_> = log
-        .answer
-        .iter()
-        .flat_map(|a| &a.results)
-        .filter(|r| r.error.is_some())
-        .collect();
+    let errored = select::answer_errors(log);
     if !errored.is_empty() {
         out.push_str("<h2>Answer test errors</h2>\n<p class=\"note\">Not scored, and left out of every average: what each case got before the error.</p>\n");
         for r in errored {

@@ -434,12 +434,7 @@ fn answer_cases(out: &mut String, log: &RunLog) {
             out.push_str(&crate::answer::markdown_case(r));
         }
     }
-    let errored: Vec<_> = log
-        .answer
-        .iter()
-        .flat_map(|a| &a.results)
-        .filter(|r| r.error.is_some())
-        .collect();
+    let errored = select::answer_errors(log);
     if !errored.is_empty() {
         let _ = writeln!(out, "## Answer Test Errors\n");
         let _ = writeln!(

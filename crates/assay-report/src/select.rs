@@ -120,6 +120,15 @@ pub(crate) fn answer_failures(log: &RunLog) -> Vec<&AnswerCaseResult> {
     failed
 }
 
+/// The answer cases that errored (not scored: shown apart from the failures).
+pub(crate) fn answer_errors(log: &RunLog) -> Vec<&AnswerCaseResult> {
+    log.answer
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| r.error.is_some())
+        .collect()
+}
+
 /// The answer cases that failed critically.
 pub(crate) fn answer_critical(log: &RunLog) -> Vec<&AnswerCaseResult> {
     log.answer

@@ -401,14 +401,7 @@ pub(crate) fn digest(parts: &[String]) -> String {
 /// The 1-based line of the first line of `text` that writes `key` as a mapping key (YAML
 /// `key:` or JSON `"key":`), if any.
 pub(crate) fn line_of(text: &str, key: &str) -> Option<usize> {
-    let yaml = format!("{key}:");
-    let json = format!("\"{key}\"");
-    text.lines()
-        .position(|line| {
-            let t = line.trim_start().trim_start_matches("- ");
-            t.starts_with(&yaml) || t.starts_with(&json)
-        })
-        .map(|i| i + 1)
+    assay_kb::datafile::key_line(text, key, 0)
 }
 
 fn rule_error(path: &Path, text: &str, key: &str, message: String) -> DataError {

@@ -50,25 +50,6 @@ pub fn answer_relevancy(similarities: &[f64], noncommittal: bool) -> Option<f64>
     Some(mean.clamp(-1.0, 1.0))
 }
 
-/// The cosine similarity of two vectors (0 when either is all zeros or they differ in length).
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
-}
-
 fn share(verdicts: &[bool]) -> Option<f64> {
     if verdicts.is_empty() {
         None
@@ -107,7 +88,5 @@ mod tests {
         assert!((mean - 0.8).abs() < 1e-12, "{mean}");
         assert_eq!(answer_relevancy(&[0.9], true), Some(0.0));
         assert_eq!(answer_relevancy(&[], false), None);
-        assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]) - 0.5f64.sqrt()).abs() < 1e-7);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
     }
 }

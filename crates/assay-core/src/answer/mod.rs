@@ -157,21 +157,6 @@ pub fn minimum_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-impl AnswerCase {
-    /// The audience: `user_type`, else the state's `user_type`, else the default.
-    pub fn audience(&self) -> String {
-        self.user_type
-            .clone()
-            .or_else(|| {
-                self.user_state
-                    .get("user_type")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| crate::entity::DEFAULT_AUDIENCE.to_owned())
-    }
-}
-
 impl crate::bank::Case for AnswerCase {
     fn test_id(&self) -> &str {
         &self.test_id

@@ -97,7 +97,6 @@ fn cases_read_strictly() {
     }))
     .unwrap();
     assert_eq!(case.minimum.get(&Metric::Faithfulness), Some(&0.8));
-    assert_eq!(case.audience(), crate::entity::DEFAULT_AUDIENCE);
     let bad = serde_json::from_value::<AnswerCase>(
         json!({"test_id": "A", "message": "m", "minimum": {"faithful": 1}}),
     );

@@ -35,7 +35,7 @@ use assay_core::agreement::{
     report as measure_report,
 };
 use assay_core::answer::{ClaimVerdict, ContextItem};
-use assay_kb::datafile::{self, DataError, Format};
+use assay_kb::datafile::{self, DataError};
 use assay_providers::{ChatModel, ChatRequest, ChatResponse, ModelCheck, ProviderError};
 use serde::{Deserialize, Serialize};
 
@@ -161,42 +161,6 @@ impl ClaimLabels {
     }
 }
 
-/// The 1-based line of the `nth` (0-based) place in `text` that writes `key` as a mapping key
-/// (YAML `key:` at the start of a line or after `- `; JSON `"key":`), if found.
-fn line_of_key(text: &str, format: Format, key: &str, nth: usize) -> Option<usize> {
-    let mut offsets = Vec::new();
-    match format {
-        Format::Yaml => {
-            let mut at = 0usize;
-            for line in text.split_inclusive('\n') {
-                let t = line.trim_start().trim_start_matches("- ").trim_start();
-                if t.strip_prefix(key)
-                    .is_some_and(|rest| rest.starts_with(':'))
-                {
-                    offsets.push(at);
-                }
-                at += line.len();
-            }
-        }
-        Format::Json => {
-            let quoted = format!("\"{key}\"");
-            let mut from = 0usize;
-            while let Some(found) = text[from..].find(&quoted) {
-                let at = from + found;
-                let escaped = text[..at].ends_with('\\');
-                let colon = text[at + quoted.len()..].trim_start().starts_with(':');
-                if !escaped && colon {
-                    offsets.push(at);
-                }
-                from = at + quoted.len();
-            }
-        }
-    }
-    offsets
-        .get(nth)
-        .map(|&at| text[..at].matches('\n').count() + 1)
-}
-
 /// Reads and checks a `judge: claims` labels file. Unknown fields (with the closest known one
 /// named), an item without contexts or claims, a repeated id or claim, an empty text, and an
 /// `entity` on an unsupported claim or not among the item's contexts are errors naming the
@@ -210,13 +174,13 @@ pub fn load_labels(path: &Path) -> Result<ClaimLabels, DataError> {
     }
     if file.judge != "claims" {
         return Err(DataError {
-            line: line_of_key(&text, format, "judge", 0),
+            line: datafile::key_line(&text, "judge", 0),
             ..DataError::new(path, format!("judge: `{}` is not `claims`", file.judge))
         });
     }
     if file.items.is_empty() {
         return Err(DataError {
-            line: line_of_key(&text, format, "items", 0),
+            line: datafile::key_line(&text, "items", 0),
             ..DataError::new(path, "items: no labelled item")
         });
     }
@@ -225,7 +189,7 @@ pub fn load_labels(path: &Path) -> Result<ClaimLabels, DataError> {
     for (i, item) in file.items.into_iter().enumerate() {
         // Every item writes `id` once, and nothing else has that key: the i-th is this item's.
         let at = |message: String| DataError {
-            line: line_of_key(&text, format, "id", i),
+            line: datafile::key_line(&text, "id", i),
             ..DataError::new(path, format!("items[{i}]: {message}"))
         };
         let id = item.id.trim().to_owned();
@@ -438,18 +402,6 @@ impl ChatModel for Sampled {
     }
 }
 
-/// A 16-hex-digit digest of `text`.
-fn digest(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(8)
-        .fold(String::new(), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
-}
-
 /// Has `judge` give its verdicts on every labelled item's claims again (`samples` times each,
 /// each sample with its own seed) and measures the agreement. The judge's relevancy embedder
 /// is not used. An item whose judge call fails is an error of each of its claims.
@@ -556,7 +508,10 @@ pub async fn agree(judge: &AnswerJudge, labels: &ClaimLabels, samples: u32) -> C
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .as_deref()
-        .map_or_else(|| "unknown".to_owned(), digest);
+        .map_or_else(
+            || "unknown".to_owned(),
+            |seen| crate::generate::prompts::digest(&[seen]),
+        );
     let report = measure_report(
         ReportHead {
             kind: "claims".into(),

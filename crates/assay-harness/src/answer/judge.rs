@@ -347,7 +347,7 @@ impl AnswerJudge {
             .zip(&vectors[1..])
             .map(|(question, v)| GeneratedQuestion {
                 question,
-                similarity: metrics::cosine(asked, v),
+                similarity: assay_providers::cosine_f64(asked, v),
             })
             .collect();
         let similarities: Vec<f64> = questions.iter().map(|q| q.similarity).collect();

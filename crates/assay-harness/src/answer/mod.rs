@@ -297,7 +297,7 @@ async fn run_into(
     result: &mut AnswerCaseResult,
 ) -> Result<(), String> {
     let assertions = assertions(case)?;
-    let audience = case.audience();
+    let audience = crate::retrieve::audience(case.user_type.as_deref(), &case.user_state);
     let context = backend
         .context
         .context(&case.message, &case.user_state, &audience)

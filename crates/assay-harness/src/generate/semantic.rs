@@ -121,20 +121,6 @@ struct Candidate {
     prompt_hash: String,
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
-}
-
 fn excerpt(text: &str) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() > 100 {
@@ -300,7 +286,7 @@ pub async fn generate(
         };
         if let Some((like, score)) = seen
             .iter()
-            .map(|(p, w)| (*p, cosine(v, w)))
+            .map(|(p, w)| (*p, assay_providers::cosine(v, w)))
             .find(|(_, s)| f64::from(*s) >= cx.duplicate_threshold)
         {
             outcome.duplicates += 1;
