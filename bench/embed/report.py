@@ -4,7 +4,8 @@ Usage: python report.py RESULTS.jsonl ASSAY_FIRST3.json OUT.md
 
 RESULTS.jsonl: one JSON line per run (embed_bench, tagged engine "assay"; st_bench.py,
 engine "sentence-transformers"), with "threads" and "round". For each thread count the best
-round of each engine is reported. ASSAY_FIRST3.json is `assay embed --json` on the first 3
+round of each engine is reported, and the ratio of the medians over the rounds beside the
+ratio of the bests (on a shared machine one quiet round can decide a best). ASSAY_FIRST3.json is `assay embed --json` on the first 3
 sentences; each must be within cosine MIN_COSINE of sentence-transformers' embedding of the
 same sentence (every round's). Prints the Markdown it writes to OUT.md; exits 1 when the
 cross-check fails.
@@ -13,6 +14,7 @@ cross-check fails.
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -43,7 +45,12 @@ def main() -> None:
         ss = ", ".join(f"{r['sentences_per_second']:.1f}" for r in st if r["threads"] == t)
         aa = ", ".join(f"{r['sentences_per_second']:.1f}" for r in rust if r["threads"] == t)
         ratio = f"{a / s:.2f}×" if a and s else "-"
-        rows.append(f"| {t} | {s:,.1f} ({ss}) | {a:,.1f} ({aa}) | {ratio} |")
+        sm = [r["sentences_per_second"] for r in st if r["threads"] == t]
+        am = [r["sentences_per_second"] for r in rust if r["threads"] == t]
+        median = (
+            f"{statistics.median(am) / statistics.median(sm):.2f}×" if sm and am else "-"
+        )
+        rows.append(f"| {t} | {s:,.1f} ({ss}) | {a:,.1f} ({aa}) | {ratio} | {median} |")
 
     failed = False
     checks = []
@@ -73,8 +80,8 @@ def main() -> None:
         f"Best of {max((r['round'] for r in results), default=0)} round(s) (each round's figure in brackets); "
         f"load average at the end {os.getloadavg()[0]:.1f}.",
         "",
-        "| threads | sentence-transformers sentences/s | assay sentences/s | ratio (assay / s-t) |",
-        "|---:|---:|---:|---:|",
+        "| threads | sentence-transformers sentences/s | assay sentences/s | ratio (assay / s-t) | ratio of the medians |",
+        "|---:|---:|---:|---:|---:|",
         *rows,
         "",
         f"Padding (tokens in the padded batches, {ref.get('tokens')} real ones): sentence-transformers sorts "

@@ -44,6 +44,10 @@
 #                  retry-after-ms on a 429), rate (only the rate-limit headers) or none
 #   POOL           assay's providers.pool_shared_limits (default true; false: a limiter per
 #                  model unless declared)
+#   MEMORY         cold (default): each assay run starts without the limits earlier runs
+#                  learned (.assay/limits.json removed), as the anchors do; warm: after the cold
+#                  runs, N more runs (tool `assay-warm`), each starting from what the run before
+#                  it learned, as a project's second and later runs do
 #   LAT_CONCURRENCY the latency bench's levels (default "1 2 4 8 16"); LAT_MS (default 200)
 #   SKIP=...       space-separated parts to skip: semantic semantic-anthropic promptfoo
 #                  inspect simulate simulate-3models latency
@@ -73,6 +77,10 @@ LAT_MS="${LAT_MS:-200}"
 HEADERS="${HEADERS:-all}"
 POOL="${POOL:-true}"
 PROFILE="${PROFILE:-release}"
+MEMORY="${MEMORY:-cold}"
+# The tool name assay's runs are recorded under, and whether they start from the limits the run
+# before learned (`assay-warm`) or without them (`assay`).
+ASSAY_TOOL=assay
 SKIP=" ${SKIP:-} "
 PF_VERSION="${PF_VERSION:-0.121.20}"
 INSPECT_VERSION="${INSPECT_VERSION:-0.3.285}"
@@ -230,6 +238,7 @@ PY
 # run_assay_semantic WORKLOAD WIRE RUN
 run_assay_semantic() {
     local workload="$1" wire="$2" run="$3" dir="$OUT/semantic-$2" start end rc=0
+    [[ "$ASSAY_TOOL" == assay-warm ]] || rm -f "$dir/.assay/limits.json"
     reset
     start=$(now_ms)
     "$ASSAY" run "$dir" --banks semantic --concurrency "$CONCURRENCY" --no-save --json \
@@ -246,7 +255,7 @@ print(cases - errors, cases, errors, json.dumps({"rate_limits": log.get("rate_li
 PY
 )"
     read -r answered cases errors extra <<< "$counts"
-    record assay "$workload" "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
+    record "$ASSAY_TOOL" "$workload" "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
     [[ "$errors" == 0 ]] || echo "   !! assay: $errors cases errored" >&2
 }
 
@@ -254,6 +263,7 @@ PY
 run_assay_simulate() {
     local workload="$1" run="$2" dir="$OUT/simulate" start end rc=0 m=(bench-sim bench-sim bench-sim)
     [[ "$workload" == simulate-3models ]] && m=(bench-sim-target bench-sim-user bench-sim-judge)
+    [[ "$ASSAY_TOOL" == assay-warm ]] || rm -f "$dir/.assay/limits.json"
     reset
     start=$(now_ms)
     "$ASSAY" simulate "$dir" --model "anthropic/${m[0]}" --simulator-model "anthropic/${m[1]}" \
@@ -271,7 +281,7 @@ print(runs - errors, runs, errors, json.dumps({"rate_limits": r.get("rate_limits
 PY
 )"
     read -r answered cases errors extra <<< "$counts"
-    record assay "$workload" "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
+    record "$ASSAY_TOOL" "$workload" "$run" "$((end - start))" "$answered" "$cases" "$errors" "$extra"
 }
 
 # ------------------------------------------------------------- promptfoo and Inspect runs
@@ -469,6 +479,19 @@ workload_runs() {
             skip inspect || run_inspect "$workload" "$OUT/$workload.replay.jsonl" "$i"
         fi
     done
+    if [[ "$MEMORY" == warm ]]; then
+        # Each warm run starts from the limits the run before it learned (the first from the
+        # last cold run's).
+        ASSAY_TOOL=assay-warm
+        for i in $(seq "$N"); do
+            if [[ "$workload" == simulate* ]]; then
+                run_assay_simulate "$workload" "$i"
+            else
+                run_assay_semantic "$workload" "$wire" "$i"
+            fi
+        done
+        ASSAY_TOOL=assay
+    fi
 }
 
 skip semantic || workload_runs semantic-openai
@@ -550,7 +573,7 @@ if any(w.startswith("latency") for (w, t) in groups):
 PY
 "$PYTHON" - "$RESULTS" <<'PY'
 import json, sys
-bad = [r for r in map(json.loads, open(sys.argv[1])) if r["tool"] == "assay" and r.get("errors")]
+bad = [r for r in map(json.loads, open(sys.argv[1])) if r["tool"].startswith("assay") and r.get("errors")]
 if bad:
     sys.exit(f"assay left {len(bad)} run(s) with errors")
 PY

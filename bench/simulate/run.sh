@@ -72,12 +72,18 @@ EOF
 export ANTHROPIC_API_KEY=bench SCOUT_QUEST_TODAY=2026-11-25
 
 requests() { curl -sf "$URL/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
+# The provider's span since the last read: "first_ms last_ms" (Unix ms of the first request and
+# the last answer).
+span() { curl -sf "$URL/stats" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["first_ms"], d["last_ms"])'; }
 
 printf '%-12s %10s %10s %10s %10s %12s %10s %10s %12s\n' concurrency "wall_ms" "calls" "ideal_ms" "wall/ideal" "schedule_ms" "wall/sched" "strict_ms" "wall/strict"
 for c in $CONCURRENCY; do
     walls=()
+    heads=()
+    tails=()
     for i in $(seq "$N"); do
         before=$(requests)
+        span > /dev/null
         start=$(date +%s%N)
         "$ASSAY" simulate "$PROJECT" --model anthropic/coach --simulator-model anthropic/sim \
             --evaluator-model anthropic/judge --repeat "$REPEAT" --concurrency "$c" \
@@ -85,8 +91,13 @@ for c in $CONCURRENCY; do
             --output "$OUT/report_c$c.md" > "$OUT/stdout_c$c.txt" 2> "$OUT/stderr_c$c.txt" \
             || { cat "$OUT/stderr_c$c.txt" >&2; die "assay simulate failed (concurrency $c)"; }
         end=$(date +%s%N)
+        read -r first last < <(span)
         after=$(requests)
         walls+=("$(( (end - start) / 1000000 ))")
+        # Before the first model call (process start, setup, preflight) and after the last
+        # answer (judging's end is the last answer; then reports and exit).
+        heads+=("$(( first - start / 1000000 ))")
+        tails+=("$(( end / 1000000 - last ))")
         calls=$((after - before))
     done
     python3 - "$OUT/report_c$c.json" "$c" "$LATENCY_MS" "$calls" "${walls[@]}" <<'PY'
@@ -120,4 +131,5 @@ ratio = lambda a, b: a / b if b else float("nan")
 print(f"{c:<12} {wall:>10.0f} {calls:>10} {ideal:>10.0f} {ratio(wall, ideal):>10.2f} {schedule:>12.0f} {ratio(wall, schedule):>10.2f} {strict:>10.0f} {ratio(wall, strict):>12.2f}")
 print(f"  walls (ms): {' '.join(f'{w:.0f}' for w in walls)}", file=sys.stderr)
 PY
+    echo "  before the first model call (ms): ${heads[*]}; after the last answer (ms): ${tails[*]}" >&2
 done

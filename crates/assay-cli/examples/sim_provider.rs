@@ -24,7 +24,8 @@
 //!   reads the quest state (it writes before it looks), and `LOOP_READS` makes it read the quest
 //!   state four times and log nothing (a loop).
 //!
-//! `GET /stats` returns the request counts per role. Flags: `--port N` (0 picks one),
+//! `GET /stats` returns the request counts per role, and when the first request since the last
+//! `/stats` arrived and the last answer left (`first_ms`, `last_ms`, Unix milliseconds). Flags: `--port N` (0 picks one),
 //! `--latency-ms N` (sleep before every answer), `--fail-every N` (every Nth request answers 429
 //! with `retry-after: 0`, and every 2Nth a 500 instead).
 //!
@@ -66,6 +67,17 @@ pub struct Stats {
     /// Requests being answered now (during their latency), and the most at any one time.
     pub in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
+    /// When the first request arrived since the last `/stats` read, and when the last answer
+    /// left (Unix milliseconds; 0 when none): a benchmark's span of model calls.
+    pub first_ms: AtomicU64,
+    pub last_ms: AtomicU64,
+}
+
+/// Unix milliseconds now.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 struct Shared {
@@ -505,10 +517,16 @@ fn usage_of(req: &Req) -> (u64, u64) {
 
 async fn fault(shared: &Shared) -> Option<Response> {
     let n = shared.stats.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ =
+        shared
+            .stats
+            .first_ms
+            .compare_exchange(0, unix_ms(), Ordering::SeqCst, Ordering::SeqCst);
     let now = shared.stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     shared.stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
     tokio::time::sleep(shared.behaviour.latency).await;
     shared.stats.in_flight.fetch_sub(1, Ordering::SeqCst);
+    shared.stats.last_ms.fetch_max(unix_ms(), Ordering::SeqCst);
     let every = shared.behaviour.fail_every;
     if every > 0 && n.is_multiple_of(every) {
         shared.stats.faults.fetch_add(1, Ordering::SeqCst);
@@ -605,6 +623,9 @@ async fn stats_handler(State(shared): State<Arc<Shared>>) -> Json<Value> {
         "judge": s.judge.load(Ordering::SeqCst),
         "faults": s.faults.load(Ordering::SeqCst),
         "max_in_flight": s.max_in_flight.load(Ordering::SeqCst),
+        // Read and reset: the next run's span starts afresh.
+        "first_ms": s.first_ms.swap(0, Ordering::SeqCst),
+        "last_ms": s.last_ms.swap(0, Ordering::SeqCst),
     }))
 }
 

@@ -1000,6 +1000,12 @@ pub struct RateLimitRecord {
     pub min_concurrency: usize,
     /// The ceiling: the configured concurrency.
     pub ceiling: usize,
+    /// The limiter the model's calls were counted against, when it is not the model's own: a
+    /// shared limit declared in `[providers.shared_limits]` (`shared:<name> (<models>)`), or
+    /// one found by refusals that came together and pooled (`shared:auto (<models>)`). The
+    /// other figures are the model's own; the concurrency is the shared limiter's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<String>,
 }
 
 impl RateLimitRecord {

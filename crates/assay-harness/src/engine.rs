@@ -437,6 +437,12 @@ pub fn cache_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("cache.db")
 }
 
+/// What runs learned about the providers' rate limits ([`assay_providers::LimitMemory`]):
+/// `<project>/.assay/limits.json`, read when a run starts and replaced when it ends.
+pub fn limits_path(settings: &ProjectSettings) -> PathBuf {
+    settings.root.join(STATE_DIR).join("limits.json")
+}
+
 /// The run journal: `<project>/.assay/journal.jsonl`.
 pub fn journal_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("journal.jsonl")

@@ -229,11 +229,16 @@ pub struct ProvidersConfig {
     /// together overrunning it. A model may be in one group only.
     pub shared_limits: BTreeMap<String, Vec<String>>,
     /// Pool undeclared shared limits (default true): models on the same base URL and API key
-    /// that the provider refuses together while their own limiters believe they have room
-    /// are pooled into one limiter for the rest of the run (the log says which, and the
-    /// limiter is named `shared:auto (…)`). Set false if it pools models that do not share a
-    /// limit.
+    /// that the provider refuses together while their own limiters believe they have room,
+    /// or whose rate-limit headers show one bucket of the same size drained by both, are
+    /// pooled into one limiter for the rest of the run (the log says which, and the limiter
+    /// is named `shared:auto (…)`). Set false if it pools models that do not share a limit.
     pub pool_shared_limits: bool,
+    /// Remember the rate limits a run learned (each bucket's size and rate, from the headers
+    /// or the 429s, and which models share one) in `.assay/limits.json` for a week, so that the
+    /// next run paces from its first request instead of being refused again to learn them
+    /// (default true). A remembered limit the provider contradicts is corrected at once.
+    pub remember_limits: bool,
 }
 
 /// One declared price (`[providers.prices]`).
@@ -280,6 +285,7 @@ impl Default for ProvidersConfig {
             prices: BTreeMap::new(),
             shared_limits: BTreeMap::new(),
             pool_shared_limits: true,
+            remember_limits: true,
         }
     }
 }

@@ -631,8 +631,9 @@ impl CallContext {
                 let unexpected =
                     permit.finish(outcome, seen.headers.as_ref(), seen.account, self.jitter());
                 if unexpected {
-                    // A 429 the limiter did not expect: is another model on the same account
-                    // refused together with it (a key-wide limit nobody declared)?
+                    // A 429 the limiter did not expect, or a bucket drained by others: is
+                    // another model on the same account refused, or drained, together with it
+                    // (a key-wide limit nobody declared)?
                     self.limits.check_pooling(limiter);
                 }
                 result

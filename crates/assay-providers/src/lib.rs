@@ -93,7 +93,9 @@ pub use error::{ProviderError, ProviderErrorKind};
 #[cfg(feature = "local")]
 pub use hf::{HfEmbedder, hf_cache_dir, hf_file_url};
 pub use http::ApiKey;
-pub use limit::{LimitKind, LimitStatus, RateLimits, RequestCost};
+pub use limit::{
+    LearnedBucket, LearnedLimit, LimitKind, LimitMemory, LimitStatus, RateLimits, RequestCost,
+};
 pub use llm_rerank::LlmReranker;
 #[cfg(feature = "local")]
 pub use local::{DEFAULT_MAX_SEQ_LENGTH, LOCAL_DEFAULT_BATCH, LocalEmbedder, MODEL_FILES};

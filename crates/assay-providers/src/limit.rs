@@ -33,12 +33,17 @@
 //!    is respected before the provider has to say so.
 //!
 //! **Limits shared without a declaration.** [`RateLimits::with_shared`] pools declared groups.
-//! Undeclared ones are found: a 429 that a limiter did not expect (the limit its provider
-//! describes, by headers or `retry-after`, is well above what it admitted this model, or above
-//! the pace it was refused at), with another model on the same account (base URL and API key,
-//! hashed) refused within 250 ms, pools those models' limiters into one named
-//! `shared:auto (<models>)`; callers waiting on the old limiters move to it. Logged once at
-//! info; [`RateLimits::with_pooling`] turns it off.
+//! Undeclared ones are found, on the same account (base URL and API key, hashed), either way:
+//! * a 429 that a limiter did not expect (the limit its provider describes, by headers or
+//!   `retry-after`, is well above what it admitted this model, or above the pace it was refused
+//!   at), with another model refused within 250 ms;
+//! * headers that move together, before any 429: two models whose request buckets have the
+//!   same size each see `remaining` fall by requests they did not send (half as many again as
+//!   their own, or more, over 8 answers).
+//!
+//! Either pools those models' limiters into one named `shared:auto (<models>)`; callers
+//! waiting on the old limiters move to it, and the reports name it beside each model. Logged
+//! once at info; [`RateLimits::with_pooling`] turns it off.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -50,6 +55,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::chat::ChatRequest;
+
+mod memory;
+pub use memory::{
+    LIMIT_MEMORY_VERSION, LearnedBucket, LearnedLimit, LimitMemory,
+    MAX_AGE as LIMIT_MEMORY_MAX_AGE, unix_now,
+};
 
 // ---------------------------------------------------------------------------------------------
 // What the provider says
@@ -234,6 +245,8 @@ pub struct RateLimits {
     pooling: bool,
     /// Limiters pooled without a declaration: their old key → the pooled limiter's.
     pooled: Mutex<BTreeMap<String, String>>,
+    /// What earlier runs learned: new limiters start from it.
+    memory: LimitMemory,
 }
 
 impl Default for RateLimits {
@@ -243,6 +256,7 @@ impl Default for RateLimits {
             shared: BTreeMap::new(),
             pooling: true,
             pooled: Mutex::default(),
+            memory: LimitMemory::empty(),
         }
     }
 }
@@ -322,19 +336,38 @@ impl RateLimits {
         );
         let ceiling = ceiling.max(1);
         let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
-        let members = self.shared.get(&key).map_or_else(
-            || vec![key.clone()],
-            |_| {
-                self.shared
-                    .iter()
-                    .filter(|(_, k)| **k == key)
-                    .map(|(m, _)| m.clone())
-                    .collect()
-            },
-        );
-        let limiter = limiters
-            .entry(key.clone())
-            .or_insert_with(|| Arc::new(Limiter::new(&key, members, ceiling)));
+        // A shared limit's models, or the model alone.
+        let mut members: Vec<String> = self
+            .shared
+            .iter()
+            .filter(|(_, label)| **label == key)
+            .map(|(m, _)| m.clone())
+            .collect();
+        if members.is_empty() {
+            members.push(key.clone());
+        }
+        let limiter = limiters.entry(key.clone()).or_insert_with(|| {
+            let limiter = Limiter::new(&key, members, ceiling);
+            // Every member of a shared limit remembers the same buckets: the first found.
+            if let Some(learned) = limiter
+                .members
+                .iter()
+                .find_map(|m| self.memory.models.get(m))
+            {
+                let now = Instant::now();
+                let mut state = limiter.lock();
+                for (&kind, bucket) in &learned.buckets {
+                    state.buckets.insert(kind, Bucket::remembered(bucket, now));
+                }
+                state.remembered_from_refusals = learned.from_refusals;
+                drop(state);
+                tracing::debug!(
+                    model = key,
+                    "rate limit: starting from the limit an earlier run learned"
+                );
+            }
+            Arc::new(limiter)
+        });
         limiter.raise_ceiling(ceiling);
         Arc::clone(limiter)
     }
@@ -348,11 +381,11 @@ impl RateLimits {
             return;
         }
         let limiter = limiter.current();
-        let (account, at) = {
+        let (account, at, drained) = {
             let s = limiter.lock();
-            (s.account, s.last_throttle)
+            (s.account, s.last_throttle, s.drained_bucket())
         };
-        let (Some(account), Some(at)) = (account, at) else {
+        let Some(account) = account else {
             return;
         };
         let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
@@ -361,12 +394,20 @@ impl RateLimits {
             .filter(|l| !Arc::ptr_eq(l, &limiter))
             .filter(|l| {
                 let s = l.lock();
-                s.merged.is_none()
-                    && s.account == Some(account)
-                    && s.last_throttle.is_some_and(|t| {
+                let refused_together = at.is_some_and(|at| {
+                    s.last_throttle.is_some_and(|t| {
                         at.saturating_duration_since(t) <= POOL_WINDOW
                             && t.saturating_duration_since(at) <= POOL_WINDOW
                     })
+                });
+                // Both see their request bucket drained by others, and it is the same size.
+                let drained_together = drained.is_some_and(|limit| {
+                    s.drained_bucket()
+                        .is_some_and(|other| (other - limit).abs() <= f64::EPSILON)
+                });
+                s.merged.is_none()
+                    && s.account == Some(account)
+                    && (refused_together || drained_together)
             })
             .cloned()
             .collect();
@@ -396,7 +437,8 @@ impl RateLimits {
             limiter = key,
             models = members.join(", "),
             "rate limit: these models were refused together while their own limiters had \
-             room, so the provider counts them against one limit; pooling them into one \
+             room, or their request buckets drain together, so the provider counts them \
+             against one limit; pooling them into one \
              limiter (declare it in [providers.shared_limits], or set \
              providers.pool_shared_limits = false if this is wrong)"
         );
@@ -485,6 +527,9 @@ struct Bucket {
     spent: f64,
     /// The smoothed need of one request.
     mean_need: f64,
+    /// Remembered from an earlier run ([`LimitMemory`]) and not yet confirmed by the
+    /// provider's headers: a 429 drops it.
+    remembered: bool,
 }
 
 impl Bucket {
@@ -497,6 +542,16 @@ impl Bucket {
             reset_at: None,
             spent: 0.0,
             mean_need: 0.0,
+            remembered: false,
+        }
+    }
+
+    /// A bucket remembered from an earlier run, full at `now`.
+    fn remembered(learned: &LearnedBucket, now: Instant) -> Bucket {
+        Bucket {
+            window: Some(learned.limit / learned.per_second),
+            remembered: true,
+            ..Bucket::new(learned.limit, now)
         }
     }
 
@@ -567,6 +622,7 @@ impl Bucket {
         spent_then: f64,
     ) {
         self.limit = seen.limit;
+        self.remembered = false;
         if let Some(reset) = seen.reset
             && seen.remaining < seen.limit
             && !reset.is_zero()
@@ -661,6 +717,25 @@ struct State {
     account: Option<u64>,
     /// Pooled into this limiter: callers go there.
     merged: Option<Arc<Limiter>>,
+    /// Requests the provider's `remaining` counted that this limiter did not send (what its
+    /// estimate of the request bucket lost at each correction, summed; requests that arrive out
+    /// of order cancel out), and the responses that said: see [`State::sees_other_users`].
+    foreign: f64,
+    observed: u32,
+    /// Set once the request bucket was seen drained by requests this limiter did not send.
+    sees_other_users: bool,
+    /// When the first request was sent, and the answers to requests sent before the first
+    /// 429: with the pace, the size of the burst the provider allowed (for [`LimitMemory`]).
+    first_sent: Option<Instant>,
+    admitted_early: u32,
+    /// The answers to requests sent since the first 429, and when the last came: the rate the
+    /// provider admitted while it limited (for [`LimitMemory`]).
+    admitted_after: u32,
+    last_admitted: Option<Instant>,
+    /// Its buckets were remembered from 429s alone ([`LearnedLimit::from_refusals`]).
+    remembered_from_refusals: bool,
+    /// A 429 came while a remembered bucket paced it.
+    refused_under_memory: bool,
     buckets: BTreeMap<LimitKind, Bucket>,
     /// The request rate the provider's pace allowed when it last held a caller back.
     paced_rate: Option<f64>,
@@ -671,6 +746,14 @@ struct State {
 }
 
 impl State {
+    /// The size of the provider's request bucket, when its headers showed it drained by
+    /// requests this limiter did not send: evidence that others share it.
+    fn drained_bucket(&self) -> Option<f64> {
+        self.sees_other_users
+            .then(|| self.buckets.get(&LimitKind::Requests).map(|b| b.limit))
+            .flatten()
+    }
+
     fn cap(&self) -> usize {
         (self.limit.floor() as usize).clamp(1, self.ceiling)
     }
@@ -727,6 +810,7 @@ impl State {
         }
         self.in_flight += 1;
         self.sent += 1;
+        self.first_sent.get_or_insert(now);
         let mut pace = None;
         if !header_paced && let Some(p) = &mut self.pace {
             p.next = p.next.max(now) + secs(1.0 / p.rate);
@@ -803,9 +887,10 @@ impl State {
         }
     }
 
-    /// Records how a request ended; whether it was a 429 this limiter did not expect (it
-    /// believed it had room: the headers paced it, or its learned pace was below the pace of
-    /// the last refusal).
+    /// Records how a request ended; whether it showed a limit shared with others: a 429 this
+    /// limiter did not expect (it believed it had room: the headers paced it, or its learned
+    /// pace was below the pace of the last refusal), or, the first time, headers showing its
+    /// request bucket drained by requests it did not send.
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
@@ -827,6 +912,8 @@ impl State {
                 if !(seen.limit.is_finite() && seen.limit > 0.0 && seen.remaining.is_finite()) {
                     continue;
                 }
+                // A bucket made now did not count the request this answers: no drift to read.
+                let known = self.buckets.contains_key(&seen.kind);
                 let bucket = self
                     .buckets
                     .entry(seen.kind)
@@ -845,13 +932,39 @@ impl State {
                     .get(&seen.kind)
                     .copied()
                     .unwrap_or(bucket.spent);
+                let expected = bucket.available(now);
                 bucket.observe(seen, now, ticket.started, spent_then);
+                if known && seen.kind == LimitKind::Requests {
+                    self.foreign += expected - bucket.level;
+                    self.observed += 1;
+                }
+            }
+            // Headers that move with other users: the bucket drains by requests this limiter
+            // did not send, steadily (at least half as many again as its own, over 8 answers).
+            if !self.sees_other_users
+                && self.observed >= 8
+                && self.foreign >= (0.5 * f64::from(self.observed)).max(4.0)
+            {
+                self.sees_other_users = true;
+                unexpected = true;
+                tracing::debug!(
+                    model,
+                    foreign = self.foreign,
+                    observed = self.observed,
+                    "rate limit: the provider's request bucket drains faster than this model uses it"
+                );
             }
         }
         let latency = now.saturating_duration_since(ticket.started).as_secs_f64();
         match outcome {
             Outcome::Success => {
                 self.successes += 1;
+                if self.first_throttle.is_none_or(|t| ticket.started < t) {
+                    self.admitted_early += 1;
+                } else {
+                    self.admitted_after += 1;
+                    self.last_admitted = Some(now);
+                }
                 if self.first_throttle.is_some_and(|t| ticket.started >= t) {
                     self.admitted.push_back(ticket.started);
                 }
@@ -864,6 +977,18 @@ impl State {
                     p.rate *= 1.0 + 0.1 / p.rate.max(1.0);
                 }
                 self.pace_held = false;
+                // A request bucket remembered from 429s alone that holds callers back and has
+                // not been refused under: it may be below the provider's rate now (the pace it
+                // came from runs under it), so it grows 2 % a success until a 429 says stop.
+                if self.remembered_from_refusals
+                    && !self.refused_under_memory
+                    && self.paced_rate.is_some()
+                    && let Some(bucket) = self.buckets.get_mut(&LimitKind::Requests)
+                    && bucket.remembered
+                    && let Some(rate) = bucket.rate()
+                {
+                    bucket.window = Some(bucket.limit / (rate * 1.02));
+                }
                 self.hint_max = self.hint_max.mul_f64(0.995);
                 let ewma = self.latency.map_or(latency, |l| 0.8 * l + 0.2 * latency);
                 self.latency = Some(ewma);
@@ -895,6 +1020,9 @@ impl State {
             }
             Outcome::Throttled(retry_after) => {
                 self.throttled += 1;
+                if self.buckets.values().any(|b| b.remembered) {
+                    self.refused_under_memory(model, retry_after, ticket, now);
+                }
                 self.last_throttle = Some(now);
                 self.first_throttle.get_or_insert(now);
                 if let Some(h) = retry_after {
@@ -918,7 +1046,7 @@ impl State {
                 // (or, without enough answers to measure that yet, refused while its learned
                 // pace was well below that limit).
                 if fresh && let Some(implied) = self.implied_rate() {
-                    unexpected = admitted.is_some_and(|a| implied >= 1.6 * a)
+                    unexpected |= admitted.is_some_and(|a| implied >= 1.6 * a)
                         || ticket.pace.is_some_and(|p| p <= 0.7 * implied);
                 }
                 if !paced_by_headers {
@@ -993,7 +1121,8 @@ pub(crate) struct Permit {
 
 impl Permit {
     /// Records how the request ended and what its response said about the limits.
-    /// Returns whether it was a 429 the limiter did not expect.
+    /// Returns whether it showed a limit shared with other users: a 429 the limiter did not
+    /// expect, or the first time the headers showed its bucket drained by others.
     pub(crate) fn finish(
         mut self,
         outcome: Outcome,
@@ -1052,6 +1181,15 @@ impl Limiter {
                 admitted: VecDeque::new(),
                 account: None,
                 merged: None,
+                foreign: 0.0,
+                observed: 0,
+                sees_other_users: false,
+                first_sent: None,
+                admitted_early: 0,
+                admitted_after: 0,
+                last_admitted: None,
+                remembered_from_refusals: false,
+                refused_under_memory: false,
                 buckets: BTreeMap::new(),
                 paced_rate: None,
                 latency: None,
@@ -1098,6 +1236,13 @@ impl Limiter {
                     });
                 }
                 state.first_throttle = state.first_throttle.max(s.first_throttle);
+                state.first_sent = match (state.first_sent, s.first_sent) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                state.admitted_early += s.admitted_early;
+                state.admitted_after += s.admitted_after;
+                state.last_admitted = state.last_admitted.max(s.last_admitted);
                 state.hints += s.hints;
                 state.latency = state.latency.or(s.latency);
                 state.latency_base = state.latency_base.or(s.latency_base);

@@ -11,12 +11,21 @@ fn shown(records: &[RateLimitRecord]) -> Vec<&RateLimitRecord> {
     records.iter().filter(|r| r.limited()).collect()
 }
 
+/// The model, and the shared limiter its calls were counted against where it has one:
+/// `openai/a (limit shared as shared:auto (openai/a, openai/b))`.
+fn model(r: &RateLimitRecord) -> String {
+    match &r.limiter {
+        Some(limiter) => format!("{} (limit shared as {limiter})", r.model),
+        None => r.model.clone(),
+    }
+}
+
 /// One line per limited model: `openai/m: 3 of 120 requests answered 429/529 (2.5%), 4.2 s
 /// held back, concurrency settled at 6 of 16 (lowest 4)`.
 fn line(r: &RateLimitRecord) -> String {
     format!(
         "{}: {} of {} requests answered 429/529 ({:.1}%), {:.1} s held back, concurrency settled at {} of {} (lowest {})",
-        r.model,
+        model(r),
         r.throttled,
         r.requests,
         r.throttled_percent(),
@@ -44,7 +53,7 @@ pub(crate) fn markdown(records: &[RateLimitRecord]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} ({:.1}%) | {:.1} | {} | {} | {} |",
-            r.model.replace('|', "\\|"),
+            model(r).replace('|', "\\|"),
             r.requests,
             r.throttled,
             r.throttled_percent(),
@@ -86,6 +95,7 @@ mod tests {
             concurrency: 6,
             min_concurrency: min,
             ceiling: 16,
+            limiter: None,
         }
     }
 
@@ -102,5 +112,24 @@ mod tests {
             "openai/m: 3 of 120 requests answered 429/529 (2.5%), 4.2 s held back, concurrency settled at 6 of 16 (lowest 4)"
         );
         assert!(html(&[record(1, 0, 16)], str::to_owned).contains("<h2>Rate limits</h2>"));
+    }
+
+    #[test]
+    fn a_shared_limiter_is_named_beside_the_model() {
+        let pooled = RateLimitRecord {
+            limiter: Some("shared:auto (openai/a, openai/m)".into()),
+            ..record(3, 4200, 4)
+        };
+        assert!(
+            line(&pooled).starts_with(
+                "openai/m (limit shared as shared:auto (openai/a, openai/m)): 3 of 120 requests"
+            ),
+            "{}",
+            line(&pooled)
+        );
+        assert!(
+            markdown(&[pooled])
+                .contains("| openai/m (limit shared as shared:auto (openai/a, openai/m)) | 120 |")
+        );
     }
 }

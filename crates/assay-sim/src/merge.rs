@@ -492,6 +492,9 @@ fn rate_limits<'a>(reports: impl Iterator<Item = &'a SimReport>) -> Vec<RateLimi
                 o.concurrency = o.concurrency.min(l.concurrency);
                 o.min_concurrency = o.min_concurrency.min(l.min_concurrency);
                 o.ceiling = o.ceiling.max(l.ceiling);
+                if o.limiter.is_none() {
+                    o.limiter.clone_from(&l.limiter);
+                }
             }
             None => out.push(l.clone()),
         }

@@ -309,12 +309,20 @@ pub async fn simulate(
         .flat_map(|s| (1..=options.repeat.max(1)).map(move |k| (*s, k)))
         .collect();
     jobs.sort_by_key(|(s, k)| (std::cmp::Reverse(s.config.max_turns), *k));
+    // Setting runs up (setup commands, starting servers) is CPU work; the conversations are
+    // mostly waiting on the model. Set up a few runs at a time, in order, so that the first
+    // ones start talking while the others are set up, rather than all of them at once and
+    // every conversation late.
+    let setups = tokio::sync::Semaphore::new(setup_slots());
+    let setups = &setups;
     let runs: Vec<ScenarioRun> = futures_util::stream::iter(jobs)
         .map(|(scenario, repeat)| async move {
             let span = conversation_span(&scenario.config.id, repeat);
-            let run =
-                assay_telemetry::in_span(&span, run_one(suite, models, options, scenario, repeat))
-                    .await;
+            let run = assay_telemetry::in_span(
+                &span,
+                run_one(suite, models, options, scenario, repeat, setups),
+            )
+            .await;
             finish_conversation_span(&span, &run);
             if let Some(callback) = &options.on_finished {
                 callback(&run);
@@ -325,6 +333,12 @@ pub async fn simulate(
         .collect()
         .await;
     report_of(suite, models, options, runs, started.elapsed())
+}
+
+/// How many runs are set up at once: one per core, and at least 2 (a setup also waits on its
+/// processes).
+fn setup_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
 }
 
 /// The span of one conversation (a scenario's trial): its model and tool calls go under it.
@@ -403,6 +417,7 @@ async fn run_one(
     options: &SimOptions,
     scenario: &crate::suite::Scenario,
     repeat: u32,
+    setups: &tokio::sync::Semaphore,
 ) -> ScenarioRun {
     let started = Instant::now();
     let id = &scenario.config.id;
@@ -438,6 +453,8 @@ async fn run_one(
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
 
     let outcome: Result<(), String> = async {
+        // A slot to set up in (the semaphore is never closed; an error below frees it).
+        let slot = setups.acquire().await.ok();
         for step in suite.config.setup.iter().filter(|s| s.before_servers) {
             run_command_step(step, &vars, env, &workdir)
                 .await
@@ -458,6 +475,7 @@ async fn run_one(
             }
             .map_err(|e| format!("setup: {e}"))?;
         }
+        drop(slot);
         // The preflight (run beside this setup) must pass before the first model call.
         let files = preflight_passed(options).await?;
         let tools = mcp::offered_tools(&connections);

@@ -217,6 +217,30 @@ fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
         .unwrap();
     let md = project.read(&format!("results/{report}"));
     assert!(md.contains("## Rate limits"), "{md}");
+
+    // What the run learned about the limit is kept for the next run, which paces from its
+    // first request: no first wave of 429s to learn the bucket again (the bucket has refilled).
+    let memory = project.json(".assay/limits.json");
+    let learned = memory["models"]
+        .as_object()
+        .and_then(|m| {
+            m.values()
+                .find(|l| l["buckets"]["requests"]["limit"] == 5.0)
+        })
+        .unwrap_or_else(|| panic!("the bucket of 5 in {memory}"));
+    assert!(learned["learned_at"].as_u64() > Some(0), "{learned}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let again = project.assay_env(&["run", "--concurrency", "16"], &[KEY]);
+    assert!(matches!(again.code, 0 | 1), "{again:?}");
+    let second = server
+        .counts
+        .throttled
+        .load(std::sync::atomic::Ordering::SeqCst)
+        - throttled;
+    assert!(
+        second < throttled,
+        "429s: {throttled} in the first run, {second} in the second"
+    );
 }
 
 #[test]

@@ -1,16 +1,17 @@
 //! Every provider call of a run goes through one [`ProviderCalls`]: one call cache in one mode,
 //! retries and limits from `[providers]`, one accounting (declared prices first).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use assay_core::runlog::RateLimitRecord;
 use assay_providers::{
     Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
-    Embedder, Guarded, RateLimits, Reranker,
+    Embedder, Guarded, LimitMemory, RateLimits, Reranker,
 };
 
-use super::{ASSAY_CACHE, cache_path};
+use super::{ASSAY_CACHE, cache_path, limits_path};
 use crate::HarnessError;
 use crate::settings::ProjectSettings;
 
@@ -25,11 +26,59 @@ pub struct ProviderCalls {
     /// One rate limiter per model, shared by every role: roles calling the same model share
     /// its limits.
     limits: Arc<RateLimits>,
+    /// Where the limits learned are kept between runs, and what was read from there: written
+    /// back when this is dropped, if the run learned something new (remote runs only).
+    memory: Option<(PathBuf, LimitMemory)>,
     max_retries: u32,
     max_wait: Duration,
     backoff: (Duration, Duration),
     concurrency: usize,
     reranker_interval: Duration,
+}
+
+/// Reads the limits earlier runs learned; a missing, unreadable or damaged file is nothing
+/// learned (it is assay's own state, rewritten at the end of the run), with a warning.
+fn read_memory(path: &Path) -> LimitMemory {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return LimitMemory::empty(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the remembered rate limits; starting without them");
+            return LimitMemory::empty();
+        }
+    };
+    match serde_json::from_str::<LimitMemory>(&text) {
+        Ok(memory) => memory.current(assay_providers::limit::unix_now()),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "the remembered rate limits are damaged; starting without them");
+            LimitMemory::empty()
+        }
+    }
+}
+
+impl Drop for ProviderCalls {
+    /// Keeps what the run learned about the providers' limits for the next run (atomically;
+    /// a failure is a warning: the run's results do not depend on it).
+    fn drop(&mut self) {
+        let Some((path, read)) = &self.memory else {
+            return;
+        };
+        let learned = self.limits.learned();
+        if learned.models.is_empty() || &learned == read {
+            return;
+        }
+        let written = serde_json::to_vec_pretty(&learned)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                crate::results::write_replace(path, &bytes)
+            });
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), error = %e, "cannot keep the rate limits this run learned");
+        }
+    }
 }
 
 /// Chat models sharing one call context: one concurrency limit for all of them
@@ -82,6 +131,11 @@ impl ProviderCalls {
                 HarnessError::Infrastructure(format!("{}: {e}", path.display()))
             })?))
         };
+        let memory = (remote && settings.providers.remember_limits).then(|| {
+            let path = limits_path(settings);
+            let read = read_memory(&path);
+            (path, read)
+        });
         Ok(ProviderCalls {
             cache,
             mode,
@@ -97,8 +151,14 @@ impl ProviderCalls {
             limits: Arc::new(
                 RateLimits::with_shared(&settings.providers.shared_limits)
                     .map_err(HarnessError::Usage)?
-                    .with_pooling(settings.providers.pool_shared_limits),
+                    .with_pooling(settings.providers.pool_shared_limits)
+                    .with_memory(
+                        memory
+                            .as_ref()
+                            .map_or_else(LimitMemory::empty, |(_, m)| m.clone()),
+                    ),
             ),
+            memory,
             max_retries: settings.providers.max_retries,
             max_wait: Duration::try_from_secs_f64(settings.providers.max_wait_seconds)
                 .unwrap_or(Duration::from_secs(600)),
@@ -218,15 +278,20 @@ impl ProviderCalls {
             // Only when a limit showed itself: a run that was never held back reads as before.
             if let Some(r) = s
                 .rate_limit
+                .as_ref()
                 .filter(|r| s.throttled > 0 || r.wait_ms > 0 || r.min_concurrency < r.ceiling)
             {
                 out.push_str(&format!(
-                    "    rate limits: {} answered 429/529 (no retry spent), {:.1} s held back, concurrency settled at {} of {} (lowest {})\n",
+                    "    rate limits: {} answered 429/529 (no retry spent), {:.1} s held back, concurrency settled at {} of {} (lowest {}){}\n",
                     s.throttled,
                     r.wait_ms as f64 / 1000.0,
                     r.concurrency,
                     r.ceiling,
-                    r.min_concurrency
+                    r.min_concurrency,
+                    r.limiter
+                        .as_ref()
+                        .map(|l| format!(", limit shared as {l}"))
+                        .unwrap_or_default()
                 ));
             }
         }
@@ -242,7 +307,7 @@ pub fn rate_limit_records(snapshot: &AccountingSnapshot) -> Vec<RateLimitRecord>
         .iter()
         .filter(|(_, s)| s.requests > 0)
         .filter_map(|(model, s)| {
-            s.rate_limit.map(|r| RateLimitRecord {
+            s.rate_limit.as_ref().map(|r| RateLimitRecord {
                 model: model.clone(),
                 requests: s.requests,
                 throttled: s.throttled,
@@ -250,6 +315,7 @@ pub fn rate_limit_records(snapshot: &AccountingSnapshot) -> Vec<RateLimitRecord>
                 concurrency: r.concurrency,
                 min_concurrency: r.min_concurrency,
                 ceiling: r.ceiling,
+                limiter: r.limiter.clone(),
             })
         })
         .collect()

@@ -123,7 +123,7 @@ pub struct ModelStats {
 }
 
 /// How a model's rate limits shaped its calls (see [`crate::limit`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateLimitStats {
     /// The concurrency limit when the last call ended: where it settled.
     pub concurrency: usize,
@@ -134,6 +134,10 @@ pub struct RateLimitStats {
     /// Time calls spent held back by a limit (the gate after a 429, the provider's pace, a
     /// concurrency limit below the ceiling), summed over calls.
     pub wait_ms: u64,
+    /// The limiter the calls were counted against when it is not the model's own (a shared
+    /// limit, declared or pooled; see [`crate::limit`]): its name at the last call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<String>,
 }
 
 /// A copy of the accounting at one moment, by model name (sorted).
@@ -219,6 +223,8 @@ impl Accounting {
             rate.min_concurrency = rate.min_concurrency.min(limit.min_concurrency);
             rate.ceiling = limit.ceiling;
             rate.wait_ms += u64::try_from(call.waited.as_millis()).unwrap_or(u64::MAX);
+            rate.limiter =
+                (limit.model != model.trim_start_matches("llm:")).then(|| limit.model.clone());
         }
     }
 

@@ -267,3 +267,251 @@ fn registry_keys_drop_the_llm_prefix_and_raise_ceilings() {
     assert_eq!(limits.status().len(), 1);
     assert!(limits.held_back().is_none());
 }
+
+/// Sends one request through `l` and answers it with the provider's request bucket at
+/// `remaining` of `limit` (a minute's window), from `account`; whether it showed a shared limit.
+async fn answered(l: &Arc<Limiter>, limit: f64, remaining: f64, account: u64) -> bool {
+    let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
+    p.finish(
+        Outcome::Success,
+        Some(&seen(LimitKind::Requests, limit, remaining, 60_000)),
+        Some(account),
+        0.0,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal() {
+    let limits = RateLimits::new();
+    let a = limits.limiter("openai/a", 8);
+    let b = limits.limiter("openai/b", 8);
+    // One key-wide bucket of 1,000 requests: each answer's `remaining` counts both models.
+    let mut used = 0.0;
+    let mut shown = Vec::new();
+    for _ in 0..12 {
+        for l in [&a, &b] {
+            used += 1.0;
+            if answered(l, 1000.0, 1000.0 - used, 7).await {
+                shown.push(l.model.clone());
+                limits.check_pooling(l);
+            }
+        }
+    }
+    // Each sees its bucket fall by two per request it sends: after 8 answers, the first to
+    // notice finds no partner yet; the second finds the first.
+    assert_eq!(shown, ["openai/a", "openai/b"]);
+    let name = "shared:auto (openai/a, openai/b)";
+    assert_eq!(
+        limits.pooled().values().collect::<Vec<_>>(),
+        [name, name],
+        "{:?}",
+        limits.pooled()
+    );
+    assert_eq!(limits.status_of("openai/a").unwrap().model, name);
+    assert_eq!(limits.status_of("openai/a").unwrap().throttled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn buckets_drained_only_by_their_own_model_or_of_other_sizes_are_not_pooled() {
+    let limits = RateLimits::new();
+    // `a` alone uses its bucket: its headers never move without it.
+    let a = limits.limiter("openai/a", 8);
+    for used in 1..=20 {
+        assert!(!answered(&a, 500.0, 500.0 - f64::from(used), 7).await);
+    }
+    // `b` and `c` are each drained by someone else, but their buckets differ in size: not the
+    // same bucket, so not pooled.
+    let b = limits.limiter("openai/b", 8);
+    let c = limits.limiter("openai/c", 8);
+    let mut shown = 0;
+    for used in 1..=12 {
+        for (l, limit) in [(&b, 1000.0), (&c, 2000.0)] {
+            if answered(l, limit, limit - 3.0 * f64::from(used), 7).await {
+                shown += 1;
+                limits.check_pooling(l);
+            }
+        }
+    }
+    assert_eq!(shown, 2);
+    assert!(limits.pooled().is_empty(), "{:?}", limits.pooled());
+    // Another account's bucket of the same size is not the same bucket either.
+    let d = limits.limiter("openai/d", 8);
+    for used in 1..=12 {
+        if answered(&d, 1000.0, 1000.0 - 3.0 * f64::from(used), 8).await {
+            limits.check_pooling(&d);
+        }
+    }
+    assert!(limits.pooled().is_empty(), "{:?}", limits.pooled());
+    assert_eq!(limits.status().len(), 4);
+}
+
+fn memory_of(model: &str, limit: f64, per_second: f64, from_refusals: bool) -> LimitMemory {
+    LimitMemory {
+        version: LIMIT_MEMORY_VERSION,
+        models: [(
+            model.to_owned(),
+            LearnedLimit {
+                learned_at: unix_now(),
+                buckets: [(LimitKind::Requests, LearnedBucket { limit, per_second })]
+                    .into_iter()
+                    .collect(),
+                from_refusals,
+                shared_with: Vec::new(),
+            },
+        )]
+        .into_iter()
+        .collect(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_remembered_limit_paces_from_the_first_request() {
+    let limits = RateLimits::new().with_memory(memory_of("openai/m", 5.0, 10.0, true));
+    let l = limits.limiter("openai/m", 16);
+    assert!((l.status().requests_per_second.unwrap() - 10.0).abs() < 1e-9);
+    let start = Instant::now();
+    for _ in 0..15 {
+        l.acquire(cost(1, 1), far(), false).await.unwrap().finish(
+            Outcome::Success,
+            None,
+            None,
+            0.0,
+        );
+    }
+    // As if the headers had said so before the first request: 4 of the 5 at once (the cushion
+    // keeps the fifth), then 10 a second, 2 % faster after each answer while nothing refuses
+    // (without the growth: 1,022 ms).
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(800) && took <= Duration::from_secs(1),
+        "{took:?}"
+    );
+    // Never refused under it, and learned from 429s: remembered as it grew, a tenth faster.
+    let next = limits.learned();
+    let bucket = next.models["openai/m"].buckets[&LimitKind::Requests];
+    let grown = 10.0 * 1.02f64.powi(15) * 1.1;
+    assert!(
+        bucket.per_second > 11.0 && bucket.per_second <= grown + 1e-9,
+        "{bucket:?}"
+    );
+    assert!(next.models["openai/m"].from_refusals);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_under_a_remembered_limit_slows_it_or_drops_it() {
+    // Learned from 429s: slowed like a pace, no faster than the retry-after says (0.9 / 50 ms).
+    let limits = RateLimits::new().with_memory(memory_of("openai/m", 100.0, 1000.0, true));
+    let l = limits.limiter("openai/m", 16);
+    let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
+    p.finish(
+        Outcome::Throttled(Some(Duration::from_millis(50))),
+        None,
+        None,
+        0.0,
+    );
+    let rate = l.status().requests_per_second.unwrap();
+    assert!((rate - 18.0).abs() < 1e-6, "{:?}", l.status());
+    // Refused under it: remembered as it now is, not a tenth faster.
+    let learned = limits.learned().models["openai/m"].clone();
+    assert!(learned.from_refusals);
+    let bucket = learned.buckets[&LimitKind::Requests];
+    assert!((bucket.per_second - 18.0).abs() < 1e-6, "{bucket:?}");
+    // Learned from headers: dropped, for the next answer's headers to say what the limit is.
+    let limits = RateLimits::new().with_memory(memory_of("openai/m", 100.0, 1000.0, false));
+    let l = limits.limiter("openai/m", 16);
+    let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
+    p.finish(
+        Outcome::Throttled(Some(Duration::from_millis(50))),
+        None,
+        None,
+        0.0,
+    );
+    assert_eq!(l.status().requests_per_second, None, "{:?}", l.status());
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_a_run_learns_is_remembered_headers_first() {
+    let limits = RateLimits::new();
+    let headers = limits.limiter("openai/h", 16);
+    answered(&headers, 10.0, 5.0, 1).await;
+    let paced = limits.limiter("openai/r", 16);
+    // Retry-after alone: 6 answers, then a 429 saying 100 ms after 200 ms.
+    for _ in 0..6 {
+        paced
+            .acquire(cost(1, 1), far(), false)
+            .await
+            .unwrap()
+            .finish(Outcome::Success, None, None, 0.0);
+    }
+    tokio::time::advance(Duration::from_millis(200)).await;
+    paced
+        .acquire(cost(1, 1), far(), false)
+        .await
+        .unwrap()
+        .finish(
+            Outcome::Throttled(Some(Duration::from_millis(100))),
+            None,
+            None,
+            0.0,
+        );
+    limits.limiter("openai/quiet", 16);
+    let memory = limits.learned();
+    assert_eq!(
+        memory.models.keys().collect::<Vec<_>>(),
+        ["openai/h", "openai/r"],
+        "nothing learned about openai/quiet"
+    );
+    let h = &memory.models["openai/h"];
+    assert!(!h.from_refusals);
+    let bucket = h.buckets[&LimitKind::Requests];
+    // A minute's window: (10 - 5) in 60 s.
+    assert_eq!(bucket.limit, 10.0);
+    assert!((bucket.per_second - 5.0 / 60.0).abs() < 1e-9, "{bucket:?}");
+    // The pace is 0.9 / 100 ms = 9 a second (remembered a twentieth lower; nothing admitted
+    // since the 429 to measure a rate by); 6 admitted in the 200 ms before the first 429, 1.8
+    // of them by the pace: a burst of 0.9 x 4.2.
+    let r = &memory.models["openai/r"];
+    assert!(r.from_refusals);
+    let bucket = r.buckets[&LimitKind::Requests];
+    assert!((bucket.per_second - 8.55).abs() < 1e-6, "{bucket:?}");
+    assert!((bucket.limit - 0.9 * 4.2).abs() < 1e-6, "{bucket:?}");
+    // The next run starts from it, and keeps what it does not learn anew.
+    let next = RateLimits::new().with_memory(memory.clone());
+    assert_eq!(next.learned(), memory);
+}
+
+#[tokio::test(start_paused = true)]
+async fn models_remembered_to_share_a_limit_share_one_limiter_from_the_start() {
+    let mut memory = memory_of("openai/a", 60.0, 60.0, false);
+    let mut shared = memory.models["openai/a"].clone();
+    shared.shared_with = vec!["openai/a".into(), "openai/b".into()];
+    memory.models.insert("openai/a".into(), shared.clone());
+    memory.models.insert("openai/b".into(), shared);
+    let limits = RateLimits::new().with_memory(memory.clone());
+    let a = limits.limiter("openai/a", 8);
+    let b = limits.limiter("openai/b", 8);
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(a.status().model, "shared:auto (openai/a, openai/b)");
+    assert!((a.status().requests_per_second.unwrap() - 60.0).abs() < 1e-9);
+    // With pooling off, or a declared group naming one of them, the memory does not pool them.
+    let off = RateLimits::new()
+        .with_pooling(false)
+        .with_memory(memory.clone());
+    assert!(!Arc::ptr_eq(
+        &off.limiter("openai/a", 8),
+        &off.limiter("openai/b", 8)
+    ));
+    let groups: BTreeMap<String, Vec<String>> = [(
+        "key".to_owned(),
+        vec!["openai/a".to_owned(), "openai/c".to_owned()],
+    )]
+    .into_iter()
+    .collect();
+    let declared = RateLimits::with_shared(&groups)
+        .unwrap()
+        .with_memory(memory);
+    assert!(!Arc::ptr_eq(
+        &declared.limiter("openai/a", 8),
+        &declared.limiter("openai/b", 8)
+    ));
+}

@@ -158,17 +158,14 @@ fn relu(x: f32) -> f32 {
     x.max(0.0)
 }
 
-/// `out[r] = act(a[r] + bias)` for each row `r` (rows of `bias.len()`).
-pub(crate) fn bias_act(arch: Arch, out: &mut [f32], a: &[f32], bias: &[f32], act: Activation) {
+/// `x[r] = act(x[r] + bias)` for each row `r` (rows of `bias.len()`), in place.
+pub(crate) fn bias_act(arch: Arch, x: &mut [f32], bias: &[f32], act: Activation) {
     // One loop per activation (a `match` inside the loop keeps it from vectorising).
     #[inline(always)]
-    fn rows(out: &mut [f32], a: &[f32], bias: &[f32], f: impl Fn(f32) -> f32) {
-        for (o_row, a_row) in out
-            .chunks_exact_mut(bias.len())
-            .zip(a.chunks_exact(bias.len()))
-        {
-            for ((o, x), b) in o_row.iter_mut().zip(a_row).zip(bias) {
-                *o = f(x + b);
+    fn rows(x: &mut [f32], bias: &[f32], f: impl Fn(f32) -> f32) {
+        for row in x.chunks_exact_mut(bias.len()) {
+            for (x, b) in row.iter_mut().zip(bias) {
+                *x = f(*x + b);
             }
         }
     }
@@ -176,17 +173,17 @@ pub(crate) fn bias_act(arch: Arch, out: &mut [f32], a: &[f32], bias: &[f32], act
         Activation::Gelu => simd(
             arch,
             #[inline(always)]
-            |m| rows(out, a, bias, |x| gelu(m, x)),
+            |m| rows(x, bias, |x| gelu(m, x)),
         ),
         Activation::GeluTanh => simd(
             arch,
             #[inline(always)]
-            |m| rows(out, a, bias, |x| gelu_tanh(m, x)),
+            |m| rows(x, bias, |x| gelu_tanh(m, x)),
         ),
         Activation::Relu => simd(
             arch,
             #[inline(always)]
-            |_| rows(out, a, bias, relu),
+            |_| rows(x, bias, relu),
         ),
     }
 }
@@ -198,41 +195,31 @@ pub(crate) struct Norm<'a> {
     pub eps: f32,
 }
 
-/// `out[r] = layer_norm(a[r] + bias + residual[r])` for each row `r` (rows of `bias.len()`),
-/// mean and variance over the row, as `torch.nn.LayerNorm` (biased variance).
-pub(crate) fn add_norm(
-    arch: Arch,
-    out: &mut [f32],
-    a: &[f32],
-    bias: &[f32],
-    residual: &[f32],
-    norm: &Norm<'_>,
-) {
+/// `x[r] = layer_norm(x[r] + bias + residual[r])` for each row `r` (rows of `bias.len()`), in
+/// place, mean and variance over the row, as `torch.nn.LayerNorm` (biased variance).
+pub(crate) fn add_norm(arch: Arch, x: &mut [f32], bias: &[f32], residual: &[f32], norm: &Norm<'_>) {
     let width = bias.len();
     simd(
         arch,
         #[inline(always)]
         |_| {
-            for ((o_row, a_row), r_row) in out
-                .chunks_exact_mut(width)
-                .zip(a.chunks_exact(width))
-                .zip(residual.chunks_exact(width))
-            {
-                norm_row(o_row, a_row, bias, r_row, norm);
+            for (row, r_row) in x.chunks_exact_mut(width).zip(residual.chunks_exact(width)) {
+                norm_row(row, bias, r_row, norm);
             }
         },
     );
 }
 
+/// `row = layer_norm(row + bias + residual)`.
 #[inline(always)]
-fn norm_row(out: &mut [f32], a: &[f32], bias: &[f32], residual: &[f32], norm: &Norm<'_>) {
-    for (((o, x), b), r) in out.iter_mut().zip(a).zip(bias).zip(residual) {
-        *o = x + b + r;
+fn norm_row(row: &mut [f32], bias: &[f32], residual: &[f32], norm: &Norm<'_>) {
+    for ((o, b), r) in row.iter_mut().zip(bias).zip(residual) {
+        *o = *o + b + r;
     }
-    let width = out.len() as f32;
-    let mean = sum(out) / width;
-    let inv = 1.0 / (sum_sq_dev(out, mean) / width + norm.eps).sqrt();
-    for ((o, w), b) in out.iter_mut().zip(norm.weight).zip(norm.bias) {
+    let width = row.len() as f32;
+    let mean = sum(row) / width;
+    let inv = 1.0 / (sum_sq_dev(row, mean) / width + norm.eps).sqrt();
+    for ((o, w), b) in row.iter_mut().zip(norm.weight).zip(norm.bias) {
         *o = (*o - mean) * inv * w + b;
     }
 }
@@ -260,7 +247,8 @@ pub(crate) fn embed(
                 .zip(position.chunks_exact(width))
             {
                 let start = id as usize * width;
-                norm_row(o_row, &word[start..start + width], token_type, p_row, norm);
+                o_row.copy_from_slice(&word[start..start + width]);
+                norm_row(o_row, token_type, p_row, norm);
             }
         },
     );
@@ -624,8 +612,8 @@ mod tests {
             bias: &shift,
             eps: 1e-12,
         };
-        let mut out = [0.0; 8];
-        add_norm(Arch::new(), &mut out, &a, &bias, &residual, &norm);
+        let mut out = a;
+        add_norm(Arch::new(), &mut out, &bias, &residual, &norm);
         for row in out.chunks(4) {
             let mean: f32 = row.iter().sum::<f32>() / 4.0;
             let var: f32 = row.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / 4.0;
