@@ -444,16 +444,19 @@ impl RateLimits {
         );
     }
 
-    /// Every limiter's state, by model.
-    pub fn status(&self) -> Vec<LimitStatus> {
-        let limiters: Vec<Arc<Limiter>> = self
-            .limiters
+    /// The limiters now (a copy of the list, so that none is locked while the registry is).
+    fn all(&self) -> Vec<Arc<Limiter>> {
+        self.limiters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .cloned()
-            .collect();
-        limiters.iter().map(|l| l.status()).collect()
+            .collect()
+    }
+
+    /// Every limiter's state, by model.
+    pub fn status(&self) -> Vec<LimitStatus> {
+        self.all().iter().map(|l| l.status()).collect()
     }
 
     /// The state of one model's limiter (`llm:` prefix dropped; its shared limit's where it

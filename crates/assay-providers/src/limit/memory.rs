@@ -13,13 +13,12 @@
 //! Entries older than [`MAX_AGE`] are forgotten.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::{LimitKind, Limiter, Pace, RateLimits, State, Ticket};
+use super::{LimitKind, Pace, RateLimits, State, Ticket};
 
 /// The memory's format version.
 pub const LIMIT_MEMORY_VERSION: u32 = 1;
@@ -153,14 +152,7 @@ impl RateLimits {
     pub fn learned(&self) -> LimitMemory {
         let mut memory = self.memory.clone();
         let now = unix_now();
-        let limiters: Vec<Arc<Limiter>> = self
-            .limiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for limiter in limiters {
+        for limiter in self.all() {
             let Some(mut learned) = limiter.lock().learned(now) else {
                 continue;
             };

@@ -47,6 +47,18 @@ fn cost(input: u64, output: u64) -> RequestCost {
     }
 }
 
+/// Sends `n` requests through `l`, one after another, each answered.
+async fn answer_each(l: &Arc<Limiter>, n: usize) {
+    for _ in 0..n {
+        l.acquire(cost(1, 1), far(), false).await.unwrap().finish(
+            Outcome::Success,
+            None,
+            None,
+            0.0,
+        );
+    }
+}
+
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
@@ -108,14 +120,7 @@ async fn grows_back_by_one_per_window_of_successes_while_saturated() {
         state.limit = 2.0;
         state.saturated = false;
     }
-    for _ in 0..10 {
-        l.acquire(cost(1, 1), far(), false).await.unwrap().finish(
-            Outcome::Success,
-            None,
-            None,
-            0.0,
-        );
-    }
+    answer_each(&l, 10).await;
     assert_eq!(l.status().concurrency, 2);
 }
 
@@ -175,14 +180,7 @@ async fn headers_pace_requests_before_the_limit_is_hit() {
         "{s:?}"
     );
     let start = Instant::now();
-    for _ in 0..15 {
-        l.acquire(cost(1, 1), far(), false).await.unwrap().finish(
-            Outcome::Success,
-            None,
-            None,
-            0.0,
-        );
-    }
+    answer_each(&l, 15).await;
     // 4 at once (the 5th would eat into the cushion of a sixth of a request plus 5 ms of
     // refill), then 11 more at 10 a second, the first of them as soon as the cushion is
     // there: 1/6 + 0.05 of a request = 21.7 ms, then 10 x 100 ms.
@@ -370,14 +368,7 @@ async fn a_remembered_limit_paces_from_the_first_request() {
     let l = limits.limiter("openai/m", 16);
     assert!((l.status().requests_per_second.unwrap() - 10.0).abs() < 1e-9);
     let start = Instant::now();
-    for _ in 0..15 {
-        l.acquire(cost(1, 1), far(), false).await.unwrap().finish(
-            Outcome::Success,
-            None,
-            None,
-            0.0,
-        );
-    }
+    answer_each(&l, 15).await;
     // As if the headers had said so before the first request: 4 of the 5 at once (the cushion
     // keeps the fifth), then 10 a second, 2 % faster after each answer while nothing refuses
     // (without the growth: 1,022 ms).
