@@ -501,8 +501,12 @@ pub enum JudgeCommand {
 /// `assay runs …`
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
-    /// The saved runs, newest first.
+    /// The saved runs, newest first; a shard, a partial run (--test, --topic, --changed-since,
+    /// a --banks subset), a run with drafts and a merged run are marked so.
     List {
+        /// The project directory (as `assay run DIR` takes it; the same as --project).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -523,6 +527,11 @@ pub enum RunsCommand {
     /// with it until another is accepted. The run is copied into baseline/ (commit that
     /// folder so CI compares with it) with who accepted it and when; baseline/history.jsonl
     /// keeps every acceptance.
+    ///
+    /// Only a run of the whole suite can be the baseline: a shard, a partial run (--test,
+    /// --topic, --changed-since, a --banks subset) and a run with pending drafts
+    /// (--include-drafts) are refused (exit 2, the reason named). A CRITICAL run or one with
+    /// errored cases is accepted with a warning, which the acceptance records.
     Accept {
         /// A saved run's id (like 2026-11-25-0915), or `latest`.
         #[arg(value_name = "RUN_ID|latest")]
@@ -801,10 +810,11 @@ pub enum KbCommand {
     },
     /// Write the current entities as a YAML or JSON list.
     Export {
-        /// json or yaml.
-        #[arg(long, default_value = "yaml")]
-        format: String,
-        /// Write here instead of stdout.
+        /// json or yaml (default: the --output file's extension, else yaml).
+        #[arg(long)]
+        format: Option<String>,
+        /// Write here instead of stdout; its extension (.yaml, .yml or .json) decides the
+        /// format, and a --format that says otherwise is refused.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -1108,7 +1118,7 @@ pub struct GenerateArgs {
     pub per_entity: Option<u32>,
 
     /// The model that writes messages, `vendor/model` (default: [generate] model in
-    /// assay.toml, else [calibrate] model).
+    /// assay.toml, else [calibration] model).
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub model: Option<String>,
 
@@ -1134,7 +1144,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Model calls in flight at once (default: [provider] concurrency).
+    /// Model calls in flight at once (default: [generate] concurrency, else 4).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
 }

@@ -25,6 +25,8 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
         .with_writer(std::io::stderr)
+        // A closed stderr (`2>&1 | head -1`) drops the log line; its own report would panic.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()

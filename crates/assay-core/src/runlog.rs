@@ -718,13 +718,54 @@ pub struct RunFilters {
     /// banks included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drafts: Option<usize>,
+    /// The banks holding cases that `--banks` left out (absent when `--banks` named every bank
+    /// with cases, or was not given): a run of a subset of the banks is partial.
+    #[serde(default, with = "bank_keys", skip_serializing_if = "Vec::is_empty")]
+    pub banks_left_out: Vec<BankType>,
 }
 
 impl RunFilters {
-    /// Whether the run ran only part of its banks (`--test`, `--topic`, `--changed-since`):
-    /// such a run is no full run to compare others with.
+    /// Whether the run ran only part of the suite (`--test`, `--topic`, `--changed-since`, a
+    /// `--banks` subset): such a run is no full run to compare others with.
     pub fn is_partial(&self) -> bool {
-        self.test.is_some() || self.topic.is_some() || self.changed_since.is_some()
+        !self.partial().is_empty()
+    }
+
+    /// Each selection that made the run partial, as the flag that asked for it
+    /// (`--test SEM-01`, `--changed-since latest (15 of 61 cases)`,
+    /// `--banks state (left out: semantic, pattern)`); empty for a run of the whole suite.
+    pub fn partial(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if let Some(test) = &self.test {
+            why.push(format!("--test {test}"));
+        }
+        if let Some(topic) = &self.topic {
+            why.push(format!("--topic {topic}"));
+        }
+        if let Some(c) = &self.changed_since {
+            why.push(format!(
+                "--changed-since {} ({} of {} cases)",
+                c.reference,
+                c.ran,
+                c.ran + c.skipped
+            ));
+        }
+        if !self.banks_left_out.is_empty() {
+            let keys =
+                |banks: &[BankType]| banks.iter().map(|b| b.key()).collect::<Vec<_>>().join(",");
+            why.push(format!(
+                "--banks {} (left out: {})",
+                keys(&self.banks),
+                keys(&self.banks_left_out).replace(',', ", ")
+            ));
+        }
+        why
+    }
+
+    /// Whether the run's banks included pending drafts (`--include-drafts` when there were
+    /// some): cases nobody has reviewed, so no run to compare others with.
+    pub fn has_drafts(&self) -> bool {
+        self.drafts.is_some_and(|n| n > 0)
     }
 }
 
@@ -1152,5 +1193,67 @@ mod tests {
             }
         );
         assert_eq!(g["b"].avg, 90.0);
+    }
+
+    #[test]
+    fn a_run_is_partial_for_each_selection_of_part_of_the_suite() {
+        let whole = RunFilters {
+            banks: BankType::ALL.to_vec(),
+            ..RunFilters::default()
+        };
+        assert!(!whole.is_partial() && !whole.has_drafts());
+        let test = RunFilters {
+            test: Some("SEM-01".into()),
+            ..whole.clone()
+        };
+        assert_eq!(test.partial(), vec!["--test SEM-01"]);
+        let subset = RunFilters {
+            banks: vec![BankType::State, BankType::Pattern],
+            banks_left_out: vec![BankType::Semantic, BankType::Always],
+            ..RunFilters::default()
+        };
+        assert_eq!(
+            subset.partial(),
+            vec!["--banks state,pattern (left out: semantic, always)"]
+        );
+        let changed = RunFilters {
+            changed_since: Some(ChangedSince {
+                reference: "latest".into(),
+                ran: 15,
+                skipped: 46,
+                ..ChangedSince::default()
+            }),
+            ..whole.clone()
+        };
+        assert_eq!(
+            changed.partial(),
+            vec!["--changed-since latest (15 of 61 cases)"]
+        );
+        // Drafts are not partial, but set the run apart; none pending is a whole run.
+        let drafts = RunFilters {
+            drafts: Some(2),
+            ..whole.clone()
+        };
+        assert!(!drafts.is_partial() && drafts.has_drafts());
+        assert!(
+            !RunFilters {
+                drafts: Some(0),
+                ..whole
+            }
+            .has_drafts()
+        );
+        // The left-out banks are read back, and absent when none were.
+        let json = serde_json::to_value(&subset).unwrap();
+        assert_eq!(
+            json["banks_left_out"],
+            serde_json::json!(["semantic", "always"])
+        );
+        assert_eq!(serde_json::from_value::<RunFilters>(json).unwrap(), subset);
+        assert!(
+            serde_json::to_value(&test)
+                .unwrap()
+                .get("banks_left_out")
+                .is_none()
+        );
     }
 }

@@ -15,6 +15,12 @@
 //!
 //! Every file is written atomically (a temporary file, then a rename), the copy before the
 //! record that points at it, so an interrupted accept leaves the previous acceptance whole.
+//!
+//! Only a run of the whole suite as it stands can be the baseline: a shard, a partial run
+//! (`--test`, `--topic`, `--changed-since`, a `--banks` subset) and a run that included pending
+//! drafts are refused, naming why, because a later run compared with one would report
+//! regressions in every case it never ran. A CRITICAL run, or one with errored cases, is
+//! accepted with a warning, recorded with the acceptance (`warnings`).
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HarnessError;
 use crate::results::write_replace;
-use crate::runs;
+use crate::runs::{self, RunEntry};
 
 /// The folder, under the project, that holds the accepted baseline.
 pub const DIR: &str = "baseline";
@@ -54,6 +60,10 @@ pub struct Acceptance {
     pub note: Option<String>,
     /// The copy of its RunLog, relative to [`DIR`].
     pub results: String,
+    /// What was wrong with the run when it was accepted (CRITICAL health, errored cases), as
+    /// the acceptance warned; absent when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Acceptance {
@@ -124,7 +134,10 @@ pub fn history(root: &Path) -> Result<Vec<Acceptance>, HarnessError> {
 }
 
 /// Accepts the saved run `spec` names (`latest` or a saved run's id) in `results_dir` as the
-/// baseline of the project at `root`, recording `by`, the time and `note`.
+/// baseline of the project at `root`, recording `by`, the time, `note` and what is wrong with
+/// the run ([`Acceptance::warnings`]). A shard, a partial run and a run with drafts are refused
+/// (a usage error naming why, and the newest run of the whole suite when there is one); nothing
+/// is written then.
 pub fn accept(
     root: &Path,
     results_dir: &Path,
@@ -160,12 +173,7 @@ pub fn accept(
         )
         .map_err(|e| HarnessError::Usage(format!("run {id} cannot be the baseline: {e}")))?;
     }
-    if let Some(shard) = &log.shard {
-        return Err(HarnessError::Usage(format!(
-            "run {id} ran shard {} of the suite, a part of it: merge the shards (`assay runs merge`) and accept the merged run",
-            shard.shard
-        )));
-    }
+    refuse_partial(results_dir, &id, &log)?;
     let by = by.trim();
     if by.is_empty() {
         return Err(HarnessError::Usage(
@@ -197,6 +205,7 @@ pub fn accept(
             .filter(|n| !n.is_empty())
             .map(str::to_owned),
         results,
+        warnings: warnings(&log),
     };
     let line = serde_json::to_string(&record)
         .map_err(|e| HarnessError::Infrastructure(format!("cannot encode the acceptance: {e}")))?;
@@ -226,6 +235,82 @@ pub fn accept(
         let _ = std::fs::remove_file(old_cases);
     }
     Ok(record)
+}
+
+/// Refuses (a usage error naming why) a run that is not the whole suite run as it stands: a
+/// shard, a partial run (`--test`, `--topic`, `--changed-since`, a `--banks` subset) or a run
+/// that included pending drafts. A later run compared with such a run would find regressions
+/// in every case it did not run ("new hard fail: … (– → 0)").
+fn refuse_partial(results_dir: &Path, id: &str, log: &RunLog) -> Result<(), HarnessError> {
+    let why = if let Some(shard) = &log.shard {
+        format!(
+            "run {id} ran shard {} of the suite, a part of it: merge the shards (`assay runs merge`) and accept the merged run",
+            shard.shard
+        )
+    } else if log.filters.is_partial() {
+        format!(
+            "run {id} is a partial run ({}): a baseline must be a run of the whole suite, or later runs are compared with cases it never ran; run `assay run` without that selection and accept that run",
+            log.filters.partial().join(", ")
+        )
+    } else if log.filters.has_drafts() {
+        format!(
+            "run {id} included {} pending draft(s) (`--include-drafts`): a baseline holds reviewed cases only; review the drafts (`assay generate review`), then run without --include-drafts and accept that run",
+            log.filters.drafts.unwrap_or(0)
+        )
+    } else {
+        return Ok(());
+    };
+    let newest_full = runs::list_runs(results_dir)
+        .ok()
+        .and_then(|all| all.into_iter().find(RunEntry::is_full))
+        .filter(|r| r.id != id);
+    Err(HarnessError::Usage(match newest_full {
+        Some(r) => format!(
+            "{why} (the newest run of the whole suite is {}: `assay runs accept {}`)",
+            r.id, r.id
+        ),
+        None => why,
+    }))
+}
+
+/// What is wrong with a run that may still be accepted: CRITICAL health (later runs are
+/// compared with a failing run) and cases an infrastructure error kept from a score (compared
+/// with nothing).
+fn warnings(log: &RunLog) -> Vec<String> {
+    let s = &log.summary;
+    let mut out = Vec::new();
+    if s.health_status == Health::Critical {
+        let failures = if s.critical_failures.is_empty() {
+            String::new()
+        } else {
+            let shown: Vec<&str> = s
+                .critical_failures
+                .iter()
+                .take(5)
+                .map(String::as_str)
+                .collect();
+            let more = s.critical_failures.len().saturating_sub(shown.len());
+            format!(
+                " (critical failures: {}{})",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
+        out.push(format!(
+            "the accepted run's health is CRITICAL{failures}: later runs are compared with a failing run"
+        ));
+    }
+    if s.error_count > 0 {
+        out.push(format!(
+            "the accepted run has {} errored case(s) (infrastructure errors, no score): later runs cannot be compared on them",
+            s.error_count
+        ));
+    }
+    out
 }
 
 /// Copies `from` to `to` atomically.

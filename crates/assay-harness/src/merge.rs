@@ -56,7 +56,7 @@ pub struct Merged {
     pub log: RunLog,
     /// Its run log (every case, in run order), when the RunLog lists only the worst cases:
     /// a file in the results folder that saving the run moves beside it.
-    pub run_log: Option<tempfile::TempPath>,
+    pub run_log: Option<crate::results::HeldTemp>,
 }
 
 /// Setup entries that describe how a shard went rather than what it ran (searches counted,
@@ -274,10 +274,7 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
     let mut writer = if total > run::LISTED_WHOLE {
         std::fs::create_dir_all(&settings.results_dir)
             .map_err(|e| HarnessError::io(&settings.results_dir, &e))?;
-        let file = tempfile::Builder::new()
-            .prefix(".assay-merge-")
-            .suffix(".jsonl")
-            .tempfile_in(&settings.results_dir)
+        let file = crate::results::temporary(&settings.results_dir, ".jsonl")
             .map_err(|e| HarnessError::io(&settings.results_dir, &e))?;
         let header = JournalHeader {
             journal: JOURNAL_VERSION,
@@ -356,7 +353,10 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
             file.as_file()
                 .sync_all()
                 .map_err(|e| write_error(&settings.results_dir, &e))?;
-            Some(file.into_temp_path())
+            Some(
+                crate::results::HeldTemp::new(file)
+                    .map_err(|e| write_error(&settings.results_dir, &e))?,
+            )
         }
         None => None,
     };

@@ -1,8 +1,135 @@
 //! Saving a run: `results/results_<stamp>.json`, `results/report_<stamp>.md` and
 //! `results/report_<stamp>.html`, written atomically (temporary file, then a link that never replaces an existing file).
+//!
+//! Every atomic write of assay goes through here ([`write_new`], [`write_replace`],
+//! [`write_replace_with`], [`temporary`]): the temporary file is `.assay-tmp-…` beside the
+//! target, and its writer holds an operating-system lock on it for as long as it is open (the
+//! kernel releases it when the process ends in any way, `kill -9` included). A process killed
+//! mid-write leaves its temporary file behind; the next write into that folder sweeps it
+//! ([`sweep`]): only files whose lock nobody holds and that have not changed for
+//! [`SWEEP_AFTER`], so a file another live process is writing is never touched.
 
+use std::collections::HashSet;
+use std::fs::{File, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// How every temporary file of an atomic write is named: `.assay-tmp-` and random letters.
+pub const TEMP_PREFIX: &str = ".assay-tmp-";
+
+/// How long a temporary file must have been left unchanged before a sweep may remove it, on
+/// top of its lock being free: the lock proves its writer is gone; the age covers the instant
+/// between a writer creating the file and locking it.
+pub const SWEEP_AFTER: Duration = Duration::from_secs(120);
+
+/// A new temporary file in `dir` (`.assay-tmp-…<suffix>`), locked for as long as it is open,
+/// after sweeping what killed writers left in `dir` (once per folder and process).
+pub fn temporary(dir: &Path, suffix: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    sweep_once(dir);
+    let tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .suffix(suffix)
+        .tempfile_in(dir)?;
+    // A file system without locks still gets its file: a sweep cannot take its lock either,
+    // and leaves it alone.
+    if let Err(e) = tmp.as_file().try_lock() {
+        tracing::debug!(path = %tmp.path().display(), "cannot lock a temporary file: {e}");
+    }
+    Ok(tmp)
+}
+
+/// A temporary file kept by its path (removed when dropped) whose lock stays held: what a
+/// writer hands on once it has finished writing and closed the file, until the file is moved
+/// into place or dropped.
+#[derive(Debug)]
+pub struct HeldTemp {
+    path: tempfile::TempPath,
+    _lock: File,
+}
+
+impl HeldTemp {
+    /// Keeps `file`'s path and its lock (through a second handle of the same open file).
+    pub fn new(file: tempfile::NamedTempFile) -> std::io::Result<HeldTemp> {
+        let lock = file.as_file().try_clone()?;
+        Ok(HeldTemp {
+            path: file.into_temp_path(),
+            _lock: lock,
+        })
+    }
+}
+
+impl std::ops::Deref for HeldTemp {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Sweeps `dir` the first time this process writes there ([`sweep`]).
+fn sweep_once(dir: &Path) {
+    static SWEPT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let first = SWEPT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashSet::new)
+        .insert(dir.to_owned());
+    if first {
+        let removed = sweep(dir);
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                dir = %dir.display(),
+                "removed temporary files that killed processes left behind"
+            );
+        }
+    }
+}
+
+/// Removes from `dir` the temporary files of atomic writes (`.assay-tmp-*`, and the run logs
+/// of `assay runs merge` before they had that name, `.assay-merge-*`) that are provably
+/// abandoned: unchanged for [`SWEEP_AFTER`] and locked by no process. A file whose lock is
+/// held, or whose lock cannot be tried, is left alone. Returns how many it removed; failures
+/// are logged, never fatal.
+pub fn sweep(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !(name.starts_with(TEMP_PREFIX) || name.starts_with(".assay-merge-")) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= SWEEP_AFTER);
+        if !meta.is_file() || !old {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        match file.try_lock() {
+            Ok(()) => match std::fs::remove_file(&path) {
+                Ok(()) => removed += 1,
+                Err(e) => tracing::debug!(path = %path.display(), "cannot remove: {e}"),
+            },
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => {
+                tracing::debug!(path = %path.display(), "cannot tell whether a writer holds it: {e}");
+            }
+        }
+    }
+    removed
+}
 
 /// Where a run was saved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,9 +170,7 @@ fn staged(target: &Path, contents: &[u8]) -> std::io::Result<tempfile::NamedTemp
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".assay-tmp-")
-        .tempfile_in(dir)?;
+    let mut tmp = temporary(dir, "")?;
     tmp.write_all(contents)?;
     #[cfg(unix)]
     {
@@ -182,9 +307,7 @@ fn link_new(from: &Path, to: &Path) -> std::io::Result<()> {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(e),
         Err(_) => {
-            let mut tmp = tempfile::Builder::new()
-                .prefix(".assay-tmp-")
-                .tempfile_in(to.parent().unwrap_or(Path::new(".")))?;
+            let mut tmp = temporary(to.parent().unwrap_or(Path::new(".")), "")?;
             std::io::copy(&mut std::fs::File::open(from)?, tmp.as_file_mut())?;
             tmp.persist_noclobber(to).map_err(|e| e.error)?;
         }
@@ -195,6 +318,64 @@ fn link_new(from: &Path, to: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_takes_only_old_unlocked_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - SWEEP_AFTER - Duration::from_secs(60);
+        let make = |name: &str, aged: bool| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "x").unwrap();
+            if aged {
+                let f = File::options().write(true).open(&path).unwrap();
+                f.set_modified(old).unwrap();
+            }
+            path
+        };
+        make(".assay-tmp-dead", true);
+        make(".assay-merge-dead.jsonl", true);
+        make(".assay-tmp-fresh", false);
+        make("report.md", true);
+        let live = make(".assay-tmp-live", true);
+        let held = File::open(&live).unwrap();
+        held.lock().unwrap();
+        assert_eq!(sweep(dir.path()), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            vec![".assay-tmp-fresh", ".assay-tmp-live", "report.md"]
+        );
+        drop(held);
+        assert_eq!(sweep(dir.path()), 1, "its writer gone, the old file goes");
+    }
+
+    #[test]
+    fn a_temporary_file_is_locked_while_its_writer_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = temporary(dir.path(), ".jsonl").unwrap();
+        let name = tmp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with(TEMP_PREFIX) && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        let other = File::open(tmp.path()).unwrap();
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        // Handed on as a path, it stays locked until dropped, then it is gone.
+        let held = HeldTemp::new(tmp).unwrap();
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        let path = held.to_path_buf();
+        drop(held);
+        assert!(!path.exists());
+    }
 
     #[test]
     fn never_overwrites() {

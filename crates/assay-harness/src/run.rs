@@ -552,6 +552,7 @@ pub async fn run(
             topic: request.topic.clone(),
             changed_since,
             drafts: request.drafts,
+            banks_left_out: banks_left_out(project, request),
         },
         summary,
         semantic: results.semantic,
@@ -976,6 +977,19 @@ fn count_streamed(
 
 /// How many cases of `bank` `request` selects (a streamed bank read through when the
 /// request filters by changed entities).
+/// The banks holding cases that an explicit `--banks` list leaves out (none without one): what
+/// makes a run of a subset of the banks partial.
+fn banks_left_out(project: &Project, request: &RunRequest) -> Vec<BankType> {
+    if request.banks.is_empty() {
+        return Vec::new();
+    }
+    let every = RunRequest::default();
+    BankType::ALL
+        .into_iter()
+        .filter(|b| !request.banks.contains(b) && selected_count(project, &every, *b) > 0)
+        .collect()
+}
+
 fn selected_count(project: &Project, request: &RunRequest, bank: BankType) -> usize {
     let b = &project.banks;
     let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));

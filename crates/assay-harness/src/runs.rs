@@ -84,6 +84,56 @@ pub struct RunEntry {
     /// `latest` nor a baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    /// What made it a partial run (`--test ID`, `--topic T`, `--changed-since RUN (15 of 61
+    /// cases)`, `--banks …`; [`assay_core::runlog::RunFilters::partial`]); empty for a run of
+    /// the whole suite.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partial: Vec<String>,
+    /// The pending drafts its banks included (`--include-drafts`), when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drafts: Option<usize>,
+    /// How many shards it was merged from (`assay runs merge`), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged: Option<u32>,
+}
+
+impl RunEntry {
+    /// Whether it is a run of the whole suite as it stands: no shard, not partial, no drafts.
+    /// Only such a run can be the accepted baseline, and only such runs share the runs chart's
+    /// line.
+    pub fn is_full(&self) -> bool {
+        self.shard.is_none() && self.partial.is_empty() && self.drafts.is_none()
+    }
+
+    /// What sets it apart from a run of the whole suite, in a few words (`shard hash:1/3`,
+    /// `partial: --test SEM-01`, `3 drafts`), for lists and the chart; `None` for a full run.
+    pub fn apart(&self) -> Option<String> {
+        apart(self.shard.as_deref(), &self.partial, self.drafts)
+    }
+}
+
+/// What sets the run `log` apart from a run of the whole suite, as [`RunEntry::apart`] says it.
+pub fn apart_of(log: &RunLog) -> Option<String> {
+    let shard = log.shard.as_ref().map(|s| s.shard.to_string());
+    apart(
+        shard.as_deref(),
+        &log.filters.partial(),
+        log.filters.drafts.filter(|n| *n > 0),
+    )
+}
+
+fn apart(shard: Option<&str>, partial: &[String], drafts: Option<usize>) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(shard) = shard {
+        why.push(format!("shard {shard}"));
+    }
+    if !partial.is_empty() {
+        why.push(format!("partial: {}", partial.join(", ")));
+    }
+    if let Some(n) = drafts {
+        why.push(format!("{n} draft{}", if n == 1 { "" } else { "s" }));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// Whether `id` is a run id: `YYYY-MM-DD-HHMM` of digits, optionally followed by `-N`.
@@ -178,6 +228,9 @@ fn entry_of(results_dir: &Path, id: &str, log: &RunLog) -> RunEntry {
         json: results_dir.join(format!("results_{id}.json")),
         markdown: markdown.is_file().then_some(markdown),
         shard: log.shard.as_ref().map(|s| s.shard.to_string()),
+        partial: log.filters.partial(),
+        drafts: log.filters.drafts.filter(|n| *n > 0),
+        merged: log.merged.as_ref().map(|m| m.count),
     }
 }
 

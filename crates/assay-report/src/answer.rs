@@ -653,6 +653,7 @@ pub(crate) mod tests {
                 topic: None,
                 changed_since: None,
                 drafts: None,
+                banks_left_out: Vec::new(),
             },
             setup: BTreeMap::new(),
             summary,

@@ -974,6 +974,7 @@ pub(crate) mod tests {
                 topic: Some(format!("custody{inject}")),
                 changed_since: None,
                 drafts: None,
+                banks_left_out: Vec::new(),
             },
             setup: BTreeMap::from([("embedder".to_owned(), format!("builtin/lexical{inject}"))]),
             summary,

@@ -1,15 +1,19 @@
 //! The runs over time: each saved run's weighted score and each bank's score, oldest run on
 //! the left, as one inline SVG (no script), for the web UI's runs page. Readable from one run
 //! (a single point in the middle) to hundreds (lines, with the banks' own points left out).
+//! The lines join runs of the whole suite only: a run of part of it (a shard, `--test`,
+//! `--topic`, `--changed-since`, a `--banks` subset) or of more (pending drafts) is plotted
+//! apart, a hollow point off the line that says why, so it never shows as a dip or a jump.
 //!
 //! ```
-//! use assay_report::trend::{TrendMarks, TrendPoint, svg};
+//! use assay_report::trend::{RunKind, TrendMarks, TrendPoint, svg};
 //! let run = TrendPoint {
 //!     id: "2026-11-25-0915".into(),
 //!     timestamp: "2026-11-25T09:15:00Z".into(),
 //!     combined: 84.5,
 //!     banks: [("semantic".to_owned(), 80.0)].into_iter().collect(),
 //!     href: Some("/ui/runs/2026-11-25-0915".into()),
+//!     kind: RunKind::Full,
 //! };
 //! let chart = svg(&[run], &TrendMarks::default());
 //! assert!(chart.starts_with("<svg") && chart.contains("weighted 84.5"));
@@ -34,6 +38,35 @@ pub struct TrendPoint {
     pub banks: BTreeMap<String, f64>,
     /// The run's page, when the chart's points link to one.
     pub href: Option<String>,
+    /// Whether it ran the whole suite, and so shares the lines.
+    pub kind: RunKind,
+}
+
+/// How a run stands beside the others on the chart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RunKind {
+    /// A run of the whole suite: on the lines.
+    #[default]
+    Full,
+    /// A run of the whole suite merged from its shards (`assay runs merge`): on the lines, its
+    /// tooltip saying so.
+    Merged {
+        /// How many shards.
+        shards: u32,
+    },
+    /// A run of part of the suite (a shard, a partial run) or of more than it (pending
+    /// drafts): its score is not comparable with a whole run's, so it is drawn off the lines,
+    /// as a hollow point whose tooltip says why.
+    Apart {
+        /// Why, in a few words (`partial: --test SEM-01`).
+        why: String,
+    },
+}
+
+impl RunKind {
+    fn on_line(&self) -> bool {
+        !matches!(self, RunKind::Apart { .. })
+    }
 }
 
 /// What the chart marks besides the scores.
@@ -88,8 +121,10 @@ fn line(out: &mut String, points: &[(f64, f64)], colour: &str, width: f64, class
 
 /// The chart of `points`, given oldest first: the weighted score as a thick line with a point
 /// per run (each a link to the run's page when it has one, with the run, its time and every
-/// score as its tooltip), each bank's score as a thin line (broken where a run did not run
-/// the bank), the score axis from 0 to 100, the first and last run's times under the axis.
+/// score as its tooltip), each bank's score as a thin line (broken where a run of the whole
+/// suite did not run the bank), the score axis from 0 to 100, the first and last run's times
+/// under the axis. The lines join the runs of the whole suite; a run plotted apart
+/// ([`RunKind::Apart`]) is a hollow point off them, in the legend as such.
 pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
     let n = points.len();
     let mut plot = Plot::new(WIDTH, HEIGHT, (-0.5, n.max(1) as f64 - 0.5), (0.0, 100.0));
@@ -190,6 +225,15 @@ pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
     for (bank, shape, colour) in &present {
         key(&mut out, *shape, colour, bank, bank);
     }
+    if points.iter().any(|p| !p.kind.on_line()) {
+        key(
+            &mut out,
+            Shape::Ring,
+            WEIGHTED,
+            "not a whole run (off the line)",
+            "apart",
+        );
+    }
 
     // Each bank: a thin line, broken where a run did not run it; points while few.
     let bank_points = n <= BANK_POINTS_UP_TO;
@@ -199,7 +243,7 @@ pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
             "<g class=\"series series-{bank}\" fill=\"{colour}\" stroke=\"{colour}\">"
         );
         let mut run: Vec<(f64, f64)> = Vec::new();
-        for (i, p) in points.iter().enumerate() {
+        for (i, p) in points.iter().enumerate().filter(|(_, p)| p.kind.on_line()) {
             if let Some(v) = p.banks.get(*bank) {
                 run.push((plot.px(i as f64), plot.py(v.clamp(0.0, 100.0))));
             } else {
@@ -209,7 +253,7 @@ pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
         }
         line(&mut out, &run, colour, 1.25, "line");
         if bank_points {
-            for (i, p) in points.iter().enumerate() {
+            for (i, p) in points.iter().enumerate().filter(|(_, p)| p.kind.on_line()) {
                 if let Some(v) = p.banks.get(*bank) {
                     marker(
                         &mut out,
@@ -236,9 +280,15 @@ pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
         .enumerate()
         .map(|(i, p)| (plot.px(i as f64), plot.py(p.combined.clamp(0.0, 100.0))))
         .collect();
-    line(&mut out, &xy, WEIGHTED, 2.5, "line");
+    let joined: Vec<(f64, f64)> = points
+        .iter()
+        .zip(&xy)
+        .filter(|(p, _)| p.kind.on_line())
+        .map(|(_, xy)| *xy)
+        .collect();
+    line(&mut out, &joined, WEIGHTED, 2.5, "line");
     let r = if n <= BANK_POINTS_UP_TO { 4.5 } else { 2.5 };
-    for (p, (x, y)) in points.iter().zip(&xy) {
+    let point = |out: &mut String, p: &TrendPoint, (x, y): (f64, f64), shape, class: &str| {
         let mut tip = format!(
             "run {} · {} · weighted {:.1}",
             p.id,
@@ -248,15 +298,45 @@ pub fn svg(points: &[TrendPoint], marks: &TrendMarks) -> String {
         for (bank, v) in &p.banks {
             let _ = write!(tip, " · {bank} {v:.1}");
         }
+        match &p.kind {
+            RunKind::Full => {}
+            RunKind::Merged { shards } => {
+                let _ = write!(tip, " · merged from {shards} shards");
+            }
+            RunKind::Apart { why } => {
+                let _ = write!(tip, " · {why}: not comparable with a whole run");
+            }
+        }
         if let Some(href) = &p.href {
             let _ = write!(out, "<a href=\"{}\">", escape(href));
         }
-        marker(&mut out, Shape::Dot, *x, *y, r, "point", &tip);
+        marker(out, shape, x, y, r, class, &tip);
         if p.href.is_some() {
             out.push_str("</a>");
         }
+    };
+    for (p, xy) in points.iter().zip(&xy) {
+        match p.kind {
+            RunKind::Full => point(&mut out, p, *xy, Shape::Dot, "point"),
+            RunKind::Merged { .. } => point(&mut out, p, *xy, Shape::Dot, "point merged"),
+            RunKind::Apart { .. } => {}
+        }
     }
-    out.push_str("</g></svg>");
+    out.push_str("</g>");
+    // The runs that are not whole runs: hollow, dashed, off the line.
+    if points.iter().any(|p| !p.kind.on_line()) {
+        let _ = write!(
+            out,
+            "<g class=\"series series-apart\" fill=\"{WEIGHTED}\" stroke=\"{WEIGHTED}\" stroke-dasharray=\"2 1.5\">"
+        );
+        for (p, xy) in points.iter().zip(&xy) {
+            if !p.kind.on_line() {
+                point(&mut out, p, *xy, Shape::Ring, "point apart");
+            }
+        }
+        out.push_str("</g>");
+    }
+    out.push_str("</svg>");
     out
 }
 
@@ -271,6 +351,7 @@ mod tests {
             combined,
             banks: banks.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
             href: Some(format!("/ui/runs/{i}")),
+            kind: RunKind::Full,
         }
     }
 
@@ -323,5 +404,63 @@ mod tests {
         let chart = svg(&[a, b], &marks);
         assert!(chart.contains("class=\"accepted\""));
         assert!(chart.contains("run &lt;b&gt;") && !chart.contains("<b>"));
+    }
+
+    #[test]
+    fn a_partial_run_is_plotted_apart_and_a_merged_run_on_the_line() {
+        // Three whole runs at 80 and, between them, a --test run at 10 (one failing case) and
+        // a merged run: the weighted line joins the three whole runs and the merged one only.
+        let mut points: Vec<TrendPoint> = [80.0, 10.0, 80.0, 80.0, 80.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| point(i, *v, &[("semantic", *v)]))
+            .collect();
+        points[1].kind = RunKind::Apart {
+            why: "partial: --test SEM-01".into(),
+        };
+        points[3].kind = RunKind::Merged { shards: 3 };
+        let chart = svg(&points, &TrendMarks::default());
+        let polyline = |series: &str| {
+            let group = &chart[chart.find(&format!("series-{series}\"")).unwrap()..];
+            let group = &group[..group.find("</g>").unwrap()];
+            let at = group.find("points=\"").unwrap() + 8;
+            group[at..at + group[at..].find('"').unwrap()].to_owned()
+        };
+        let y80 = format!("{:.1}", 40.0 + (290.0 - 46.0 - 40.0) * 0.2);
+        for series in ["weighted", "semantic"] {
+            let line = polyline(series);
+            let ys: Vec<&str> = line
+                .split(' ')
+                .map(|xy| xy.split(',').nth(1).unwrap())
+                .collect();
+            assert_eq!(ys, vec![y80.as_str(); 4], "{series}: {line}");
+        }
+        // The partial run: a hollow point of its own, its tooltip saying why, in the legend.
+        let apart = &chart[chart.find("series-apart").expect("an apart series")..];
+        assert_eq!(apart.matches("class=\"point apart\"").count(), 1, "{apart}");
+        assert!(apart.contains("fill=\"none\""), "hollow: {apart}");
+        assert!(
+            apart.contains("partial: --test SEM-01: not comparable with a whole run"),
+            "{apart}"
+        );
+        assert!(chart.contains("key-apart") && chart.contains("not a whole run (off the line)"));
+        // The merged run is marked, on the line.
+        assert_eq!(chart.matches("class=\"point merged\"").count(), 1);
+        assert!(chart.contains("merged from 3 shards"));
+        // Its bank score is not drawn as a semantic point either.
+        assert_eq!(
+            chart.matches("semantic 10.0").count(),
+            1,
+            "only in the partial run's own tooltip"
+        );
+    }
+
+    #[test]
+    fn whole_runs_only_draw_no_apart_series() {
+        let chart = svg(
+            &[point(0, 70.0, &[]), point(1, 75.0, &[])],
+            &TrendMarks::default(),
+        );
+        assert!(!chart.contains("series-apart") && !chart.contains("key-apart"));
     }
 }

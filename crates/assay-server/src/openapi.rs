@@ -594,7 +594,11 @@ fn kb_schemas() -> Value {
                 "bank_scores": {"type": "object", "additionalProperties": {"type": "number"}, "description": "Each scored bank's score out of 100, by bank."},
                 "duration_ms": {"type": "integer", "description": "How long the run took, as the run measured it (wall clock from its start to its end; for a resumed run, from the resume)."},
                 "json": {"type": "string"},
-                "markdown": {"type": ["string", "null"]}
+                "markdown": {"type": ["string", "null"]},
+                "shard": {"type": "string", "description": "The shard of the suite it ran (hash:i/n): part of a run, never a baseline."},
+                "partial": {"type": "array", "items": {"type": "string"}, "description": "What made it a partial run (--test, --topic, --changed-since, a --banks subset), as the flags; absent for a run of the whole suite."},
+                "drafts": {"type": "integer", "description": "The pending drafts its banks included (--include-drafts), when there were some."},
+                "merged": {"type": "integer", "description": "How many shards it was merged from (assay runs merge), when it was."}
             },
             "required": ["id", "run_id", "timestamp", "combined_score", "health_status", "total_tests", "hard_fails", "critical_failures", "error_count", "banks", "bank_scores", "duration_ms", "json", "markdown"]
         },

@@ -65,9 +65,31 @@ fn base_stamp(generated_at: &str) -> String {
     )
 }
 
+/// Where `--output FILE` puts the reports: its extension decides which one goes there
+/// (`.md` Markdown, `.json` JSON, `.html` HTML) and the others go beside it under the same
+/// name with their own extension, so no report is written over another. The Markdown, JSON and
+/// HTML paths, or what is wrong with the extension.
+pub fn output_paths(output: &Path) -> Result<(PathBuf, PathBuf, PathBuf), String> {
+    let ext = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("md" | "json" | "html") => Ok((
+            output.with_extension("md"),
+            output.with_extension("json"),
+            output.with_extension("html"),
+        )),
+        _ => Err(format!(
+            "--output {}: the file's extension decides which report goes there: .md (Markdown), .json (JSON) or .html (HTML); the other two are written beside it",
+            output.display()
+        )),
+    }
+}
+
 /// Writes the Markdown, JSON and self-contained HTML reports and one JSON file per transcript,
-/// each atomically, into `project/sim/reports/` (or, with `output`, the Markdown to that path
-/// and the rest beside it). The stamped files are never overwritten (a second report in the
+/// each atomically, into `project/sim/reports/` (or, with `output`, the report its extension
+/// names to that path and the others beside it, [`output_paths`]). The stamped files are never overwritten (a second report in the
 /// same second gets `_2`, `_3`, …); `latest.md` and `latest.json` are replaced.
 /// A simulation does the same in two steps ([`ReportFiles`]): its transcripts as its runs
 /// finish, the reports at the end.
@@ -96,6 +118,8 @@ pub struct ReportFiles {
     reports_dir: PathBuf,
     stamp: String,
     markdown_path: PathBuf,
+    json_path: PathBuf,
+    html_path: PathBuf,
     transcripts: PathBuf,
     /// The first transcript that could not be written: [`ReportFiles::finish`] fails with it.
     failed: std::sync::Mutex<Option<SaveError>>,
@@ -127,9 +151,19 @@ impl ReportFiles {
                 path: reports_dir.clone(),
                 message: format!("too many reports stamped {base}"),
             })?;
-        let markdown_path = match output {
-            Some(path) => path.to_owned(),
-            None => reports_dir.join(format!("report_{stamp}.md")),
+        let (markdown_path, json_path, html_path) = match output {
+            Some(path) => output_paths(path).map_err(|message| SaveError {
+                path: path.to_owned(),
+                message,
+            })?,
+            None => {
+                let md = reports_dir.join(format!("report_{stamp}.md"));
+                (
+                    md.clone(),
+                    md.with_extension("json"),
+                    md.with_extension("html"),
+                )
+            }
         };
         let base_dir = markdown_path
             .parent()
@@ -142,6 +176,8 @@ impl ReportFiles {
             reports_dir,
             stamp,
             markdown_path,
+            json_path,
+            html_path,
             transcripts,
             failed: std::sync::Mutex::default(),
         })
@@ -189,11 +225,11 @@ impl ReportFiles {
             reports_dir,
             stamp,
             markdown_path,
+            json_path,
+            html_path,
             transcripts,
             ..
         } = self;
-        let json_path = markdown_path.with_extension("json");
-        let html_path = markdown_path.with_extension("html");
         let replace = output.is_some();
         let put = |path: &Path, text: &str, replace: bool| {
             if replace {
@@ -217,7 +253,7 @@ impl ReportFiles {
             let json = scope.spawn(|| {
                 let text = serde_json::to_string_pretty(report)
                     .map_err(|e| save_error(markdown_path, &e))?;
-                put(&json_path, &text, replace)?;
+                put(json_path, &text, replace)?;
                 if !replace {
                     put(&reports_dir.join("latest.json"), &text, true)?;
                 }
@@ -229,7 +265,7 @@ impl ReportFiles {
                     dir: format!("transcripts/{stamp}"),
                 },
             );
-            let html = put(&html_path, &html, replace);
+            let html = put(html_path, &html, replace);
             let joined = |h: std::thread::ScopedJoinHandle<'_, Result<(), SaveError>>| {
                 h.join().unwrap_or_else(|_| {
                     Err(SaveError {
@@ -246,8 +282,8 @@ impl ReportFiles {
         Ok(SavedReport {
             stamp: stamp.clone(),
             markdown: markdown_path.clone(),
-            json: json_path,
-            html: html_path,
+            json: json_path.clone(),
+            html: html_path.clone(),
             transcripts: transcripts.clone(),
         })
     }

@@ -131,6 +131,10 @@ pub async fn simulate(
     observer: &SimObserver,
 ) -> Result<Simulated, SessionError> {
     let dir = request.project.as_path();
+    // `--output`'s extension decides which report goes there: checked before anything runs.
+    if let Some(output) = &request.output {
+        crate::report::output_paths(output).map_err(HarnessError::Usage)?;
+    }
     let settings = ProjectSettings::load(dir)?;
     let suite = crate::load(dir)?;
     for w in &suite.warnings {

@@ -52,10 +52,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Exit> {
     }
     let estimate = |e: &Estimate| {
         // On stderr, before any call: stdout stays the summary (or the JSON).
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("{}", estimate_line(e));
-        }
+        super::err(&format!("{}\n", estimate_line(e)));
     };
     let progress = |done: usize, planned: usize, cost: f64| {
         bar.set_length(planned as u64);

@@ -163,6 +163,10 @@ fn verdict(report: &assay_core::agreement::AgreementReport, min_kappa: Option<f6
 }
 
 fn template(dir: &Path, report: &Path, output: Option<&Path>) -> anyhow::Result<Exit> {
+    // A labels template is YAML (with comments): a file named otherwise is refused.
+    if let Some(path) = output {
+        super::output::format("--output", path, &[super::output::Format::Yaml])?;
+    }
     let suite = assay_sim::load(dir)?;
     let sim = assay_sim::report::read(report)?;
     let text =

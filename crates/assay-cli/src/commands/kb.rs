@@ -49,6 +49,10 @@ pub fn run(dir: &Path, command: &KbCommand) -> anyhow::Result<Exit> {
         KbCommand::Tune { dir: Some(d), .. } => d.as_path(),
         _ => dir,
     };
+    // An export's format is settled before the store is opened or the files imported.
+    if let KbCommand::Export { format, output } = command {
+        export_format(format.as_deref(), output.as_deref())?;
+    }
     if let KbCommand::Compare(args) = command {
         let project = Project::load(dir)?;
         log_warnings(&project.warnings);
@@ -147,7 +151,10 @@ impl Kb {
                 json,
                 ..
             } => self.tune(embedder.as_deref(), *folds, *write, *json),
-            KbCommand::Export { format, output } => self.export(format, output.as_deref()),
+            KbCommand::Export { format, output } => self.export(
+                export_format(format.as_deref(), output.as_deref())?,
+                output.as_deref(),
+            ),
         }
     }
 
@@ -546,16 +553,7 @@ impl Kb {
         Ok(())
     }
 
-    fn export(&self, format: &str, output: Option<&Path>) -> Result<(), HarnessError> {
-        let format = match format.to_ascii_lowercase().as_str() {
-            "yaml" | "yml" => Format::Yaml,
-            "json" => Format::Json,
-            other => {
-                return Err(HarnessError::Usage(format!(
-                    "--format: unknown format `{other}` (expected yaml or json)"
-                )));
-            }
-        };
+    fn export(&self, format: Format, output: Option<&Path>) -> Result<(), HarnessError> {
         let entities = self.store.export()?;
         let list = serde_json::to_value(&entities).map_err(|e| json_error(&e))?;
         let text = match format {
@@ -585,6 +583,42 @@ impl Kb {
         ));
         Ok(())
     }
+}
+
+/// The format of `assay kb export`: the `--output` file's extension decides (`.yaml`, `.yml`,
+/// `.json`; another is refused), and a `--format` that names the other one is refused; without
+/// a file, `--format`, else YAML.
+fn export_format(format: Option<&str>, output: Option<&Path>) -> Result<Format, HarnessError> {
+    use super::output::Format as Named;
+    let asked = match format.map(str::to_ascii_lowercase).as_deref() {
+        None => None,
+        Some("yaml" | "yml") => Some(Format::Yaml),
+        Some("json") => Some(Format::Json),
+        Some(other) => {
+            return Err(HarnessError::Usage(format!(
+                "--format: unknown format `{other}` (expected yaml or json)"
+            )));
+        }
+    };
+    let Some(path) = output else {
+        return Ok(asked.unwrap_or(Format::Yaml));
+    };
+    let named = match super::output::format("--output", path, &[Named::Yaml, Named::Json])? {
+        Named::Json => Format::Json,
+        _ => Format::Yaml,
+    };
+    if let Some(asked) = asked.filter(|a| *a != named) {
+        return Err(HarnessError::Usage(format!(
+            "--format {} and --output {}: the file's extension names the other format; leave --format out, or name the file so",
+            if asked == Format::Json {
+                "json"
+            } else {
+                "yaml"
+            },
+            path.display()
+        )));
+    }
+    Ok(named)
 }
 
 fn report_changes(r: &ImportReport) -> usize {

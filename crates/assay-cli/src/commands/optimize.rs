@@ -53,9 +53,8 @@ impl Progress for Bar {
     }
 }
 
-#[allow(clippy::print_stderr)]
 fn say(text: &str) {
-    eprintln!("{text}");
+    super::err(&format!("{text}\n"));
 }
 
 fn show_estimate(e: &Estimate) {

@@ -13,7 +13,7 @@ use assay_harness::run::{RunRequest, gate_passed};
 use assay_harness::session::{JournalMode, RunSetup, execute};
 use assay_report::console::Listing;
 
-use super::{current_thread_runtime, env, log_warnings, out};
+use super::{current_thread_runtime, env, log_warnings, out, output};
 use crate::args::RunArgs;
 use crate::exit::Exit;
 use crate::progress::Bar;
@@ -23,6 +23,9 @@ fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
+    if let Some(path) = &args.junit {
+        output::format("--junit", path, &[output::Format::Xml])?;
+    }
     let mut request = RunRequest {
         banks: parse_banks(&args.banks)?,
         test: args.test.clone(),

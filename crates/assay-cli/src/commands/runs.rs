@@ -14,11 +14,26 @@ use super::{log_warnings, out};
 use crate::args::{MergeArgs, RunsCommand};
 use crate::exit::Exit;
 
-pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
+pub fn run(project: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
+    // `assay runs list DIR` takes the project as `assay run DIR` does.
+    let dir = match command {
+        RunsCommand::List { dir: Some(dir), .. } => {
+            if project != Path::new(".") && project != dir {
+                return Err(HarnessError::Usage(format!(
+                    "two projects given: {} and --project {}; give one",
+                    dir.display(),
+                    project.display()
+                ))
+                .into());
+            }
+            dir.as_path()
+        }
+        _ => project,
+    };
     let settings = ProjectSettings::load(dir)?;
     let results = &settings.results_dir;
     match command {
-        RunsCommand::List { json } => {
+        RunsCommand::List { json, .. } => {
             let runs = assay_harness::runs::list_runs(results)
                 .map_err(|e| HarnessError::Usage(e.to_string()))?;
             if *json {
@@ -27,40 +42,7 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                 out(&format!("no saved runs in {}\n", results.display()));
             } else {
                 let accepted = assay_harness::accepted::current(&settings.root)?;
-                let mut text = format!(
-                    "{:<28} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}\n",
-                    "id", "started", "score", "health", "cases", "hard", "errors"
-                );
-                for r in &runs {
-                    let mut id = if accepted.as_ref().is_some_and(|a| a.id == r.id) {
-                        format!("{} *", r.id)
-                    } else {
-                        r.id.clone()
-                    };
-                    if let Some(shard) = &r.shard {
-                        id.push_str(&format!(" {shard}"));
-                    }
-                    text.push_str(&format!(
-                        "{:<28} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}\n",
-                        id,
-                        r.timestamp,
-                        r.combined_score,
-                        r.health_status.to_string(),
-                        r.total_tests,
-                        r.hard_fails,
-                        r.error_count
-                    ));
-                }
-                match &accepted {
-                    Some(a) => text.push_str(&format!(
-                        "* the accepted baseline (by {} on {}; `assay run --baseline accepted` compares with it)\n",
-                        a.accepted_by, a.accepted_at
-                    )),
-                    None => text.push_str(
-                        "no run accepted as the baseline yet (`assay runs accept latest`)\n",
-                    ),
-                }
-                out(&text);
+                out(&list_text(&runs, accepted.as_ref()));
             }
         }
         RunsCommand::Diff {
@@ -105,22 +87,82 @@ pub fn run(dir: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
                 &by,
                 note.as_deref(),
             )?;
+            for w in &a.warnings {
+                tracing::warn!("{w} (recorded in baseline/history.jsonl)");
+            }
             if *json {
                 out(&format!("{}\n", serde_json::to_string_pretty(&a)?));
             } else {
-                out(&format!(
+                let mut text = format!(
                     "accepted run {} (score {:.1}, {}) as the baseline, by {}\n  copied to {} (commit baseline/ so CI compares with it)\n  `assay run --baseline accepted` now compares with it\n",
                     a.id,
                     a.combined_score,
                     a.health_status,
                     a.accepted_by,
                     a.results_path(&settings.root).display()
-                ));
+                );
+                for w in &a.warnings {
+                    text.push_str(&format!("  warning: {w}\n"));
+                }
+                out(&text);
             }
         }
         RunsCommand::Merge(args) => return merge(dir, args),
     }
     Ok(Exit::Success)
+}
+
+/// The saved runs as `assay runs list` shows them: one line each, newest first, the accepted
+/// baseline starred, and what sets a run apart from a run of the whole suite (a shard, a
+/// partial run, drafts) or how it was made (merged) in the last column.
+fn list_text(
+    runs: &[assay_harness::runs::RunEntry],
+    accepted: Option<&assay_harness::accepted::Acceptance>,
+) -> String {
+    let mut text = format!(
+        "{:<20} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}  {}\n",
+        "id", "started", "score", "health", "cases", "hard", "errors", "run"
+    );
+    let mut apart = false;
+    for r in runs {
+        let id = if accepted.is_some_and(|a| a.id == r.id) {
+            format!("{} *", r.id)
+        } else {
+            r.id.clone()
+        };
+        let kind = match (r.apart(), r.merged) {
+            (Some(why), _) => {
+                apart = true;
+                why
+            }
+            (None, Some(n)) => format!("whole suite, merged from {n} shards"),
+            (None, None) => "whole suite".to_owned(),
+        };
+        text.push_str(&format!(
+            "{:<20} {:<22} {:>6.1} {:<9} {:>6} {:>5} {:>6}  {}\n",
+            id,
+            r.timestamp,
+            r.combined_score,
+            r.health_status.to_string(),
+            r.total_tests,
+            r.hard_fails,
+            r.error_count,
+            kind
+        ));
+    }
+    match accepted {
+        Some(a) => text.push_str(&format!(
+            "* the accepted baseline (by {} on {}; `assay run --baseline accepted` compares with it)\n",
+            a.accepted_by, a.accepted_at
+        )),
+        None => text.push_str("no run accepted as the baseline yet (`assay runs accept latest`)\n"),
+    }
+    if apart {
+        text.push_str(
+            "a shard, a partial run or a run with drafts ran part of the suite, or more than it: it cannot be accepted as the baseline, and its score is not comparable with a whole run's\n",
+        );
+    }
+    text
 }
 
 /// `assay runs merge`: the shards' runs made one run of the whole suite, compared with the
@@ -156,6 +198,9 @@ fn merge(dir: &Path, args: &MergeArgs) -> anyhow::Result<Exit> {
             }
         }
         return super::simulate::merge(dir, &args.logs, args.json);
+    }
+    if let Some(path) = &args.junit {
+        super::output::format("--junit", path, &[super::output::Format::Xml])?;
     }
     let project = Project::load_for_run(dir)?;
     log_warnings(&project.warnings);

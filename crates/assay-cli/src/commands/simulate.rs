@@ -121,10 +121,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
             ));
         }
         if !done.usage_report.is_empty() {
-            #[allow(clippy::print_stderr)]
-            {
-                eprint!("{}", done.usage_report);
-            }
+            super::err(&done.usage_report);
         }
     }
     Ok(exit_of(report))
@@ -196,6 +193,25 @@ pub fn merge(dir: &Path, files: &[PathBuf], json: bool) -> anyhow::Result<Exit> 
 }
 
 fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
+    // Each file's extension decides what goes there; two outputs never share a file.
+    use super::output::{Format, distinct, format};
+    if let Some(path) = &args.html {
+        format("--html", path, &[Format::Html])?;
+    }
+    let output = match &args.output {
+        Some(path) => Some((
+            path,
+            format(
+                "--output",
+                path,
+                &[Format::Markdown, Format::Json, Format::Html],
+            )?,
+        )),
+        None => None,
+    };
+    if let (Some(html), Some((path, _))) = (&args.html, &output) {
+        distinct(&[("--html", html.as_path()), ("--output", path.as_path())])?;
+    }
     let reports = args
         .reports
         .iter()
@@ -209,20 +225,25 @@ fn compare(args: &CompareArgs) -> anyhow::Result<Exit> {
     for w in &comparison.warnings {
         tracing::warn!("{w}");
     }
-    if args.json {
-        out(&format!("{}\n", serde_json::to_string_pretty(&comparison)?));
-        return Ok(Exit::Success);
-    }
     let only: Vec<SimReport> = reports.into_iter().map(|(_, r)| r).collect();
-    let markdown = report::compare_markdown(&only, &comparison);
+    let write = |path: &Path, text: &str| {
+        write_replace(path, text.as_bytes())
+            .with_context(|| std::format!("cannot write {}", path.display()))
+    };
     if let Some(path) = &args.html {
-        write_replace(path, report::compare_html(&only, &comparison).as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write(path, &report::compare_html(&only, &comparison))?;
     }
-    match &args.output {
-        Some(path) => write_replace(path, markdown.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?,
-        None => out(&markdown),
+    let json = || serde_json::to_string_pretty(&comparison).map(|j| j + "\n");
+    match output {
+        Some((path, Format::Json)) => write(path, &json()?)?,
+        Some((path, Format::Html)) => write(path, &report::compare_html(&only, &comparison))?,
+        Some((path, _)) => write(path, &report::compare_markdown(&only, &comparison))?,
+        None => {}
+    }
+    if args.json {
+        out(&json()?);
+    } else if output.is_none() {
+        out(&report::compare_markdown(&only, &comparison));
     }
     Ok(Exit::Success)
 }

@@ -17,6 +17,10 @@ pub fn run(project: &Path, command: &TracesCommand) -> anyhow::Result<Exit> {
 }
 
 fn check_command(dir: &Path, args: &TracesCheckArgs) -> anyhow::Result<Exit> {
+    // The drafts file is JSON: a file named otherwise is refused before anything is read.
+    if let Some(path) = &args.drafts {
+        super::output::format("--drafts", path, &[super::output::Format::Json])?;
+    }
     let stages = match &args.stages {
         Some(text) => check::parse_stages(text)?,
         None => Vec::new(),

@@ -1,5 +1,6 @@
 //! Integration tests: the real `assay` binary on real project files.
 
+mod accept;
 #[path = "../../examples/answer_judge.rs"]
 mod answer_judge;
 mod answers;
@@ -11,6 +12,7 @@ mod baseline;
 mod calibrate;
 mod changed_since;
 mod ci_recipes;
+mod cli_edges;
 mod correctness;
 mod data;
 mod eval_set;

@@ -604,3 +604,111 @@ fn no_help_page_or_document_cites_a_specification_section() {
     }
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// The object schema `node` stands for: `$ref`s followed into `$defs`, an `Option`'s `anyOf`
+/// (or `oneOf`, `allOf`) taken to its object part.
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+    if let Some(r) = node.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap();
+        return resolve(root, &root["$defs"][name]);
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(part) = node
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|parts| parts.iter().find(|p| p.get("type") != Some(&json!("null"))))
+        {
+            return resolve(root, part);
+        }
+    }
+    node
+}
+
+/// The settings table `[a.b]` names in the schema of `assay.toml`, if there is one: a
+/// property at each step, or an entry of a map (`[providers.prices]`'s `additionalProperties`).
+fn table<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut node = resolve(root, root);
+    for part in path.split('.') {
+        let next = node
+            .get("properties")
+            .and_then(|p| p.get(part))
+            .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?;
+        node = resolve(root, next);
+    }
+    Some(node)
+}
+
+fn keys(node: &Value) -> Vec<String> {
+    node.get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Issue 42: every `[table]`, `[table] key` and `[table.sub] key` a help page names is a
+/// setting `assay schema config` has (help once named `[calibrate] model` and `[provider]
+/// concurrency`, which do not exist).
+#[test]
+fn every_setting_a_help_page_names_exists() {
+    let config = schema("config");
+    // A word after a table that is prose, not a key ("[gate] in assay.toml").
+    const PROSE: [&str; 16] = [
+        "in", "and", "or", "is", "are", "the", "a", "of", "for", "to", "with", "when", "if", "as",
+        "from", "table",
+    ];
+    let mention =
+        regex::Regex::new(r"\[([a-z_]+(?:\.[a-z_]+)*)\]('s)?(?:[ \t]*\n?[ \t]*([a-z_]+))?")
+            .unwrap();
+    let mut paths = Vec::new();
+    subcommands(&[], &mut paths);
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for path in &paths {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = assay(&args).stdout;
+        for m in mention.captures_iter(&help) {
+            let name = &m[1];
+            let page = format!("assay {} --help", path.join(" "));
+            let Some(node) = table(&config, name) else {
+                let tables = keys(resolve(&config, &config));
+                wrong.push(format!(
+                    "{page}: [{name}] is no settings table (tables: {tables:?})"
+                ));
+                continue;
+            };
+            checked += 1;
+            let key = m.get(3).map(|k| k.as_str());
+            if let Some(key) = key.filter(|k| m.get(2).is_none() && !PROSE.contains(k)) {
+                let known = keys(node);
+                let map = node
+                    .get("additionalProperties")
+                    .is_some_and(Value::is_object);
+                if !map && !known.iter().any(|k| k == key) {
+                    wrong.push(format!(
+                        "{page}: [{name}] {key} is no setting ([{name}] has {known:?})"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked >= 15,
+        "only {checked} mentions found: the pattern misses them"
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // The check itself: the two settings the help once named are refused by it.
+    for (name, key) in [
+        ("calibrate", None),
+        ("provider", None),
+        ("calibration", Some("model")),
+    ] {
+        let found = table(&config, name);
+        match key {
+            None => assert!(found.is_none(), "[{name}] exists"),
+            Some(key) => assert!(keys(found.unwrap()).iter().any(|k| k == key)),
+        }
+    }
+    assert!(!keys(table(&config, "generate").unwrap()).contains(&"max_calls".to_owned()));
+}

@@ -12,7 +12,7 @@ use axum::routing::get;
 use assay_core::rundiff::CaseChange;
 use assay_harness::runs::{self, RunEntry, RunsError};
 use assay_harness::settings::ProjectSettings;
-use assay_report::trend::{TrendMarks, TrendPoint};
+use assay_report::trend::{RunKind, TrendMarks, TrendPoint};
 
 use super::cases::{RunCaseLinks, case_href, id_cell};
 use super::{Ctx, Html, UiError, blocking_dir, dir_arg, empty_state, esc, path_segment};
@@ -47,6 +47,11 @@ fn trend(entries: &[RunEntry], accepted: Option<&str>) -> String {
             combined: e.combined_score,
             banks: e.bank_scores.clone(),
             href: Some(format!("/ui/runs/{}", path_segment(&e.id))),
+            kind: match (e.apart(), e.merged) {
+                (Some(why), _) => RunKind::Apart { why },
+                (None, Some(shards)) => RunKind::Merged { shards },
+                (None, None) => RunKind::Full,
+            },
         })
         .collect();
     // The accepted baseline (`assay runs accept`), a dashed line labelled "accepted".
@@ -61,7 +66,7 @@ fn trend(entries: &[RunEntry], accepted: Option<&str>) -> String {
         format!("{} runs", entries.len())
     };
     format!(
-        "<figure class=\"trend\">{}<figcaption>The weighted score (thick line) and each bank's score over time, {shown}, oldest on the left; a point's tooltip has the run and its scores, and a click opens the run.</figcaption></figure>",
+        "<figure class=\"trend\">{}<figcaption>The weighted score (thick line) and each bank's score over time, {shown}, oldest on the left; a point's tooltip has the run and its scores, and a click opens the run. The lines join runs of the whole suite; a shard, a partial run or a run with drafts is a hollow point off them, its score not comparable.</figcaption></figure>",
         assay_report::trend::svg(&points, &marks)
     )
 }
@@ -186,11 +191,13 @@ async fn list(
                 None => esc(b),
             })
             .collect();
-        let mark = if accepted_id == Some(e.id.as_str()) {
+        let mut mark = if accepted_id == Some(e.id.as_str()) {
             " <span class=\"tag accepted\" title=\"the accepted baseline\">accepted</span>"
+                .to_owned()
         } else {
-            ""
+            String::new()
         };
+        mark.push_str(&kind_tags(e));
         // The duration is the run's own measure (RunLog `duration_ms`: wall clock from its
         // start to its end), never a sum of case latencies or a file time.
         let _ = write!(
@@ -212,6 +219,40 @@ async fn list(
     }
     body.push_str("</tbody></table></div>");
     Ok(ctx.page("Runs", "runs", &body))
+}
+
+/// The tags that set a run apart from a run of the whole suite (a shard, partial, drafts) or
+/// say how it was made (merged), each with its reason as its title.
+fn kind_tags(e: &RunEntry) -> String {
+    let mut tags = String::new();
+    if let Some(shard) = &e.shard {
+        let _ = write!(
+            tags,
+            " <span class=\"tag shard\" title=\"shard {} of the suite: part of a run\">shard {}</span>",
+            esc(shard),
+            esc(shard)
+        );
+    }
+    if !e.partial.is_empty() {
+        let _ = write!(
+            tags,
+            " <span class=\"tag partial\" title=\"a partial run: {}\">partial</span>",
+            esc(&e.partial.join(", "))
+        );
+    }
+    if let Some(n) = e.drafts {
+        let _ = write!(
+            tags,
+            " <span class=\"tag drafts\" title=\"{n} pending draft(s) ran as cases (--include-drafts)\">drafts</span>"
+        );
+    }
+    if let Some(n) = e.merged {
+        let _ = write!(
+            tags,
+            " <span class=\"tag merged\" title=\"the whole suite, merged from {n} shards\">merged</span>"
+        );
+    }
+    tags
 }
 
 /// A run's duration for people: `850 ms`, `12.4 s`, `3 min 05 s`, `1 h 02 min`.
@@ -261,11 +302,18 @@ async fn detail(
     } else {
         ""
     };
+    let apart = runs::apart_of(&log);
     let baseline = match &accepted {
         Some(a) if a.id == id => format!(
             "<p id=\"accept\"><span class=\"tag accepted\">accepted baseline</span> by {} on {}</p>",
             esc(&a.accepted_by),
             esc(&a.accepted_at)
+        ),
+        // Only a run of the whole suite can be the baseline (`assay runs accept` refuses
+        // others): the form is not offered, and the page says why.
+        _ if apart.is_some() => format!(
+            "<p id=\"accept\" class=\"muted\">Not a run of the whole suite ({}): it cannot be accepted as the baseline.</p>",
+            esc(apart.as_deref().unwrap_or_default())
         ),
         _ if log.is_complete() => format!(
             "<form id=\"accept\" class=\"inline\" method=\"post\" action=\"/ui/runs/{}/accept\">{}{}<label>By <input name=\"by\" placeholder=\"your name\" required{}></label> <label>Note <input name=\"note\" placeholder=\"why this run is the baseline\"{}></label> <button type=\"submit\"{}>Accept as the baseline</button> <span class=\"hint\">later runs with <code>--baseline accepted</code> are compared with it</span></form>",

@@ -372,3 +372,90 @@ async fn an_admin_accepts_a_run_from_its_page_and_the_runs_page_marks_it() {
         page.body
     );
 }
+
+/// Issue 42: a run of part of the suite is tagged on the runs page, plotted apart on the chart
+/// (a hollow point off the line, never a dip), and cannot be accepted from its page.
+#[tokio::test]
+async fn a_partial_run_is_tagged_plotted_apart_and_not_offered_as_the_baseline() {
+    use crate::ui::{TOKEN, csrf, post, sign_in};
+    let s = Server::with_env(&[("ASSAY_ADMIN_TOKEN", TOKEN)]);
+    let (status, body) = s.get("/cli/test-harness?save_results=true").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = s
+        .get("/cli/test-harness?banks=state,pattern&save_results=true")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ids = saved(&s);
+    let partial = ids
+        .iter()
+        .find(|id| {
+            let text =
+                std::fs::read_to_string(s.root.join(format!("results/results_{id}.json"))).unwrap();
+            text.contains("banks_left_out")
+        })
+        .expect("the --banks run records the banks it left out")
+        .clone();
+    let whole = ids.iter().find(|id| **id != partial).unwrap().clone();
+
+    let runs = get(&s, "/ui/runs", None).await;
+    assert_eq!(runs.status, StatusCode::OK, "{}", runs.body);
+    let row = |id: &str| {
+        let at = runs
+            .body
+            .find(&format!("<td class=\"id\" title=\"{id}\">"))
+            .unwrap();
+        runs.body[at..at + runs.body[at..].find("</tr>").unwrap()].to_owned()
+    };
+    assert!(
+        row(&partial).contains(
+            "<span class=\"tag partial\" title=\"a partial run: --banks state,pattern (left out: semantic, always)\">partial</span>"
+        ),
+        "{}",
+        row(&partial)
+    );
+    assert!(!row(&whole).contains("tag partial"), "{}", row(&whole));
+    let chart = &runs.body[runs.body.find("<svg id=\"runs-trend\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    let weighted = &chart[chart.find("series-weighted").unwrap()..];
+    let weighted = &weighted[..weighted.find("</g>").unwrap()];
+    assert_eq!(weighted.matches("class=\"point\"").count(), 1, "{weighted}");
+    assert!(!weighted.contains(&partial), "{weighted}");
+    let apart = &chart[chart.find("series-apart").expect("an apart series")..];
+    assert!(
+        apart.contains(&format!("href=\"/ui/runs/{partial}\""))
+            && apart.contains("class=\"point apart\"")
+            && apart.contains("not comparable with a whole run"),
+        "{apart}"
+    );
+
+    // Its page offers no accept form, and says why; a post is refused all the same.
+    let cookie = sign_in(&s).await;
+    let page = get(&s, &format!("/ui/runs/{partial}"), Some(&cookie)).await;
+    assert!(
+        page.body
+            .contains("Not a run of the whole suite (partial: --banks state,pattern"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Accept as the baseline</button>"));
+    let token = csrf(
+        &get(&s, &format!("/ui/runs/{whole}"), Some(&cookie))
+            .await
+            .body,
+    );
+    let refused = post(
+        &s,
+        &format!("/ui/runs/{partial}/accept"),
+        &[("csrf", &token), ("by", "ana")],
+        Some(&cookie),
+        Some("http://127.0.0.1:8000"),
+    )
+    .await;
+    assert!(refused.status.is_client_error(), "{}", refused.body);
+    assert!(
+        refused.body.contains("is a partial run"),
+        "{}",
+        refused.body
+    );
+    assert!(!s.root.join("baseline").exists());
+}
