@@ -363,8 +363,10 @@ mod tests {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        assert!(
-            name.starts_with(TEMP_PREFIX) && name.ends_with(".jsonl"),
+        assert!(name.starts_with(TEMP_PREFIX), "{name}");
+        assert_eq!(
+            tmp.path().extension(),
+            Some(std::ffi::OsStr::new("jsonl")),
             "{name}"
         );
         let other = File::open(tmp.path()).unwrap();

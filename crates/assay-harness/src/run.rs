@@ -975,8 +975,6 @@ fn count_streamed(
     Ok(counts)
 }
 
-/// How many cases of `bank` `request` selects (a streamed bank read through when the
-/// request filters by changed entities).
 /// The banks holding cases that an explicit `--banks` list leaves out (none without one): what
 /// makes a run of a subset of the banks partial.
 fn banks_left_out(project: &Project, request: &RunRequest) -> Vec<BankType> {
@@ -990,6 +988,8 @@ fn banks_left_out(project: &Project, request: &RunRequest) -> Vec<BankType> {
         .collect()
 }
 
+/// How many cases of `bank` `request` selects (a streamed bank read through when the
+/// request filters by changed entities).
 fn selected_count(project: &Project, request: &RunRequest, bank: BankType) -> usize {
     let b = &project.banks;
     let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));

@@ -151,19 +151,18 @@ impl ReportFiles {
                 path: reports_dir.clone(),
                 message: format!("too many reports stamped {base}"),
             })?;
-        let (markdown_path, json_path, html_path) = match output {
-            Some(path) => output_paths(path).map_err(|message| SaveError {
+        let (markdown_path, json_path, html_path) = if let Some(path) = output {
+            output_paths(path).map_err(|message| SaveError {
                 path: path.to_owned(),
                 message,
-            })?,
-            None => {
-                let md = reports_dir.join(format!("report_{stamp}.md"));
-                (
-                    md.clone(),
-                    md.with_extension("json"),
-                    md.with_extension("html"),
-                )
-            }
+            })?
+        } else {
+            let md = reports_dir.join(format!("report_{stamp}.md"));
+            (
+                md.clone(),
+                md.with_extension("json"),
+                md.with_extension("html"),
+            )
         };
         let base_dir = markdown_path
             .parent()
