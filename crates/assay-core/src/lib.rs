@@ -19,7 +19,9 @@
 //! * [`trajectory`]: rules on the tool calls of a transcript (tools used or not, order, call
 //!   bounds, arguments, turns), shared by the simulator and the answer bank; [`jsonpath`], the
 //!   dot paths and JSON comparisons they and the simulator's state checks use;
-//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
+//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4);
+//! * [`verdict`]: a case's verdict (pass, fail with the checks that failed it, error), stored on
+//!   the case and read by every surface; [`decide`], the one function that decides it.
 //!
 //! ```
 //! use assay_core::scoring::{score, ScoreInput};
@@ -35,6 +37,7 @@ pub mod answer;
 pub mod assertion;
 pub mod bank;
 pub mod condition;
+pub mod decide;
 pub mod draft;
 pub mod entity;
 pub mod experiment;
@@ -50,6 +53,7 @@ pub mod stats;
 pub mod text;
 pub mod tracecheck;
 pub mod trajectory;
+pub mod verdict;
 
 /// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
 /// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2

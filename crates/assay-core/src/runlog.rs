@@ -12,12 +12,15 @@ use crate::UserState;
 use crate::bank::{BankType, ExpectationSet};
 use crate::ir::{IrMetrics, IrSummary};
 use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
+use crate::verdict::Verdict;
 
 /// The RunLog schema version; changes are additive only. Version 2 added `settings`, `kb`
 /// and `baseline`: what a comparison with a later run needs. Version 3 added the run log
 /// (`cases`: every case in `results/cases_<stamp>.jsonl`, the RunLog's lists then holding the
-/// worst cases only) and `notable`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// worst cases only) and `notable`. Version 4 added each case's `verdict` (pass, fail with the
+/// checks that failed it, or error) and `duration_ms`, and `notable.verdicts`; a case read
+/// from an older file gets its verdict as it is read ([`crate::verdict::filled`]).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The oldest RunLog a baseline comparison accepts: older runs do not record their settings
 /// and knowledge base, so a comparison could not say why results differ.
@@ -200,6 +203,13 @@ pub struct SemanticCaseResult {
     /// With `--repeat`: the repeats disagreed on whether the primary expectation held.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unstable: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// One state case's result (000 §6.2).
@@ -227,6 +237,13 @@ pub struct StateCaseResult {
     pub breakdown: Breakdown,
     /// An expected handler did not trigger.
     pub is_hard_fail: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// A crisis rule that fired.
@@ -288,6 +305,13 @@ pub struct PatternCaseResult {
     pub is_critical: bool,
     /// A missed crisis on a critical crisis case, or a false positive on a critical negative case.
     pub is_critical_failure: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// One always case's result (000 §6.4).
@@ -311,6 +335,13 @@ pub struct AlwaysCaseResult {
     pub breakdown: Breakdown,
     /// Something was missing.
     pub is_hard_fail: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// Semantic bank results.
@@ -345,6 +376,7 @@ pub struct SemanticResults {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<String>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<SemanticCaseResult>,
 }
 
@@ -408,6 +440,7 @@ pub struct StateResults {
     /// Scores of the cases that expect each handler.
     pub handler_scores: BTreeMap<String, GroupScore>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<StateCaseResult>,
 }
 
@@ -427,6 +460,7 @@ pub struct PatternResults {
     /// Ids of the cases with a critical failure.
     pub critical_failures: Vec<String>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<PatternCaseResult>,
 }
 
@@ -442,6 +476,7 @@ pub struct AlwaysResults {
     /// Failing cases.
     pub hard_fails: usize,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<AlwaysCaseResult>,
 }
 
@@ -480,6 +515,7 @@ pub struct AnswerResults {
     #[serde(default)]
     pub critical_failures: Vec<String>,
     /// Case results.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<crate::answer::AnswerCaseResult>,
 }
 
@@ -963,15 +999,29 @@ impl RunLog {
     /// What the summary shows besides the numbers: recorded with the run, or computed from
     /// the case lists of a RunLog that predates it (whose lists are complete).
     pub fn notable(&self) -> crate::aggregate::Notable {
-        self.notable_cases.clone().unwrap_or_else(|| {
-            crate::aggregate::Notable::of(&BankResults {
-                semantic: self.semantic.clone(),
-                state: self.state.clone(),
-                pattern: self.pattern.clone(),
-                always: self.always.clone(),
-                answer: self.answer.clone(),
-            })
+        self.notable_cases
+            .clone()
+            .unwrap_or_else(|| self.notable_of_lists())
+    }
+
+    fn notable_of_lists(&self) -> crate::aggregate::Notable {
+        crate::aggregate::Notable::of(&BankResults {
+            semantic: self.semantic.clone(),
+            state: self.state.clone(),
+            pattern: self.pattern.clone(),
+            always: self.always.clone(),
+            answer: self.answer.clone(),
         })
+    }
+
+    /// The cases by verdict: recorded with the run, or counted from the case lists of a
+    /// RunLog that predates verdicts (each case's verdict filled as it was read).
+    pub fn verdicts(&self) -> crate::aggregate::VerdictTally {
+        self.notable_cases
+            .as_ref()
+            .and_then(|n| n.verdicts.clone())
+            .or_else(|| self.notable_of_lists().verdicts)
+            .unwrap_or_default()
     }
 
     /// Whether the banks' `results` hold every case (else the worst of each bank, the rest
@@ -1041,6 +1091,8 @@ mod tests {
             score,
             breakdown: Breakdown::default(),
             is_hard_fail: score == 0,
+            duration_ms: None,
+            verdict: None,
         }
     }
 
@@ -1064,6 +1116,8 @@ mod tests {
             is_hard_fail: score == 0,
             is_critical: true,
             is_critical_failure: critical_failure,
+            duration_ms: None,
+            verdict: None,
         }
     }
 

@@ -308,6 +308,8 @@ mod tests {
             score,
             breakdown: Breakdown::default(),
             is_hard_fail: score == 0,
+            duration_ms: None,
+            verdict: None,
         })
     }
 

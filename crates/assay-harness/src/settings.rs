@@ -594,20 +594,43 @@ impl Default for OptimizeConfig {
     }
 }
 
-/// `[report]`: report options.
-#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+/// `[verdict]`: when a case fails, the same for every surface (the console, the reports,
+/// JUnit, the pytest plugin, the web UI, run comparisons): decided once, where the case is
+/// scored, and stored on it.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
-pub struct ReportConfig {
-    /// In JUnit XML, a case with a lower score is a failure (default 100).
-    pub junit_pass_score: u32,
+pub struct VerdictConfig {
+    /// A case scoring under this (0–100) fails, besides the cases its own checks fail (a hard
+    /// fail, a critical failure, a failed assertion, metric minimum or trajectory rule). Unset
+    /// by default: a score below 100 alone fails no case.
+    pub pass_score: Option<u32>,
 }
 
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            junit_pass_score: 100,
-        }
-    }
+/// What `[report] junit_pass_score` became, for the error that names it.
+const REPORT_REMOVED: &str = "`[report] junit_pass_score` was removed: a case's verdict is now decided once, where it is scored, and every surface (console, reports, JUnit, pytest, web UI) shows the same one. To fail every case scoring under a score on all of them, write it as `[verdict]` `pass_score = N`; to fail only the cases assay fails (hard fails, critical failures, failed checks), delete the line";
+
+/// The error for a `[report]` table, which no longer exists: where it is and what replaced it.
+fn report_removed(table: &toml::Table, text: &str) -> Option<(Option<usize>, String)> {
+    let report = table.get("report")?;
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .map(|i| i + 1)
+    };
+    let junit = report
+        .as_table()
+        .is_some_and(|t| t.contains_key("junit_pass_score"));
+    Some(if junit {
+        (
+            line_of("junit_pass_score").or_else(|| line_of("[report]")),
+            format!("report.junit_pass_score: {REPORT_REMOVED}"),
+        )
+    } else {
+        (
+            line_of("[report]"),
+            "report: the `[report]` table was removed (its one setting, junit_pass_score, became `[verdict] pass_score`, which applies to every surface); delete the table".to_owned(),
+        )
+    })
 }
 
 /// `[embedder]`: how entity and query texts are embedded.
@@ -718,8 +741,8 @@ pub struct ProjectConfig {
     pub gate: GateConfig,
     /// The `[semantic]` table: the semantic bank's sizes, reranker, search and selection.
     pub semantic: SemanticConfig,
-    /// The `[report]` table: report settings (JUnit).
-    pub report: ReportConfig,
+    /// The `[verdict]` table: when a case fails, for every surface.
+    pub verdict: VerdictConfig,
     /// The `[embedder]` table: which model embeds entities and messages.
     pub embedder: EmbedderConfig,
     /// The `[retrieval]` table: the retrieval pipeline `assay retrieve` and the product run.
@@ -764,8 +787,8 @@ pub struct ProjectSettings {
     pub min_score: f64,
     /// Semantic pipeline sizes.
     pub semantic: SemanticConfig,
-    /// Report options.
-    pub report: ReportConfig,
+    /// The rules a case's verdict is decided with (`[verdict]`).
+    pub verdict: assay_core::verdict::VerdictRules,
     /// Embedder settings, as written (resolved by [`crate::engine::choose_embedder`]).
     pub embedder: EmbedderConfig,
     /// Retrieval pipeline settings.
@@ -788,20 +811,21 @@ pub struct ProjectSettings {
     /// `[gate]`'s regression rules (for `--baseline`).
     pub regression: RegressionRules,
     /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
-    /// `[retrieval]`, `[embedder]` and `[gate]` tables as dotted keys (`retrieval.top_k`) and
+    /// `[retrieval]`, `[embedder]`, `[gate]`, `[answer]` and `[verdict]` tables as dotted keys (`retrieval.top_k`) and
     /// their TOML values. A run records them, so a comparison of two runs can say which
     /// differ; a setting left at its default is not listed (the assay version decides it).
     pub recorded: std::collections::BTreeMap<String, String>,
 }
 
 /// The `assay.toml` tables whose values a run records ([`ProjectSettings::recorded`]).
-pub const RECORDED_TABLES: [&str; 6] = [
+pub const RECORDED_TABLES: [&str; 7] = [
     "weights",
     "semantic",
     "retrieval",
     "embedder",
     "gate",
     "answer",
+    "verdict",
 ];
 
 /// The recorded settings of a parsed `assay.toml`.
@@ -874,6 +898,20 @@ impl ProjectSettings {
                     message: assay_kb::datafile::with_field(field, e.message()),
                 }
             };
+            // The removed `[report]` table is named with what replaced it, before serde's
+            // "unknown field" could.
+            if let Some((line, message)) = text
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| report_removed(&t, &text))
+            {
+                return Err(DataError {
+                    path: path.clone(),
+                    line,
+                    column: None,
+                    message,
+                });
+            }
             let de = toml::Deserializer::parse(&text).map_err(|e| located(e, ""))?;
             let config: ProjectConfig = serde_path_to_error::deserialize(de).map_err(|e| {
                 let field = e.path().to_string();
@@ -1208,8 +1246,10 @@ impl ProjectSettings {
                     .into(),
             );
         }
-        if config.report.junit_pass_score > 100 {
-            return Err("report.junit_pass_score: must be between 0 and 100".into());
+        if let Some(score) = config.verdict.pass_score.filter(|s| *s > 100) {
+            return Err(format!(
+                "verdict.pass_score: must be between 0 and 100, found {score}"
+            ));
         }
         if config.store.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(
@@ -1230,7 +1270,9 @@ impl ProjectSettings {
             min_health,
             min_score: config.gate.min_score,
             semantic: config.semantic,
-            report: config.report,
+            verdict: assay_core::verdict::VerdictRules {
+                pass_score: config.verdict.pass_score,
+            },
             embedder: config.embedder,
             retrieval: config.retrieval,
             providers: config.providers,
@@ -1286,6 +1328,39 @@ mod tests {
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("unknown field `stat`"), "{e}");
         assert!(e.to_string().contains("assay.toml:3:1: "), "{e}");
+    }
+
+    #[test]
+    fn the_verdict_pass_score_is_read_and_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ProjectSettings::load(dir.path()).unwrap();
+        assert_eq!(s.verdict.pass_score, None, "no pass score unless set");
+        let s = load("[verdict]\npass_score = 80\n").unwrap();
+        assert_eq!(s.verdict.pass_score, Some(80));
+        assert_eq!(s.recorded["verdict.pass_score"], "80");
+        let e = load("[verdict]\npass_score = 101\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("verdict.pass_score: must be between 0 and 100"),
+            "{e}"
+        );
+        let e = load("[verdict]\npass_scor = 80\n").unwrap_err();
+        assert!(e.message.contains("unknown field `pass_scor`"), "{e}");
+    }
+
+    #[test]
+    fn the_removed_junit_pass_score_names_what_replaced_it() {
+        let e = load("[gate]\nmin_score = 1\n\n[report]\njunit_pass_score = 50\n").unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message
+                .starts_with("report.junit_pass_score: `[report] junit_pass_score` was removed"),
+            "{e}"
+        );
+        assert!(e.message.contains("`pass_score = N`"), "{e}");
+        let e = load("[report]\n").unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.message.contains("`[verdict] pass_score`"), "{e}");
     }
 
     #[test]

@@ -62,3 +62,4 @@ mod traces;
 mod ui_browser;
 #[path = "../../examples/ui_fixtures.rs"]
 mod ui_fixtures;
+mod verdicts;

@@ -213,7 +213,13 @@ fn a_critical_negative_match_makes_health_critical() {
         junit.contains("<testsuite name=\"pattern\" tests=\"28\" failures=\"1\""),
         "{junit}"
     );
-    assert!(junit.contains("critical failure: score 80"), "{junit}");
+    // The case's stored verdict: the false alarm, named, whatever its score of 80.
+    assert!(
+        junit.contains("message=\"false alarm on a critical negative case: matched `handler_crisis`\" type=\"assay.false_alarm\""),
+        "{junit}"
+    );
+    assert_eq!(case["verdict"]["outcome"], "fail");
+    assert_eq!(case["verdict"]["failed"][0]["rule"], "false_alarm");
 }
 
 #[test]

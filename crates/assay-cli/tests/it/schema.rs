@@ -330,9 +330,9 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
         (
             "config",
             "assay.toml",
-            "[report]",
-            "[reprot]",
-            "unknown field `reprot`",
+            "[verdict]",
+            "[verdcit]",
+            "unknown field `verdcit`",
         ),
         (
             "kb",

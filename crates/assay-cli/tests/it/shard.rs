@@ -55,7 +55,16 @@ fn newest(p: &Scratch) -> (String, Value) {
     (p.path(&path).display().to_string(), log)
 }
 
-/// Every case of a saved run, by `bank/test_id`, from its run log or its lists.
+/// A case as two runs of it compare: without how long it took (a measurement of that run).
+fn timeless(mut case: Value) -> Value {
+    if let Some(o) = case.as_object_mut() {
+        o.remove("duration_ms");
+    }
+    case
+}
+
+/// Every case of a saved run, by `bank/test_id`, from its run log or its lists, without its
+/// duration.
 fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     match log["cases"]["file"].as_str() {
@@ -68,7 +77,8 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
                     v["result"]["test_id"].as_str().unwrap()
                 );
                 assert!(
-                    out.insert(key.clone(), v["result"].clone()).is_none(),
+                    out.insert(key.clone(), timeless(v["result"].clone()))
+                        .is_none(),
                     "{key} twice"
                 );
             }
@@ -77,7 +87,7 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
             for bank in ["semantic", "state", "pattern", "always"] {
                 for c in log[bank]["results"].as_array().into_iter().flatten() {
                     let key = format!("{bank}/{}", c["test_id"].as_str().unwrap());
-                    out.insert(key, c.clone());
+                    out.insert(key, timeless(c.clone()));
                 }
             }
         }
@@ -103,6 +113,18 @@ fn comparable(log: &Value) -> Value {
     }
     if let Some(setup) = o.get_mut("setup").and_then(Value::as_object_mut) {
         setup.remove("semantic_search_detail");
+    }
+    // Each listed case's duration is a measurement of its run.
+    for bank in ["semantic", "state", "pattern", "always", "answer"] {
+        if let Some(list) = o
+            .get_mut(bank)
+            .and_then(|b| b.get_mut("results"))
+            .and_then(Value::as_array_mut)
+        {
+            for c in list.iter_mut() {
+                *c = timeless(c.take());
+            }
+        }
     }
     v
 }
@@ -215,12 +237,13 @@ fn four_shards_merged_equal_the_whole_suite_case_for_case() {
             .unwrap()
             .lines()
             .map(|l| {
-                // Times and the run's name aside.
+                // Times and the run's name aside (a case's time is its own measurement).
                 let re = regex::Regex::new(r#"(time|timestamp|id|name)="[^"]*""#).unwrap();
+                let time = regex::Regex::new(r#" time="[^"]*""#).unwrap();
                 if l.contains("<testsuites") || l.contains("<testsuite ") {
                     re.replace_all(l, "").into_owned()
                 } else {
-                    l.to_owned()
+                    time.replace_all(l, "").into_owned()
                 }
             })
             .collect()

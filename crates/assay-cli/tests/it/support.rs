@@ -78,6 +78,14 @@ impl Scratch {
         Scratch::copy_of(&example())
     }
 
+    /// An empty project folder, for a test that writes every file itself.
+    pub fn empty() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        Scratch { _dir: dir, root }
+    }
+
     /// A scratch copy of any project folder.
     pub fn copy_of(src: &Path) -> Scratch {
         let dir = tempfile::tempdir().unwrap();
