@@ -183,10 +183,11 @@ def _blocks(*blocks: str) -> str:
 
 
 def console_summary(stdout: str) -> str:
-    """The summary ``assay run`` printed, without its per-case listing (the items show it)."""
+    """The summary ``assay run`` printed, without what it says case by case (the items show
+    it): from the failed cases by rule on."""
     lines = stdout.rstrip().splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("cases below ") or line.startswith("worst "):
+        if line.startswith(("failed: ", "cases below ", "failures:")):
             lines = lines[:i]
             break
     return "\n".join(lines).strip("\n")

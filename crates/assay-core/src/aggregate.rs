@@ -444,11 +444,12 @@ impl Notable {
     pub fn of(banks: &BankResults) -> Notable {
         let mut agg = Aggregator::new(0, usize::MAX);
         if let Some(r) = &banks.semantic {
-            for c in &r.results {
-                agg.tally(&CaseRecord::Semantic(c.clone()));
+            for (i, c) in r.results.iter().enumerate() {
+                agg.tally(i, &CaseRecord::Semantic(c.clone()));
             }
         }
-        for rec in banks
+        // Bank by bank in run order: a running count orders cases as their index would.
+        for (i, rec) in banks
             .state
             .iter()
             .flat_map(|r| r.results.iter().cloned().map(CaseRecord::State))
@@ -470,8 +471,9 @@ impl Notable {
                     .iter()
                     .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Answer)),
             )
+            .enumerate()
         {
-            agg.tally(&rec);
+            agg.tally(i, &rec);
         }
         agg.notable(true)
     }
@@ -490,6 +492,14 @@ const REASONS: [&str; 7] = [
 /// A deterministic bank's running totals: sums, the score distribution, sums per group
 /// (handler or pattern type).
 type BankTotals = (Sums, Distribution, BTreeMap<String, Sums>);
+
+/// One rule's count while cases come: how many it failed, the first of them as
+/// `(bank, index, bank/test_id)`, and what it named with how often.
+type RuleCount = (
+    usize,
+    std::collections::BTreeSet<(BankType, usize, String)>,
+    BTreeMap<String, usize>,
+);
 
 /// Summarises finished cases as they come (see the module docs).
 #[derive(Debug)]
@@ -517,8 +527,9 @@ pub struct Aggregator {
     error_kinds: BTreeMap<String, usize>,
     verdicts: OutcomeCounts,
     verdicts_by_bank: BTreeMap<String, OutcomeCounts>,
-    /// Per rule: cases, the first ids, and what it named.
-    rules: BTreeMap<Rule, (usize, Vec<String>, BTreeMap<String, usize>)>,
+    /// Per rule: cases, the first ids in run order (by bank, then index in the bank: the same
+    /// whatever order the cases finished in), and what it named.
+    rules: BTreeMap<Rule, RuleCount>,
 }
 
 impl Aggregator {
@@ -624,12 +635,12 @@ impl Aggregator {
                 self.answer.get_or_insert_with(Default::default).add(r);
             }
         }
-        self.tally(&record);
+        self.tally(index, &record);
         self.keep(index, record);
     }
 
-    /// Counts a case's stored verdict.
-    fn count_verdict(&mut self, record: &CaseRecord) {
+    /// Counts a case's stored verdict; `index` is its place in its bank's run order.
+    fn count_verdict(&mut self, index: usize, record: &CaseRecord) {
         let verdict = record.verdict();
         self.verdicts.add(verdict.outcome);
         self.verdicts_by_bank
@@ -639,8 +650,13 @@ impl Aggregator {
         for rule in verdict.rules() {
             let (cases, ids, named) = self.rules.entry(rule).or_default();
             *cases += 1;
-            if ids.len() < Notable::IDS {
-                ids.push(format!("{}/{}", record.bank().key(), record.test_id()));
+            ids.insert((
+                record.bank(),
+                index,
+                format!("{}/{}", record.bank().key(), record.test_id()),
+            ));
+            if ids.len() > Notable::IDS {
+                ids.pop_last();
             }
             for check in verdict.failed.iter().filter(|c| c.rule == rule) {
                 for name in &check.names {
@@ -651,8 +667,8 @@ impl Aggregator {
     }
 
     /// Counts a case in the verdicts, reasons, errors and imperfect cases.
-    fn tally(&mut self, record: &CaseRecord) {
-        self.count_verdict(record);
+    fn tally(&mut self, index: usize, record: &CaseRecord) {
+        self.count_verdict(index, record);
         if let Some(message) = record.error() {
             let message = &message.to_owned();
             let test_id = record.test_id();
@@ -812,7 +828,7 @@ impl Aggregator {
                 RuleTally {
                     rule: *rule,
                     cases: *cases,
-                    test_ids: ids.clone(),
+                    test_ids: ids.iter().map(|(_, _, id)| id.clone()).collect(),
                     named,
                     distinct,
                 }

@@ -171,14 +171,13 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         );
         render_reasons(&mut out, &notable.reasons);
     }
-    let cases = listed_cases(log);
-    let shown: Vec<&Listed> = match listing {
+    let shown: Vec<Listed> = match listing {
         Listing::Summary => Vec::new(),
-        Listing::Failures => cases
-            .iter()
+        Listing::Failures => listed_cases(log)
+            .into_iter()
             .filter(|c| c.outcome == Outcome::Fail)
             .collect(),
-        Listing::All => cases.iter().collect(),
+        Listing::All => listed_cases(log),
     };
     if !shown.is_empty() {
         let heading = if listing == Listing::Failures {
@@ -265,7 +264,7 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     out
 }
 
-/// How many cases the default summary lists.
+/// How many ids (critical failures, stale cases) and error groups the default summary shows.
 const WORST: usize = 8;
 
 /// One case the summary lists: a failure, or a case below 100.

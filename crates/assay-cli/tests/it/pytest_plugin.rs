@@ -325,7 +325,7 @@ fn a_failing_baseline_gate_fails_pytest_with_the_gates_verdict() {
     assert!(
         broken
             .message
-            .contains("Expected handler did not trigger: handler_first_conversation"),
+            .contains("expected handler did not trigger: `handler_first_conversation`"),
         "{broken:?}"
     );
 }

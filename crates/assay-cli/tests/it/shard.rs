@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::scale::{grow_state_bank_to, saved};
-use crate::support::{Scratch, assay};
+use crate::support::{Scratch, assay, timeless};
 
 /// The suite: the example's 94 semantic cases, and its state, pattern and always banks grown
 /// to 10,000 cases in all.
@@ -55,14 +55,6 @@ fn newest(p: &Scratch) -> (String, Value) {
     (p.path(&path).display().to_string(), log)
 }
 
-/// A case as two runs of it compare: without how long it took (a measurement of that run).
-fn timeless(mut case: Value) -> Value {
-    if let Some(o) = case.as_object_mut() {
-        o.remove("duration_ms");
-    }
-    case
-}
-
 /// Every case of a saved run, by `bank/test_id`, from its run log or its lists, without its
 /// duration.
 fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
@@ -98,12 +90,12 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
 /// A RunLog without what differs between two runs of the same cases: ids, times, file names,
 /// how it was made and how its searches went.
 fn comparable(log: &Value) -> Value {
-    let mut v = log.clone();
+    // Durations measure the run, the run's and each case's.
+    let mut v = timeless(log.clone());
     let o = v.as_object_mut().unwrap();
     for key in [
         "run_id",
         "timestamp",
-        "duration_ms",
         "merged",
         "shard",
         "cases",
@@ -113,18 +105,6 @@ fn comparable(log: &Value) -> Value {
     }
     if let Some(setup) = o.get_mut("setup").and_then(Value::as_object_mut) {
         setup.remove("semantic_search_detail");
-    }
-    // Each listed case's duration is a measurement of its run.
-    for bank in ["semantic", "state", "pattern", "always", "answer"] {
-        if let Some(list) = o
-            .get_mut(bank)
-            .and_then(|b| b.get_mut("results"))
-            .and_then(Value::as_array_mut)
-        {
-            for c in list.iter_mut() {
-                *c = timeless(c.take());
-            }
-        }
     }
     v
 }

@@ -246,6 +246,26 @@ impl Scratch {
     }
 }
 
+/// A RunLog (or any part of one) without what only measures its run: every `duration_ms`,
+/// the run's and each case's. Two runs of the same cases compare equal once timeless.
+pub fn timeless(mut value: serde_json::Value) -> serde_json::Value {
+    match &mut value {
+        serde_json::Value::Object(o) => {
+            o.remove("duration_ms");
+            for v in o.values_mut() {
+                *v = timeless(v.take());
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for v in a.iter_mut() {
+                *v = timeless(v.take());
+            }
+        }
+        _ => {}
+    }
+    value
+}
+
 /// The outcome of one run of the binary.
 pub struct Run {
     pub code: i32,

@@ -738,6 +738,10 @@ fn check_project(p: &Scratch, python: Option<&Path>, seen: &mut Seen) {
     let merged_log: Value =
         serde_json::from_str(&std::fs::read_to_string(saved_files(&merged).0).unwrap()).unwrap();
     assert_eq!(stored(&merged_log), cases, "the merged run's verdicts");
+    assert_eq!(
+        merged_log["notable"]["verdicts"], log["notable"]["verdicts"],
+        "the merged run's counts by verdict and rule"
+    );
 }
 
 #[test]
