@@ -1144,10 +1144,13 @@ pub struct GenerateArgs {
 pub enum GenerateCommand {
     /// List drafts and findings by entity, and accept, edit or reject them.
     ///
-    /// Without an action, lists what is pending (findings first). --accept copies drafts into
-    /// test_banks/<bank>/generated.json as ordinary cases that keep their provenance; --reject
-    /// marks them rejected with --reason; --edit changes a pending draft's fields; --confirm
-    /// marks accepted cases that a knowledge-base edit made stale as checked.
+    /// Without an action, lists what is pending (findings first, each checked against the
+    /// knowledge base and rules as they are now: still holds, or fixed since). --accept copies
+    /// drafts into test_banks/<bank>/generated.json as ordinary cases that keep their
+    /// provenance; --reject marks them rejected with --reason; --edit changes a pending draft's
+    /// fields; --confirm marks accepted cases that a knowledge-base edit made stale as checked
+    /// (each must pass in the latest saved run); --retire takes accepted cases out of their
+    /// bank with --reason.
     Review(Box<GenerateReviewArgs>),
     /// Entities, STATE handlers and pattern rules that no case tests, and cases per entity.
     Coverage(GenerateCoverageArgs),

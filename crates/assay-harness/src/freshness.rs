@@ -152,6 +152,10 @@ pub fn answer_contexts(
     spec: &str,
     log: &RunLog,
 ) -> Result<BTreeMap<String, BTreeSet<String>>, HarnessError> {
+    if log.answer.is_none() {
+        // The run had no answer bank: nothing to read (its run log is not opened).
+        return Ok(BTreeMap::new());
+    }
     let settings = &project.settings;
     let path = crate::baseline::resolve_in(&settings.root, &settings.results_dir, spec)
         .map_err(|e| HarnessError::Usage(format!("--changed-since: {e}")))?;

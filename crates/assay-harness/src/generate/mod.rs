@@ -815,6 +815,27 @@ pub async fn generate(
     // The drafts of other generations: a resumed generation's own files (what its interrupted
     // process wrote) are neither duplicates of its drafts nor ids they may not take.
     let mut existing_drafts = drafts::load_drafts(&settings.banks_dir)?;
+    // Its drafts accepted since are the same cases in a bank: not taken, not duplicates.
+    let own: HashSet<String> = existing_drafts
+        .semantic
+        .iter()
+        .filter(|l| l.file.generation == generation)
+        .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone()))
+        .chain(
+            existing_drafts
+                .state
+                .iter()
+                .filter(|l| l.file.generation == generation)
+                .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone())),
+        )
+        .chain(
+            existing_drafts
+                .pattern
+                .iter()
+                .filter(|l| l.file.generation == generation)
+                .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone())),
+        )
+        .collect();
     existing_drafts
         .semantic
         .retain(|l| l.file.generation != generation);
@@ -831,6 +852,7 @@ pub async fn generate(
         .map(|l| l.case.test_id.clone())
         .chain(project.banks.state.iter().map(|l| l.case.test_id.clone()))
         .chain(project.banks.pattern.iter().map(|l| l.case.test_id.clone()))
+        .filter(|id| !own.contains(id))
         .collect();
     for l in &existing_drafts.semantic {
         taken_ids.extend(l.file.drafts.iter().map(|d| d.case.test_id.clone()));
@@ -865,6 +887,7 @@ pub async fn generate(
                         .banks
                         .semantic
                         .iter()
+                        .filter(|l| !own.contains(&l.case.test_id))
                         .map(|l| l.case.prompt.clone())
                         .collect();
                     for l in &existing_drafts.semantic {
