@@ -816,8 +816,60 @@ pub struct StaleEntity {
     /// not in the store's history: the content changed, which fields is unknown).
     #[serde(default)]
     pub fields: Vec<String>,
+    /// Each changed field's value in the reference version and now, in the order of
+    /// `fields`, each clipped to [`StaleChange::CLIPPED`] characters (absent in RunLogs written
+    /// before assay recorded them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<StaleChange>,
     /// What the case is compared with.
     pub reference: StaleReference,
+}
+
+/// One changed field of a [`StaleEntity`]: its value then and now, as text (a string as it
+/// is, anything else as compact JSON, `null` where the field was not set), clipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleChange {
+    /// The field.
+    pub field: String,
+    /// Its value in the reference version.
+    pub old: String,
+    /// Its value now.
+    pub new: String,
+}
+
+impl StaleChange {
+    /// The characters a value keeps (a longer one is cut and ends in `…`).
+    pub const CLIPPED: usize = 80;
+
+    /// The change of `field` from `old` to `new` (JSON values), each written as text and
+    /// clipped to [`StaleChange::CLIPPED`] characters.
+    pub fn new(
+        field: &str,
+        old: Option<&serde_json::Value>,
+        new: Option<&serde_json::Value>,
+    ) -> Self {
+        StaleChange {
+            field: field.to_owned(),
+            old: clip_value(old),
+            new: clip_value(new),
+        }
+    }
+}
+
+/// A value as one line of text, clipped to [`StaleChange::CLIPPED`] characters.
+fn clip_value(value: Option<&serde_json::Value>) -> String {
+    let text = match value {
+        None | Some(serde_json::Value::Null) => "null".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > StaleChange::CLIPPED {
+        let kept: String = line.chars().take(StaleChange::CLIPPED - 1).collect();
+        format!("{}…", kept.trim_end())
+    } else {
+        line
+    }
 }
 
 /// What a stale case's entity is compared with.
@@ -1079,6 +1131,27 @@ impl RateLimitRecord {
 mod tests {
     use super::*;
     use crate::scoring::Breakdown;
+
+    #[test]
+    fn a_stale_change_writes_values_as_one_clipped_line() {
+        use serde_json::json;
+        let c = StaleChange::new("priority", Some(&json!(50)), Some(&json!(77)));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("50", "77"));
+        let c = StaleChange::new("subtype", None, Some(&json!("technique")));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("null", "technique"));
+        let c = StaleChange::new("audience_types", Some(&json!(["PARENT"])), Some(&json!([])));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("[\"PARENT\"]", "[]"));
+        // A long text keeps its first characters, on one line, and says it was cut.
+        let long = format!("first line\n{}", "word ".repeat(40));
+        let c = StaleChange::new("concept_summary", Some(&json!(long)), Some(&json!("short")));
+        assert_eq!(c.old.chars().count(), StaleChange::CLIPPED);
+        assert!(c.old.starts_with("first line word word"), "{}", c.old);
+        assert!(c.old.ends_with('…') && !c.old.contains('\n'), "{}", c.old);
+        assert_eq!(c.new, "short");
+        // Exactly at the limit: kept whole.
+        let exact = "x".repeat(StaleChange::CLIPPED);
+        assert_eq!(StaleChange::new("t", Some(&json!(exact)), None).old, exact);
+    }
 
     fn always(score: u32) -> AlwaysCaseResult {
         AlwaysCaseResult {

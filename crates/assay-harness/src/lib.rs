@@ -46,6 +46,7 @@ pub mod merge;
 pub mod migrate;
 pub mod overrides;
 pub mod project;
+pub mod provenance;
 pub mod results;
 pub mod retrieve;
 pub mod review;

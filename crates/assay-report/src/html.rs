@@ -381,7 +381,7 @@ fn stale(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     let total = log.stale.len() + log.stale_more;
     let _ = writeln!(
         out,
-        "<h2 id=\"stale\">Stale cases</h2>\n<p class=\"meta\">{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.</p>\n<table class=\"stale\"><thead><tr><th>Case</th><th>Bank</th><th>Entity</th><th>Versions</th><th>Changed fields</th><th>Compared with</th></tr></thead><tbody>"
+        "<h2 id=\"stale\">Stale cases</h2>\n<p class=\"meta\">{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.</p>\n<table class=\"stale\"><thead><tr><th>Case</th><th>Bank</th><th>Entity</th><th>Versions</th><th>Changed fields (old → new)</th><th>Compared with</th></tr></thead><tbody>"
     );
     for c in log.stale.iter().take(STALE_SHOWN) {
         for e in &c.entities {
@@ -1091,7 +1091,9 @@ pub(crate) mod tests {
 
     #[test]
     fn stale_cases_and_changed_since_are_shown_escaped() {
-        use assay_core::runlog::{ChangedSince, StaleCase, StaleEntity, StaleReference};
+        use assay_core::runlog::{
+            ChangedSince, StaleCase, StaleChange, StaleEntity, StaleReference,
+        };
         let inject = "<script>alert(1)</script>";
         let mut log = sample("");
         assert!(
@@ -1107,6 +1109,7 @@ pub(crate) mod tests {
                     since_version: Some(1),
                     current_version: Some(3),
                     fields: vec!["title".into(), "keywords".into()],
+                    changes: Vec::new(),
                     reference: StaleReference::Provenance,
                 },
                 StaleEntity {
@@ -1114,7 +1117,27 @@ pub(crate) mod tests {
                     since_version: None,
                     current_version: None,
                     fields: vec![],
+                    changes: Vec::new(),
                     reference: StaleReference::Accepted,
+                },
+                StaleEntity {
+                    entity_id: "welcome_back".into(),
+                    since_version: Some(2),
+                    current_version: Some(4),
+                    fields: vec!["title".into(), "priority".into()],
+                    changes: vec![
+                        StaleChange::new(
+                            "title",
+                            Some(&serde_json::json!(format!("Old{inject}"))),
+                            Some(&serde_json::json!("New")),
+                        ),
+                        StaleChange::new(
+                            "priority",
+                            Some(&serde_json::json!(50)),
+                            Some(&serde_json::json!(77)),
+                        ),
+                    ],
+                    reference: StaleReference::Provenance,
                 },
             ],
         }];
@@ -1136,6 +1159,13 @@ pub(crate) mod tests {
         );
         assert!(section.contains("v1 → v3") && section.contains("title, keywords"));
         assert!(section.contains("the accepted run → removed"));
+        // Each field's old and new value, escaped.
+        assert!(
+            section.contains(
+                "title: Old&lt;script&gt;alert(1)&lt;/script&gt; → New; priority: 50 → 77"
+            ),
+            "{section}"
+        );
         assert!(section.contains("… and 4 more stale case(s)"));
         assert!(html.contains("partial run: changed since <code>latest&lt;script&gt;"));
         assert!(html.contains("ran 3 cases that name them, skipped 9"));

@@ -429,9 +429,16 @@ pub(crate) fn stale_versions(e: &assay_core::runlog::StaleEntity) -> String {
     }
 }
 
-/// The changed fields of a stale entity, or why they are not known.
+/// The changed fields of a stale entity, each with its old and new value where the RunLog
+/// has them (`priority: 50 → 77`, values clipped), or why they are not known.
 pub(crate) fn stale_fields(e: &assay_core::runlog::StaleEntity) -> String {
-    if !e.fields.is_empty() {
+    if !e.changes.is_empty() {
+        e.changes
+            .iter()
+            .map(|c| format!("{}: {} → {}", c.field, c.old, c.new))
+            .collect::<Vec<_>>()
+            .join("; ")
+    } else if !e.fields.is_empty() {
         e.fields.join(", ")
     } else if e.current_version.is_none() {
         "the entity is no longer in the knowledge base".to_owned()
@@ -453,7 +460,7 @@ fn stale(out: &mut String, log: &RunLog) {
     );
     let _ = writeln!(
         out,
-        "| Case | Bank | Entity | Versions | Changed fields | Compared with |\n|---|---|---|---|---|---|"
+        "| Case | Bank | Entity | Versions | Changed fields (old → new) | Compared with |\n|---|---|---|---|---|---|"
     );
     for c in log.stale.iter().take(STALE_SHOWN) {
         for e in &c.entities {

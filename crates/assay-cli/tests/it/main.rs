@@ -55,6 +55,7 @@ mod simulate_gate;
 mod simulate_judge;
 mod simulate_shard;
 mod simulate_trajectory;
+mod stale_tracking;
 mod state;
 mod support;
 mod telemetry;

@@ -177,6 +177,9 @@ impl crate::bank::Case for AnswerCase {
     fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
         self.provenance.as_mut()
     }
+    fn named_by_run(&self) -> bool {
+        true
+    }
 }
 
 /// One piece of context the reply was written from, in rank order.
