@@ -1005,6 +1005,14 @@ pub struct ShardRun {
     /// A digest (16 hex digits) of the whole suite's case ids in run order: shards of one
     /// suite share it.
     pub suite: String,
+    /// SHA-256 (hex) of this shard's cases as saved: every case record (`{"bank", "result"}`,
+    /// one line of a run log) serialised as JSON and ended by a newline, in the order the
+    /// saved run gives them back (its lists bank by bank, or its run log). Recorded when the
+    /// run is saved, whether its cases are listed or streamed; `assay runs merge` computes it
+    /// again and refuses a shard whose cases changed since (absent in shards saved before it
+    /// was recorded, which a merge refuses too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cases_sha256: Option<String>,
 }
 
 /// Where a merged run came from.

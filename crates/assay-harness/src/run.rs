@@ -786,6 +786,8 @@ impl SuiteDigest {
                 let _ = write!(out, "{b:02x}");
                 out
             }),
+            // Recorded when the run is saved (`session::save_log`), over the cases as saved.
+            cases_sha256: None,
         }
     }
 }

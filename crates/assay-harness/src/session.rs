@@ -450,6 +450,16 @@ pub fn save_log(
             HarnessError::Infrastructure(format!("cannot read {}: {e}", path.display()))
         })?);
     }
+    // A shard's cases get a digest whether they are listed or streamed: the merge computes it
+    // again, so a case changed after the save is refused, never merged.
+    if log.shard.is_some() {
+        let digest = crate::caselog::cases_digest(log, cases).map_err(|e| {
+            HarnessError::Infrastructure(format!("cannot read the run's cases: {e}"))
+        })?;
+        if let Some(shard) = log.shard.as_mut() {
+            shard.cases_sha256 = Some(digest);
+        }
+    }
     let stamp = results::stamp(&log.timestamp);
     let mut render = |name: Option<&str>| {
         if let Some(c) = log.cases.as_mut() {

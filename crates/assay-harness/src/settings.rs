@@ -333,7 +333,14 @@ pub struct AnswerTableConfig {
     pub relevancy_questions: usize,
     /// Answer cases in flight at once when the product is stateless (default 4).
     pub concurrency: usize,
+    /// The most bytes one reply of the product (the `[optimize]` command or HTTP target) may
+    /// have (default 1,048,576: 1 MiB). A longer reply is an error of its case (the rest is
+    /// never read); the optimizer's targets are held to it too.
+    pub max_reply_bytes: usize,
 }
+
+/// The largest `[answer] max_reply_bytes`: 1 GiB.
+pub const MAX_REPLY_BYTES_LIMIT: usize = 1 << 30;
 
 impl Default for AnswerTableConfig {
     fn default() -> Self {
@@ -345,6 +352,7 @@ impl Default for AnswerTableConfig {
             weights: BTreeMap::new(),
             relevancy_questions: 3,
             concurrency: 4,
+            max_reply_bytes: assay_providers::target::DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -363,6 +371,12 @@ impl AnswerTableConfig {
         }
         if self.concurrency == 0 {
             return Err("answer.concurrency: must be at least 1".into());
+        }
+        if self.max_reply_bytes == 0 || self.max_reply_bytes > MAX_REPLY_BYTES_LIMIT {
+            return Err(format!(
+                "answer.max_reply_bytes: must be from 1 to {MAX_REPLY_BYTES_LIMIT} (1 GiB), found {}",
+                self.max_reply_bytes
+            ));
         }
         for (metric, min) in &self.minimum {
             if !(min.is_finite() && (0.0..=1.0).contains(min)) {

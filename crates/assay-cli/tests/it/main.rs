@@ -3,6 +3,7 @@
 #[path = "../../examples/answer_judge.rs"]
 mod answer_judge;
 mod answers;
+mod answers_replies;
 mod answers_trajectory;
 mod assertion_types;
 mod assertions;

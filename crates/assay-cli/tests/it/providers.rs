@@ -440,3 +440,57 @@ fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
         refused.stderr
     );
 }
+
+/// Issue 42: a damaged `.assay/limits.json` (a bucket refilling once a million seconds, a
+/// `learned_at` far in the future) is ignored with a warning naming the file: the run neither
+/// fails its calls nor crawls.
+#[test]
+fn a_damaged_limit_memory_is_ignored_with_the_file_named() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(entity_ids(&project), Faults::default());
+    // A call may wait 5 s: the damaged buckets, believed, would hold every call past that.
+    configure(&project, &server, "max_wait_seconds = 5");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let damaged = serde_json::json!({"version": 1, "models": {
+        "openai/text-embedding-3-small": {"learned_at": now,
+            "buckets": {"requests": {"limit": 1.0, "per_second": 1e-6}}},
+        "openai/gpt-4o-mini": {"learned_at": 4_102_444_800u64,
+            "buckets": {"requests": {"limit": 1.0, "per_second": 1.0}}}
+    }});
+    project.write_json(".assay/limits.json", &damaged);
+    let started = Instant::now();
+    let run = project.assay_env(
+        &["run", "--banks", "semantic", "--no-save", "--json"],
+        &[KEY],
+    );
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = run.json();
+    assert_eq!(log["summary"]["error_count"], 0, "{}", log["summary"]);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("remembered rate limit"))
+        .unwrap_or_else(|| panic!("no warning: {}", run.stderr));
+    assert!(
+        warning.contains(".assay/limits.json: ignored 2 remembered rate limits out of bounds"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains(
+            "`openai/text-embedding-3-small`: its requests bucket refills 0.000001 a second: 1000000 s to refill its 1, more than 600 s"
+        ),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("`openai/gpt-4o-mini`: learned_at 4102444800 is"),
+        "{warning}"
+    );
+}

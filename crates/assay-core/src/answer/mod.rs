@@ -182,6 +182,34 @@ impl crate::bank::Case for AnswerCase {
     }
 }
 
+/// The most bytes of a reply (or of a context the product sent) a result keeps:
+/// 16 KiB. Assertions and the judge read the whole reply; what is stored, and so every report
+/// and page, holds at most this much of it, then [`clip`]'s marker.
+pub const KEPT_REPLY_BYTES: usize = 16 * 1024;
+
+/// `text` as a result stores it: whole when it is at most [`KEPT_REPLY_BYTES`], else its first
+/// [`KEPT_REPLY_BYTES`] (cut at a character boundary) followed by
+/// ` … [clipped: <n> bytes in all]`.
+///
+/// ```
+/// use assay_core::answer::{clip, KEPT_REPLY_BYTES};
+/// assert_eq!(clip("short"), "short");
+/// let long = "é".repeat(KEPT_REPLY_BYTES);
+/// let kept = clip(&long);
+/// assert!(kept.ends_with(&format!(" … [clipped: {} bytes in all]", long.len())));
+/// assert!(kept.len() < KEPT_REPLY_BYTES + 64);
+/// ```
+pub fn clip(text: &str) -> String {
+    if text.len() <= KEPT_REPLY_BYTES {
+        return text.to_owned();
+    }
+    let mut end = KEPT_REPLY_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … [clipped: {} bytes in all]", &text[..end], text.len())
+}
+
 /// One piece of context the reply was written from, in rank order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
