@@ -1310,6 +1310,28 @@ mod tests {
     }
 
     #[test]
+    fn state_fields_are_typed_with_their_errors_located() {
+        let s = load("[state.fields]\nage = \"integer\"\n").unwrap();
+        assert_eq!(
+            s.state.get("age"),
+            Some(&assay_core::state_fields::FieldType::Integer)
+        );
+        let e = load("[state.fields]\nage = \"int\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("did you mean `integer`?"), "{e}");
+        let e = load("[gate]\nmin_score = 1.0\n[state.fields]\nlast_rating = \"string\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message
+                .contains("`last_rating` is a built-in field of type integer"),
+            "{e}"
+        );
+        let e = load("[state]\nfeilds = {}\n").unwrap_err();
+        assert!(e.message.contains("did you mean `fields`?"), "{e}");
+    }
+
+    #[test]
     fn max_metric_drop_is_a_share() {
         let dir = tempfile::tempdir().unwrap();
         let s = ProjectSettings::load(dir.path()).unwrap();
