@@ -546,6 +546,7 @@ pub fn include_drafts(project: &mut Project) -> Result<usize, HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
+    crate::typed_state::check_drafts(project, &semantic, &state)?;
 
     let mut refs: Vec<EntityRef> = Vec::new();
     let mut add_refs =
@@ -605,6 +606,7 @@ pub fn check_drafts(project: &Project) -> Result<(usize, usize), HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
+    crate::typed_state::check_drafts(project, &semantic, &state)?;
     Ok((drafts.count(), semantic.len() + state.len() + pattern.len()))
 }
 

@@ -58,6 +58,7 @@ pub mod settings;
 pub mod telemetry;
 pub mod traces;
 pub mod tune;
+pub mod typed_state;
 
 use std::path::Path;
 

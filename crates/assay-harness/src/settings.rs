@@ -775,6 +775,8 @@ pub struct ProjectConfig {
     pub optimize: OptimizeConfig,
     /// The `[telemetry]` table: OpenTelemetry export of runs' spans.
     pub telemetry: assay_telemetry::TableValues,
+    /// The `[state]` table: the types of the project's own user-state fields.
+    pub state: crate::typed_state::StateConfig,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -824,6 +826,9 @@ pub struct ProjectSettings {
     pub telemetry: assay_telemetry::TableValues,
     /// `[gate]`'s regression rules (for `--baseline`).
     pub regression: RegressionRules,
+    /// The types of every user-state field: the built-in ones and `[state.fields]` (the
+    /// audiences are added once the knowledge base is known).
+    pub state: assay_core::state_fields::StateSchema,
     /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
     /// `[retrieval]`, `[embedder]`, `[gate]`, `[answer]` and `[verdict]` tables as dotted keys (`retrieval.top_k`) and
     /// their TOML values. A run records them, so a comparison of two runs can say which
@@ -950,8 +955,22 @@ impl ProjectSettings {
             (ProjectConfig::default(), std::collections::BTreeMap::new())
         };
         let (config, recorded) = config;
-        let mut settings =
-            ProjectSettings::resolve(root, config).map_err(|m| DataError::new(&path, m))?;
+        let declared: Vec<String> = config.state.fields.keys().cloned().collect();
+        let mut settings = ProjectSettings::resolve(root, config).map_err(|m| {
+            // A declaration that retypes a built-in field is found here: its line, too.
+            let line = m
+                .strip_prefix("state.fields: `")
+                .and_then(|rest| rest.split_once('`'))
+                .filter(|(name, _)| declared.iter().any(|d| d == name))
+                .and_then(|(name, _)| {
+                    let text = std::fs::read_to_string(&path).ok()?;
+                    assay_kb::datafile::key_line(&text, name, 0)
+                });
+            DataError {
+                line,
+                ..DataError::new(&path, m)
+            }
+        })?;
         settings.recorded = recorded;
         Ok(settings)
     }
@@ -1274,6 +1293,7 @@ impl ProjectSettings {
         // named here, before anything runs.
         assay_telemetry::ExportConfig::resolve(&config.telemetry, &|_| None)
             .map_err(|e| e.to_string().replace("assay.toml: ", ""))?;
+        let state = config.state.schema()?;
         Ok(ProjectSettings {
             root: root.to_owned(),
             store: config.store,
@@ -1302,6 +1322,7 @@ impl ProjectSettings {
                 max_score_drop: config.gate.max_score_drop,
                 max_metric_drop: config.gate.max_metric_drop,
             },
+            state,
             recorded: std::collections::BTreeMap::new(),
         })
     }
@@ -1375,6 +1396,28 @@ mod tests {
         let e = load("[report]\n").unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
         assert!(e.message.contains("`[verdict] pass_score`"), "{e}");
+    }
+
+    #[test]
+    fn state_fields_are_typed_with_their_errors_located() {
+        let s = load("[state.fields]\nage = \"integer\"\n").unwrap();
+        assert_eq!(
+            s.state.get("age"),
+            Some(&assay_core::state_fields::FieldType::Integer)
+        );
+        let e = load("[state.fields]\nage = \"int\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("did you mean `integer`?"), "{e}");
+        let e = load("[gate]\nmin_score = 1.0\n[state.fields]\nlast_rating = \"string\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message
+                .contains("`last_rating` is a built-in field of type integer"),
+            "{e}"
+        );
+        let e = load("[state]\nfeilds = {}\n").unwrap_err();
+        assert!(e.message.contains("did you mean `fields`?"), "{e}");
     }
 
     #[test]

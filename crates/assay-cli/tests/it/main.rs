@@ -61,6 +61,7 @@ mod state;
 mod support;
 mod telemetry;
 mod traces;
+mod typed_state;
 mod ui_browser;
 #[path = "../../examples/ui_fixtures.rs"]
 mod ui_fixtures;

@@ -274,11 +274,12 @@ fn a_failing_baseline_gate_fails_pytest_with_the_gates_verdict() {
     let accept = assay(&["runs", "accept", "latest", "--by", "ci", "--project", root]);
     assert_eq!(accept.code, 0, "{accept:?}");
 
-    // A knowledge-base edit breaks the cases that expect the welcome handler.
+    // A knowledge-base edit breaks the cases that expect the welcome handler (one of the
+    // wrong type, `{eq: "yes"}`, would not run at all: typed user state).
     p.edit(
         "kb/handlers.yaml",
         "is_first_conversation: {eq: true}",
-        "is_first_conversation: {eq: \"yes\"}",
+        "is_first_conversation: {eq: false}",
     );
     let gate = pytest(&python, dir, &gate_only, &[]);
     assert_eq!(gate.code, 1, "{gate:?}");

@@ -594,6 +594,17 @@ pub async fn generate(
     let store = engine::open_store_with(settings, env)?;
     engine::sync_kb(&store, project)?;
     let kb = engine::snapshot(&*store)?;
+    // A database store's conditions and audiences are checked as the kb/ files' were by
+    // Project::load; the boundary states are made of the fields' types.
+    for w in project.check_typed_state(&kb)? {
+        tracing::warn!("{w}");
+    }
+    let state_schema = settings
+        .state
+        .clone()
+        .with_audiences(crate::typed_state::audiences(
+            &assay_kb::KnowledgeBase::list(&kb, &assay_kb::EntityFilter::default())?,
+        ));
     let mut all: Vec<Entity> = assay_kb::KnowledgeBase::list(
         &kb,
         &assay_kb::EntityFilter {
@@ -750,7 +761,13 @@ pub async fn generate(
                     }
                 }
                 _ => {
-                    let cases = state::boundary_cases(&all, &versions, &generation, &generated_at);
+                    let cases = state::boundary_cases(
+                        &state_schema,
+                        &all,
+                        &versions,
+                        &generation,
+                        &generated_at,
+                    );
                     for c in cases.iter().filter(|c| {
                         c.provenance
                             .as_ref()
@@ -922,7 +939,13 @@ pub async fn generate(
             }
             BankType::State => {
                 let mut b = BankOutcome::new("state");
-                let cases = state::boundary_cases(&all, &versions, &generation, &generated_at);
+                let cases = state::boundary_cases(
+                    &state_schema,
+                    &all,
+                    &versions,
+                    &generation,
+                    &generated_at,
+                );
                 let mut drafts = Vec::new();
                 for case in cases {
                     let handler = case
