@@ -71,7 +71,13 @@ fn a_flood_a_number_and_an_unknown_context_are_errors_with_bounded_memory() {
     let out = lib.scratch.path("run.out");
     let err = lib.scratch.path("run.err");
     let mut child = Command::new(env!("CARGO_BIN_EXE_assay"))
-        .args(["run", lib.scratch.root().to_str().unwrap(), "--banks", "answer", "--json"])
+        .args([
+            "run",
+            lib.scratch.root().to_str().unwrap(),
+            "--banks",
+            "answer",
+            "--json",
+        ])
         .env("OPENAI_API_KEY", "test-key")
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
@@ -98,7 +104,11 @@ fn a_flood_a_number_and_an_unknown_context_are_errors_with_bounded_memory() {
     assert!(peak < 100 * 1024, "peak RSS {peak} kB, 100 MB or more");
 
     let log: Value = serde_json::from_str(&stdout).unwrap();
-    assert!(stdout.len() < 1 << 20, "the RunLog is {} bytes", stdout.len());
+    assert!(
+        stdout.len() < 1 << 20,
+        "the RunLog is {} bytes",
+        stdout.len()
+    );
     let error = |id: &str| {
         let c = case(&log, id);
         assert!(c.get("score").is_none_or(Value::is_null), "{c}");
@@ -107,7 +117,8 @@ fn a_flood_a_number_and_an_unknown_context_are_errors_with_bounded_memory() {
     let flood = error("LIB-FLOOD");
     assert!(
         flood.contains("the product failed")
-            && flood.contains("the reply is longer than 1048576 bytes (`[answer] max_reply_bytes`)"),
+            && flood
+                .contains("the reply is longer than 1048576 bytes (`[answer] max_reply_bytes`)"),
         "{flood}"
     );
     let number = error("LIB-NUMBER");
@@ -131,7 +142,11 @@ fn a_flood_a_number_and_an_unknown_context_are_errors_with_bounded_memory() {
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size < 1 << 20, "{} is {size} bytes", path.display());
     }
-    assert_eq!(lib.stats.received.load(Ordering::SeqCst), 0, "no judge call");
+    assert_eq!(
+        lib.stats.received.load(Ordering::SeqCst),
+        0,
+        "no judge call"
+    );
 }
 
 #[test]
@@ -139,10 +154,10 @@ fn a_bank_with_every_metric_off_needs_no_judge_and_says_so() {
     let lib = library();
     bank(&lib);
     // The default judge (anthropic/…), no key for it, and no metric anywhere.
-    let toml = lib.scratch.read("assay.toml").replace(
-        "judge_model = \"openai/scripted-judge\"",
-        "metrics = []",
-    );
+    let toml = lib
+        .scratch
+        .read("assay.toml")
+        .replace("judge_model = \"openai/scripted-judge\"", "metrics = []");
     lib.scratch.write("assay.toml", &toml);
     lib.scratch.write_json(
         "test_banks/answer/library.json",
@@ -153,7 +168,13 @@ fn a_bank_with_every_metric_off_needs_no_judge_and_says_so() {
         ]}),
     );
     let run = Command::new(env!("CARGO_BIN_EXE_assay"))
-        .args(["run", lib.scratch.root().to_str().unwrap(), "--banks", "answer", "--json"])
+        .args([
+            "run",
+            lib.scratch.root().to_str().unwrap(),
+            "--banks",
+            "answer",
+            "--json",
+        ])
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("RUST_LOG")
@@ -180,7 +201,12 @@ fn a_bank_with_every_metric_off_needs_no_judge_and_says_so() {
         ]}),
     );
     let run = Command::new(env!("CARGO_BIN_EXE_assay"))
-        .args(["run", lib.scratch.root().to_str().unwrap(), "--banks", "answer"])
+        .args([
+            "run",
+            lib.scratch.root().to_str().unwrap(),
+            "--banks",
+            "answer",
+        ])
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")

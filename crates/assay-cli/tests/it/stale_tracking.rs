@@ -15,9 +15,9 @@ const MODEL: &str = "openai/scripted";
 /// The entity the scripted calibrator proposes as every case's secondary.
 const SECONDARY: &str = "compost_smell";
 
-/// The garden fixture whose scripted calibrator adds [`SECONDARY`], with every case that does
-/// not hard-fail passing (`junit_pass_score = 0`: a missed secondary costs points, not the
-/// verdict).
+/// The garden fixture whose scripted calibrator adds [`SECONDARY`]; with no `[verdict]
+/// pass_score`, every case that does not hard-fail passes (a missed secondary costs points, not
+/// the verdict).
 fn garden() -> Scratch {
     let behaviour = Behaviour {
         secondary: Some(SECONDARY),
@@ -28,9 +28,7 @@ fn garden() -> Scratch {
     let toml = scratch.read("assay.toml");
     scratch.write(
         "assay.toml",
-        &format!(
-            "{toml}\n[report]\njunit_pass_score = 0\n\n[providers]\nopenai_base_url = \"{url}/v1\"\nmax_retries = 0\n"
-        ),
+        &format!("{toml}\n[providers]\nopenai_base_url = \"{url}/v1\"\nmax_retries = 0\n"),
     );
     scratch
 }

@@ -119,7 +119,7 @@ const ENV: [(&str, &str); 1] = [("OPENAI_API_KEY", "test-key")];
 /// The settings every generated project shares, and its pass score when it has one.
 fn settings(pass_score: Option<u32>) -> String {
     let mut toml = format!(
-        "[semantic]\ncandidates = 3\ntop_k = 2\n\n[optimize]\ntarget = \"command\"\ncommand = [\"python3\", \"product.py\"]\ntimeout_seconds = 20\nstateless = true\n\n[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 0\n\n[answer]\njudge_model = \"openai/scripted-judge\"\n",
+        "[semantic]\ncandidates = 3\ntop_k = 2\n\n[optimize]\ntarget = \"command\"\ncommand = [\"python3\", \"product.py\"]\ntimeout_seconds = 20\nstateless = true\n\n[providers]\nopenai_base_url = \"{}/v1\"\nmax_retries = 0\n\n[answer]\njudge_model = \"openai/scripted-judge\"\n\n[state.fields]\nvisits = \"integer\"\n",
         judge_url()
     );
     if let Some(score) = pass_score {

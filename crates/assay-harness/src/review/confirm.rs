@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use assay_core::bank::{BankFile, BankType};
 use assay_core::rundiff::CaseScore;
 use assay_core::runlog::{RunLog, StaleEntity};
+use assay_core::verdict::Outcome as VerdictOutcome;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -129,25 +130,23 @@ fn write_if<C: Serialize + DeserializeOwned>(
     Ok(())
 }
 
-/// Whether a case of a run passed, as JUnit reads it: `Err` says why not (failed with its
-/// score, a critical failure, or an error, which is no verdict at all).
-pub fn passed(case: &CaseScore, pass_score: u32) -> Result<(), String> {
-    if let Some(error) = &case.error {
-        return Err(format!("errored ({error}), so it has no verdict"));
-    }
+/// Whether a case of a run passed, by the verdict the run stored on it: `Err` says why not
+/// (failed, with its score and whether it was a critical failure or a hard fail, or an error,
+/// which is no verdict at all).
+pub fn passed(case: &CaseScore) -> Result<(), String> {
     let score = case.score.unwrap_or(0);
-    if case.is_critical_failure {
-        return Err(format!("is a critical failure (score {score})"));
+    match case.verdict {
+        VerdictOutcome::Pass => Ok(()),
+        VerdictOutcome::Error => Err(format!(
+            "errored ({}), so it has no verdict",
+            case.error.as_deref().unwrap_or("error")
+        )),
+        VerdictOutcome::Fail if case.is_critical_failure => {
+            Err(format!("is a critical failure (score {score})"))
+        }
+        VerdictOutcome::Fail if case.is_hard_fail => Err(format!("hard-fails (score {score})")),
+        VerdictOutcome::Fail => Err(format!("fails (score {score})")),
     }
-    if case.is_hard_fail {
-        return Err(format!("hard-fails (score {score})"));
-    }
-    if score < pass_score {
-        return Err(format!(
-            "fails (score {score}, below [report] junit_pass_score {pass_score})"
-        ));
-    }
-    Ok(())
 }
 
 /// A saved run read for its evidence: the RunLog and its cases by test id.
@@ -179,7 +178,6 @@ fn refusals(
     picked: &[Picked],
     latest: Option<&Evidence>,
     now: &BTreeMap<String, String>,
-    pass_score: u32,
 ) -> Vec<String> {
     let Some(Evidence { log, cases }) = latest else {
         return picked
@@ -214,7 +212,7 @@ fn refusals(
             ));
             continue;
         }
-        if let Err(why) = passed(result, pass_score) {
+        if let Err(why) = passed(result) {
             out.push(format!(
                 "`{}` {why} in the latest run ({})",
                 p.test_id, log.run_id
@@ -291,12 +289,7 @@ pub fn confirm(
     // The evidence: the latest run, on today's knowledge base, passed each case.
     let latest = latest_run(&project)?;
     let now = crate::run::kb_fingerprint(&engine::snapshot(&*store)?)?.entities;
-    let refused = refusals(
-        &picked,
-        latest.as_ref(),
-        &now,
-        project.settings.report.junit_pass_score,
-    );
+    let refused = refusals(&picked, latest.as_ref(), &now);
     if !refused.is_empty() {
         let mut text = refused
             .iter()
@@ -355,26 +348,21 @@ mod tests {
     }
 
     #[test]
-    fn a_case_passes_only_with_a_score_at_the_pass_mark_and_no_failure_or_error() {
-        assert!(passed(&score(Some(100)), 100).is_ok());
-        assert!(passed(&score(Some(90)), 80).is_ok());
-        let e = passed(&score(Some(90)), 100).unwrap_err();
-        assert!(
-            e.contains("score 90") && e.contains("junit_pass_score 100"),
-            "{e}"
-        );
+    fn a_case_passes_only_by_its_stored_verdict() {
+        assert!(passed(&score(Some(100))).is_ok());
+        let mut failed = score(Some(90));
+        failed.verdict = VerdictOutcome::Fail;
+        assert_eq!(passed(&failed).unwrap_err(), "fails (score 90)");
         let mut hard = score(Some(0));
         hard.is_hard_fail = true;
-        assert!(passed(&hard, 0).unwrap_err().contains("hard-fails"));
+        hard.verdict = VerdictOutcome::Fail;
+        assert!(passed(&hard).unwrap_err().contains("hard-fails"));
         let mut critical = score(Some(100));
         critical.is_critical_failure = true;
-        assert!(passed(&critical, 0).unwrap_err().contains("critical"));
+        critical.verdict = VerdictOutcome::Fail;
+        assert!(passed(&critical).unwrap_err().contains("critical"));
         let mut errored = score(None);
         errored.error = Some("timeout".into());
-        assert!(
-            passed(&errored, 0)
-                .unwrap_err()
-                .contains("errored (timeout)")
-        );
+        assert!(passed(&errored).unwrap_err().contains("errored (timeout)"));
     }
 }
