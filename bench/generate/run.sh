@@ -87,7 +87,8 @@ json.dump({"crisis_patterns": [{"pattern": "fell (off|from) the ladder", "entiti
            "keyword_boosts": [{"keywords": ["waitlist"], "entity": "e0001"}]},
           open(f"{d}/test_banks/pattern/pattern_rules.json", "w"))
 json.dump({"bank_type": "SEMANTIC", "version": "1", "tests": [
-    {"test_id": "S1", "prompt": "what about the harvest", "expected_primary": ["e0000"]}]},
+    {"test_id": "S1", "prompt": "what about the harvest", "expected_primary": ["e0000"],
+     "user_state": {"user_type": "MEMBER"}}]},
     open(f"{d}/test_banks/semantic/cases.json", "w"))
 PY
     cat > "$dir/assay.toml" <<TOML
@@ -102,6 +103,10 @@ cache = "off"
 
 [providers.prices]
 "openai/scripted" = { input = 0.15, output = 0.6 }
+
+[state.fields]
+days_away = "integer"
+status = "string"
 TOML
 }
 

@@ -3,10 +3,11 @@
 ``pytest --assay DIR`` runs ``assay run DIR --junit FILE`` once per project and session, at
 collection, and turns what the binary reported into items:
 
-* ``DIR::<bank>::<test_id>``: one item per bank case. It passes or fails as assay's JUnit says
-  (a critical failure, or a score below ``[report] junit_pass_score``), and a failing item
-  shows assay's own reason (``score 50`` and the breakdown lines). A case that assay could not
-  score (an infrastructure error) is a pytest *error*, apart from the failures.
+* ``DIR::<bank>::<test_id>``: one item per bank case. It passes or fails as the case's verdict
+  in assay's JUnit says (decided once, where assay scored the case: the same verdict the console,
+  the reports and the web UI show), and a failing item's first line names the checks that
+  failed it, then the reply's start (answer cases) or what was selected. A case that assay
+  could not score (an infrastructure error) is a pytest *error*, apart from the failures.
 * ``DIR::gate``: the quality gate, from the binary's exit code (0 passed, 1 failed). A failing
   gate shows what ``assay run`` printed: the comparison with the baseline, the regression
   gate's verdict and the summary.
@@ -45,7 +46,7 @@ EXIT_MEANING = {
 #: The words `assay run --help` uses for exit 1.
 GATE_RULES = "CRITICAL health, below [gate] in assay.toml, or a regression rule broken"
 
-BANKS = ("semantic", "state", "pattern", "always")
+BANKS = ("semantic", "state", "pattern", "always", "answer")
 
 _STATE = pytest.StashKey["_Session"]()
 
@@ -62,20 +63,22 @@ class CaseOutcome:
     title: str
     #: ``passed``, ``failed`` or ``error``.
     status: str
-    #: assay's message (``score 50``, ``critical failure: score 0``, or the error).
+    #: assay's message: the checks that failed the case, or the error.
     message: str = ""
-    #: assay's breakdown lines of a failure.
+    #: the body of a failure: each failed check, then the reply's start (answer cases) or what
+    #: was selected, and the score, a line each.
     details: str = ""
+    #: how long the case took, in seconds (JUnit's ``time``), when measured.
+    seconds: float | None = None
 
     def failure_text(self) -> str:
         """The text pytest shows for a failing or erroring case: assay's own words."""
-        # The first line is what pytest's short summary shows: assay's verdict and reasons.
-        reasons = "; ".join(line.strip() for line in self.details.splitlines() if line.strip())
-        first = (
-            f"{self.message}: {reasons}" if reasons and self.message else self.message or reasons
-        )
+        # The first line is what pytest's short summary shows: the checks that failed the case.
+        lines = [line.strip() for line in self.details.splitlines() if line.strip()]
+        first = self.message or (lines[0] if lines else "")
+        rest = [line for line in lines if line != first]
         case = f"{self.test_id}: {self.title}" if self.title else self.test_id
-        return f"{first}\n(case {case})"
+        return "\n".join([first, *rest, f"(case {case})"])
 
 
 def parse_junit(text: str) -> list[CaseOutcome]:
@@ -92,21 +95,23 @@ def parse_junit(text: str) -> list[CaseOutcome]:
                 test_id, title = name, ""
             failure = case.find("failure")
             error = case.find("error")
+            time = case.get("time")
+            seconds = float(time) if time else None
             if error is not None:
-                cases.append(CaseOutcome(bank, test_id, title, "error", error.get("message", "")))
+                outcome = CaseOutcome(bank, test_id, title, "error", error.get("message", ""))
             elif failure is not None:
-                cases.append(
-                    CaseOutcome(
-                        bank,
-                        test_id,
-                        title,
-                        "failed",
-                        failure.get("message", ""),
-                        (failure.text or "").strip(),
-                    )
+                outcome = CaseOutcome(
+                    bank,
+                    test_id,
+                    title,
+                    "failed",
+                    failure.get("message", ""),
+                    (failure.text or "").strip(),
                 )
             else:
-                cases.append(CaseOutcome(bank, test_id, title, "passed"))
+                outcome = CaseOutcome(bank, test_id, title, "passed")
+            outcome.seconds = seconds
+            cases.append(outcome)
     return cases
 
 
@@ -178,10 +183,11 @@ def _blocks(*blocks: str) -> str:
 
 
 def console_summary(stdout: str) -> str:
-    """The summary ``assay run`` printed, without its per-case listing (the items show it)."""
+    """The summary ``assay run`` printed, without what it says case by case (the items show
+    it): from the failed cases by rule on."""
     lines = stdout.rstrip().splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("cases below ") or line.startswith("worst "):
+        if line.startswith(("failed: ", "cases below ", "failures:")):
             lines = lines[:i]
             break
     return "\n".join(lines).strip("\n")
@@ -677,6 +683,9 @@ class AssayCase(_AssayItem):
         self.case = case
         if case.title:
             self.user_properties.append(("assay.title", case.title))
+        if case.seconds is not None:
+            # The case's own duration as assay measured it (the item itself takes no time).
+            self.user_properties.append(("assay.time", f"{case.seconds:.3f}"))
 
     def setup(self) -> None:
         # An infrastructure error is a pytest error (at setup), kept apart from failures.

@@ -28,9 +28,11 @@ JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
     </testcase>
   </testsuite>
   <testsuite name="state" tests="2" failures="1" errors="0" skipped="0" timestamp="t">
-    <testcase classname="assay.state" name="ST-1: First visit &amp; more">
-      <failure message="critical failure: score 0" type="assay.score">hard fail: Expected handler did not trigger: handler_first
--10 secondary missing: `x`</failure>
+    <testcase classname="assay.state" name="ST-1: First visit &amp; more" time="0.002">
+      <failure message="expected handler did not trigger: `handler_first`; score 0 is under the pass score 80 ([verdict] pass_score)" type="assay.expected_missing">expected handler did not trigger: `handler_first`
+score 0 is under the pass score 80 ([verdict] pass_score)
+triggered: `handler_returning`
+score: 0</failure>
     </testcase>
     <testcase classname="assay.state" name="ST-2"/>
   </testsuite>
@@ -42,8 +44,13 @@ SUMMARY = """assay run: proj (semantic, state)
   combined score  40.0
   health          CRITICAL
 
-cases below 100: 1 of 4
-  ST-1 0 Hard fail
+failed: 1 of 4 (by the rule that failed them)
+  rule                 cases  cases
+  expected missing         1  state/ST-1
+
+cases below 100: 1 of 4 (why points were lost)
+  reason             cases  most often
+  hard fail              1  Expected handler did not trigger: handler_first (1)
 """
 
 FAKE = """\
@@ -120,13 +127,20 @@ def test_junit_is_read_case_by_case():
     ]
     st1 = cases[2]
     assert st1.title == "First visit & more"
-    # assay's words, verdict first (the line pytest's short summary shows).
+    assert st1.seconds == 0.002
+    # assay's words: the failed checks first (the line pytest's short summary shows), then
+    # each check and what came back, a line each.
     assert st1.failure_text().splitlines() == [
-        "critical failure: score 0: hard fail: Expected handler did not trigger: "
-        "handler_first; -10 secondary missing: `x`",
+        "expected handler did not trigger: `handler_first`; "
+        "score 0 is under the pass score 80 ([verdict] pass_score)",
+        "expected handler did not trigger: `handler_first`",
+        "score 0 is under the pass score 80 ([verdict] pass_score)",
+        "triggered: `handler_returning`",
+        "score: 0",
         "(case ST-1: First visit & more)",
     ]
     assert cases[3].title == ""
+    assert cases[3].seconds is None
 
 
 def test_the_console_summary_drops_the_case_listing():
@@ -143,7 +157,7 @@ def test_cases_map_to_items_and_errors_apart(pytester, fake):
         result,
         "PASSED proj::semantic::SEM-1",
         "ERROR proj::semantic::SEM-2 - Failed: assay could not score this case*",
-        "FAILED proj::state::ST-1 - Failed: critical failure: score 0: hard fail:*",
+        "FAILED proj::state::ST-1 - Failed: expected handler did not trigger*",
         "PASSED proj::state::ST-2",
         "ERROR proj::gate - Failed: no gate verdict: 1 case(s) could not be scored*",
     )
@@ -174,7 +188,7 @@ def test_a_failed_gate_fails_the_session_with_assays_words(pytester, fake):
             "  health          CRITICAL",
         ]
     )
-    assert "ST-1 0 Hard fail" not in result.stdout.str()
+    assert "expected missing" not in result.stdout.str(), "the failed cases by rule are left out"
     [call] = fake.calls()
     assert call[:2] == ["run", str(pytester.path / "proj")]
     assert call[-2:] == ["--baseline", "accepted"]

@@ -18,13 +18,15 @@
 //!   second describes a deep cut that it does not: a miss) and two look-alikes (the second
 //!   says "can't breathe" about the heat: a false alarm); for a keyword group, messages with
 //!   and without its first keyword.
-//! - **calibration** (schema `expectations`): the case's primary kept, no secondaries.
+//! - **calibration** (schema `expectations`): the case's primary kept, no secondaries (or the
+//!   one [`Behaviour::secondary`] names).
 //!
 //! Every answered request is logged (`GET /log`: kind and a digest of the whole request
 //! body) so a test can count calls and find a repeated one. Flags: `--port N` (0 picks
 //! one), `--latency-ms N` (sleep before every answer). In tests, [`Stats::hold_after`] makes
 //! every request after the first N wait unanswered for ever (a process can then be killed
-//! mid-generation; setting it back to 0 lets later requests through).
+//! mid-generation; setting it back to 0 lets later requests through), and
+//! [`Stats::fail_after`] with [`Stats::failures`] answers a few requests with a 500.
 //!
 //! ```sh
 //! cargo run --release -p assay-cli --example generate_provider -- --port 0 --latency-ms 200
@@ -48,6 +50,9 @@ use serde_json::{Value, json};
 pub struct Behaviour {
     /// Sleep before every answer.
     pub latency: Duration,
+    /// The calibrator proposes this entity as a secondary of every case (not of a case whose
+    /// primary it is); none by default.
+    pub secondary: Option<&'static str>,
 }
 
 /// What the server saw.
@@ -57,6 +62,10 @@ pub struct Stats {
     pub received: AtomicUsize,
     /// Requests received after the first N are never answered (0: all are answered).
     pub hold_after: AtomicUsize,
+    /// Requests received after the first N get a 500 ([`Stats::failures`] of them).
+    pub fail_after: AtomicUsize,
+    /// How many requests after [`Stats::fail_after`] get a 500 (0: none).
+    pub failures: AtomicUsize,
     /// Answered requests: (kind, digest of the body).
     pub log: Mutex<Vec<(String, String)>>,
 }
@@ -229,7 +238,7 @@ fn pattern_messages(prompt: &str) -> Value {
     json!({"messages": out})
 }
 
-fn calibration(prompt: &str) -> Value {
+fn calibration(prompt: &str, secondary: Option<&str>) -> Value {
     // The expectations on record, quoted as JSON after their heading.
     let primary = prompt
         .find("Expectations on record")
@@ -241,7 +250,11 @@ fn calibration(prompt: &str) -> Value {
                 .and_then(Result::ok)
         })
         .map_or_else(|| json!([]), |v| v["expected_primary"].clone());
-    json!({"expected_primary": primary, "expected_secondary": [], "not_expected": [],
+    let secondaries: Vec<&str> = secondary
+        .filter(|s| !primary.as_array().is_some_and(|p| p.iter().any(|p| p == s)))
+        .into_iter()
+        .collect();
+    json!({"expected_primary": primary, "expected_secondary": secondaries, "not_expected": [],
            "rank_check": [], "reasoning": "scripted: the primary stands"})
 }
 
@@ -266,6 +279,15 @@ async fn openai(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> R
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
     }
+    let fail_after = shared.stats.fail_after.load(Ordering::SeqCst);
+    if seen > fail_after && seen <= fail_after + shared.stats.failures.load(Ordering::SeqCst) {
+        // A server error; the client's retries (none in the tests) decide what follows.
+        return (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": {"message": "scripted failure", "type": "server_error"}})),
+        )
+            .into_response();
+    }
     if !shared.behaviour.latency.is_zero() {
         tokio::time::sleep(shared.behaviour.latency).await;
     }
@@ -287,7 +309,7 @@ async fn openai(State(shared): State<Arc<Shared>>, Json(body): Json<Value>) -> R
             |v| v.to_string(),
         ),
         "pattern_messages" => pattern_messages(&prompt).to_string(),
-        "expectations" => calibration(&prompt).to_string(),
+        "expectations" => calibration(&prompt, shared.behaviour.secondary).to_string(),
         _ => "I only answer structured requests.".to_owned(),
     };
     if let Ok(mut log) = shared.stats.log.lock() {

@@ -1154,11 +1154,14 @@ pub struct GenerateArgs {
 pub enum GenerateCommand {
     /// List drafts and findings by entity, and accept, edit or reject them.
     ///
-    /// Without an action, lists what is pending (findings first). --accept copies drafts into
-    /// test_banks/<bank>/generated.json as ordinary cases that keep their provenance; --reject
-    /// marks them rejected with --reason; --edit changes a pending draft's fields; --confirm
-    /// marks accepted cases that a knowledge-base edit made stale as checked.
-    Review(GenerateReviewArgs),
+    /// Without an action, lists what is pending (findings first, each checked against the
+    /// knowledge base and rules as they are now: still holds, or fixed since). --accept copies
+    /// drafts into test_banks/<bank>/generated.json as ordinary cases that keep their
+    /// provenance; --reject marks them rejected with --reason; --edit changes a pending draft's
+    /// fields; --confirm marks accepted cases that a knowledge-base edit made stale as checked
+    /// (each must pass in the latest saved run); --retire takes accepted cases out of their
+    /// bank with --reason.
+    Review(Box<GenerateReviewArgs>),
     /// Entities, STATE handlers and pattern rules that no case tests, and cases per entity.
     Coverage(GenerateCoverageArgs),
 }
@@ -1178,15 +1181,27 @@ pub struct GenerateReviewArgs {
     #[arg(long, value_name = "IDS", requires = "reason", conflicts_with = "edit")]
     pub reject: Option<String>,
 
-    /// Why the drafts are rejected.
+    /// Why the drafts are rejected, or the cases retired.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
 
     /// Confirm that accepted cases still hold after their entities changed (test ids of
     /// cases in a bank's generated.json, comma-separated, or `all-stale`): their provenance
-    /// moves to the entities' current versions, so they are no longer reported stale.
+    /// moves to the entities' current versions, so they are no longer reported stale. Each
+    /// case must have passed in the latest saved run, made on the knowledge base as it is now.
     #[arg(long, value_name = "IDS", conflicts_with_all = ["accept", "reject", "edit"])]
     pub confirm: Option<String>,
+
+    /// Retire accepted generated cases (test ids of cases in a bank's generated.json,
+    /// comma-separated): each is taken out of its bank, and who retired it, when, why and the
+    /// case are kept in retired.jsonl beside it. Needs --reason.
+    #[arg(
+        long,
+        value_name = "IDS",
+        requires = "reason",
+        conflicts_with_all = ["accept", "reject", "edit", "confirm"]
+    )]
+    pub retire: Option<String>,
 
     /// Edit one pending draft (its test id); the changes are given with --set.
     #[arg(long, value_name = "ID", requires = "set")]
@@ -1201,7 +1216,7 @@ pub struct GenerateReviewArgs {
     #[arg(long, value_name = "ID")]
     pub entity: Option<String>,
 
-    /// Who is reviewing (default: $USER).
+    /// Who is reviewing (default: ASSAY_USER, else the login name).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 

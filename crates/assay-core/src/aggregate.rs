@@ -17,7 +17,8 @@
 //!     agg.push(i, CaseRecord::Always(AlwaysCaseResult {
 //!         test_id: format!("A{i}"), name: String::new(), user_type: "PARENT".into(),
 //!         loaded_entities: vec![], expected_always: vec![], missing: vec![], score,
-//!         breakdown: Breakdown::default(), is_hard_fail: score == 0,
+//!         breakdown: Breakdown::default(), is_hard_fail: score == 0, duration_ms: None,
+//!         verdict: None,
 //!     }));
 //! }
 //! let (banks, notable) = agg.finish();
@@ -25,6 +26,7 @@
 //! assert_eq!(notable.imperfect, 1);
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +39,7 @@ use crate::runlog::{
     PatternResults, SemanticCaseResult, SemanticResults, StateCaseResult, StateResults, round1,
 };
 use crate::scoring::{Breakdown, Penalty, ScoreDistribution};
+use crate::verdict::{Outcome, Rule, Verdict, VerdictRules, Verdicted};
 
 /// One finished case, as the run log and the journal hold it: `{"bank": "state", "result":
 /// {…}}`.
@@ -45,14 +48,19 @@ use crate::scoring::{Breakdown, Penalty, ScoreDistribution};
 #[allow(clippy::large_enum_variant)] // one record at a time, written and dropped as a case ends
 pub enum CaseRecord {
     /// A semantic case.
+    #[serde(deserialize_with = "crate::verdict::filled_one")]
     Semantic(SemanticCaseResult),
     /// A state case.
+    #[serde(deserialize_with = "crate::verdict::filled_one")]
     State(StateCaseResult),
     /// A pattern case.
+    #[serde(deserialize_with = "crate::verdict::filled_one")]
     Pattern(PatternCaseResult),
     /// An always case.
+    #[serde(deserialize_with = "crate::verdict::filled_one")]
     Always(AlwaysCaseResult),
     /// An answer case.
+    #[serde(deserialize_with = "crate::verdict::filled_one")]
     Answer(AnswerCaseResult),
 }
 
@@ -123,6 +131,7 @@ impl CaseRecord {
             is_critical_failure: self.is_critical_failure(),
             error: self.error().map(str::to_owned),
             metrics: BTreeMap::new(),
+            verdict: self.verdict().outcome,
         }
     }
 
@@ -134,6 +143,72 @@ impl CaseRecord {
             CaseRecord::Pattern(r) => &r.breakdown,
             CaseRecord::Always(r) => &r.breakdown,
             CaseRecord::Answer(r) => &r.breakdown,
+        }
+    }
+
+    /// The result as its verdict's holder.
+    fn verdicted(&self) -> &dyn Verdicted {
+        match self {
+            CaseRecord::Semantic(r) => r,
+            CaseRecord::State(r) => r,
+            CaseRecord::Pattern(r) => r,
+            CaseRecord::Always(r) => r,
+            CaseRecord::Answer(r) => r,
+        }
+    }
+
+    /// The case's verdict, as stored when it was scored ([`crate::verdict`]).
+    pub fn verdict(&self) -> Cow<'_, Verdict> {
+        self.verdicted().verdict()
+    }
+
+    /// Records what a run measured and decided of a freshly scored case: how long it took,
+    /// and its verdict under the project's rules.
+    pub fn settle(&mut self, duration_ms: f64, rules: &VerdictRules) {
+        let took = Some(duration_ms);
+        match self {
+            CaseRecord::Semantic(r) => {
+                r.duration_ms = took;
+                r.settle(rules);
+            }
+            CaseRecord::State(r) => {
+                r.duration_ms = took;
+                r.settle(rules);
+            }
+            CaseRecord::Pattern(r) => {
+                r.duration_ms = took;
+                r.settle(rules);
+            }
+            CaseRecord::Always(r) => {
+                r.duration_ms = took;
+                r.settle(rules);
+            }
+            CaseRecord::Answer(r) => {
+                r.duration_ms = took;
+                r.settle(rules);
+            }
+        }
+    }
+
+    /// How long the case took, in milliseconds, where measured.
+    pub fn duration_ms(&self) -> Option<f64> {
+        match self {
+            CaseRecord::Semantic(r) => r.duration_ms,
+            CaseRecord::State(r) => r.duration_ms,
+            CaseRecord::Pattern(r) => r.duration_ms,
+            CaseRecord::Always(r) => r.duration_ms,
+            CaseRecord::Answer(r) => r.duration_ms.or(r.latency_ms),
+        }
+    }
+
+    /// The case's name (its title), possibly empty.
+    pub fn name(&self) -> &str {
+        match self {
+            CaseRecord::Semantic(r) => &r.name,
+            CaseRecord::State(r) => &r.name,
+            CaseRecord::Pattern(r) => &r.name,
+            CaseRecord::Always(r) => &r.name,
+            CaseRecord::Answer(r) => &r.name,
         }
     }
 
@@ -261,11 +336,78 @@ pub struct ErrorGroup {
     pub test_ids: Vec<String>,
 }
 
+/// Cases by verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeCounts {
+    /// Cases that passed.
+    pub passed: usize,
+    /// Cases that failed.
+    pub failed: usize,
+    /// Cases an error kept from a verdict.
+    pub errors: usize,
+}
+
+impl OutcomeCounts {
+    fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail => self.failed += 1,
+            Outcome::Error => self.errors += 1,
+        }
+    }
+
+    /// Cases counted.
+    pub fn total(&self) -> usize {
+        self.passed + self.failed + self.errors
+    }
+}
+
+/// The failed cases that broke one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleTally {
+    /// The rule.
+    pub rule: Rule,
+    /// Cases it failed.
+    pub cases: usize,
+    /// The first of them, as `bank/test_id` (at most [`Notable::IDS`]).
+    pub test_ids: Vec<String>,
+    /// What it named most often (entities, assertions, metrics), with how often (at most
+    /// [`Notable::NAMED`]).
+    pub named: Vec<(String, usize)>,
+    /// How many distinct things it named in all.
+    pub distinct: usize,
+}
+
+/// The run's cases by verdict: how many passed, failed and errored, per bank, and the failed
+/// cases grouped by the rule that failed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictTally {
+    /// Every case.
+    #[serde(flatten)]
+    pub all: OutcomeCounts,
+    /// Per bank (by key).
+    pub by_bank: BTreeMap<String, OutcomeCounts>,
+    /// The failed cases by rule, in [`Rule::ALL`]'s order (a case that broke two rules is in
+    /// both).
+    pub rules: Vec<RuleTally>,
+}
+
+impl VerdictTally {
+    /// The counts of one bank.
+    pub fn of_bank(&self, bank: BankType) -> OutcomeCounts {
+        self.by_bank.get(bank.key()).copied().unwrap_or_default()
+    }
+}
+
 /// What the summary and reports show besides the numbers, in bounded memory: how many cases
 /// scored below 100, why they lost points, the semantic errors grouped by message, and whether
 /// the RunLog's case lists hold every case or only the worst few of each bank.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Notable {
+    /// The cases by verdict (absent in RunLogs before version 4, whose verdicts
+    /// [`crate::runlog::RunLog::verdicts`] counts from the lists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdicts: Option<VerdictTally>,
     /// Cases below 100, and critical failures.
     pub imperfect: usize,
     /// The same, per bank (by key).
@@ -302,11 +444,12 @@ impl Notable {
     pub fn of(banks: &BankResults) -> Notable {
         let mut agg = Aggregator::new(0, usize::MAX);
         if let Some(r) = &banks.semantic {
-            for c in &r.results {
-                agg.tally(&CaseRecord::Semantic(c.clone()));
+            for (i, c) in r.results.iter().enumerate() {
+                agg.tally(i, &CaseRecord::Semantic(c.clone()));
             }
         }
-        for rec in banks
+        // Bank by bank in run order: a running count orders cases as their index would.
+        for (i, rec) in banks
             .state
             .iter()
             .flat_map(|r| r.results.iter().cloned().map(CaseRecord::State))
@@ -328,8 +471,9 @@ impl Notable {
                     .iter()
                     .flat_map(|r| r.results.iter().cloned().map(CaseRecord::Answer)),
             )
+            .enumerate()
         {
-            agg.tally(&rec);
+            agg.tally(i, &rec);
         }
         agg.notable(true)
     }
@@ -348,6 +492,14 @@ const REASONS: [&str; 7] = [
 /// A deterministic bank's running totals: sums, the score distribution, sums per group
 /// (handler or pattern type).
 type BankTotals = (Sums, Distribution, BTreeMap<String, Sums>);
+
+/// One rule's count while cases come: how many it failed, the first of them as
+/// `(bank, index, bank/test_id)`, and what it named with how often.
+type RuleCount = (
+    usize,
+    std::collections::BTreeSet<(BankType, usize, String)>,
+    BTreeMap<String, usize>,
+);
 
 /// Summarises finished cases as they come (see the module docs).
 #[derive(Debug)]
@@ -373,6 +525,11 @@ pub struct Aggregator {
     named: [BTreeMap<String, usize>; 7],
     errors: Vec<ErrorGroup>,
     error_kinds: BTreeMap<String, usize>,
+    verdicts: OutcomeCounts,
+    verdicts_by_bank: BTreeMap<String, OutcomeCounts>,
+    /// Per rule: cases, the first ids in run order (by bank, then index in the bank: the same
+    /// whatever order the cases finished in), and what it named.
+    rules: BTreeMap<Rule, RuleCount>,
 }
 
 impl Aggregator {
@@ -401,6 +558,9 @@ impl Aggregator {
             named: Default::default(),
             errors: Vec::new(),
             error_kinds: BTreeMap::new(),
+            verdicts: OutcomeCounts::default(),
+            verdicts_by_bank: BTreeMap::new(),
+            rules: BTreeMap::new(),
         }
     }
 
@@ -475,12 +635,40 @@ impl Aggregator {
                 self.answer.get_or_insert_with(Default::default).add(r);
             }
         }
-        self.tally(&record);
+        self.tally(index, &record);
         self.keep(index, record);
     }
 
-    /// Counts a case in the reasons, errors and imperfect cases.
-    fn tally(&mut self, record: &CaseRecord) {
+    /// Counts a case's stored verdict; `index` is its place in its bank's run order.
+    fn count_verdict(&mut self, index: usize, record: &CaseRecord) {
+        let verdict = record.verdict();
+        self.verdicts.add(verdict.outcome);
+        self.verdicts_by_bank
+            .entry(record.bank().key().to_owned())
+            .or_default()
+            .add(verdict.outcome);
+        for rule in verdict.rules() {
+            let (cases, ids, named) = self.rules.entry(rule).or_default();
+            *cases += 1;
+            ids.insert((
+                record.bank(),
+                index,
+                format!("{}/{}", record.bank().key(), record.test_id()),
+            ));
+            if ids.len() > Notable::IDS {
+                ids.pop_last();
+            }
+            for check in verdict.failed.iter().filter(|c| c.rule == rule) {
+                for name in &check.names {
+                    *named.entry(name.clone()).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    /// Counts a case in the verdicts, reasons, errors and imperfect cases.
+    fn tally(&mut self, index: usize, record: &CaseRecord) {
+        self.count_verdict(index, record);
         if let Some(message) = record.error() {
             let message = &message.to_owned();
             let test_id = record.test_id();
@@ -628,7 +816,30 @@ impl Aggregator {
             .collect();
         let mut errors = self.errors.clone();
         errors.sort_by_key(|e| std::cmp::Reverse(e.count));
+        let rules: Vec<RuleTally> = self
+            .rules
+            .iter()
+            .map(|(rule, (cases, ids, named))| {
+                let mut named: Vec<(String, usize)> =
+                    named.iter().map(|(k, v)| (k.clone(), *v)).collect();
+                named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                let distinct = named.len();
+                named.truncate(Notable::NAMED);
+                RuleTally {
+                    rule: *rule,
+                    cases: *cases,
+                    test_ids: ids.iter().map(|(_, _, id)| id.clone()).collect(),
+                    named,
+                    distinct,
+                }
+            })
+            .collect();
         Notable {
+            verdicts: Some(VerdictTally {
+                all: self.verdicts,
+                by_bank: self.verdicts_by_bank.clone(),
+                rules,
+            }),
             imperfect: self.imperfect,
             imperfect_by_bank: self.imperfect_by_bank.clone(),
             reasons,
@@ -993,6 +1204,8 @@ mod tests {
             score,
             breakdown: Breakdown::default(),
             is_hard_fail: score == 0,
+            duration_ms: None,
+            verdict: None,
         }
     }
 

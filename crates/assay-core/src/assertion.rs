@@ -198,6 +198,17 @@ fn type_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// An assertion's value as a result records it: compact JSON, cut with an ellipsis.
+fn shown_value(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > AssertionResult::VALUE_SHOWN {
+        let cut: String = text.chars().take(AssertionResult::VALUE_SHOWN).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
 /// The JSON Schema of one assertion object.
 pub fn assertion_schema() -> schemars::Schema {
     schemars::schema_for!(AssertionConfig)
@@ -344,6 +355,25 @@ pub struct AssertionResult {
     /// Whether it is critical.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub critical: bool,
+    /// Its `value` as written, compact JSON cut at [`AssertionResult::VALUE_SHOWN`]
+    /// characters (absent for kinds that take none, and in reports written before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl AssertionResult {
+    /// Characters of an assertion's value a result keeps.
+    pub const VALUE_SHOWN: usize = 120;
+
+    /// The assertion as a reader names it: its type and value (`contains "Paris"`), or its
+    /// type alone.
+    pub fn name(&self) -> String {
+        match &self.value {
+            Some(v) => format!("{} {v}", self.kind),
+            None => self.kind.clone(),
+        }
+    }
 }
 
 /// The outcome of a set of assertions on one reply.
@@ -441,6 +471,7 @@ impl AssertionSet {
                     reason,
                     weight: a.weight,
                     critical: a.critical,
+                    value: a.config.value.as_ref().map(shown_value),
                 }
             })
             .collect();

@@ -358,6 +358,12 @@ pub trait Case {
     fn audience(&self) -> Option<&str> {
         None
     }
+    /// Whether the entities this case is about are known only from what a run gave it (an
+    /// answer case's contexts), not from its fields: `--changed-since` selects it by its last
+    /// run's contexts.
+    fn named_by_run(&self) -> bool {
+        false
+    }
 }
 
 impl Case for SemanticCase {

@@ -50,6 +50,10 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operator's name, without the `$` prefix.
+    pub const NAMES: [&'static str; 9] =
+        ["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "exists"];
+
     /// Parses an operator name, with or without the `$` prefix.
     pub fn parse(name: &str) -> Option<Op> {
         let bare = name.strip_prefix('$').unwrap_or(name);
@@ -67,7 +71,8 @@ impl Op {
         })
     }
 
-    fn name(self) -> &'static str {
+    /// The operator's name, without the `$` prefix.
+    pub fn name(self) -> &'static str {
         match self {
             Op::Eq => "eq",
             Op::Ne => "ne",
@@ -117,7 +122,8 @@ pub struct Conditions {
 pub enum ConditionError {
     /// An operator assay does not know.
     #[error(
-        "field `{field}`: unknown operator `{op}` (expected one of eq, ne, gt, gte, lt, lte, in, nin, exists, each optionally with a `$` prefix)"
+        "field `{field}`: unknown operator `{op}`{} (expected one of eq, ne, gt, gte, lt, lte, in, nin, exists, each optionally with a `$` prefix)",
+        closest_op(.op)
     )]
     UnknownOperator {
         /// The field.
@@ -143,6 +149,41 @@ pub enum ConditionError {
         /// The field.
         field: String,
     },
+}
+
+/// ` (did you mean `gte`?)` for an unknown operator close to a known one, keeping its `$`.
+fn closest_op(op: &str) -> String {
+    let (dollar, bare) = match op.strip_prefix('$') {
+        Some(bare) => ("$", bare),
+        None => ("", op),
+    };
+    // A name with a letter left out (`ge`, `le`) is the shortest one it is a part of;
+    // otherwise the closest, when one letter off (the names are short and near one another).
+    let within = |name: &str| {
+        let mut letters = name.chars();
+        !bare.is_empty() && bare.chars().all(|c| letters.any(|l| l == c))
+    };
+    let near = Op::NAMES
+        .into_iter()
+        .filter(|name| within(name) && name.len() == bare.len() + 1)
+        .min_by_key(|name| name.len())
+        .or_else(|| {
+            crate::text::closest(bare, Op::NAMES)
+                .filter(|near| crate::text::edit_distance(bare, near) <= 1)
+        });
+    near.map(|near| format!(" (did you mean `{dollar}{near}`?)"))
+        .unwrap_or_default()
+}
+
+impl ConditionError {
+    /// The field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            ConditionError::UnknownOperator { field, .. }
+            | ConditionError::BadOperand { field, .. }
+            | ConditionError::Empty { field } => field,
+        }
+    }
 }
 
 fn describe(value: &Value) -> String {
@@ -252,6 +293,76 @@ fn validate_operand(field: &str, op: Op, operand: &Value) -> Result<(), Conditio
     }
 }
 
+/// The JSON Schema of a `state_conditions` object (`assay schema kb`): each field maps to a
+/// bare value (equality), a bare list (membership) or an object of operators, each known by
+/// name with and without its `$`, with the operand it takes. An unknown operator is then an
+/// error in an editor too. The types of the fields themselves are the project's
+/// ([`crate::state_fields`]), so the schema cannot say them.
+pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let scalar = serde_json::json!({"type": ["string", "number", "boolean"]});
+    let value = serde_json::json!({"$ref": "#/$defs/ConditionValue"});
+    let operand = |op: Op| -> Value {
+        match op {
+            Op::Eq | Op::Ne => serde_json::json!({
+                "description": format!("A value of the field's type (a list for a list field): the field {}.", if op == Op::Eq { "equals it" } else { "is set and differs from it" }),
+                "$ref": "#/$defs/ConditionValue",
+            }),
+            Op::Gt | Op::Gte | Op::Lt | Op::Lte => serde_json::json!({
+                "description": "A number, or an RFC 3339 timestamp for a timestamp field: only numbers and timestamps are ordered.",
+                "type": ["number", "string"],
+            }),
+            Op::In | Op::Nin => serde_json::json!({
+                "description": format!("Values of the field's type: the field {} them.", if op == Op::In { "is one of" } else { "is set and is none of" }),
+                "type": "array",
+                "items": value.clone(),
+            }),
+            Op::Exists => serde_json::json!({
+                "description": "`true`: the field is set (not null); `false`: it is missing or null.",
+                "type": "boolean",
+            }),
+        }
+    };
+    let mut operators = Map::new();
+    for name in Op::NAMES {
+        let op = Op::parse(name).unwrap_or(Op::Eq);
+        operators.insert(name.to_owned(), operand(op));
+        operators.insert(format!("${name}"), operand(op));
+    }
+    let defs = generator.definitions_mut();
+    defs.insert(
+        "ConditionValue".to_owned(),
+        serde_json::json!({
+            "description": "A value a condition compares with: a string, a number or a boolean, or a list of them (for a list field).",
+            "anyOf": [scalar.clone(), {"type": "array", "items": scalar}],
+        }),
+    );
+    defs.insert(
+        "Condition".to_owned(),
+        serde_json::json!({
+            "description": "The tests on one user-state field (a built-in field, or one declared in assay.toml's [state.fields]): a bare value (the field equals it), a bare list (the field is one of its values), or operators, all of which must hold.",
+            "anyOf": [
+                {"type": ["string", "number", "boolean"]},
+                {"type": "array", "items": value},
+                {"$ref": "#/$defs/Operators"},
+            ],
+        }),
+    );
+    defs.insert(
+        "Operators".to_owned(),
+        serde_json::json!({
+            "description": "Operators on one field, each also written with a `$` (`$gte`); all must hold. Any other name is an error.",
+            "type": "object",
+            "minProperties": 1,
+            "properties": operators,
+            "additionalProperties": false,
+        }),
+    );
+    schemars::json_schema!({
+        "type": ["object", "null"],
+        "additionalProperties": {"$ref": "#/$defs/Condition"},
+    })
+}
+
 /// JSON equality with numbers compared by value (`1 == 1.0`).
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
@@ -263,10 +374,20 @@ fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+/// The order of two values: numbers by value, two RFC 3339 timestamps by the instants they
+/// name (whatever their offsets and precision), other strings alphabetically.
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
-        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        (Value::String(x), Value::String(y)) => {
+            match (
+                crate::state_fields::parse_timestamp(x),
+                crate::state_fields::parse_timestamp(y),
+            ) {
+                (Some(x), Some(y)) => Some(x.cmp(&y)),
+                _ => Some(x.cmp(y)),
+            }
+        }
         _ => None,
     }
 }
@@ -423,6 +544,41 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("unknown operator `$gtee`"));
+    }
+
+    #[test]
+    fn an_unknown_operator_names_the_one_meant() {
+        for (written, meant) in [
+            ("ge", Some("gte")),
+            ("$le", Some("$lte")),
+            ("$gtee", Some("$gte")),
+            ("nim", Some("nin")),
+            ("equals", None),
+        ] {
+            let err = parse_err(json!({"age": {written: 1}})).to_string();
+            match meant {
+                Some(m) => assert!(err.contains(&format!("(did you mean `{m}`?)")), "{err}"),
+                None => assert!(!err.contains("did you mean"), "{err}"),
+            }
+        }
+    }
+
+    #[test]
+    fn timestamps_compare_by_the_instant_they_name() {
+        let state = json!({"seen": "2026-01-01T00:00:00.5Z"});
+        assert!(check(
+            json!({"seen": {"gt": "2026-01-01T00:00:00Z"}}),
+            state.clone()
+        ));
+        // 01:00 at +02:00 is 23:00 the day before: alphabetically the other way round.
+        assert!(!check(
+            json!({"seen": {"lt": "2026-01-01T01:00:00+02:00"}}),
+            json!({"seen": "2026-01-01T00:30:00Z"})
+        ));
+        assert!(check(
+            json!({"seen": {"lt": "2026-01-01T01:00:01+01:00"}}),
+            state
+        ));
     }
 
     #[test]

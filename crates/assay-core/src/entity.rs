@@ -235,8 +235,10 @@ pub struct Entity {
     /// field, all of which must hold: `{days_since_last: {gte: 7}}`. Operators: `eq`, `ne`,
     /// `gt`, `gte`, `lt`, `lte`, `in`, `nin`, `exists` (each also written with a `$`, as
     /// `$gte`); a bare list means `in`, a bare value `eq`. A missing or null field satisfies
-    /// no comparison; only `exists: false` matches it.
+    /// no comparison; only `exists: false` matches it. Every field has a type (a built-in
+    /// field's, or the one `[state.fields]` declares), and every operand must be of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::condition::conditions_schema")]
     pub state_conditions: Option<Map<String, Value>>,
     /// Audiences this entity is for (default `["PARENT"]`).
     #[serde(default = "default_audience")]

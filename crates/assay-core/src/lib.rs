@@ -7,6 +7,8 @@
 //!   `latency`, `refusal`, …, each with a `not-` form), their weights, threshold and critical flag;
 //! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
 //! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
+//! * [`state_fields`]: typed user state: the built-in fields' types, a project's declared
+//!   ones, and the checks of cases' states and of conditions against them;
 //! * [`draft`]: draft cases from `assay generate`, their provenance and findings;
 //! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
 //! * [`scoring`]: the 100-point scoring system (000 §3);
@@ -19,7 +21,9 @@
 //! * [`trajectory`]: rules on the tool calls of a transcript (tools used or not, order, call
 //!   bounds, arguments, turns), shared by the simulator and the answer bank; [`jsonpath`], the
 //!   dot paths and JSON comparisons they and the simulator's state checks use;
-//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4).
+//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4);
+//! * [`verdict`]: a case's verdict (pass, fail with the checks that failed it, error), stored on
+//!   the case and read by every surface; [`decide`], the one function that decides it.
 //!
 //! ```
 //! use assay_core::scoring::{score, ScoreInput};
@@ -35,6 +39,7 @@ pub mod answer;
 pub mod assertion;
 pub mod bank;
 pub mod condition;
+pub mod decide;
 pub mod draft;
 pub mod entity;
 pub mod experiment;
@@ -46,12 +51,15 @@ pub mod schema;
 pub mod scoring;
 pub mod shard;
 pub mod simulation;
+pub mod state_fields;
 pub mod stats;
 pub mod text;
 pub mod tracecheck;
 pub mod trajectory;
+pub mod verdict;
 
-/// The facts about a user that STATE conditions read: an open map. The fields of 003 §5
-/// (`user_type`, `conversation_count`, `days_since_last`, …) and 000 §6.2
-/// (`is_first_conversation`, `last_rating`, …) are common; any other field is allowed.
+/// The facts about a user that STATE conditions read: a map whose fields are typed by a
+/// [`state_fields::StateSchema`]. The fields of 003 §5 (`user_type`, `conversation_count`,
+/// `days_since_last`, …) and 000 §6.2 (`is_first_conversation`, `last_rating`, …) are
+/// built in; a project declares its own (`[state.fields]`).
 pub type UserState = serde_json::Map<String, serde_json::Value>;

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::runlog::RunLog;
+use crate::verdict::{Outcome, Verdicted};
 
 /// One case's score in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,10 +40,13 @@ pub struct CaseScore {
     /// An answer case's grounded-answer metrics (0–1) by name, where they applied.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metrics: BTreeMap<String, f64>,
+    /// Its stored verdict ([`crate::verdict`]).
+    pub verdict: Outcome,
 }
 
 impl CaseScore {
-    /// A case with a score (or none), not hard-failed, without error.
+    /// A case with a score, not hard-failed, that passed; or, with no score, one an error kept
+    /// from a verdict.
     pub fn new(bank: &str, test_id: &str, score: Option<u32>) -> CaseScore {
         CaseScore {
             bank: bank.to_owned(),
@@ -50,8 +54,13 @@ impl CaseScore {
             score,
             is_hard_fail: false,
             is_critical_failure: false,
-            error: None,
+            error: score.is_none().then(|| "error".to_owned()),
             metrics: BTreeMap::new(),
+            verdict: if score.is_some() {
+                Outcome::Pass
+            } else {
+                Outcome::Error
+            },
         }
     }
 }
@@ -68,9 +77,10 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
             is_critical_failure: false,
             error: c.error.clone(),
             metrics: BTreeMap::new(),
+            verdict: c.verdict().outcome,
         }));
     }
-    let scored = |bank: &str, test_id: &str, score: u32, is_hard_fail: bool| CaseScore {
+    let scored = |bank: &str, test_id: &str, score: u32, is_hard_fail: bool, verdict| CaseScore {
         bank: bank.to_owned(),
         test_id: test_id.to_owned(),
         score: Some(score),
@@ -78,26 +88,41 @@ pub fn case_scores(log: &RunLog) -> Vec<CaseScore> {
         is_critical_failure: false,
         error: None,
         metrics: BTreeMap::new(),
+        verdict,
     };
     if let Some(r) = &log.state {
-        out.extend(
-            r.results
-                .iter()
-                .map(|c| scored("state", &c.test_id, c.score, c.is_hard_fail)),
-        );
+        out.extend(r.results.iter().map(|c| {
+            scored(
+                "state",
+                &c.test_id,
+                c.score,
+                c.is_hard_fail,
+                c.verdict().outcome,
+            )
+        }));
     }
     if let Some(r) = &log.pattern {
         out.extend(r.results.iter().map(|c| CaseScore {
             is_critical_failure: c.is_critical_failure,
-            ..scored("pattern", &c.test_id, c.score, c.is_hard_fail)
+            ..scored(
+                "pattern",
+                &c.test_id,
+                c.score,
+                c.is_hard_fail,
+                c.verdict().outcome,
+            )
         }));
     }
     if let Some(r) = &log.always {
-        out.extend(
-            r.results
-                .iter()
-                .map(|c| scored("always", &c.test_id, c.score, c.is_hard_fail)),
-        );
+        out.extend(r.results.iter().map(|c| {
+            scored(
+                "always",
+                &c.test_id,
+                c.score,
+                c.is_hard_fail,
+                c.verdict().outcome,
+            )
+        }));
     }
     if let Some(r) = &log.answer {
         out.extend(r.results.iter().map(answer_score));
@@ -119,6 +144,7 @@ pub fn answer_score(c: &crate::answer::AnswerCaseResult) -> CaseScore {
             .iter()
             .filter_map(|(m, o)| o.score.map(|s| (m.as_str().to_owned(), s)))
             .collect(),
+        verdict: c.verdict().outcome,
     }
 }
 
@@ -151,6 +177,13 @@ pub struct CaseChange {
     /// The error in the second run, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_error: Option<String>,
+    /// Its stored verdict in the first run (absent: not in it, or a comparison written before
+    /// verdicts were stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_verdict: Option<Outcome>,
+    /// Its stored verdict in the second run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_verdict: Option<Outcome>,
 }
 
 impl CaseChange {
@@ -186,6 +219,16 @@ pub struct CaseDiff {
     /// Cases that are a critical failure in the second run but were not in the first.
     #[serde(default)]
     pub new_critical: Vec<CaseChange>,
+    /// Cases whose verdict is a failure in the second run and was not in the first (it passed,
+    /// errored, or the first run did not have it), in run order.
+    #[serde(default)]
+    pub new_failures: Vec<CaseChange>,
+    /// Cases that failed in the first run and pass in the second.
+    #[serde(default)]
+    pub fixed: Vec<CaseChange>,
+    /// Cases an error kept from a verdict in the second run but not in the first.
+    #[serde(default)]
+    pub new_errors: Vec<CaseChange>,
 }
 
 /// Compares two runs' case scores.
@@ -212,7 +255,18 @@ pub fn diff_scores(before: &[CaseScore], after: &[CaseScore]) -> CaseDiff {
             is_critical_failure: b.is_critical_failure,
             before_error: a.and_then(|a| a.error.clone()),
             after_error: b.error.clone(),
+            before_verdict: a.map(|a| a.verdict),
+            after_verdict: Some(b.verdict),
         };
+        if b.verdict == Outcome::Fail && change.before_verdict != Some(Outcome::Fail) {
+            diff.new_failures.push(change.clone());
+        }
+        if b.verdict == Outcome::Pass && change.before_verdict == Some(Outcome::Fail) {
+            diff.fixed.push(change.clone());
+        }
+        if b.verdict == Outcome::Error && change.before_verdict != Some(Outcome::Error) {
+            diff.new_errors.push(change.clone());
+        }
         if change.is_hard_fail && !change.was_hard_fail {
             diff.new_hard_fails.push(change.clone());
         }
@@ -244,6 +298,8 @@ pub fn diff_scores(before: &[CaseScore], after: &[CaseScore]) -> CaseDiff {
                 is_critical_failure: false,
                 before_error: a.error.clone(),
                 after_error: None,
+                before_verdict: Some(a.verdict),
+                after_verdict: None,
             });
         }
     }
@@ -408,8 +464,9 @@ pub struct RunDiff {
     /// `after.combined_score - before.combined_score`, one decimal.
     pub score_delta: f64,
     /// How many cases fall in each group (`better`, `worse`, `unchanged`, `errored`, `added`,
-    /// `removed`, `new_hard_fails`, `fixed_hard_fails`, `new_critical`), and how many answer
-    /// metrics fell (`metric_falls`, present when any answer metric moved).
+    /// `removed`, `new_hard_fails`, `fixed_hard_fails`, `new_critical`, and by verdict
+    /// `new_failures`, `fixed`, `new_errors`), and how many answer metrics fell
+    /// (`metric_falls`, present when any answer metric moved).
     pub counts: BTreeMap<String, usize>,
     /// Semantic topics whose average moved (by the largest fall first), and topics only one
     /// run has.
@@ -518,6 +575,9 @@ impl RunDiff {
             && self.cases.errored.is_empty()
             && self.cases.added.is_empty()
             && self.cases.removed.is_empty()
+            && self.cases.new_failures.is_empty()
+            && self.cases.fixed.is_empty()
+            && self.cases.new_errors.is_empty()
             && self.metric_changes.is_empty()
     }
 
@@ -600,6 +660,9 @@ fn group_counts(cases: &CaseDiff, metric_changes: &[MetricChange]) -> BTreeMap<S
         ("new_hard_fails", cases.new_hard_fails.len()),
         ("fixed_hard_fails", cases.fixed_hard_fails.len()),
         ("new_critical", cases.new_critical.len()),
+        ("new_failures", cases.new_failures.len()),
+        ("fixed", cases.fixed.len()),
+        ("new_errors", cases.new_errors.len()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -692,6 +755,45 @@ mod tests {
         assert_eq!(d.errored[0].before, Some(80));
         assert_eq!(ids(&d.added), ["new"]);
         assert_eq!(ids(&d.removed), ["gone"]);
+    }
+
+    #[test]
+    fn a_change_of_verdict_is_a_new_failure_a_fix_or_a_new_error() {
+        let v = |id: &str, verdict: Outcome| CaseScore {
+            verdict,
+            ..s(id, (verdict != Outcome::Error).then_some(90))
+        };
+        let before = [
+            v("broke", Outcome::Pass),
+            v("mended", Outcome::Fail),
+            v("down", Outcome::Pass),
+            v("still", Outcome::Fail),
+            v("back", Outcome::Error),
+        ];
+        let after = [
+            v("broke", Outcome::Fail),
+            v("mended", Outcome::Pass),
+            v("down", Outcome::Error),
+            v("still", Outcome::Fail),
+            v("back", Outcome::Fail),
+            v("new", Outcome::Fail),
+        ];
+        let d = diff_scores(&before, &after);
+        let ids = |v: &[CaseChange]| v.iter().map(|c| c.test_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&d.new_failures), ["broke", "back", "new"]);
+        assert_eq!(ids(&d.fixed), ["mended"]);
+        assert_eq!(ids(&d.new_errors), ["down"]);
+        assert_eq!(d.new_failures[0].before_verdict, Some(Outcome::Pass));
+        assert_eq!(d.new_failures[2].before_verdict, None);
+        let counts = group_counts(&d, &[]);
+        assert_eq!(
+            (
+                counts["new_failures"],
+                counts["fixed"],
+                counts["new_errors"]
+            ),
+            (3, 1, 1)
+        );
     }
 
     fn answer(id: &str, metrics: &[(&str, f64)]) -> CaseScore {

@@ -12,12 +12,15 @@ use crate::UserState;
 use crate::bank::{BankType, ExpectationSet};
 use crate::ir::{IrMetrics, IrSummary};
 use crate::scoring::{Breakdown, RankViolation, ScoreDistribution};
+use crate::verdict::Verdict;
 
 /// The RunLog schema version; changes are additive only. Version 2 added `settings`, `kb`
 /// and `baseline`: what a comparison with a later run needs. Version 3 added the run log
 /// (`cases`: every case in `results/cases_<stamp>.jsonl`, the RunLog's lists then holding the
-/// worst cases only) and `notable`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// worst cases only) and `notable`. Version 4 added each case's `verdict` (pass, fail with the
+/// checks that failed it, or error) and `duration_ms`, and `notable.verdicts`; a case read
+/// from an older file gets its verdict as it is read ([`crate::verdict::filled`]).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The oldest RunLog a baseline comparison accepts: older runs do not record their settings
 /// and knowledge base, so a comparison could not say why results differ.
@@ -200,6 +203,13 @@ pub struct SemanticCaseResult {
     /// With `--repeat`: the repeats disagreed on whether the primary expectation held.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unstable: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// One state case's result (000 §6.2).
@@ -227,6 +237,13 @@ pub struct StateCaseResult {
     pub breakdown: Breakdown,
     /// An expected handler did not trigger.
     pub is_hard_fail: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// A crisis rule that fired.
@@ -288,6 +305,13 @@ pub struct PatternCaseResult {
     pub is_critical: bool,
     /// A missed crisis on a critical crisis case, or a false positive on a critical negative case.
     pub is_critical_failure: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// One always case's result (000 §6.4).
@@ -311,6 +335,13 @@ pub struct AlwaysCaseResult {
     pub breakdown: Breakdown,
     /// Something was missing.
     pub is_hard_fail: bool,
+    /// How long the case took to run, in milliseconds (absent in results written before it
+    /// was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// Semantic bank results.
@@ -345,6 +376,7 @@ pub struct SemanticResults {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<String>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<SemanticCaseResult>,
 }
 
@@ -408,6 +440,7 @@ pub struct StateResults {
     /// Scores of the cases that expect each handler.
     pub handler_scores: BTreeMap<String, GroupScore>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<StateCaseResult>,
 }
 
@@ -427,6 +460,7 @@ pub struct PatternResults {
     /// Ids of the cases with a critical failure.
     pub critical_failures: Vec<String>,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<PatternCaseResult>,
 }
 
@@ -442,6 +476,7 @@ pub struct AlwaysResults {
     /// Failing cases.
     pub hard_fails: usize,
     /// Every case.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<AlwaysCaseResult>,
 }
 
@@ -480,6 +515,7 @@ pub struct AnswerResults {
     #[serde(default)]
     pub critical_failures: Vec<String>,
     /// Case results.
+    #[serde(deserialize_with = "crate::verdict::filled")]
     pub results: Vec<crate::answer::AnswerCaseResult>,
 }
 
@@ -821,8 +857,60 @@ pub struct StaleEntity {
     /// not in the store's history: the content changed, which fields is unknown).
     #[serde(default)]
     pub fields: Vec<String>,
+    /// Each changed field's value in the reference version and now, in the order of
+    /// `fields`, each clipped to [`StaleChange::CLIPPED`] characters (absent in RunLogs written
+    /// before assay recorded them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<StaleChange>,
     /// What the case is compared with.
     pub reference: StaleReference,
+}
+
+/// One changed field of a [`StaleEntity`]: its value then and now, as text (a string as it
+/// is, anything else as compact JSON, `null` where the field was not set), clipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleChange {
+    /// The field.
+    pub field: String,
+    /// Its value in the reference version.
+    pub old: String,
+    /// Its value now.
+    pub new: String,
+}
+
+impl StaleChange {
+    /// The characters a value keeps (a longer one is cut and ends in `…`).
+    pub const CLIPPED: usize = 80;
+
+    /// The change of `field` from `old` to `new` (JSON values), each written as text and
+    /// clipped to [`StaleChange::CLIPPED`] characters.
+    pub fn new(
+        field: &str,
+        old: Option<&serde_json::Value>,
+        new: Option<&serde_json::Value>,
+    ) -> Self {
+        StaleChange {
+            field: field.to_owned(),
+            old: clip_value(old),
+            new: clip_value(new),
+        }
+    }
+}
+
+/// A value as one line of text, clipped to [`StaleChange::CLIPPED`] characters.
+fn clip_value(value: Option<&serde_json::Value>) -> String {
+    let text = match value {
+        None | Some(serde_json::Value::Null) => "null".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > StaleChange::CLIPPED {
+        let kept: String = line.chars().take(StaleChange::CLIPPED - 1).collect();
+        format!("{}…", kept.trim_end())
+    } else {
+        line
+    }
 }
 
 /// What a stale case's entity is compared with.
@@ -958,6 +1046,14 @@ pub struct ShardRun {
     /// A digest (16 hex digits) of the whole suite's case ids in run order: shards of one
     /// suite share it.
     pub suite: String,
+    /// SHA-256 (hex) of this shard's cases as saved: every case record (`{"bank", "result"}`,
+    /// one line of a run log) serialised as JSON and ended by a newline, in the order the
+    /// saved run gives them back (its lists bank by bank, or its run log). Recorded when the
+    /// run is saved, whether its cases are listed or streamed; `assay runs merge` computes it
+    /// again and refuses a shard whose cases changed since (absent in shards saved before it
+    /// was recorded, which a merge refuses too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cases_sha256: Option<String>,
 }
 
 /// Where a merged run came from.
@@ -1004,15 +1100,29 @@ impl RunLog {
     /// What the summary shows besides the numbers: recorded with the run, or computed from
     /// the case lists of a RunLog that predates it (whose lists are complete).
     pub fn notable(&self) -> crate::aggregate::Notable {
-        self.notable_cases.clone().unwrap_or_else(|| {
-            crate::aggregate::Notable::of(&BankResults {
-                semantic: self.semantic.clone(),
-                state: self.state.clone(),
-                pattern: self.pattern.clone(),
-                always: self.always.clone(),
-                answer: self.answer.clone(),
-            })
+        self.notable_cases
+            .clone()
+            .unwrap_or_else(|| self.notable_of_lists())
+    }
+
+    fn notable_of_lists(&self) -> crate::aggregate::Notable {
+        crate::aggregate::Notable::of(&BankResults {
+            semantic: self.semantic.clone(),
+            state: self.state.clone(),
+            pattern: self.pattern.clone(),
+            always: self.always.clone(),
+            answer: self.answer.clone(),
         })
+    }
+
+    /// The cases by verdict: recorded with the run, or counted from the case lists of a
+    /// RunLog that predates verdicts (each case's verdict filled as it was read).
+    pub fn verdicts(&self) -> crate::aggregate::VerdictTally {
+        self.notable_cases
+            .as_ref()
+            .and_then(|n| n.verdicts.clone())
+            .or_else(|| self.notable_of_lists().verdicts)
+            .unwrap_or_default()
     }
 
     /// Whether the banks' `results` hold every case (else the worst of each bank, the rest
@@ -1071,6 +1181,27 @@ mod tests {
     use super::*;
     use crate::scoring::Breakdown;
 
+    #[test]
+    fn a_stale_change_writes_values_as_one_clipped_line() {
+        use serde_json::json;
+        let c = StaleChange::new("priority", Some(&json!(50)), Some(&json!(77)));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("50", "77"));
+        let c = StaleChange::new("subtype", None, Some(&json!("technique")));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("null", "technique"));
+        let c = StaleChange::new("audience_types", Some(&json!(["PARENT"])), Some(&json!([])));
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("[\"PARENT\"]", "[]"));
+        // A long text keeps its first characters, on one line, and says it was cut.
+        let long = format!("first line\n{}", "word ".repeat(40));
+        let c = StaleChange::new("concept_summary", Some(&json!(long)), Some(&json!("short")));
+        assert_eq!(c.old.chars().count(), StaleChange::CLIPPED);
+        assert!(c.old.starts_with("first line word word"), "{}", c.old);
+        assert!(c.old.ends_with('…') && !c.old.contains('\n'), "{}", c.old);
+        assert_eq!(c.new, "short");
+        // Exactly at the limit: kept whole.
+        let exact = "x".repeat(StaleChange::CLIPPED);
+        assert_eq!(StaleChange::new("t", Some(&json!(exact)), None).old, exact);
+    }
+
     fn always(score: u32) -> AlwaysCaseResult {
         AlwaysCaseResult {
             test_id: format!("A{score}"),
@@ -1082,6 +1213,8 @@ mod tests {
             score,
             breakdown: Breakdown::default(),
             is_hard_fail: score == 0,
+            duration_ms: None,
+            verdict: None,
         }
     }
 
@@ -1105,6 +1238,8 @@ mod tests {
             is_hard_fail: score == 0,
             is_critical: true,
             is_critical_failure: critical_failure,
+            duration_ms: None,
+            verdict: None,
         }
     }
 

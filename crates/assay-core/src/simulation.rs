@@ -644,6 +644,12 @@ pub struct SimShard {
     /// reads again to compare the whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<ShardBaseline>,
+    /// SHA-256 (hex) of the shard's runs as saved: each run serialised as JSON and ended by a
+    /// newline, in the report's order. The merge computes it again and refuses a report whose
+    /// runs (a verdict, a score, a transcript) changed since it was saved; absent in reports
+    /// saved before it was recorded, which a merge refuses too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_sha256: Option<String>,
 }
 
 /// The baseline of a sharded simulation.

@@ -221,6 +221,7 @@ mod tests {
             dir: std::env::temp_dir(),
             timeout: Duration::from_secs(10),
             stateless: true,
+            max_reply_bytes: crate::target::DEFAULT_MAX_REPLY_BYTES,
         })
     }
 

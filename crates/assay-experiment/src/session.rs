@@ -267,7 +267,8 @@ pub struct TargetBuild {
 /// the one way the optimizer and the answer bank of `assay run` both reach the product. The
 /// chain runs `agents` (the agents that have prompts) in `[optimize] chain`'s order, each on
 /// its model (`[optimize.agent_models]`, else `[optimize] model`) wrapped by `calls` under
-/// the role `target`.
+/// the role `target`. A command's or endpoint's replies are read up to `[answer]
+/// max_reply_bytes`, for both.
 pub fn build_target(
     settings: &ProjectSettings,
     dir: &Path,
@@ -286,15 +287,15 @@ pub fn build_target(
                 dir: dir.to_owned(),
                 timeout,
                 stateless: o.stateless,
+                max_reply_bytes: settings.answer.max_reply_bytes,
             }),
             0,
         ),
         "http" => (
-            Arc::new(HttpTarget::new(
-                o.url.as_deref().unwrap_or_default(),
-                timeout,
-                o.stateless,
-            )?),
+            Arc::new(HttpTarget {
+                max_reply_bytes: settings.answer.max_reply_bytes,
+                ..HttpTarget::new(o.url.as_deref().unwrap_or_default(), timeout, o.stateless)?
+            }),
             0,
         ),
         _ => {

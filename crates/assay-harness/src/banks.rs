@@ -217,6 +217,8 @@ pub struct StreamedChecks {
     /// The entities the cases name, each once per way it is named, at the first case that
     /// names it so.
     pub refs: std::collections::BTreeMap<(String, RefKind), EntityRef>,
+    /// The audiences the cases name, checked once the knowledge base is known.
+    pub uses: crate::typed_state::StateUses,
 }
 
 /// How a case names an entity.
@@ -279,12 +281,16 @@ pub fn id_digest(id: &str) -> u64 {
 const WARNINGS_PER_KIND: usize = 20;
 
 /// [`load_banks`] for a run: the semantic bank held, the state, pattern and always banks
-/// checked case by case (an empty id, a case that tests nothing) and streamed when they run.
+/// checked case by case (an empty id, a case that tests nothing, a user state that does not
+/// fit `schema`'s types) and streamed when they run.
 pub fn load_banks_streaming(
     banks_dir: &Path,
+    schema: &assay_core::state_fields::StateSchema,
     warn: &mut dyn FnMut(String),
     checks: &mut StreamedChecks,
 ) -> Result<Banks, DataError> {
+    use crate::typed_state::{case_place, check_case_state};
+    let mut checks_uses = crate::typed_state::StateUses::default();
     let mut files = Vec::new();
     let semantic = load_kind(banks_dir, BankType::Semantic, &mut files, warn)?;
     let answer = load_kind(banks_dir, BankType::Answer, &mut files, warn)?;
@@ -329,12 +335,17 @@ pub fn load_banks_streaming(
                 }
                 Ok(())
             };
+            let uses = &mut checks_uses;
             count += match bank {
                 BankType::State => for_each_case(path, bank, warn, &mut |i, c: StateCase| {
                     let nothing =
                         c.expected_handlers.is_empty() && c.not_expected_handlers.is_empty();
                     let refs = case_refs(c.expects(), c.excludes(), c.known_missing()).collect();
-                    each(i, &c.test_id, nothing, refs)
+                    each(i, &c.test_id, nothing, refs)?;
+                    let place = case_place(i, &c.test_id);
+                    check_case_state(schema, path, &place, &c.test_id, &c.user_state)?;
+                    uses.record(schema, path, &place, &c.test_id, &c.user_state, None);
+                    Ok(())
                 })?,
                 BankType::Pattern => for_each_case(path, bank, warn, &mut |i, c: PatternCase| {
                     let refs = case_refs(c.expects(), c.excludes(), c.known_missing()).collect();
@@ -342,7 +353,12 @@ pub fn load_banks_streaming(
                 })?,
                 _ => for_each_case(path, bank, warn, &mut |i, c: AlwaysCase| {
                     let refs = case_refs(c.expects(), [], c.known_missing()).collect();
-                    each(i, &c.test_id, false, refs)
+                    each(i, &c.test_id, false, refs)?;
+                    let place = case_place(i, &c.test_id);
+                    check_case_state(schema, path, &place, &c.test_id, &c.user_state)?;
+                    let own = Some(Some(c.user_type.as_str()));
+                    uses.record(schema, path, &place, &c.test_id, &c.user_state, own);
+                    Ok(())
                 })?,
             };
             listed.into_iter().for_each(&mut *warn);
@@ -362,6 +378,7 @@ pub fn load_banks_streaming(
             count,
         });
     }
+    checks.uses.merge(checks_uses);
     Ok(Banks {
         semantic,
         state: Vec::new(),

@@ -422,6 +422,8 @@ mod tests {
             is_critical_failure: critical,
             before_error: None,
             after_error: None,
+            before_verdict: None,
+            after_verdict: None,
         }
     }
 

@@ -265,6 +265,47 @@ pub fn digest(path: &Path) -> std::io::Result<String> {
     Ok(format!("{:x}", hash.finalize()))
 }
 
+/// The SHA-256 of a run's cases as stored: each case record serialised as JSON (as a run log
+/// line holds it) and ended by a newline, in the order [`for_each_case`] gives them. A shard
+/// records it when it is saved (`ShardRun::cases_sha256`), over whatever its case results
+/// hold, so a score, a verdict or any other field changed afterwards is found by the merge,
+/// whether the shard's cases are listed in its RunLog or streamed to its run log.
+#[derive(Default)]
+pub struct CasesDigest {
+    hash: Sha256,
+    count: usize,
+}
+
+impl CasesDigest {
+    /// Adds one case.
+    pub fn add(&mut self, record: &CaseRecord) -> Result<(), String> {
+        let line =
+            serde_json::to_string(record).map_err(|e| format!("cannot encode a case: {e}"))?;
+        self.hash.update(line.as_bytes());
+        self.hash.update(b"\n");
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Cases added.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The digest, as hex.
+    pub fn finish(self) -> String {
+        format!("{:x}", self.hash.finalize())
+    }
+}
+
+/// The [`CasesDigest`] of every case of `log` (its run log `file` when its lists are not
+/// complete), checking the run log as [`for_each_case`] does.
+pub fn cases_digest(log: &RunLog, file: Option<&Path>) -> Result<String, CaseLogError> {
+    let mut digest = CasesDigest::default();
+    for_each_case(log, file, None, &mut |r| digest.add(&r))?;
+    Ok(digest.finish())
+}
+
 /// Reads the whole run log of `log` and checks it (see the module docs) without doing
 /// anything with its cases: for a reader that must know before it answers.
 pub fn verify(log: &RunLog, file: Option<&Path>) -> Result<(), CaseLogError> {
@@ -308,6 +349,8 @@ mod tests {
             score,
             breakdown: Breakdown::default(),
             is_hard_fail: score == 0,
+            duration_ms: None,
+            verdict: None,
         })
     }
 

@@ -14,7 +14,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use assay_core::bank::{BankType, Case, PatternCase, SemanticCase, StateCase};
-use assay_core::runlog::{RunLog, STALE_LISTED, StaleCase, StaleEntity, StaleReference};
+use assay_core::draft::Provenance;
+use assay_core::entity::Entity;
+use assay_core::runlog::{
+    RunLog, STALE_LISTED, StaleCase, StaleChange, StaleEntity, StaleReference,
+};
 use assay_kb::KnowledgeBase;
 use assay_kb::datafile::DataError;
 use assay_kb::store::{EntityVersion, KbStore};
@@ -63,12 +67,24 @@ pub struct ChangedEntities {
     /// The audiences of those entities (their current `audience_types`): the always cases of
     /// these run too.
     pub audiences: BTreeSet<String>,
+    /// The entities each answer case's contexts held in that run, by test id (an answer case
+    /// names no entity in its fields: what its last run retrieved is what it reads).
+    pub answer_contexts: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl ChangedEntities {
     /// Whether a run with this filter takes `case`: it names a changed entity, its provenance
-    /// does, or it is an always case of a changed entity's audience.
+    /// does, or it is an always case of a changed entity's audience; an answer case, when its
+    /// contexts in that run held a changed entity, or when that run gave it no context to go
+    /// by (it did not run it, or retrieved nothing with an entity for it).
     pub fn selects(&self, case: &dyn Case) -> bool {
+        if case.named_by_run() {
+            return self
+                .answer_contexts
+                .get(case.test_id())
+                .filter(|held| !held.is_empty())
+                .is_none_or(|held| held.iter().any(|id| self.entities.contains(id)));
+        }
         let mut hit = false;
         each_named(case, &mut |id| hit |= self.entities.contains(id));
         if hit {
@@ -101,6 +117,16 @@ impl ChangedEntities {
             h.update(a.as_bytes());
             h.update(b"\n");
         }
+        // Only when there are answer contexts, so the key of a selection without them is the
+        // one earlier versions wrote.
+        for (case, held) in &self.answer_contexts {
+            h.update(b"|");
+            h.update(case.as_bytes());
+            for id in held {
+                h.update(b"\n");
+                h.update(id.as_bytes());
+            }
+        }
         h.finalize()[..8].iter().fold(String::new(), |mut out, b| {
             use std::fmt::Write as _;
             let _ = write!(out, "{b:02x}");
@@ -116,6 +142,45 @@ pub fn load_reference(project: &Project, spec: &str) -> Result<RunLog, HarnessEr
     let path = crate::baseline::resolve_in(&settings.root, &settings.results_dir, spec)
         .map_err(|e| HarnessError::Usage(format!("--changed-since: {e}")))?;
     crate::baseline::read_file(&path)
+}
+
+/// The entities each answer case's contexts held in the saved run `spec` names (`log`, read
+/// already), by test id: from its RunLog's lists, or from its run log when they are not
+/// complete. What `--changed-since` selects answer cases by.
+pub fn answer_contexts(
+    project: &Project,
+    spec: &str,
+    log: &RunLog,
+) -> Result<BTreeMap<String, BTreeSet<String>>, HarnessError> {
+    if log.answer.is_none() {
+        // The run had no answer bank: nothing to read (its run log is not opened).
+        return Ok(BTreeMap::new());
+    }
+    let settings = &project.settings;
+    let path = crate::baseline::resolve_in(&settings.root, &settings.results_dir, spec)
+        .map_err(|e| HarnessError::Usage(format!("--changed-since: {e}")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file = crate::caselog::cases_file(dir, log);
+    contexts_of(log, file.as_deref())
+        .map_err(|e| HarnessError::Usage(format!("--changed-since {spec}: {e}")))
+}
+
+/// The entities each answer case's contexts held in `log` (its cases read from its lists, or
+/// from `file`, its run log, when they are not complete), by test id.
+fn contexts_of(
+    log: &RunLog,
+    file: Option<&Path>,
+) -> Result<BTreeMap<String, BTreeSet<String>>, crate::caselog::CaseLogError> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    crate::caselog::for_each_case(log, file, Some(BankType::Answer), &mut |r| {
+        if let assay_core::aggregate::CaseRecord::Answer(a) = r {
+            out.entry(a.test_id)
+                .or_default()
+                .extend(a.contexts.into_iter().filter_map(|c| c.entity));
+        }
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// The entities whose content in `kb` (now, digested as `now`) differs from the run
@@ -166,7 +231,34 @@ pub fn changed_entities(
         run_id: reference.run_id.clone(),
         entities,
         audiences,
+        answer_contexts: BTreeMap::new(),
     })
+}
+
+/// When a reviewer last vouched for a case: confirmed it, else accepted it, else when it was
+/// made (`None` when no time parses).
+pub fn vouched_at(p: &Provenance) -> Option<chrono::DateTime<chrono::Utc>> {
+    [&p.confirmed_at, &p.accepted_at]
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(&p.generated_at))
+        .find_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// The fields that differ between two versions of an entity, in schema order, with each one's
+/// value then and now (clipped).
+pub fn field_changes(old: &Entity, new: &Entity) -> (Vec<String>, Vec<StaleChange>) {
+    let fields = assay_kb::store::changed_fields(old, new);
+    let (then, now) = (
+        crate::kbedit::entity_map(old),
+        crate::kbedit::entity_map(new),
+    );
+    let changes = fields
+        .iter()
+        .map(|f| StaleChange::new(f, then.get(*f), now.get(*f)))
+        .collect();
+    (fields.into_iter().map(str::to_owned).collect(), changes)
 }
 
 /// Hears of every case a run takes (the stale-case check).
@@ -288,18 +380,77 @@ impl<'a> StaleCheck<'a> {
         self.histories.get(id).map_or(&[], Vec::as_slice)
     }
 
-    /// The fields that differ between version `since` of `id` and its current version.
-    fn fields_between(&mut self, id: &str, since: u32) -> Vec<String> {
+    /// The fields that differ between version `since` of `id` and its current version, with
+    /// each one's value then and now (clipped).
+    fn fields_between(&mut self, id: &str, since: u32) -> (Vec<String>, Vec<StaleChange>) {
         let history = self.history(id);
         let old = history.iter().find(|v| v.version == since);
         let new = history.iter().find(|v| v.is_current);
         match (old, new) {
-            (Some(old), Some(new)) => assay_kb::store::changed_fields(&old.entity, &new.entity)
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
+            (Some(old), Some(new)) => field_changes(&old.entity, &new.entity),
+            _ => (Vec::new(), Vec::new()),
         }
+    }
+
+    /// The version of `id` that was current at `at` (the newest written by then); the first
+    /// the store has when none was written by then (a store filled after the case was made,
+    /// as on a fresh checkout, knows nothing older).
+    fn version_at(&mut self, id: &str, at: chrono::DateTime<chrono::Utc>) -> Option<u32> {
+        let history = self.history(id);
+        history
+            .iter()
+            .filter(|v| v.created_at <= at)
+            .map(|v| v.version)
+            .max()
+            .or_else(|| history.iter().map(|v| v.version).min())
+    }
+
+    /// An entity the case names that its provenance does not list (a case accepted before
+    /// provenance recorded every entity): compared with the version current when the case was
+    /// last vouched for (confirmed, else accepted, else made).
+    fn against_vouched(
+        &mut self,
+        id: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Option<StaleEntity> {
+        let since = self.version_at(id, at)?;
+        self.against_version(id, since)
+    }
+
+    /// The entities of `case` changed since its reference point (see [`StaleCheck`]).
+    pub fn stale_entities(&mut self, case: &dyn Case) -> Vec<StaleEntity> {
+        let mut entities = Vec::new();
+        match case.provenance().filter(|p| !p.entity_versions.is_empty()) {
+            Some(p) => {
+                let versions: Vec<(String, u32)> = p
+                    .entity_versions
+                    .iter()
+                    .map(|(id, v)| (id.clone(), *v))
+                    .collect();
+                let vouched = vouched_at(p);
+                for (id, v) in versions {
+                    entities.extend(self.against_version(&id, v));
+                }
+                let mut unrecorded = Vec::new();
+                each_named(case, &mut |id| {
+                    if !p.entity_versions.contains_key(id) && !unrecorded.iter().any(|u| u == id) {
+                        unrecorded.push(id.to_owned());
+                    }
+                });
+                if let Some(at) = vouched {
+                    for id in unrecorded {
+                        entities.extend(self.against_vouched(&id, at));
+                    }
+                }
+            }
+            None if self.accepted.is_some() => {
+                for id in named_entities(case) {
+                    entities.extend(self.against_accepted(&id));
+                }
+            }
+            None => {}
+        }
+        entities
     }
 
     fn against_version(&mut self, id: &str, since: u32) -> Option<StaleEntity> {
@@ -308,16 +459,20 @@ impl<'a> StaleCheck<'a> {
             return found.clone();
         }
         let current = self.current_version(id);
-        let stale = (current != Some(since)).then(|| StaleEntity {
-            entity_id: id.to_owned(),
-            since_version: Some(since),
-            current_version: current,
-            fields: if current.is_some() {
+        let stale = (current != Some(since)).then(|| {
+            let (fields, changes) = if current.is_some() {
                 self.fields_between(id, since)
             } else {
-                Vec::new()
-            },
-            reference: StaleReference::Provenance,
+                (Vec::new(), Vec::new())
+            };
+            StaleEntity {
+                entity_id: id.to_owned(),
+                since_version: Some(since),
+                current_version: current,
+                fields,
+                changes,
+                reference: StaleReference::Provenance,
+            }
         });
         self.by_version.insert(key, stale.clone());
         stale
@@ -344,15 +499,16 @@ impl<'a> StaleCheck<'a> {
                     .find(|v| &entity_digest(&v.entity) == digest)
                     .map(|v| v.version)
             });
-            let fields = match (since, current) {
+            let (fields, changes) = match (since, current) {
                 (Some(since), Some(_)) => self.fields_between(id, since),
-                _ => Vec::new(),
+                _ => (Vec::new(), Vec::new()),
             };
             Some(StaleEntity {
                 entity_id: id.to_owned(),
                 since_version: since,
                 current_version: current,
                 fields,
+                changes,
                 reference: StaleReference::Accepted,
             })
         };
@@ -363,25 +519,7 @@ impl<'a> StaleCheck<'a> {
 
 impl CaseHook for StaleCheck<'_> {
     fn case(&mut self, bank: BankType, case: &dyn Case) {
-        let mut entities = Vec::new();
-        match case.provenance().filter(|p| !p.entity_versions.is_empty()) {
-            Some(p) => {
-                let versions: Vec<(String, u32)> = p
-                    .entity_versions
-                    .iter()
-                    .map(|(id, v)| (id.clone(), *v))
-                    .collect();
-                for (id, v) in versions {
-                    entities.extend(self.against_version(&id, v));
-                }
-            }
-            None if self.accepted.is_some() => {
-                for id in named_entities(case) {
-                    entities.extend(self.against_accepted(&id));
-                }
-            }
-            None => {}
-        }
+        let entities = self.stale_entities(case);
         if entities.is_empty() {
             return;
         }
@@ -408,6 +546,7 @@ pub fn include_drafts(project: &mut Project) -> Result<usize, HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
+    crate::typed_state::check_drafts(project, &semantic, &state)?;
 
     let mut refs: Vec<EntityRef> = Vec::new();
     let mut add_refs =
@@ -467,6 +606,7 @@ pub fn check_drafts(project: &Project) -> Result<(usize, usize), HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
+    crate::typed_state::check_drafts(project, &semantic, &state)?;
     Ok((drafts.count(), semantic.len() + state.len() + pattern.len()))
 }
 
@@ -602,6 +742,150 @@ mod tests {
         let mut more = changed.clone();
         more.entities.insert("x".into());
         assert_ne!(changed.key(), more.key());
+    }
+
+    #[test]
+    fn answer_cases_are_selected_by_what_their_contexts_held() {
+        let answer = |id: &str| -> assay_core::answer::AnswerCase {
+            serde_json::from_value(serde_json::json!({"test_id": id, "message": "m"})).unwrap()
+        };
+        let held = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        let changed = ChangedEntities {
+            entities: ["welcome_back".to_owned()].into(),
+            answer_contexts: [
+                ("A1".to_owned(), held(&["x", "welcome_back"])),
+                ("A2".to_owned(), held(&["x", "y"])),
+                ("A4".to_owned(), held(&[])),
+            ]
+            .into(),
+            ..ChangedEntities::default()
+        };
+        // Its contexts held the changed entity: runs; they held others only: skipped.
+        assert!(changed.selects(&answer("A1")));
+        assert!(!changed.selects(&answer("A2")));
+        // Nothing to go by (not in that run, or no context named an entity): runs.
+        assert!(changed.selects(&answer("A3")));
+        assert!(changed.selects(&answer("A4")));
+        // What a saved run's answer results held, read back from its RunLog.
+        let mut log: RunLog = serde_json::from_value(serde_json::json!({
+            "schema_version": 3, "assay_version": "0", "run_id": "r1", "project": "p",
+            "timestamp": "t", "duration_ms": 0, "filters": {"banks": []},
+            "summary": {"combined_score": 0.0, "health_status": "GOOD", "total_tests": 2,
+                "hard_fail_count": 0, "critical_failures": [], "component_scores": {},
+                "weights": {}, "error_count": 0}
+        }))
+        .unwrap();
+        let result =
+            |id: &str, contexts: serde_json::Value| -> assay_core::answer::AnswerCaseResult {
+                serde_json::from_value(serde_json::json!({"test_id": id, "message": "m",
+                "contexts": contexts, "is_hard_fail": false}))
+                .unwrap()
+            };
+        log.answer = Some(assay_core::runlog::AnswerResults {
+            tests_run: 2,
+            errors: 0,
+            average_score: 0.0,
+            hard_fails: 0,
+            score_distribution: assay_core::scoring::ScoreDistribution::of([]),
+            topic_scores: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+            critical_failures: Vec::new(),
+            results: vec![
+                result(
+                    "A1",
+                    serde_json::json!([{"entity": "welcome_back", "text": "t"},
+                        {"text": "a target's own context"}, {"entity": "x", "text": "t"}]),
+                ),
+                result("A4", serde_json::json!([{"text": "no entity"}])),
+            ],
+        });
+        let read = contexts_of(&log, None).unwrap();
+        assert_eq!(read["A1"], held(&["welcome_back", "x"]));
+        assert_eq!(read["A4"], held(&[]));
+
+        // Contexts are part of what the journal's key records.
+        let mut fewer = changed.clone();
+        fewer.answer_contexts.remove("A4");
+        assert_ne!(changed.key(), fewer.key());
+        let none = ChangedEntities {
+            answer_contexts: BTreeMap::new(),
+            ..changed.clone()
+        };
+        assert_eq!(
+            none.key(),
+            ChangedEntities {
+                entities: changed.entities.clone(),
+                ..ChangedEntities::default()
+            }
+            .key()
+        );
+    }
+
+    #[test]
+    fn a_stale_entity_says_what_each_field_was_and_is_and_an_unlisted_one_is_compared_by_time() {
+        use assay_kb::store::{Edit, EntityUpdate, SqliteStore};
+        let store = SqliteStore::in_memory().unwrap();
+        let at = |day: u32| {
+            chrono::DateTime::parse_from_rfc3339(&format!("2026-11-{day:02}T00:00:00Z"))
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+        };
+        let entity = |id: &str| -> Entity {
+            serde_json::from_value(serde_json::json!({
+                "entity_id": id, "entity_type": "KNOWLEDGE", "title": format!("{id} title"),
+                "load_mode": "SITUATION", "priority": 50
+            }))
+            .unwrap()
+        };
+        store.create(&entity("a"), &Edit::new("t", at(1))).unwrap();
+        store.create(&entity("b"), &Edit::new("t", at(1))).unwrap();
+        let update = EntityUpdate {
+            title: Some("A new title".into()),
+            ..EntityUpdate::default()
+        };
+        store.update("a", &update, &Edit::new("t", at(10))).unwrap();
+        store.update("b", &update, &Edit::new("t", at(10))).unwrap();
+        // `a` is listed at version 1; `b`, named as a secondary, is not (an older provenance),
+        // and the case was accepted on the 5th, before both edits.
+        let case: SemanticCase = serde_json::from_value(serde_json::json!({
+            "test_id": "S1", "prompt": "p", "expected_primary": ["a"],
+            "expected_secondary": ["b"],
+            "provenance": {"method": "llm", "entity_versions": {"a": 1},
+                "generated_at": "2026-11-01T00:00:00Z", "accepted_at": "2026-11-05T00:00:00Z"}
+        }))
+        .unwrap();
+        let mut check = StaleCheck::new(&store, BTreeMap::new(), None);
+        let stale = check.stale_entities(&case);
+        assert_eq!(
+            stale
+                .iter()
+                .map(|e| e.entity_id.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        for e in &stale {
+            assert_eq!((e.since_version, e.current_version), (Some(1), Some(2)));
+            assert_eq!(e.fields, ["title"]);
+            assert_eq!(
+                e.changes,
+                [StaleChange {
+                    field: "title".into(),
+                    old: format!("{} title", e.entity_id),
+                    new: "A new title".into()
+                }]
+            );
+        }
+        // Confirmed after the edits: `b` was already at version 2 then; `a` is listed at 1.
+        let mut confirmed = case.clone();
+        confirmed.provenance.as_mut().unwrap().confirmed_at = Some("2026-11-11T00:00:00Z".into());
+        let stale = check.stale_entities(&confirmed);
+        assert_eq!(
+            stale
+                .iter()
+                .map(|e| e.entity_id.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
     }
 
     #[test]

@@ -359,6 +359,8 @@ mod tests {
             score: 100,
             breakdown: Breakdown::default(),
             is_hard_fail: false,
+            duration_ms: None,
+            verdict: None,
         })
     }
 

@@ -49,6 +49,8 @@ use crate::project::Project;
 use crate::results::{write_new, write_replace};
 use crate::settings::ProjectSettings;
 
+mod span;
+
 /// The load modes, in schema order.
 pub const LOAD_MODES: [LoadMode; 3] = [LoadMode::Always, LoadMode::State, LoadMode::Situation];
 
@@ -738,8 +740,9 @@ fn read_source(path: &Path) -> Result<Source, EditError> {
 }
 
 /// Rewrites the entity `old` in `path` as `new`, in place, changing only the fields that
-/// differ; every other entity stays as it was (checked by reading the new text back before
-/// anything is written). Returns a note for the user when comments were lost.
+/// differ: only the entity's own lines are written again, every other byte of the file stays
+/// as it was (checked by reading the new text back before anything is written). Returns a note
+/// for the user when comments were lost.
 fn rewrite_source(
     path: &Path,
     entity_id: &str,
@@ -784,6 +787,16 @@ fn rewrite_source(
             }
         }
     }
+    // The entity's own text replaced, every other byte kept; else (a layout that cannot be
+    // edited in place) the whole file written again.
+    if let Some(edited) = rewrite_in_place(path, &text, format, &items, index, &entities, new)? {
+        replace_file(path, &edited.0)?;
+        return Ok(edited.1);
+    }
+    tracing::info!(
+        "{}: entity `{entity_id}` could not be edited in place (a layout other than a JSON array or a YAML block list); the file is written again",
+        path.display()
+    );
     let items = Value::Array(items);
     let (rewritten, note) = match format {
         Format::Json => (pretty_json(&items), None),
@@ -818,6 +831,50 @@ fn rewrite_source(
     }
     replace_file(path, &rewritten)?;
     Ok(note)
+}
+
+/// `text` with only item `index`'s own text replaced by `items[index]` (see [`span`]), checked
+/// to read back as `entities` with `new` in that place; with a note when comments inside the
+/// item were lost. `None` when the file's layout cannot be edited in place or the result would
+/// not read back as intended (the caller then writes the whole file).
+fn rewrite_in_place(
+    path: &Path,
+    text: &str,
+    format: Format,
+    items: &[Value],
+    index: usize,
+    entities: &[Entity],
+    new: &Entity,
+) -> Result<Option<(String, Option<String>)>, EditError> {
+    let Some(spans) = span::item_spans(text, format) else {
+        return Ok(None);
+    };
+    if spans.len() != items.len() {
+        return Ok(None);
+    }
+    let at = &spans[index];
+    let item = span::render_item(text, at, &items[index], format)?;
+    let edited = format!("{}{item}{}", &text[..at.start], &text[at.end..]);
+    let Ok(reread) = datafile::parse::<Vec<Entity>>(path, &edited, format, &mut |_| {}) else {
+        return Ok(None);
+    };
+    let intended = reread.len() == entities.len()
+        && reread
+            .iter()
+            .zip(entities)
+            .enumerate()
+            .all(|(i, (r, e))| if i == index { r == new } else { r == e });
+    if !intended {
+        return Ok(None);
+    }
+    let note = (format == Format::Yaml && has_comments(&text[at.clone()])).then(|| {
+        format!(
+            "{}: comments inside entity `{}` were not kept (the rest of the file is as it was)",
+            path.display(),
+            new.entity_id
+        )
+    });
+    Ok(Some((edited, note)))
 }
 
 /// The leading comment block of a YAML file (comment and blank lines, ending in a newline) and

@@ -46,6 +46,7 @@ pub mod merge;
 pub mod migrate;
 pub mod overrides;
 pub mod project;
+pub mod provenance;
 pub mod results;
 pub mod retrieve;
 pub mod review;
@@ -57,6 +58,7 @@ pub mod settings;
 pub mod telemetry;
 pub mod traces;
 pub mod tune;
+pub mod typed_state;
 
 use std::path::Path;
 

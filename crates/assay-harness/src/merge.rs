@@ -4,7 +4,12 @@
 //! whole suite's case ids in run order ([`assay_core::runlog::ShardRun`]). A merge checks that
 //! the shards belong together: the same assay, settings, knowledge base, systems under test,
 //! selection and suite, every shard of the count present once, and the project it is run in
-//! holding that same suite. Then it takes every case from the shards' run logs and feeds them
+//! holding that same suite. It believes no shard's cases it cannot check: every case must be
+//! one its shard runs (its key hashes to that shard, so a case moved between shards is named),
+//! and the SHA-256 of a shard's cases, recorded when it was saved
+//! (`ShardRun::cases_sha256`, whether its cases are listed or streamed), must match them, so a
+//! score or verdict edited afterwards is refused, naming the file.
+//! Then it takes every case from the shards' run logs and feeds them
 //! to the aggregator in the order a run of the whole suite takes them, so the totals, the
 //! statistics, the worst cases listed and every report are the ones an unsharded run gives.
 //!
@@ -236,18 +241,47 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
 
     // Every case of every shard, by bank and id.
     let mut cases: HashMap<(BankType, String), CaseRecord> = HashMap::new();
+    let mut changed: Option<HarnessError> = None;
     for s in &shards {
         let dir = s.path.parent().unwrap_or(Path::new("."));
         let file = caselog::cases_file(dir, &s.log);
+        let refused = |message: String| {
+            HarnessError::Data(assay_kb::datafile::DataError::new(&s.path, message))
+        };
+        let ran = s.log.shard.as_ref().expect("checked").clone();
+        let Some(recorded) = ran.cases_sha256.as_deref() else {
+            return Err(refused(
+                "records no digest of its cases (`shard.cases_sha256`), so they cannot be checked: run this shard again with this assay".into(),
+            ));
+        };
         let mut duplicate = false;
+        let mut digest = caselog::CasesDigest::default();
         caselog::for_each_case(&s.log, file.as_deref(), None, &mut |r| {
-            let key = (r.bank(), r.test_id().to_owned());
-            duplicate |= cases.insert(key, r).is_some();
+            // A case belongs to the shard its key hashes to: one found elsewhere was moved.
+            let key = run::case_key(r.bank(), r.test_id());
+            let owner = assay_core::shard::Shard::of(&key, ran.shard.count);
+            if owner != ran.shard.index {
+                return Err(format!(
+                    "holds case {key}, which belongs to shard {owner} of {} (by the hash of its id), not to this shard {}: the shard's results were changed",
+                    ran.shard.count, ran.shard.index
+                ));
+            }
+            digest.add(&r)?;
+            duplicate |= cases.insert((r.bank(), r.test_id().to_owned()), r).is_some();
             Ok(())
         })
-        .map_err(|e| {
-            HarnessError::Data(assay_kb::datafile::DataError::new(&s.path, e.to_string()))
+        .map_err(|e| match e {
+            caselog::CaseLogError::Each(message) => refused(message),
+            other => refused(other.to_string()),
         })?;
+        let got = digest.finish();
+        if got != recorded && changed.is_none() {
+            // Named after every case is placed: a case moved to another shard, or removed from
+            // the suite's, is named by its id first.
+            changed = Some(refused(format!(
+                "its cases changed since the shard was saved (their SHA-256 is {got}, the shard recorded {recorded}): a score, a verdict or a case was edited, added or removed; run this shard again"
+            )));
+        }
         if duplicate {
             return Err(usage(format!(
                 "{}: holds a case another shard holds too; these are not shards of one run",
@@ -344,6 +378,10 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
             "case {} is in a shard's results but not in the suite",
             run::case_key(*bank, id)
         )));
+    }
+    // A case edited, added or removed where nothing above names it.
+    if let Some(e) = changed {
+        return Err(e);
     }
     let run_log = match writer {
         Some(w) => {

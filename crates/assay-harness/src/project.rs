@@ -39,6 +39,10 @@ pub struct Project {
     pub entity_refs: Vec<EntityRef>,
     /// Whether [`Project::load`] checked [`Project::entity_refs`] against the `kb/` files.
     pub refs_checked_against_files: bool,
+    /// What the cases say of audiences, checked once the audiences are known: by
+    /// [`Project::load`] against the `kb/` files, or, with a database store, against the
+    /// store's snapshot ([`Project::check_typed_state`]).
+    pub state_uses: crate::typed_state::StateUses,
 }
 
 pub use crate::banks::{EntityRef, RefKind};
@@ -224,11 +228,25 @@ impl Project {
         other.history_warnings.into_iter().for_each(&mut warn);
         let history_dir = history_dir(&settings);
 
-        let mut refs = validate_cases(&banks, &mut warn)?;
-        if let Some(checks) = other.streamed_checks {
+        let mut state_uses = crate::typed_state::StateUses::default();
+        let mut refs = validate_cases(&banks, &settings.state, &mut state_uses, &mut warn)?;
+        if let Some(mut checks) = other.streamed_checks {
+            state_uses.merge(std::mem::take(&mut checks.uses));
             refs.extend(validate_streamed(&banks, checks)?);
         }
         entity_refs.extend(refs);
+        // Typed user state: the conditions and the audiences against the `kb/` files when
+        // they are the knowledge base (else against the store, by the run and `validate`).
+        if files_are_source {
+            let entities = kb.kb.entities();
+            let audiences = crate::typed_state::audiences(entities);
+            let schema = settings.state.clone().with_audiences(audiences.clone());
+            crate::typed_state::check_conditions(entities, &kb.sources, &schema)?;
+            state_uses
+                .check(&audiences)?
+                .into_iter()
+                .for_each(&mut warn);
+        }
         // The warnings (an inactive entity expected) come from the run, once the store can
         // say which version deactivated it, and from `assay validate`.
         if files_are_source {
@@ -258,7 +276,28 @@ impl Project {
             warnings,
             entity_refs,
             refs_checked_against_files: files_are_source,
+            state_uses,
         })
+    }
+
+    /// Checks the typed user state against `kb`, a snapshot of the project's store where a
+    /// database is the source of truth (with the `kb/` files as the knowledge base,
+    /// [`Project::load`] has checked it): every entity's conditions against the types and the
+    /// audiences the entities name, and the audiences the cases name. Returns the warnings
+    /// (cases that run as the default audience among others).
+    pub fn check_typed_state(&self, kb: &dyn KnowledgeBase) -> Result<Vec<String>, HarnessError> {
+        if self.refs_checked_against_files {
+            return Ok(Vec::new());
+        }
+        let entities = kb.list(&assay_kb::EntityFilter::default())?;
+        let audiences = crate::typed_state::audiences(&entities);
+        let schema = self
+            .settings
+            .state
+            .clone()
+            .with_audiences(audiences.clone());
+        crate::typed_state::check_conditions(&entities, &HashMap::new(), &schema)?;
+        self.state_uses.check(&audiences)
     }
 
     /// Checks the entities the banks and the pattern rules name against `kb`, a snapshot of
@@ -276,8 +315,10 @@ impl Project {
         } else {
             "the store's knowledge base"
         };
+        let mut warnings = self.check_typed_state(kb)?;
         check_unknown(&self.entity_refs, kb, source)?;
-        ref_warnings(&self.entity_refs, kb, source, &since)
+        warnings.extend(ref_warnings(&self.entity_refs, kb, source, &since)?);
+        Ok(warnings)
     }
 
     /// The warnings of the entities the banks and rules name, against the `kb/` files (for
@@ -341,7 +382,12 @@ fn load_banks_rules_and_history(
     let mut streamed_checks = None;
     let banks = if streaming {
         let mut checks = banks::StreamedChecks::default();
-        let banks = banks::load_banks_streaming(&settings.banks_dir, &mut warn, &mut checks)?;
+        let banks = banks::load_banks_streaming(
+            &settings.banks_dir,
+            &settings.state,
+            &mut warn,
+            &mut checks,
+        )?;
         streamed_checks = Some(checks);
         banks
     } else {
@@ -409,6 +455,8 @@ fn rule_entities(path: &Path, rules: &PatternRules) -> Vec<EntityRef> {
 /// entities they name.
 fn validate_cases(
     banks: &Banks,
+    state: &assay_core::state_fields::StateSchema,
+    uses: &mut crate::typed_state::StateUses,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<EntityRef>, HarnessError> {
     let mut seen: HashMap<String, String> = HashMap::new();
@@ -493,7 +541,49 @@ fn validate_cases(
             )
         })?;
     }
+    typed_cases(banks, state, uses)?;
     Ok(refs)
+}
+
+/// The typed user state of the held cases: each `user_state` against the types (every
+/// mistake listed), and what each says of audiences recorded in `uses`.
+fn typed_cases(
+    banks: &Banks,
+    schema: &assay_core::state_fields::StateSchema,
+    uses: &mut crate::typed_state::StateUses,
+) -> Result<(), HarnessError> {
+    use crate::typed_state::case_place;
+    let mut mistakes = crate::typed_state::Mistakes::default();
+    let mut each = |file: &Path,
+                    index: usize,
+                    id: &str,
+                    state: &assay_core::UserState,
+                    own: Option<Option<&str>>| {
+        let place = case_place(index, id);
+        mistakes.case_state(schema, file, &place, id, state);
+        uses.record(schema, file, &place, id, state, own);
+    };
+    for c in &banks.semantic {
+        each(
+            &c.file,
+            c.index,
+            &c.case.test_id,
+            &c.case.user_state,
+            Some(None),
+        );
+    }
+    for c in &banks.state {
+        each(&c.file, c.index, &c.case.test_id, &c.case.user_state, None);
+    }
+    for c in &banks.always {
+        let own = Some(Some(c.case.user_type.as_str()));
+        each(&c.file, c.index, &c.case.test_id, &c.case.user_state, own);
+    }
+    for c in &banks.answer {
+        let own = Some(c.case.user_type.as_deref());
+        each(&c.file, c.index, &c.case.test_id, &c.case.user_state, own);
+    }
+    mistakes.into_result()
 }
 
 /// The checks of [`validate_cases`] for streamed banks: test ids unique across every bank;
@@ -507,6 +597,7 @@ fn validate_streamed(
     let banks::StreamedChecks {
         ids: mut digests,
         refs,
+        ..
     } = checks;
     digests.extend(
         banks

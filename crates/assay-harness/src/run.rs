@@ -10,6 +10,7 @@ use assay_core::bank::{AlwaysCase, PatternCase, StateCase};
 use assay_core::rundiff::KbFingerprint;
 use assay_core::runlog::{CaseLog, RunFilters, RunLog, SCHEMA_VERSION, ShardRun};
 use assay_core::shard::Shard;
+use assay_core::verdict::VerdictRules;
 
 use assay_kb::KnowledgeBase;
 use assay_retrieval::StateMatcher;
@@ -261,8 +262,20 @@ pub async fn run(
         true,
     );
 
-    // A project without answer cases has no answer bank: it is not listed as run.
-    if answer_cases.is_empty() && !request.banks.contains(&BankType::Answer) {
+    // A project without answer cases has no answer bank: it is not listed as run. A shard
+    // that holds none of the suite's answer cases still lists it, as its sibling shards do,
+    // so that they merge.
+    let suite_answers = request.shard.is_some()
+        && !selected(
+            &b.answer,
+            BankType::Answer,
+            |c| &c.test_id,
+            request,
+            |_| true,
+            false,
+        )
+        .is_empty();
+    if answer_cases.is_empty() && !suite_answers && !request.banks.contains(&BankType::Answer) {
         banks.retain(|b| *b != BankType::Answer);
     }
     if let Some(test) = &request.test {
@@ -397,6 +410,8 @@ pub async fn run(
     // With a journal (the run log) every case is written as it finishes and only the worst
     // few of each bank stay in memory for the reports; without one the RunLog keeps them all.
     let keep_all = journal.is_none() || options.list_all;
+    // Each case's verdict is decided as it finishes, under the project's rules.
+    let rules = &project.settings.verdict;
     let mut agg = Aggregator::new(LISTED, if keep_all { usize::MAX } else { LISTED_WHOLE });
     let repeats = options.repeat.max(1);
     for bank in &banks {
@@ -407,6 +422,7 @@ pub async fn run(
                     *bank,
                     &semantic_cases,
                     options.concurrency.max(1),
+                    rules,
                     &mut journal,
                     &mut hook,
                     observer,
@@ -424,7 +440,7 @@ pub async fn run(
             BankType::State => {
                 let matcher = StateMatcher::from_kb(backends.kb)
                     .map_err(|e| HarnessError::Usage(e.to_string()))?;
-                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg, rules);
                 sink.observer
                     .bank_started(*bank, state_cases.len() + streamed_count(*bank));
                 for case in &state_cases {
@@ -448,7 +464,7 @@ pub async fn run(
                 sink.finish()?;
             }
             BankType::Pattern => {
-                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg, rules);
                 sink.observer
                     .bank_started(*bank, pattern_cases.len() + streamed_count(*bank));
                 if let Some(matcher) = &project.patterns {
@@ -476,7 +492,7 @@ pub async fn run(
                 sink.finish()?;
             }
             BankType::Always => {
-                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg);
+                let mut sink = Sink::new(*bank, journal.as_deref_mut(), observer, &mut agg, rules);
                 sink.observer
                     .bank_started(*bank, always_cases.len() + streamed_count(*bank));
                 for case in &always_cases {
@@ -514,6 +530,7 @@ pub async fn run(
                     *bank,
                     &answer_cases,
                     in_flight,
+                    rules,
                     &mut journal,
                     &mut hook,
                     observer,
@@ -591,6 +608,7 @@ async fn held_bank<'c, C, F, Fut>(
     bank: BankType,
     cases: &[&'c C],
     in_flight: usize,
+    rules: &VerdictRules,
     journal: &mut Option<&mut Journal>,
     hook: &mut Option<&mut dyn CaseHook>,
     observer: &mut dyn RunObserver,
@@ -626,7 +644,9 @@ where
             let case = cases[i];
             let span = telemetry::case_span(bank, case.test_id());
             let stage = telemetry::retrieval_span(&span, bank);
-            let record = assay_telemetry::in_span(&stage, run_one(case)).await;
+            let started = Instant::now();
+            let mut record = assay_telemetry::in_span(&stage, run_one(case)).await;
+            record.settle(millis(started), rules);
             (i, record, span, stage)
         })
         .buffer_unordered(in_flight);
@@ -767,6 +787,8 @@ impl SuiteDigest {
                 let _ = write!(out, "{b:02x}");
                 out
             }),
+            // Recorded when the run is saved (`session::save_log`), over the cases as saved.
+            cases_sha256: None,
         }
     }
 }
@@ -811,6 +833,11 @@ impl Finished {
     }
 }
 
+/// Milliseconds since `started`, to the microsecond.
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_micros() as f64) / 1000.0
+}
+
 /// `RunLog.cases.file` while the cases are in the journal; saving the run moves them to
 /// `results/cases_<stamp>.jsonl` and names that file instead.
 pub const JOURNALED: &str = "journal";
@@ -827,6 +854,7 @@ pub const LISTED: usize = 100;
 /// batch's re-run).
 struct Sink<'a, 'o> {
     bank: BankType,
+    rules: &'a VerdictRules,
     journal: Option<&'a mut Journal>,
     observer: &'o mut dyn RunObserver,
     agg: &'a mut Aggregator,
@@ -843,10 +871,12 @@ impl<'a, 'o> Sink<'a, 'o> {
         journal: Option<&'a mut Journal>,
         observer: &'o mut dyn RunObserver,
         agg: &'a mut Aggregator,
+        rules: &'a VerdictRules,
     ) -> Self {
         agg.start(bank, 0);
         Sink {
             bank,
+            rules,
             journal,
             observer,
             agg,
@@ -871,7 +901,9 @@ impl<'a, 'o> Sink<'a, 'o> {
         } else {
             let span = telemetry::case_span(self.bank, test_id);
             let retrieval = telemetry::retrieval_span(&span, self.bank);
-            let entry = run(test_id)?;
+            let started = Instant::now();
+            let mut entry = run(test_id)?;
+            entry.settle(millis(started), self.rules);
             telemetry::finish_case(&span, &retrieval, &entry);
             (entry, true)
         };

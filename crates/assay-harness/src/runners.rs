@@ -183,6 +183,8 @@ async fn run_semantic_sample(
         ir: None,
         repeat_scores: Vec::new(),
         unstable: false,
+        duration_ms: None,
+        verdict: None,
     };
     let retrieval = match retriever
         .retrieve_sample(&case.prompt, &case.user_state, sample)
@@ -289,6 +291,8 @@ pub fn run_state_case(matcher: &StateMatcher, case: &StateCase) -> StateCaseResu
         score: scored.score,
         breakdown: scored.breakdown,
         is_hard_fail: scored.is_hard_fail,
+        duration_ms: None,
+        verdict: None,
     }
 }
 
@@ -332,6 +336,8 @@ pub fn run_pattern_case(matcher: &PatternMatcher, case: &PatternCase) -> Pattern
         is_hard_fail: scored.is_hard_fail,
         is_critical: case.is_critical,
         is_critical_failure,
+        duration_ms: None,
+        verdict: None,
     }
 }
 
@@ -363,6 +369,8 @@ pub fn run_always_case(
         score: scored.score,
         breakdown: scored.breakdown,
         is_hard_fail: scored.is_hard_fail,
+        duration_ms: None,
+        verdict: None,
     })
 }
 

@@ -408,7 +408,9 @@ pub fn changed_since(
     engine::sync_kb(&store, project)?;
     let kb = engine::snapshot(&*store)?;
     let now = run::kb_fingerprint(&kb)?;
-    freshness::changed_entities(reference, spec, &now, &kb)
+    let mut changed = freshness::changed_entities(reference, spec, &now, &kb)?;
+    changed.answer_contexts = freshness::answer_contexts(project, spec, reference)?;
+    Ok(changed)
 }
 
 /// Compares `log` with `baseline` (the current run's cases read from `run_log`, its run log,
@@ -447,6 +449,16 @@ pub fn save_log(
         c.sha256 = Some(crate::caselog::digest(path).map_err(|e| {
             HarnessError::Infrastructure(format!("cannot read {}: {e}", path.display()))
         })?);
+    }
+    // A shard's cases get a digest whether they are listed or streamed: the merge computes it
+    // again, so a case changed after the save is refused, never merged.
+    if log.shard.is_some() {
+        let digest = crate::caselog::cases_digest(log, cases).map_err(|e| {
+            HarnessError::Infrastructure(format!("cannot read the run's cases: {e}"))
+        })?;
+        if let Some(shard) = log.shard.as_mut() {
+            shard.cases_sha256 = Some(digest);
+        }
     }
     let stamp = results::stamp(&log.timestamp);
     let mut render = |name: Option<&str>| {
@@ -588,11 +600,42 @@ pub async fn calibrate(
             top_candidates(project, setup.embedder.as_deref(), &calls, env).await?;
     }
     let outcome = crate::calibrate::calibrate(project, model.as_ref(), &request, now).await?;
+    if !outcome.dry_run {
+        let changed: Vec<(String, assay_core::bank::ExpectationSet)> = outcome
+            .cases
+            .iter()
+            .filter(|c| c.status == crate::calibrate::CaseStatus::Changed)
+            .filter_map(|c| Some((c.test_id.clone(), c.proposed.clone()?)))
+            .collect();
+        // The calibration is written: a provenance that could not be completed is a warning
+        // (the stale check still compares an entity a provenance lacks, by time).
+        if let Err(e) = record_expectations(project, &changed, env) {
+            tracing::warn!("the provenance of the calibrated generated cases was not updated: {e}");
+        }
+    }
     let usage = calls.usage_report();
     if !usage.is_empty() {
         tracing::info!("{}", usage.trim_end());
     }
     Ok(outcome)
+}
+
+/// Records in the provenance of accepted generated cases every entity their new expectations
+/// name (`changed`: test id and expectations, from a calibration or a human override), at the
+/// store's current versions, so an edit to one of them makes the case stale
+/// ([`crate::review::record_expectations`]). Returns the test ids whose provenance grew.
+pub fn record_expectations(
+    project: &Project,
+    changed: &[(String, assay_core::bank::ExpectationSet)],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, HarnessError> {
+    if changed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store = engine::open_store_with(&project.settings, env)?;
+    engine::sync_kb(&store, project)?;
+    let versions = crate::provenance::current_versions(&*store)?;
+    crate::review::record_expectations(&project.settings.root, changed, &versions)
 }
 
 /// Per semantic case, the ids of its `[semantic] candidates` nearest entities (the first stage

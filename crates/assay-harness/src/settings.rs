@@ -333,7 +333,14 @@ pub struct AnswerTableConfig {
     pub relevancy_questions: usize,
     /// Answer cases in flight at once when the product is stateless (default 4).
     pub concurrency: usize,
+    /// The most bytes one reply of the product (the `[optimize]` command or HTTP target) may
+    /// have (default 1,048,576: 1 MiB). A longer reply is an error of its case (the rest is
+    /// never read); the optimizer's targets are held to it too.
+    pub max_reply_bytes: usize,
 }
+
+/// The largest `[answer] max_reply_bytes`: 1 GiB.
+pub const MAX_REPLY_BYTES_LIMIT: usize = 1 << 30;
 
 impl Default for AnswerTableConfig {
     fn default() -> Self {
@@ -345,6 +352,7 @@ impl Default for AnswerTableConfig {
             weights: BTreeMap::new(),
             relevancy_questions: 3,
             concurrency: 4,
+            max_reply_bytes: assay_providers::target::DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -363,6 +371,12 @@ impl AnswerTableConfig {
         }
         if self.concurrency == 0 {
             return Err("answer.concurrency: must be at least 1".into());
+        }
+        if self.max_reply_bytes == 0 || self.max_reply_bytes > MAX_REPLY_BYTES_LIMIT {
+            return Err(format!(
+                "answer.max_reply_bytes: must be from 1 to {MAX_REPLY_BYTES_LIMIT} (1 GiB), found {}",
+                self.max_reply_bytes
+            ));
         }
         for (metric, min) in &self.minimum {
             if !(min.is_finite() && (0.0..=1.0).contains(min)) {
@@ -594,20 +608,43 @@ impl Default for OptimizeConfig {
     }
 }
 
-/// `[report]`: report options.
-#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+/// `[verdict]`: when a case fails, the same for every surface (the console, the reports,
+/// JUnit, the pytest plugin, the web UI, run comparisons): decided once, where the case is
+/// scored, and stored on it.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
-pub struct ReportConfig {
-    /// In JUnit XML, a case with a lower score is a failure (default 100).
-    pub junit_pass_score: u32,
+pub struct VerdictConfig {
+    /// A case scoring under this (0–100) fails, besides the cases its own checks fail (a hard
+    /// fail, a critical failure, a failed assertion, metric minimum or trajectory rule). Unset
+    /// by default: a score below 100 alone fails no case.
+    pub pass_score: Option<u32>,
 }
 
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            junit_pass_score: 100,
-        }
-    }
+/// What `[report] junit_pass_score` became, for the error that names it.
+const REPORT_REMOVED: &str = "`[report] junit_pass_score` was removed: a case's verdict is now decided once, where it is scored, and every surface (console, reports, JUnit, pytest, web UI) shows the same one. To fail every case scoring under a score on all of them, write it as `[verdict]` `pass_score = N`; to fail only the cases assay fails (hard fails, critical failures, failed checks), delete the line";
+
+/// The error for a `[report]` table, which no longer exists: where it is and what replaced it.
+fn report_removed(table: &toml::Table, text: &str) -> Option<(Option<usize>, String)> {
+    let report = table.get("report")?;
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .map(|i| i + 1)
+    };
+    let junit = report
+        .as_table()
+        .is_some_and(|t| t.contains_key("junit_pass_score"));
+    Some(if junit {
+        (
+            line_of("junit_pass_score").or_else(|| line_of("[report]")),
+            format!("report.junit_pass_score: {REPORT_REMOVED}"),
+        )
+    } else {
+        (
+            line_of("[report]"),
+            "report: the `[report]` table was removed (its one setting, junit_pass_score, became `[verdict] pass_score`, which applies to every surface); delete the table".to_owned(),
+        )
+    })
 }
 
 /// `[embedder]`: how entity and query texts are embedded.
@@ -718,8 +755,8 @@ pub struct ProjectConfig {
     pub gate: GateConfig,
     /// The `[semantic]` table: the semantic bank's sizes, reranker, search and selection.
     pub semantic: SemanticConfig,
-    /// The `[report]` table: report settings (JUnit).
-    pub report: ReportConfig,
+    /// The `[verdict]` table: when a case fails, for every surface.
+    pub verdict: VerdictConfig,
     /// The `[embedder]` table: which model embeds entities and messages.
     pub embedder: EmbedderConfig,
     /// The `[retrieval]` table: the retrieval pipeline `assay retrieve` and the product run.
@@ -738,6 +775,8 @@ pub struct ProjectConfig {
     pub optimize: OptimizeConfig,
     /// The `[telemetry]` table: OpenTelemetry export of runs' spans.
     pub telemetry: assay_telemetry::TableValues,
+    /// The `[state]` table: the types of the project's own user-state fields.
+    pub state: crate::typed_state::StateConfig,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -764,8 +803,8 @@ pub struct ProjectSettings {
     pub min_score: f64,
     /// Semantic pipeline sizes.
     pub semantic: SemanticConfig,
-    /// Report options.
-    pub report: ReportConfig,
+    /// The rules a case's verdict is decided with (`[verdict]`).
+    pub verdict: assay_core::verdict::VerdictRules,
     /// Embedder settings, as written (resolved by [`crate::engine::choose_embedder`]).
     pub embedder: EmbedderConfig,
     /// Retrieval pipeline settings.
@@ -787,21 +826,25 @@ pub struct ProjectSettings {
     pub telemetry: assay_telemetry::TableValues,
     /// `[gate]`'s regression rules (for `--baseline`).
     pub regression: RegressionRules,
+    /// The types of every user-state field: the built-in ones and `[state.fields]` (the
+    /// audiences are added once the knowledge base is known).
+    pub state: assay_core::state_fields::StateSchema,
     /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
-    /// `[retrieval]`, `[embedder]` and `[gate]` tables as dotted keys (`retrieval.top_k`) and
+    /// `[retrieval]`, `[embedder]`, `[gate]`, `[answer]` and `[verdict]` tables as dotted keys (`retrieval.top_k`) and
     /// their TOML values. A run records them, so a comparison of two runs can say which
     /// differ; a setting left at its default is not listed (the assay version decides it).
     pub recorded: std::collections::BTreeMap<String, String>,
 }
 
 /// The `assay.toml` tables whose values a run records ([`ProjectSettings::recorded`]).
-pub const RECORDED_TABLES: [&str; 6] = [
+pub const RECORDED_TABLES: [&str; 7] = [
     "weights",
     "semantic",
     "retrieval",
     "embedder",
     "gate",
     "answer",
+    "verdict",
 ];
 
 /// The recorded settings of a parsed `assay.toml`.
@@ -874,6 +917,20 @@ impl ProjectSettings {
                     message: assay_kb::datafile::with_field(field, e.message()),
                 }
             };
+            // The removed `[report]` table is named with what replaced it, before serde's
+            // "unknown field" could.
+            if let Some((line, message)) = text
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| report_removed(&t, &text))
+            {
+                return Err(DataError {
+                    path: path.clone(),
+                    line,
+                    column: None,
+                    message,
+                });
+            }
             let de = toml::Deserializer::parse(&text).map_err(|e| located(e, ""))?;
             let config: ProjectConfig = serde_path_to_error::deserialize(de).map_err(|e| {
                 let field = e.path().to_string();
@@ -898,8 +955,22 @@ impl ProjectSettings {
             (ProjectConfig::default(), std::collections::BTreeMap::new())
         };
         let (config, recorded) = config;
-        let mut settings =
-            ProjectSettings::resolve(root, config).map_err(|m| DataError::new(&path, m))?;
+        let declared: Vec<String> = config.state.fields.keys().cloned().collect();
+        let mut settings = ProjectSettings::resolve(root, config).map_err(|m| {
+            // A declaration that retypes a built-in field is found here: its line, too.
+            let line = m
+                .strip_prefix("state.fields: `")
+                .and_then(|rest| rest.split_once('`'))
+                .filter(|(name, _)| declared.iter().any(|d| d == name))
+                .and_then(|(name, _)| {
+                    let text = std::fs::read_to_string(&path).ok()?;
+                    assay_kb::datafile::key_line(&text, name, 0)
+                });
+            DataError {
+                line,
+                ..DataError::new(&path, m)
+            }
+        })?;
         settings.recorded = recorded;
         Ok(settings)
     }
@@ -1208,8 +1279,10 @@ impl ProjectSettings {
                     .into(),
             );
         }
-        if config.report.junit_pass_score > 100 {
-            return Err("report.junit_pass_score: must be between 0 and 100".into());
+        if let Some(score) = config.verdict.pass_score.filter(|s| *s > 100) {
+            return Err(format!(
+                "verdict.pass_score: must be between 0 and 100, found {score}"
+            ));
         }
         if config.store.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(
@@ -1220,6 +1293,7 @@ impl ProjectSettings {
         // named here, before anything runs.
         assay_telemetry::ExportConfig::resolve(&config.telemetry, &|_| None)
             .map_err(|e| e.to_string().replace("assay.toml: ", ""))?;
+        let state = config.state.schema()?;
         Ok(ProjectSettings {
             root: root.to_owned(),
             store: config.store,
@@ -1230,7 +1304,9 @@ impl ProjectSettings {
             min_health,
             min_score: config.gate.min_score,
             semantic: config.semantic,
-            report: config.report,
+            verdict: assay_core::verdict::VerdictRules {
+                pass_score: config.verdict.pass_score,
+            },
             embedder: config.embedder,
             retrieval: config.retrieval,
             providers: config.providers,
@@ -1246,6 +1322,7 @@ impl ProjectSettings {
                 max_score_drop: config.gate.max_score_drop,
                 max_metric_drop: config.gate.max_metric_drop,
             },
+            state,
             recorded: std::collections::BTreeMap::new(),
         })
     }
@@ -1286,6 +1363,61 @@ mod tests {
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("unknown field `stat`"), "{e}");
         assert!(e.to_string().contains("assay.toml:3:1: "), "{e}");
+    }
+
+    #[test]
+    fn the_verdict_pass_score_is_read_and_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ProjectSettings::load(dir.path()).unwrap();
+        assert_eq!(s.verdict.pass_score, None, "no pass score unless set");
+        let s = load("[verdict]\npass_score = 80\n").unwrap();
+        assert_eq!(s.verdict.pass_score, Some(80));
+        assert_eq!(s.recorded["verdict.pass_score"], "80");
+        let e = load("[verdict]\npass_score = 101\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("verdict.pass_score: must be between 0 and 100"),
+            "{e}"
+        );
+        let e = load("[verdict]\npass_scor = 80\n").unwrap_err();
+        assert!(e.message.contains("unknown field `pass_scor`"), "{e}");
+    }
+
+    #[test]
+    fn the_removed_junit_pass_score_names_what_replaced_it() {
+        let e = load("[gate]\nmin_score = 1\n\n[report]\njunit_pass_score = 50\n").unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message
+                .starts_with("report.junit_pass_score: `[report] junit_pass_score` was removed"),
+            "{e}"
+        );
+        assert!(e.message.contains("`pass_score = N`"), "{e}");
+        let e = load("[report]\n").unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.message.contains("`[verdict] pass_score`"), "{e}");
+    }
+
+    #[test]
+    fn state_fields_are_typed_with_their_errors_located() {
+        let s = load("[state.fields]\nage = \"integer\"\n").unwrap();
+        assert_eq!(
+            s.state.get("age"),
+            Some(&assay_core::state_fields::FieldType::Integer)
+        );
+        let e = load("[state.fields]\nage = \"int\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("did you mean `integer`?"), "{e}");
+        let e = load("[gate]\nmin_score = 1.0\n[state.fields]\nlast_rating = \"string\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message
+                .contains("`last_rating` is a built-in field of type integer"),
+            "{e}"
+        );
+        let e = load("[state]\nfeilds = {}\n").unwrap_err();
+        assert!(e.message.contains("did you mean `fields`?"), "{e}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
 use assay_core::scoring::{Breakdown, Penalty};
+use assay_core::verdict::Outcome;
 use assay_telemetry::genai;
 use assay_telemetry::{Evaluation, Span};
 use opentelemetry::KeyValue;
@@ -145,28 +146,15 @@ fn record_query(span: &Span, record: &CaseRecord) {
     }
 }
 
-/// `pass`, `fail`, `hard_fail`, `critical_failure` or `error`, and why.
+/// The case's stored verdict (`pass`, `fail` or `error`) and why: the checks that failed it,
+/// the error, or for a pass what cost it points.
 fn verdict(record: &CaseRecord) -> (&'static str, Option<String>) {
-    let (breakdown, error) = match record {
-        CaseRecord::Semantic(r) => (&r.breakdown, r.error.clone()),
-        CaseRecord::State(r) => (&r.breakdown, None),
-        CaseRecord::Pattern(r) => (&r.breakdown, None),
-        CaseRecord::Always(r) => (&r.breakdown, None),
-        CaseRecord::Answer(r) => (&r.breakdown, r.error.clone()),
+    let verdict = record.verdict();
+    let why = match verdict.outcome {
+        Outcome::Pass => explain(record.breakdown()),
+        Outcome::Fail | Outcome::Error => Some(verdict.summary()),
     };
-    if let Some(error) = error {
-        return ("error", Some(error));
-    }
-    let label = if record.is_critical_failure() {
-        "critical_failure"
-    } else if record.is_hard_fail() {
-        "hard_fail"
-    } else if record.score() == Some(100) {
-        "pass"
-    } else {
-        "partial"
-    };
-    (label, explain(breakdown))
+    (verdict.outcome.as_str(), why)
 }
 
 /// The breakdown in words: why points were taken.

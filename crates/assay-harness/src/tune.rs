@@ -779,7 +779,7 @@ mod tests {
         let path = dir.path().join(SETTINGS_FILE);
         std::fs::write(
             &path,
-            "# my settings\n[gate]\nmin_health = \"POOR\"\n\n[retrieval.tuned.\"builtin/hashed-ngrams\"]\ncandidates = 6\n\n[report]\njunit_pass_score = 90\n",
+            "# my settings\n[gate]\nmin_health = \"POOR\"\n\n[retrieval.tuned.\"builtin/hashed-ngrams\"]\ncandidates = 6\n\n[verdict]\npass_score = 90\n",
         )
         .unwrap();
         let tuned = TunedConfig {
@@ -791,10 +791,10 @@ mod tests {
         write_tuned(dir.path(), "builtin/hashed-ngrams", &tuned).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# my settings\n[gate]"), "{text}");
-        assert!(text.contains("junit_pass_score = 90"), "{text}");
+        assert!(text.contains("pass_score = 90"), "{text}");
         assert_eq!(text.matches("[retrieval.tuned.").count(), 1, "{text}");
         let settings = crate::settings::ProjectSettings::load(dir.path()).unwrap();
         assert_eq!(settings.retrieval.tuned["builtin/hashed-ngrams"], tuned);
-        assert_eq!(settings.report.junit_pass_score, 90);
+        assert_eq!(settings.verdict.pass_score, Some(90));
     }
 }

@@ -315,29 +315,76 @@ fn lexical(path: &Path) -> PathBuf {
 /// YAML `key:` at the start of a line (or after `- `), or JSON `"key":` anywhere. What errors
 /// found after parsing (a duplicate id, a bad value) name the line with.
 pub fn key_line(text: &str, key: &str, nth: usize) -> Option<usize> {
-    let quoted = format!("\"{key}\"");
     let mut found = 0usize;
     for (number, line) in text.lines().enumerate() {
-        let t = line.trim_start().trim_start_matches("- ").trim_start();
-        let mut here = usize::from(
-            t.strip_prefix(key)
-                .is_some_and(|rest| rest.starts_with(':')),
-        );
-        let mut from = 0usize;
-        while let Some(at) = line[from..].find(&quoted) {
-            let at = from + at;
-            let escaped = line[..at].ends_with('\\');
-            if !escaped && line[at + quoted.len()..].trim_start().starts_with(':') {
-                here += 1;
-            }
-            from = at + quoted.len();
-        }
+        let here = key_starts(line, key).len();
         if found + here > nth {
             return Some(number + 1);
         }
         found += here;
     }
     None
+}
+
+/// Where on `line` each place that writes `key` as a mapping key starts: the byte offset of
+/// what follows its `:`.
+fn key_starts(line: &str, key: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let trimmed = line.trim_start().trim_start_matches("- ").trim_start();
+    if let Some(rest) = trimmed.strip_prefix(key)
+        && let Some(after) = rest.strip_prefix(':')
+    {
+        out.push(line.len() - after.len());
+    }
+    let quoted = format!("\"{key}\"");
+    let mut from = 0usize;
+    while let Some(at) = line[from..].find(&quoted) {
+        let at = from + at;
+        let escaped = line[..at].ends_with('\\');
+        let rest = &line[at + quoted.len()..];
+        if !escaped && let Some(after) = rest.trim_start().strip_prefix(':') {
+            out.push(line.len() - after.len());
+        }
+        from = at + quoted.len();
+    }
+    out
+}
+
+/// The 1-based line that writes `key` with the scalar `value` (`entity_id: x`,
+/// `"test_id": "S1"`), then, from there on, the line of each of `keys` in turn: the place of
+/// a field inside one entry of a list (`[("test_id", "S1")]`, then `user_state`, then `age`).
+/// A key not found after the previous one leaves the line where it was; `None` when the
+/// entry itself is not found.
+pub fn entry_line(text: &str, (key, value): (&str, &str), keys: &[&str]) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let written = |after: &str| {
+        let after = after.trim_start();
+        let unquoted = after
+            .strip_prefix('"')
+            .and_then(|a| a.strip_prefix(value)?.strip_prefix('"'))
+            .or_else(|| {
+                after
+                    .strip_prefix('\'')
+                    .and_then(|a| a.strip_prefix(value)?.strip_prefix('\''))
+            })
+            .or_else(|| {
+                after
+                    .strip_prefix(value)
+                    .filter(|rest| rest.is_empty() || rest.starts_with([' ', ',', '}', '#']))
+            });
+        unquoted.is_some()
+    };
+    let mut at = lines.iter().position(|line| {
+        key_starts(line, key)
+            .into_iter()
+            .any(|start| written(&line[start..]))
+    })?;
+    for k in keys {
+        if let Some(next) = (at..lines.len()).find(|&i| !key_starts(lines[i], k).is_empty()) {
+            at = next;
+        }
+    }
+    Some(at + 1)
 }
 
 /// Reads a data file's text, its format taken from its extension.
@@ -365,6 +412,30 @@ pub fn read<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_line_finds_a_field_of_one_entry() {
+        let yaml = "- entity_id: a\n  state_conditions:\n    age: {gte: 1}\n- entity_id: \"b\"\n  title: B\n  state_conditions:\n    age: {gte: \"65\"}\n";
+        assert_eq!(
+            entry_line(yaml, ("entity_id", "b"), &["state_conditions", "age"]),
+            Some(7)
+        );
+        assert_eq!(
+            entry_line(yaml, ("entity_id", "a"), &["state_conditions", "age"]),
+            Some(3)
+        );
+        assert_eq!(entry_line(yaml, ("entity_id", "b"), &["nothing"]), Some(4));
+        assert_eq!(entry_line(yaml, ("entity_id", "c"), &[]), None);
+        let json = "{\"tests\": [\n  {\"test_id\": \"S1\", \"user_state\": {\"age\": 3}},\n  {\"test_id\": \"S10\",\n   \"user_state\": {\"x\": 1, \"age\": \"65\"}}\n]}";
+        assert_eq!(
+            entry_line(json, ("test_id", "S1"), &["user_state", "age"]),
+            Some(2)
+        );
+        assert_eq!(
+            entry_line(json, ("test_id", "S10"), &["user_state", "age"]),
+            Some(4)
+        );
+    }
 
     #[test]
     fn key_line_finds_the_nth_yaml_or_json_key() {

@@ -93,7 +93,7 @@ pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
         digest.add(file, text.as_bytes());
         let batch: Vec<Entity> = datafile::parse(file, &text, format, &mut |w| warnings.push(w))?;
         for (i, entity) in batch.into_iter().enumerate() {
-            validate(file, i, &entity, &mut warnings)?;
+            validate(file, &text, i, &entity, &mut warnings)?;
             if let Some(first) = sources.get(&entity.entity_id) {
                 return Err(DataError::new(
                     file,
@@ -120,6 +120,7 @@ pub fn load_dir(dir: &Path) -> Result<LoadedKb, KbError> {
 
 fn validate(
     file: &Path,
+    text: &str,
     index: usize,
     e: &Entity,
     warnings: &mut Vec<String>,
@@ -128,6 +129,14 @@ fn validate(
         InvalidEntity::EmptyId | InvalidEntity::BadId { .. } => {
             DataError::new(file, format!("[{index}]: {problem}"))
         }
+        InvalidEntity::Conditions(ref c) => DataError {
+            line: datafile::entry_line(
+                text,
+                ("entity_id", &e.entity_id),
+                &["state_conditions", c.field()],
+            ),
+            ..DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id))
+        },
         _ => DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id)),
     })?;
     if e.audience_types.is_empty() {
@@ -216,7 +225,16 @@ mod tests {
         )]);
         let err = load_dir(dir.path()).unwrap_err().to_string();
         assert!(
-            err.contains("`handler_x`: state_conditions: field `days`: unknown operator `$gtee`"),
+            err.contains("`handler_x`: state_conditions: field `days`: unknown operator `$gtee` (did you mean `$gte`?)"),
+            "{err}"
+        );
+        let dir = kb_dir(&[(
+            "h.yaml",
+            "- entity_id: other\n  entity_type: RULE\n  title: O\n- entity_id: handler_x\n  entity_type: HANDLER\n  title: X\n  load_mode: STATE\n  state_conditions:\n    days_since_last:\n      ge: 7\n",
+        )]);
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("h.yaml:9: [1] `handler_x`: state_conditions: field `days_since_last`: unknown operator `ge` (did you mean `gte`?)"),
             "{err}"
         );
     }

@@ -13,6 +13,9 @@
 //! | anything else (`has_pending_debrief`, …) | `state_data`, a JSON object |
 //!
 //! Unset values (`session_type`, the ratings, the timestamps) are absent rather than `null`.
+//! Each of these keys has a type ([`assay_core::state_fields::built_in`]: `conversation_count`
+//! an integer, `first_seen` a timestamp, `user_type` an audience, …), which conditions and
+//! cases are checked against; a project declares the types of its own keys.
 //! Every function takes the current time as an argument; none reads a clock.
 //!
 //! ```
@@ -446,6 +449,32 @@ mod tests {
                 "skills_practiced": [], "last_topics": [],
             })
         );
+    }
+
+    #[test]
+    fn every_field_the_store_returns_is_a_built_in_field_of_its_type() {
+        let mut record = Record::default();
+        apply(
+            &mut record,
+            json!({
+                "user_type": "CLINICIAN", "conversation_count": 3, "session_type": "debrief",
+                "interaction_rating": 4, "just_logged": true, "skills_practiced": ["biff"],
+                "last_topics": ["handoffs"], "first_seen": "2026-01-02T03:04:05Z",
+                "days_since_last": 2, "has_pending_debrief": true,
+            }),
+        )
+        .unwrap();
+        let state = record.to_state("u", now());
+        let schema = assay_core::state_fields::StateSchema::default();
+        assert_eq!(schema.check_state(&state), []);
+        let mut built_in: Vec<&str> = assay_core::state_fields::built_in()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        built_in.sort_unstable();
+        let mut returned: Vec<&str> = state.keys().map(String::as_str).collect();
+        returned.sort_unstable();
+        assert_eq!(returned, built_in, "the store returns every built-in field");
     }
 
     #[test]

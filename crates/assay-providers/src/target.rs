@@ -15,9 +15,14 @@
 //!   `{"final_answer": "…"}`, optionally with `"trace": [{"agent", "output"}]` (each agent's
 //!   output in order, which the proposer of `--propose-rounds` reads). A non-zero exit, a
 //!   reply that is not that JSON, or the timeout is a [`TargetError`] that keeps the
-//!   program's stderr.
+//!   program's stderr (its tail).
 //! * [`HttpTarget`]: the same JSON POSTed to a URL; the reply's body is the same JSON. A
 //!   non-2xx status, a bad body or the timeout is a [`TargetError`].
+//!
+//! A reply is read up to its cap (`max_reply_bytes`, [`DEFAULT_MAX_REPLY_BYTES`]) and one byte
+//! more: a longer one is a bad reply (the program is stopped, the body left unread), never
+//! buffered whole. `final_answer` must be a string: a number, an object or `null` is a bad
+//! reply, not an answer.
 //!
 //! # Answer cases
 //!
@@ -79,6 +84,13 @@ pub const SEED_CHAIN: [&str; 7] = [
 pub const DEFAULT_AGENT_MAX_TOKENS: u32 = 1024;
 /// Characters of stderr or body kept with a failure.
 const KEPT_CHARS: usize = 2000;
+/// Bytes of a command's stderr kept while it runs (its tail): enough for [`KEPT_CHARS`].
+const KEPT_STDERR_BYTES: usize = 4 * KEPT_CHARS;
+
+/// The most bytes a reply of a command or HTTP target may have unless set otherwise
+/// (`[answer] max_reply_bytes`): 1 MiB. A target reads at most one byte more than its cap,
+/// so a product that prints without end costs the cap, never the whole output.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 1_048_576;
 
 /// A context file as the target receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -603,9 +615,22 @@ fn parse_answer(target: &str, body: &str) -> Result<Responded, TargetError> {
         Value::String(s) => s,
         other => other.to_string(),
     };
-    if reply.final_answer.is_null() {
-        return Err(bad("`final_answer` is null".into()));
-    }
+    let final_answer = match reply.final_answer {
+        Value::String(s) => s,
+        Value::Null => return Err(bad("`final_answer` is null".into())),
+        other => {
+            let kind = match &other {
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "an array",
+                _ => "an object",
+            };
+            return Err(bad(format!(
+                "`final_answer` must be a string (the reply's text), got {kind}: {}",
+                keep_tail(&other.to_string())
+            )));
+        }
+    };
     let mut tool_calls = reply.tool_calls;
     for (i, call) in tool_calls.iter_mut().flatten().enumerate() {
         if let Value::String(text) = &call.arguments
@@ -625,7 +650,7 @@ fn parse_answer(target: &str, body: &str) -> Result<Responded, TargetError> {
     }
     Ok(Responded {
         answered: Answered {
-            final_answer: text(reply.final_answer),
+            final_answer,
             steps: reply
                 .trace
                 .into_iter()
@@ -722,6 +747,40 @@ pub struct CommandTarget {
     pub timeout: Duration,
     /// Declared stateless in `assay.toml`.
     pub stateless: bool,
+    /// The most bytes its stdout may hold ([`DEFAULT_MAX_REPLY_BYTES`] unless set).
+    pub max_reply_bytes: usize,
+}
+
+/// The error of a reply longer than `cap`.
+fn too_long(target: String, cap: usize, note: &str) -> TargetError {
+    TargetError::BadReply {
+        target,
+        problem: format!(
+            "the reply is longer than {cap} bytes (`[answer] max_reply_bytes`), so it was not read{note}"
+        ),
+    }
+}
+
+/// Reads `from` to its end keeping only its last [`KEPT_STDERR_BYTES`] in `tail`.
+async fn keep_reading_tail(
+    mut from: impl tokio::io::AsyncRead + Unpin,
+    tail: Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::AsyncReadExt as _;
+    let mut chunk = vec![0u8; 8192];
+    while let Ok(n) = from.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        let mut kept = tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.extend_from_slice(&chunk[..n]);
+        if kept.len() > KEPT_STDERR_BYTES {
+            let cut = kept.len() - KEPT_STDERR_BYTES;
+            kept.drain(..cut);
+        }
+    }
 }
 
 #[async_trait]
@@ -761,25 +820,69 @@ impl Wire for CommandTarget {
             .spawn()
             .map_err(|e| fail(format!("cannot start: {e}"), String::new()))?;
         let input = serde_json::to_vec(body).unwrap_or_default();
+        // The input is fed, and stderr's tail kept, beside the reading of stdout: a program
+        // that answers before reading its input, or writes much to stderr, never blocks it.
         if let Some(mut stdin) = child.stdin.take() {
-            // A program that exits without reading its input is judged by its exit status.
-            let _ = stdin.write_all(&input).await;
-            let _ = stdin.shutdown().await;
+            tokio::spawn(async move {
+                // A program that exits without reading its input is judged by its exit status.
+                let _ = stdin.write_all(&input).await;
+                let _ = stdin.shutdown().await;
+            });
         }
-        let output = tokio::time::timeout(self.timeout, child.wait_with_output())
-            .await
-            .map_err(|_| {
-                fail(
+        let tail = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stderr_done = child
+            .stderr
+            .take()
+            .map(|e| tokio::spawn(keep_reading_tail(e, Arc::clone(&tail))));
+        let stderr_now = || {
+            let kept = tail
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            keep_tail(&String::from_utf8_lossy(&kept))
+        };
+        let cap = self.max_reply_bytes;
+        let mut stdout = child.stdout.take();
+        let read = async {
+            use tokio::io::AsyncReadExt as _;
+            let mut out = Vec::new();
+            if let Some(s) = stdout.as_mut() {
+                s.take(cap as u64 + 1).read_to_end(&mut out).await?;
+            }
+            if out.len() > cap {
+                return Ok(Err(out.len()));
+            }
+            child.wait().await.map(|status| Ok((out, status)))
+        };
+        let finished = tokio::time::timeout(self.timeout, read).await;
+        let (out, status) = match finished {
+            Err(_) => {
+                let _ = child.start_kill();
+                return Err(fail(
                     format!("timed out after {:.0} s", self.timeout.as_secs_f64()),
-                    String::new(),
-                )
-            })?
-            .map_err(|e| fail(format!("cannot read its output: {e}"), String::new()))?;
-        let stderr = keep_tail(&String::from_utf8_lossy(&output.stderr));
-        if !output.status.success() {
-            return Err(fail(format!("exited with {}", output.status), stderr));
+                    stderr_now(),
+                ));
+            }
+            Ok(Err(e)) => {
+                let _ = child.start_kill();
+                return Err(fail(format!("cannot read its output: {e}"), stderr_now()));
+            }
+            Ok(Ok(Err(_))) => {
+                // Stopped: what it had left to say is never read.
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                return Err(too_long(self.name(), cap, &stderr_note(&stderr_now())));
+            }
+            Ok(Ok(Ok(done))) => done,
+        };
+        // Its stderr ends with it (or soon after, when a child of its own still holds it).
+        if let Some(done) = stderr_done {
+            let _ = tokio::time::timeout(Duration::from_secs(2), done).await;
         }
-        String::from_utf8(output.stdout).map_err(|_| fail("stdout is not UTF-8".into(), stderr))
+        let stderr = stderr_now();
+        if !status.success() {
+            return Err(fail(format!("exited with {status}"), stderr));
+        }
+        String::from_utf8(out).map_err(|_| fail("stdout is not UTF-8".into(), stderr))
     }
 }
 
@@ -792,10 +895,13 @@ pub struct HttpTarget {
     pub client: reqwest::Client,
     /// Declared stateless in `assay.toml`.
     pub stateless: bool,
+    /// The most bytes a reply's body may hold ([`DEFAULT_MAX_REPLY_BYTES`] unless set).
+    pub max_reply_bytes: usize,
 }
 
 impl HttpTarget {
-    /// A target at `url` whose requests time out after `timeout`.
+    /// A target at `url` whose requests time out after `timeout`, whose replies may hold
+    /// [`DEFAULT_MAX_REPLY_BYTES`] (set `max_reply_bytes` for another cap).
     pub fn new(url: &str, timeout: Duration, stateless: bool) -> Result<HttpTarget, TargetError> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
@@ -808,6 +914,7 @@ impl HttpTarget {
             url: url.to_owned(),
             client,
             stateless,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         })
     }
 }
@@ -840,10 +947,32 @@ impl Wire for HttpTarget {
             })
         })?;
         let status = response.status();
-        let text = response
-            .text()
+        let cap = self.max_reply_bytes;
+        let declared = response.content_length();
+        if status.is_success() && declared.is_some_and(|n| n > cap as u64) {
+            return Err(too_long(
+                self.name(),
+                cap,
+                &format!(" (its Content-Length is {})", declared.unwrap_or_default()),
+            ));
+        }
+        // Read a chunk at a time, never past the cap (an error's body: its first part).
+        let mut body = Vec::new();
+        let mut response = response;
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|e| fail(format!("cannot read the body: {e}")))?;
+            .map_err(|e| fail(format!("cannot read the body: {e}")))?
+        {
+            if body.len() + chunk.len() > cap {
+                if status.is_success() {
+                    return Err(too_long(self.name(), cap, ""));
+                }
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8_lossy(&body).into_owned();
         if !status.is_success() {
             return Err(fail(format!("HTTP {status}: {}", keep_tail(text.trim()))));
         }
@@ -956,7 +1085,7 @@ mod tests {
     fn a_reply_may_carry_each_agents_output() {
         let a = parse_answer(
             "t",
-            r#"{"final_answer": 42, "trace": [{"agent": "planner", "output": "plan"}, {"agent": "finalizer", "output": "FINAL ANSWER: 42"}]}"#,
+            r#"{"final_answer": "42", "trace": [{"agent": "planner", "output": "plan"}, {"agent": "finalizer", "output": "FINAL ANSWER: 42"}]}"#,
         )
         .unwrap();
         assert_eq!(a.answered.final_answer, "42");
@@ -976,6 +1105,166 @@ mod tests {
         assert!(parse_answer("t", r#"{"final_answer": null}"#).is_err());
     }
 
+    /// Issue 42: a final answer that is not a string is a bad reply, never an answer.
+    #[test]
+    fn a_final_answer_that_is_not_a_string_is_a_bad_reply() {
+        for (body, kind) in [
+            (r#"{"final_answer": 42}"#, "got a number: 42"),
+            (r#"{"final_answer": true}"#, "got a boolean: true"),
+            (r#"{"final_answer": ["a"]}"#, "got an array"),
+            (r#"{"final_answer": {"text": "a"}}"#, "got an object"),
+        ] {
+            let e = parse_answer("command `p`", body).unwrap_err();
+            assert!(matches!(e, TargetError::BadReply { .. }), "{e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("`final_answer` must be a string") && text.contains(kind),
+                "{text}"
+            );
+        }
+    }
+
+    /// Issue 42: a command that prints without end is stopped at its cap, its output never
+    /// buffered whole; a reply within the cap reads.
+    #[tokio::test]
+    async fn a_command_reply_longer_than_the_cap_is_stopped_and_refused() {
+        let mut t = script(
+            r#"cat >/dev/null; printf '{"final_answer": "'; yes x | tr -d '
+' | head -c 50000000; echo '"}'"#,
+        );
+        t.max_reply_bytes = 4096;
+        t.timeout = Duration::from_secs(20);
+        let started = std::time::Instant::now();
+        let e = t.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap_err();
+        assert!(matches!(e, TargetError::BadReply { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("the reply is longer than 4096 bytes (`[answer] max_reply_bytes`)"),
+            "{e}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "it was stopped"
+        );
+        let mut small = script(r#"cat >/dev/null; echo '{"final_answer": "short"}'"#);
+        // 26 bytes with its newline: a cap of 26 takes it, 25 does not.
+        small.max_reply_bytes = 26;
+        assert_eq!(
+            small.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap(),
+            "short"
+        );
+        small.max_reply_bytes = 25;
+        assert!(small.answer(&BTreeMap::new(), "Q?", &[]).await.is_err());
+    }
+
+    /// Serves every connection on a local port with `answer` (the raw HTTP reply: head and
+    /// body), after reading the request; returns the URL.
+    async fn raw_server(answer: fn() -> Vec<u8>) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    // The head, then the body its Content-Length announces.
+                    loop {
+                        let Ok(n) = stream.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if seen.len() >= end + 4 + length {
+                                break;
+                            }
+                        }
+                    }
+                    let _ = stream.write_all(&answer()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        format!("http://{addr}/answer")
+    }
+
+    /// Issue 42: an endpoint's body is read up to the cap: a declared length over it is
+    /// refused before the body is read, a chunked body that runs past it is cut off there.
+    #[tokio::test]
+    async fn an_http_reply_longer_than_the_cap_is_refused() {
+        let declared = raw_server(|| {
+            let mut r = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n".to_vec();
+            r.extend_from_slice(b"{\"final_answer\": \"");
+            r
+        })
+        .await;
+        let chunked = raw_server(|| {
+            let mut r = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            let chunk = vec![b'x'; 1000];
+            for _ in 0..200 {
+                r.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                r.extend_from_slice(&chunk);
+                r.extend_from_slice(b"\r\n");
+            }
+            r.extend_from_slice(b"0\r\n\r\n");
+            r
+        })
+        .await;
+        let fine = raw_server(|| {
+            let body = br#"{"final_answer": "ok"}"#;
+            let mut r = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            r.extend_from_slice(body);
+            r
+        })
+        .await;
+        for url in [&declared, &chunked] {
+            let mut t = HttpTarget::new(url, Duration::from_secs(10), true).unwrap();
+            t.max_reply_bytes = 100_000;
+            let e = t.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap_err();
+            assert!(matches!(e, TargetError::BadReply { .. }), "{url}: {e:?}");
+            assert!(
+                e.to_string()
+                    .contains("the reply is longer than 100000 bytes"),
+                "{url}: {e}"
+            );
+        }
+        let mut t = HttpTarget::new(&fine, Duration::from_secs(10), true).unwrap();
+        t.max_reply_bytes = 100_000;
+        assert_eq!(t.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap(), "ok");
+    }
+
+    /// A program that writes much to stderr and answers before reading its input is read
+    /// whole; only the tail of its stderr is kept with a failure.
+    #[tokio::test]
+    async fn stderr_is_kept_by_its_tail_and_never_blocks_the_reply() {
+        let t = script(r#"yes e | head -c 300000 >&2; echo '{"final_answer": "ok"}'"#);
+        assert_eq!(t.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap(), "ok");
+        let t = script(r#"yes e | head -c 300000 >&2; echo last words >&2; exit 3"#);
+        let e = t
+            .answer(&BTreeMap::new(), "Q?", &[])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("exited with") && e.ends_with("last words"),
+            "{e}"
+        );
+        assert!(e.len() < 3 * KEPT_CHARS, "{}", e.len());
+    }
+
     #[test]
     fn final_answer_extraction() {
         assert_eq!(extract_final_answer("x\nFinal Answer:  42 \n"), "42");
@@ -992,6 +1281,7 @@ mod tests {
             dir: std::env::temp_dir(),
             timeout: Duration::from_secs(5),
             stateless: false,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
     }
 

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use assay_core::answer::{AnswerCaseResult, ContextSource, Metric, MetricOutcome};
 use assay_core::runlog::AnswerResults;
+use assay_core::verdict::Verdicted;
 
 use assay_core::bank::BankType;
 use assay_core::scoring::interpret;
@@ -130,11 +131,10 @@ pub fn markdown_details(r: &AnswerCaseResult) -> Vec<String> {
         Some(reply) => out.push(format!("**Reply:** \"{}\"", one_line(reply))),
         None => out.push("**Reply:** none".to_owned()),
     }
-    if let Some(e) = &r.error {
-        out.push(format!("**Error:** {} (not scored)", one_line(e)));
-    }
-    for f in &r.failures {
-        out.push(format!("**Failed:** {}", one_line(f)));
+    // The stored verdict: the checks that failed the case, or the error that kept it from one.
+    out.push(one_line(&crate::verdict::markdown_line(&r.verdict())));
+    if r.error.is_some() {
+        out.push("**Not scored:** left out of every average".to_owned());
     }
     let entities: Vec<String> = r
         .contexts
@@ -237,7 +237,7 @@ pub fn markdown_details(r: &AnswerCaseResult) -> Vec<String> {
 }
 
 /// One answer case as a Markdown entry: a `###` heading (id, name, score and what it means,
-/// or "error (not scored)") and [`markdown_details`] as a list.
+/// or "error (not scored)", and the verdict) and [`markdown_details`] as a list.
 pub fn markdown_case(r: &AnswerCaseResult) -> String {
     let mut out = String::new();
     let title = if r.name.is_empty() {
@@ -245,7 +245,7 @@ pub fn markdown_case(r: &AnswerCaseResult) -> String {
     } else {
         format!(": {}", r.name.replace(['\n', '\r'], " "))
     };
-    let verdict = match r.score {
+    let score = match r.score {
         _ if r.error.is_some() => "error (not scored)".to_owned(),
         Some(s) => format!("{s} ({})", interpret(s)),
         None => "not scored".to_owned(),
@@ -255,7 +255,12 @@ pub fn markdown_case(r: &AnswerCaseResult) -> String {
     } else {
         ""
     };
-    let _ = writeln!(out, "### {}{title} — {verdict}{critical}\n", r.test_id);
+    let _ = writeln!(
+        out,
+        "### {}{title} — {score} · {}{critical}\n",
+        r.test_id,
+        crate::verdict::markdown_badge(&r.verdict())
+    );
     for line in markdown_details(r) {
         if line.starts_with("  - ") {
             let _ = writeln!(out, "{line}");
@@ -302,10 +307,12 @@ pub fn html_case_with(out: &mut String, r: &AnswerCaseResult, links: &dyn CaseLi
     } else {
         ""
     };
+    let verdict = r.verdict();
     let _ = writeln!(
         out,
-        "<section class=\"case\" id=\"case-{}\"><h3>{id}{title} — {score}{critical}</h3>",
-        escape(&r.test_id)
+        "<section class=\"case\" id=\"case-{}\" data-bank=\"answer\"><h3>{id}{title} — {score} {}{critical}</h3>",
+        escape(&r.test_id),
+        crate::verdict::html_badge(&verdict)
     );
     let _ = writeln!(
         out,
@@ -322,20 +329,10 @@ pub fn html_case_with(out: &mut String, r: &AnswerCaseResult, links: &dyn CaseLi
         }
         None => out.push_str("<li><strong>Reply:</strong> none</li>\n"),
     }
-    if let Some(e) = &r.error {
-        let _ = writeln!(
-            out,
-            "<li><strong>Error</strong> (not scored): {}</li>",
-            escape(e)
-        );
+    if r.error.is_some() {
+        out.push_str("<li><strong>Not scored:</strong> left out of every average</li>\n");
     }
-    for f in &r.failures {
-        let _ = writeln!(
-            out,
-            "<li class=\"unwanted\"><strong>Failed:</strong> {}</li>",
-            escape(f)
-        );
-    }
+    crate::verdict::html_items(out, &verdict);
     let _ = writeln!(
         out,
         "<li><strong>Context</strong> ({}): {}</li>",
@@ -697,7 +694,9 @@ pub(crate) mod tests {
     fn markdown_answer_section() {
         let md = crate::markdown::render(&answer_run());
         no_nan("the Markdown report", &md);
-        let failures = md.find("## Answer Test Failures").expect("failures");
+        let failures = md
+            .find("## Answer Cases: Failed or Below 100")
+            .expect("failures");
         let errors = md.find("## Answer Test Errors").expect("errors apart");
         let failing = md.find("### ANS-002").unwrap();
         let errored = md.rfind("### ANS-003").unwrap();
@@ -708,7 +707,11 @@ pub(crate) mod tests {
         );
         assert!(!md.contains("### ANS-001"), "a passing case is not listed");
         assert!(md.contains("✗ \"Used helmets can be returned within 90 days\""));
-        assert!(md.contains("critical assertion 1 `icontains` failed"));
+        assert!(md.contains("critical assertion 1 `icontains \"30 days\"` failed"));
+        // Each case with its stored verdict, beside its score.
+        assert!(md.contains("### ANS-002: "), "{md}");
+        assert!(md.contains(" · **FAILED**"), "{md}");
+        assert!(md.contains("**Verdict:** error: "), "{md}");
         assert!(md.contains("1 of 3 cases errored and are left out of every average"));
         insta::assert_snapshot!(md);
     }
@@ -718,7 +721,7 @@ pub(crate) mod tests {
         let html = crate::html::render(&answer_run());
         no_nan("the HTML report", &html);
         let failures = html
-            .find("<h2>Answer test failures</h2>")
+            .find("<h2>Answer cases: failed or below 100</h2>")
             .expect("failures");
         let errors = html
             .find("<h2>Answer test errors</h2>")

@@ -2,10 +2,11 @@
 
 use std::fmt::Write;
 
-use assay_core::aggregate::ReasonTally;
+use assay_core::aggregate::{ReasonTally, RuleTally};
 use assay_core::bank::BankType;
 use assay_core::runlog::{ChangedSince, RunLog};
-use assay_core::scoring::{Breakdown, interpret};
+use assay_core::scoring::interpret;
+use assay_core::verdict::Outcome;
 
 use crate::markdown::breakdown_lines;
 
@@ -16,18 +17,22 @@ fn strip_ticks(s: &str) -> String {
 /// Which cases the summary lists one by one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Listing {
-    /// Counts per reason and the worst few cases (the default): readable at any bank size.
+    /// Counts by verdict, the failed cases grouped by the rule that failed them, and the
+    /// reasons cases lost points (the default): no line per case, readable at any bank size.
     #[default]
     Summary,
-    /// Every hard fail and critical failure.
+    /// Also every failed case, a line each with the checks that failed it, and every errored
+    /// case.
     Failures,
-    /// Every case below 100.
+    /// Also every case below 100 (failed or not), and every error.
     All,
 }
 
-/// Renders the summary: the per-bank table, the totals, the reasons cases lost points (with
-/// the entities named most often) and the cases `listing` asks for, worst first. Errors are
-/// grouped by message. The full list is in the saved report and the `--json` RunLog.
+/// Renders the summary: the per-bank table with each bank's cases by verdict, the totals, the
+/// failed cases grouped by the rule that failed them (each case's stored verdict, never worked
+/// out again from its score), the reasons cases lost points (with the entities named most
+/// often) and the cases `listing` asks for, failures first. Errors are grouped by message.
+/// The full list is in the saved report and the `--json` RunLog.
 pub fn render(log: &RunLog, listing: Listing) -> String {
     let s = &log.summary;
     let mut out = String::new();
@@ -46,10 +51,11 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         let ids: Vec<&str> = s.critical_failures.iter().map(String::as_str).collect();
         let _ = writeln!(out, "!! CRITICAL FAILURES: {}\n", id_list(&ids, WORST));
     }
+    let verdicts = log.verdicts();
     let _ = writeln!(
         out,
-        "  {:<9} {:>6} {:>6} {:>11} {:>7}",
-        "bank", "score", "tests", "hard fails", "weight"
+        "  {:<9} {:>6} {:>6} {:>7} {:>7} {:>7} {:>11} {:>7}",
+        "bank", "score", "tests", "passed", "failed", "errors", "hard fails", "weight"
     );
     let counts = |bank: BankType| -> Option<(usize, usize)> {
         match bank {
@@ -70,10 +76,14 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
             .get(bank.key())
             .map_or_else(|| "-".to_owned(), |w| format!("{:.1}%", w * 100.0));
         let score = score.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+        let v = verdicts.of_bank(bank);
         let _ = writeln!(
             out,
-            "  {:<9} {score:>6} {tests:>6} {hard:>11} {weight:>7}",
-            bank.key()
+            "  {:<9} {score:>6} {tests:>6} {:>7} {:>7} {:>7} {hard:>11} {weight:>7}",
+            bank.key(),
+            v.passed,
+            v.failed,
+            v.errors
         );
     }
     let _ = writeln!(out);
@@ -81,8 +91,12 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     let _ = writeln!(out, "  health          {}", s.health_status);
     let _ = writeln!(
         out,
-        "  cases           {} ({} hard fails, {} errors)",
-        s.total_tests, s.hard_fail_count, s.error_count
+        "  cases           {}: {} passed, {} failed, {} errors ({} hard fails)",
+        s.total_tests,
+        verdicts.all.passed,
+        verdicts.all.failed,
+        verdicts.all.errors,
+        s.hard_fail_count
     );
     if let Some(sem) = log.semantic.as_ref().filter(|r| r.repeats > 1) {
         let interval = sem.average_interval.as_ref().map_or_else(String::new, |i| {
@@ -141,56 +155,66 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         || "the run log".to_owned(),
         |c| format!("the run log ({})", c.file),
     );
-    let cases = imperfect_cases(log);
-    let shown: Vec<&Imperfect> = match listing {
-        Listing::Failures => cases
-            .iter()
-            .filter(|c| c.score == 0 || c.critical)
-            .collect(),
-        Listing::All => cases.iter().collect(),
-        Listing::Summary => cases.iter().take(WORST).collect(),
-    };
-    if notable.imperfect > 0 {
-        let total_cases = s.total_tests;
+    if verdicts.all.failed > 0 {
         let _ = writeln!(
             out,
-            "\ncases below 100: {} of {total_cases}",
-            notable.imperfect
+            "\nfailed: {} of {} (by the rule that failed them)",
+            verdicts.all.failed, s.total_tests
+        );
+        render_rules(&mut out, &verdicts.rules);
+    }
+    if notable.imperfect > 0 {
+        let _ = writeln!(
+            out,
+            "\ncases below 100: {} of {} (why points were lost)",
+            notable.imperfect, s.total_tests
         );
         render_reasons(&mut out, &notable.reasons);
-        let heading = match listing {
-            Listing::Summary if notable.imperfect > shown.len() => {
-                format!("worst {}", shown.len())
-            }
-            Listing::Failures => "failures".to_owned(),
-            _ => "cases".to_owned(),
+    }
+    let shown: Vec<Listed> = match listing {
+        Listing::Summary => Vec::new(),
+        Listing::Failures => listed_cases(log)
+            .into_iter()
+            .filter(|c| c.outcome == Outcome::Fail)
+            .collect(),
+        Listing::All => listed_cases(log),
+    };
+    if !shown.is_empty() {
+        let heading = if listing == Listing::Failures {
+            "failures"
+        } else {
+            "cases below 100 and failures"
         };
-        if !shown.is_empty() {
-            let _ = writeln!(out, "\n{heading}:");
-            for c in &shown {
-                let flag = if c.critical { " CRITICAL" } else { "" };
-                let _ = writeln!(
-                    out,
-                    "  {:<16} {:>3} {:<17}{flag} {}",
-                    c.id,
-                    c.score,
-                    interpret(c.score),
-                    c.why
-                );
-            }
-        }
-        let hidden = notable.imperfect.saturating_sub(shown.len());
-        if hidden > 0 && complete {
+        let _ = writeln!(out, "\n{heading}:");
+        for c in &shown {
+            let flag = if c.critical { " CRITICAL" } else { "" };
             let _ = writeln!(
                 out,
-                "  … {hidden} more below 100: `--all` lists them here; the saved report and `--json` have every case"
-            );
-        } else if hidden > 0 {
-            let _ = writeln!(
-                out,
-                "  … {hidden} more below 100: every case is in {run_log}; the saved report lists the worst of each bank"
+                "  {:<16} {:>3} {:<17} {:<6}{flag} {}",
+                c.id,
+                c.score,
+                interpret(c.score),
+                c.outcome.label(),
+                c.why
             );
         }
+    }
+    let listed_all = match listing {
+        Listing::Summary => 0,
+        Listing::Failures => verdicts.all.failed,
+        Listing::All => notable.imperfect.max(verdicts.all.failed),
+    };
+    if listing != Listing::Summary && listed_all > shown.len() {
+        let _ = writeln!(
+            out,
+            "  … {} more: every case is in {run_log}; the saved report lists the worst of each bank",
+            listed_all - shown.len()
+        );
+    } else if listing == Listing::Summary && verdicts.all.failed + notable.imperfect > 0 {
+        let _ = writeln!(
+            out,
+            "  (`--failures-only` lists each failed case with its checks, `--all` every case below 100; the saved report and `--json` have every case)"
+        );
     }
     // Grouped by message: one provider outage is one line, not one line per case.
     let mut groups: Vec<(String, usize, Vec<&str>)> = Vec::new();
@@ -219,7 +243,7 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         let errors = s.error_count.max(groups.iter().map(|g| g.1).sum());
         let _ = writeln!(out, "\nerrors (not scored): {errors}");
         groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-        let all = listing == Listing::All;
+        let all = listing != Listing::Summary;
         for (msg, count, ids) in groups.iter().take(if all { usize::MAX } else { WORST }) {
             let _ = writeln!(out, "  {count:>3} × {msg}");
             let mut list = id_list(ids, if all { usize::MAX } else { 6 });
@@ -232,7 +256,7 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
         if !all && kinds > WORST {
             let _ = writeln!(
                 out,
-                "  … {} more kinds of error: `--all` or `--json`",
+                "  … {} more kinds of error: `--failures-only`, `--all` or `--json`",
                 kinds - WORST
             );
         }
@@ -240,74 +264,92 @@ pub fn render(log: &RunLog, listing: Listing) -> String {
     out
 }
 
-/// How many cases the default summary lists.
+/// How many ids (critical failures, stale cases) and error groups the default summary shows.
 const WORST: usize = 8;
 
-/// One case below 100 (or a critical failure), as the summary lists it.
-struct Imperfect {
+/// One case the summary lists: a failure, or a case below 100.
+struct Listed {
     id: String,
     score: u32,
+    outcome: Outcome,
     critical: bool,
     why: String,
 }
 
-/// Every case below 100 and every critical failure, worst first: critical failures, then by
-/// score, then in bank and file order.
-fn imperfect_cases(log: &RunLog) -> Vec<Imperfect> {
+/// Every listed case that failed or scored below 100 (errors are listed apart), failures
+/// first (critical failures first among them), then by score, then in bank and file order.
+/// A failure says the checks that failed it; a case that passed below 100 what cost it points.
+fn listed_cases(log: &RunLog) -> Vec<Listed> {
     let mut cases = Vec::new();
-    let mut push = |id: &str, score: u32, critical: bool, b: &Breakdown| {
-        let why = breakdown_lines(b)
-            .iter()
-            .map(|w| strip_ticks(w))
-            .collect::<Vec<_>>()
-            .join("; ");
-        cases.push(Imperfect {
-            id: id.to_owned(),
+    crate::select::for_each_listed(log, None, &mut |r| {
+        let verdict = r.verdict();
+        let Some(score) = r.score() else { return };
+        if verdict.outcome != Outcome::Fail && score >= 100 {
+            return;
+        }
+        let why = if verdict.outcome == Outcome::Fail {
+            verdict.summary()
+        } else {
+            breakdown_lines(r.breakdown()).join("; ")
+        };
+        cases.push(Listed {
+            id: r.test_id().to_owned(),
             score,
-            critical,
-            why,
+            outcome: verdict.outcome,
+            critical: r.is_critical_failure(),
+            why: strip_ticks(&why),
         });
-    };
-    if let Some(r) = &log.semantic {
-        for c in r
-            .results
-            .iter()
-            .filter(|c| c.score.is_some_and(|s| s < 100))
-        {
-            push(&c.test_id, c.score.unwrap_or(0), false, &c.breakdown);
-        }
-    }
-    if let Some(r) = &log.state {
-        for c in r.results.iter().filter(|c| c.score < 100) {
-            push(&c.test_id, c.score, false, &c.breakdown);
-        }
-    }
-    if let Some(r) = &log.pattern {
-        for c in r
-            .results
-            .iter()
-            .filter(|c| c.score < 100 || c.is_critical_failure)
-        {
-            push(&c.test_id, c.score, c.is_critical_failure, &c.breakdown);
-        }
-    }
-    if let Some(r) = &log.always {
-        for c in r.results.iter().filter(|c| c.score < 100) {
-            push(&c.test_id, c.score, false, &c.breakdown);
-        }
-    }
-    for c in crate::select::answer_failures(log) {
-        push(
-            &c.test_id,
-            c.score.unwrap_or(0),
-            c.is_critical_failure,
-            &c.breakdown,
-        );
-    }
+    });
     // A stable sort keeps bank and file order among equals.
-    cases.sort_by_key(|c| (!c.critical, c.score));
+    cases.sort_by_key(|c| (c.outcome != Outcome::Fail, !c.critical, c.score));
     cases
 }
+
+/// The failed cases by the rule that failed them: how many, the first few, and what the rule
+/// named most often.
+fn render_rules(out: &mut String, rules: &[RuleTally]) {
+    let _ = writeln!(out, "  {:<20} {:>5}  cases", "rule", "cases");
+    for r in rules {
+        let mut ids = r
+            .test_ids
+            .iter()
+            .take(IDS_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if r.cases > IDS_SHOWN.min(r.test_ids.len()) {
+            let _ = write!(
+                ids,
+                ", … {} more",
+                r.cases - IDS_SHOWN.min(r.test_ids.len())
+            );
+        }
+        let mut line = format!("  {:<20} {:>5}  {ids}", r.rule.label(), r.cases);
+        if !r.named.is_empty() {
+            let top: Vec<String> = r
+                .named
+                .iter()
+                .take(3)
+                .map(|(item, n)| format!("{item} ({n})"))
+                .collect();
+            let more = r.distinct.saturating_sub(3);
+            let _ = write!(
+                line,
+                "; most often {}{}",
+                top.join(", "),
+                if more > 0 {
+                    format!(", {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// Case ids the summary shows per rule.
+const IDS_SHOWN: usize = 6;
 
 /// The reasons cases lost points, with how many cases each touched and, for penalties that
 /// name entities, the entities named most often.

@@ -16,6 +16,7 @@ use assay_core::runlog::{
     StateCaseResult,
 };
 use assay_core::scoring::{Breakdown, interpret};
+use assay_core::verdict::{Verdict, Verdicted};
 
 use crate::select;
 
@@ -194,6 +195,12 @@ fn group_section(out: &mut String, title: &str, key: &str, groups: &BTreeMap<Str
     out.push_str("</tbody></table>\n");
 }
 
+/// A case's stored verdict as a badge (`passed`, `failed`, `error`; the outcome in
+/// `data-verdict`, the failed checks in its title): the report's and the web UI's.
+pub fn verdict_badge(verdict: &Verdict) -> String {
+    crate::verdict::html_badge(verdict)
+}
+
 /// The report's content, `<div class="report">…</div>`, for [`render`].
 pub fn body(log: &RunLog) -> String {
     body_with(log, &NoLinks)
@@ -202,6 +209,7 @@ pub fn body(log: &RunLog) -> String {
 /// [`body`] with every case id linked through `links` (the web UI's run page).
 pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     let s = &log.summary;
+    let verdicts = log.verdicts();
     let mut out = String::from("<div class=\"report\">\n");
     // The regression gate's verdict sits beside health: a run can be healthy and still have
     // regressed against its baseline.
@@ -258,11 +266,13 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     let _ = writeln!(out, "<p class=\"meta\">{meta}</p>");
     let _ = writeln!(
         out,
-        "<div class=\"cards\"><div class=\"card\"><b class=\"{}\">{:.1}</b><span>weighted score</span></div><div class=\"card\"><b>{}</b><span>health</span></div><div class=\"card\"><b>{}</b><span>tests</span></div><div class=\"card\"><b>{}</b><span>hard fails</span></div><div class=\"card\"><b>{}</b><span>critical failures</span></div><div class=\"card\"><b>{}</b><span>errors</span></div></div>",
+        "<div class=\"cards\"><div class=\"card\"><b class=\"{}\">{:.1}</b><span>weighted score</span></div><div class=\"card\"><b>{}</b><span>health</span></div><div class=\"card\"><b>{}</b><span>tests</span></div><div class=\"card\"><b>{}</b><span>passed</span></div><div class=\"card\"><b>{}</b><span>failed</span></div><div class=\"card\"><b>{}</b><span>hard fails</span></div><div class=\"card\"><b>{}</b><span>critical failures</span></div><div class=\"card\"><b>{}</b><span>errors</span></div></div>",
         score_class(s.combined_score),
         s.combined_score,
         s.health_status,
         s.total_tests,
+        verdicts.all.passed,
+        verdicts.all.failed,
         s.hard_fail_count,
         s.critical_failures.len(),
         s.error_count
@@ -371,7 +381,7 @@ fn stale(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     let total = log.stale.len() + log.stale_more;
     let _ = writeln!(
         out,
-        "<h2 id=\"stale\">Stale cases</h2>\n<p class=\"meta\">{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.</p>\n<table class=\"stale\"><thead><tr><th>Case</th><th>Bank</th><th>Entity</th><th>Versions</th><th>Changed fields</th><th>Compared with</th></tr></thead><tbody>"
+        "<h2 id=\"stale\">Stale cases</h2>\n<p class=\"meta\">{total} case(s) name an entity edited since the version the case records (provenance) or since the accepted run: check that their expectations still hold.</p>\n<table class=\"stale\"><thead><tr><th>Case</th><th>Bank</th><th>Entity</th><th>Versions</th><th>Changed fields (old → new)</th><th>Compared with</th></tr></thead><tbody>"
     );
     for c in log.stale.iter().take(STALE_SHOWN) {
         for e in &c.entities {
@@ -470,7 +480,8 @@ fn errors(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
         };
         let _ = writeln!(
             out,
-            "<li><strong>{}</strong>{bank}: {}</li>",
+            "<li data-bank=\"{}\" data-verdict=\"error\"><strong>{}</strong>{bank}: {}</li>",
+            e.bank.key(),
             case_id(links, e.bank, e.test_id),
             escape(e.error)
         );
@@ -488,40 +499,78 @@ fn errors(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
 
 fn components(out: &mut String, log: &RunLog) {
     let s = &log.summary;
-    out.push_str("<h2>Summary</h2>\n<table><thead><tr><th>Component</th><th class=\"num\">Score</th><th class=\"num\">Tests</th><th class=\"num\">Hard fails</th><th class=\"num\">Weight</th></tr></thead><tbody>\n");
+    let verdicts = log.verdicts();
+    out.push_str("<h2>Summary</h2>\n<table><thead><tr><th>Component</th><th class=\"num\">Score</th><th class=\"num\">Tests</th><th class=\"num\">Passed</th><th class=\"num\">Failed</th><th class=\"num\">Errors</th><th class=\"num\">Hard fails</th><th class=\"num\">Weight</th></tr></thead><tbody>\n");
     for (bank, name, counts) in select::bank_rows(log) {
         let score = s.component_scores.get(bank.key()).copied().flatten();
         let weight = s
             .weights
             .get(bank.key())
             .map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
-        match (counts, score) {
-            (Some((tests, hard)), Some(score)) => {
-                let _ = writeln!(
-                    out,
-                    "<tr><td>{name}</td><td class=\"num {}\">{score:.1}</td><td class=\"num\">{tests}</td><td class=\"num\">{hard}</td><td class=\"num\">{weight}</td></tr>",
-                    score_class(score)
-                );
-            }
-            (Some((tests, hard)), None) => {
-                let _ = writeln!(
-                    out,
-                    "<tr><td>{name}</td><td class=\"num\">not scored</td><td class=\"num\">{tests}</td><td class=\"num\">{hard}</td><td class=\"num\">{weight}</td></tr>"
-                );
-            }
-            (None, _) => {
-                let _ = writeln!(
-                    out,
-                    "<tr><td>{name}</td><td class=\"num\">not run</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td></tr>"
-                );
-            }
-        }
+        let v = verdicts.of_bank(bank);
+        let Some((tests, hard)) = counts else {
+            let _ = writeln!(
+                out,
+                "<tr><td>{name}</td><td class=\"num\">not run</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td><td class=\"num\">—</td></tr>"
+            );
+            continue;
+        };
+        let score = score.map_or_else(
+            || "<td class=\"num\">not scored</td>".to_owned(),
+            |score| format!("<td class=\"num {}\">{score:.1}</td>", score_class(score)),
+        );
+        let _ = writeln!(
+            out,
+            "<tr><td>{name}</td>{score}<td class=\"num\">{tests}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{hard}</td><td class=\"num\">{weight}</td></tr>",
+            v.passed, v.failed, v.errors
+        );
     }
     let _ = writeln!(
         out,
-        "<tr><th>Combined</th><th class=\"num\">{:.1}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th></th></tr></tbody></table>",
-        s.combined_score, s.total_tests, s.hard_fail_count
+        "<tr><th>Combined</th><th class=\"num\">{:.1}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th></th></tr></tbody></table>",
+        s.combined_score,
+        s.total_tests,
+        verdicts.all.passed,
+        verdicts.all.failed,
+        verdicts.all.errors,
+        s.hard_fail_count
     );
+    if !verdicts.rules.is_empty() {
+        out.push_str("<h2>Failed cases by rule</h2>\n<table><thead><tr><th>Rule</th><th class=\"num\">Cases</th><th>First cases</th><th>Most often</th></tr></thead><tbody>\n");
+        for r in &verdicts.rules {
+            let more = r.cases.saturating_sub(r.test_ids.len());
+            let ids = r
+                .test_ids
+                .iter()
+                .map(|i| format!("<code>{}</code>", escape(i)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let named = r
+                .named
+                .iter()
+                .take(3)
+                .map(|(n, c)| format!("{} ({c})", escape(n)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td>{ids}{}</td><td>{}</td></tr>",
+                r.rule.label(),
+                r.cases,
+                if more > 0 {
+                    format!(", … {more} more")
+                } else {
+                    String::new()
+                },
+                if named.is_empty() {
+                    "—".to_owned()
+                } else {
+                    named
+                }
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
 }
 
 fn charts(out: &mut String, log: &RunLog) {
@@ -593,26 +642,37 @@ fn breakdown(out: &mut String, b: &Breakdown) {
     }
 }
 
+/// A case's section head: its id, name, score and verdict badge.
 fn case_head(
     out: &mut String,
     links: &dyn CaseLinks,
     bank: BankType,
-    id: &str,
-    name: &str,
-    score: u32,
+    (id, name): (&str, &str),
+    score: Option<u32>,
+    verdict: &Verdict,
 ) {
     let title = if name.is_empty() {
         String::new()
     } else {
         format!(": {}", escape(name))
     };
+    let score = score.map_or_else(
+        || "not scored".to_owned(),
+        |score| {
+            format!(
+                "<span class=\"{}\">{score}</span> ({})",
+                score_class(f64::from(score)),
+                interpret(score)
+            )
+        },
+    );
     let _ = writeln!(
         out,
-        "<section class=\"case\" id=\"case-{}\"><h3>{}{title} — <span class=\"{}\">{score}</span> ({})</h3>",
+        "<section class=\"case\" id=\"case-{}\" data-bank=\"{}\"><h3>{}{title} — {score} {}</h3>",
         escape(id),
+        bank.key(),
         case_id(links, bank, id),
-        score_class(f64::from(score)),
-        interpret(score)
+        crate::verdict::html_badge(verdict)
     );
 }
 
@@ -633,9 +693,9 @@ fn semantic_case(out: &mut String, r: &SemanticCaseResult, links: &dyn CaseLinks
         out,
         links,
         BankType::Semantic,
-        &r.test_id,
-        &r.name,
-        r.score.unwrap_or(0),
+        (&r.test_id, &r.name),
+        r.score,
+        &r.verdict(),
     );
     let lost: Vec<String> = r
         .lost
@@ -670,6 +730,7 @@ fn semantic_case(out: &mut String, r: &SemanticCaseResult, links: &dyn CaseLinks
         },
         escape(&r.expectation_source)
     );
+    crate::verdict::html_items(out, &r.verdict());
     breakdown(out, &r.breakdown);
     out.push_str("</ul>\n");
     if !r.candidates.is_empty() {
@@ -706,7 +767,14 @@ fn partial_note(out: &mut String, log: &RunLog, bank: BankType, shown: usize) {
 }
 
 fn state_case(out: &mut String, r: &StateCaseResult, links: &dyn CaseLinks) {
-    case_head(out, links, BankType::State, &r.test_id, &r.name, r.score);
+    case_head(
+        out,
+        links,
+        BankType::State,
+        (&r.test_id, &r.name),
+        Some(r.score),
+        &r.verdict(),
+    );
     let state = serde_json::to_string(&r.user_state).unwrap_or_default();
     let _ = writeln!(
         out,
@@ -715,12 +783,20 @@ fn state_case(out: &mut String, r: &StateCaseResult, links: &dyn CaseLinks) {
         ids(&r.expected_handlers),
         ids(&r.triggered_handlers)
     );
+    crate::verdict::html_items(out, &r.verdict());
     breakdown(out, &r.breakdown);
     out.push_str("</ul></section>\n");
 }
 
 fn pattern_case(out: &mut String, r: &PatternCaseResult, links: &dyn CaseLinks) {
-    case_head(out, links, BankType::Pattern, &r.test_id, &r.name, r.score);
+    case_head(
+        out,
+        links,
+        BankType::Pattern,
+        (&r.test_id, &r.name),
+        Some(r.score),
+        &r.verdict(),
+    );
     let critical = if r.is_critical_failure {
         " <strong class=\"unwanted\">critical failure</strong>"
     } else {
@@ -734,12 +810,20 @@ fn pattern_case(out: &mut String, r: &PatternCaseResult, links: &dyn CaseLinks) 
         ids(&r.expected_matches),
         ids(&r.matched_entities)
     );
+    crate::verdict::html_items(out, &r.verdict());
     breakdown(out, &r.breakdown);
     out.push_str("</ul></section>\n");
 }
 
 fn always_case(out: &mut String, r: &AlwaysCaseResult, links: &dyn CaseLinks) {
-    case_head(out, links, BankType::Always, &r.test_id, &r.name, r.score);
+    case_head(
+        out,
+        links,
+        BankType::Always,
+        (&r.test_id, &r.name),
+        Some(r.score),
+        &r.verdict(),
+    );
     let _ = writeln!(
         out,
         "<ul><li><strong>User type:</strong> <code>{}</code></li><li><strong>Missing:</strong> {}</li><li><strong>Loaded:</strong> {}</li>",
@@ -747,6 +831,7 @@ fn always_case(out: &mut String, r: &AlwaysCaseResult, links: &dyn CaseLinks) {
         ids(&r.missing),
         ids(&r.loaded_entities)
     );
+    crate::verdict::html_items(out, &r.verdict());
     breakdown(out, &r.breakdown);
     out.push_str("</ul></section>\n");
 }
@@ -768,7 +853,7 @@ pub fn case_section(record: &CaseRecord) -> String {
 fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     let failed = select::semantic_failures(log);
     if !failed.is_empty() {
-        out.push_str("<h2>Semantic test failures</h2>\n");
+        out.push_str("<h2>Semantic cases: failed or below 100</h2>\n");
         partial_note(out, log, BankType::Semantic, failed.len());
         for r in failed {
             semantic_case(out, r, links);
@@ -776,7 +861,7 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     }
     let failed = select::state_failures(log);
     if !failed.is_empty() {
-        out.push_str("<h2>State test failures</h2>\n");
+        out.push_str("<h2>State cases: failed or below 100</h2>\n");
         partial_note(out, log, BankType::State, failed.len());
         for r in failed {
             state_case(out, r, links);
@@ -784,7 +869,7 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     }
     let failed = select::pattern_failures(log);
     if !failed.is_empty() {
-        out.push_str("<h2>Pattern test failures</h2>\n");
+        out.push_str("<h2>Pattern cases: failed or below 100</h2>\n");
         partial_note(out, log, BankType::Pattern, failed.len());
         for r in failed {
             pattern_case(out, r, links);
@@ -792,7 +877,7 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     }
     let failed = select::always_failures(log);
     if !failed.is_empty() {
-        out.push_str("<h2>Always test failures</h2>\n");
+        out.push_str("<h2>Always cases: failed or below 100</h2>\n");
         partial_note(out, log, BankType::Always, failed.len());
         for r in failed {
             always_case(out, r, links);
@@ -800,7 +885,7 @@ fn failures(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
     }
     let failed = select::answer_failures(log);
     if !failed.is_empty() {
-        out.push_str("<h2>Answer test failures</h2>\n");
+        out.push_str("<h2>Answer cases: failed or below 100</h2>\n");
         partial_note(out, log, BankType::Answer, failed.len());
         for r in failed {
             crate::answer::html_case_with(out, r, links);
@@ -883,6 +968,8 @@ pub(crate) mod tests {
                 ir: None,
                 repeat_scores: Vec::new(),
                 unstable: false,
+                duration_ms: None,
+                verdict: None,
             },
             SemanticCaseResult {
                 test_id: "S-2".into(),
@@ -912,6 +999,8 @@ pub(crate) mod tests {
                 ir: None,
                 repeat_scores: Vec::new(),
                 unstable: false,
+                duration_ms: None,
+                verdict: None,
             },
         ]);
         let pattern = PatternResults::from_results(vec![PatternCaseResult {
@@ -941,6 +1030,8 @@ pub(crate) mod tests {
             is_hard_fail: true,
             is_critical: true,
             is_critical_failure: true,
+            duration_ms: None,
+            verdict: None,
         }]);
         let always = AlwaysResults::from_results(vec![AlwaysCaseResult {
             test_id: "A-1".into(),
@@ -952,6 +1043,8 @@ pub(crate) mod tests {
             score: 100,
             breakdown: Breakdown::default(),
             is_hard_fail: false,
+            duration_ms: None,
+            verdict: None,
         }]);
         let banks = BankResults {
             semantic: Some(sem),
@@ -999,7 +1092,9 @@ pub(crate) mod tests {
 
     #[test]
     fn stale_cases_and_changed_since_are_shown_escaped() {
-        use assay_core::runlog::{ChangedSince, StaleCase, StaleEntity, StaleReference};
+        use assay_core::runlog::{
+            ChangedSince, StaleCase, StaleChange, StaleEntity, StaleReference,
+        };
         let inject = "<script>alert(1)</script>";
         let mut log = sample("");
         assert!(
@@ -1015,6 +1110,7 @@ pub(crate) mod tests {
                     since_version: Some(1),
                     current_version: Some(3),
                     fields: vec!["title".into(), "keywords".into()],
+                    changes: Vec::new(),
                     reference: StaleReference::Provenance,
                 },
                 StaleEntity {
@@ -1022,7 +1118,27 @@ pub(crate) mod tests {
                     since_version: None,
                     current_version: None,
                     fields: vec![],
+                    changes: Vec::new(),
                     reference: StaleReference::Accepted,
+                },
+                StaleEntity {
+                    entity_id: "welcome_back".into(),
+                    since_version: Some(2),
+                    current_version: Some(4),
+                    fields: vec!["title".into(), "priority".into()],
+                    changes: vec![
+                        StaleChange::new(
+                            "title",
+                            Some(&serde_json::json!(format!("Old{inject}"))),
+                            Some(&serde_json::json!("New")),
+                        ),
+                        StaleChange::new(
+                            "priority",
+                            Some(&serde_json::json!(50)),
+                            Some(&serde_json::json!(77)),
+                        ),
+                    ],
+                    reference: StaleReference::Provenance,
                 },
             ],
         }];
@@ -1044,6 +1160,13 @@ pub(crate) mod tests {
         );
         assert!(section.contains("v1 → v3") && section.contains("title, keywords"));
         assert!(section.contains("the accepted run → removed"));
+        // Each field's old and new value, escaped.
+        assert!(
+            section.contains(
+                "title: Old&lt;script&gt;alert(1)&lt;/script&gt; → New; priority: 50 → 77"
+            ),
+            "{section}"
+        );
         assert!(section.contains("… and 4 more stale case(s)"));
         assert!(html.contains("partial run: changed since <code>latest&lt;script&gt;"));
         assert!(html.contains("ran 3 cases that name them, skipped 9"));
@@ -1059,7 +1182,7 @@ pub(crate) mod tests {
         let html = render(&sample(""));
         let critical = html.find("Critical failures").unwrap();
         assert!(critical < html.find("<h2>Summary</h2>").unwrap());
-        assert!(critical < html.find("Semantic test failures").unwrap());
+        assert!(critical < html.find("Semantic cases: failed or below 100").unwrap());
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod simulation;
 mod svg;
 pub mod tracecheck;
 pub mod trend;
+mod verdict;
 
 pub use assay_core::runlog::RunLog;
 

@@ -6,6 +6,7 @@ use assay_core::bank::BankType;
 use assay_core::ir::IrSummary;
 use assay_core::runlog::{GroupScore, Health, RunLog, SemanticResults};
 use assay_core::scoring::{Breakdown, interpret};
+use assay_core::verdict::{Verdict, Verdicted};
 
 use crate::select;
 
@@ -262,9 +263,11 @@ pub fn render(log: &RunLog) -> String {
         out.push('\n');
     }
 
+    let verdicts = log.verdicts();
     let _ = writeln!(
         out,
-        "## Summary\n\n| Component | Score | Tests | Hard Fails | Weight |\n|---|---|---|---|---|"
+        "## Summary\n\n**Verdicts:** {} passed, {} failed, {} errors\n\n| Component | Score | Tests | Passed | Failed | Errors | Hard Fails | Weight |\n|---|---|---|---|---|---|---|---|",
+        verdicts.all.passed, verdicts.all.failed, verdicts.all.errors
     );
     for (bank, name, counts) in select::bank_rows(log) {
         let score = s.component_scores.get(bank.key()).copied().flatten();
@@ -272,24 +275,34 @@ pub fn render(log: &RunLog) -> String {
             .weights
             .get(bank.key())
             .map_or_else(|| "—".to_owned(), |w| format!("{:.1}%", w * 100.0));
+        let v = verdicts.of_bank(bank);
         match counts {
             Some((tests, hard)) => {
                 let _ = writeln!(
                     out,
-                    "| {name} | {} | {tests} | {hard} | {weight} |",
-                    fmt_score(score)
+                    "| {name} | {} | {tests} | {} | {} | {} | {hard} | {weight} |",
+                    fmt_score(score),
+                    v.passed,
+                    v.failed,
+                    v.errors
                 );
             }
             None => {
-                let _ = writeln!(out, "| {name} | not run | — | — | — |");
+                let _ = writeln!(out, "| {name} | not run | — | — | — | — | — | — |");
             }
         }
     }
     let _ = writeln!(
         out,
-        "| **Combined** | **{:.1}** | **{}** | **{}** | |\n",
-        s.combined_score, s.total_tests, s.hard_fail_count
+        "| **Combined** | **{:.1}** | **{}** | **{}** | **{}** | **{}** | **{}** | |\n",
+        s.combined_score,
+        s.total_tests,
+        verdicts.all.passed,
+        verdicts.all.failed,
+        verdicts.all.errors,
+        s.hard_fail_count
     );
+    failed_by_rule(&mut out, &verdicts);
 
     if let Some(sem) = &log.semantic {
         let _ = writeln!(
@@ -356,6 +369,50 @@ pub fn render(log: &RunLog) -> String {
     out
 }
 
+/// The failed cases grouped by the rule that failed them.
+fn failed_by_rule(out: &mut String, verdicts: &assay_core::aggregate::VerdictTally) {
+    if verdicts.rules.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Failed Cases by Rule\n\n| Rule | Cases | First cases | Most often |\n|---|---|---|---|"
+    );
+    for r in &verdicts.rules {
+        let more = r.cases.saturating_sub(r.test_ids.len());
+        let ids = r
+            .test_ids
+            .iter()
+            .map(|i| format!("`{}`", cell(i)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let named = r
+            .named
+            .iter()
+            .take(3)
+            .map(|(n, c)| format!("{} ({c})", cell(n)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "| {} | {} | {ids}{} | {} |",
+            r.rule.label(),
+            r.cases,
+            if more > 0 {
+                format!(", … {more} more")
+            } else {
+                String::new()
+            },
+            if named.is_empty() {
+                "—".to_owned()
+            } else {
+                named
+            }
+        );
+    }
+    out.push('\n');
+}
+
 /// Stale cases the reports list one by one (the RunLog has up to `STALE_LISTED`).
 pub(crate) const STALE_SHOWN: usize = 200;
 
@@ -372,9 +429,16 @@ pub(crate) fn stale_versions(e: &assay_core::runlog::StaleEntity) -> String {
     }
 }
 
-/// The changed fields of a stale entity, or why they are not known.
+/// The changed fields of a stale entity, each with its old and new value where the RunLog
+/// has them (`priority: 50 → 77`, values clipped), or why they are not known.
 pub(crate) fn stale_fields(e: &assay_core::runlog::StaleEntity) -> String {
-    if !e.fields.is_empty() {
+    if !e.changes.is_empty() {
+        e.changes
+            .iter()
+            .map(|c| format!("{}: {} → {}", c.field, c.old, c.new))
+            .collect::<Vec<_>>()
+            .join("; ")
+    } else if !e.fields.is_empty() {
         e.fields.join(", ")
     } else if e.current_version.is_none() {
         "the entity is no longer in the knowledge base".to_owned()
@@ -396,7 +460,7 @@ fn stale(out: &mut String, log: &RunLog) {
     );
     let _ = writeln!(
         out,
-        "| Case | Bank | Entity | Versions | Changed fields | Compared with |\n|---|---|---|---|---|---|"
+        "| Case | Bank | Entity | Versions | Changed fields (old → new) | Compared with |\n|---|---|---|---|---|---|"
     );
     for c in log.stale.iter().take(STALE_SHOWN) {
         for e in &c.entities {
@@ -423,12 +487,12 @@ fn stale(out: &mut String, log: &RunLog) {
     out.push('\n');
 }
 
-/// "Answer Test Failures", then the answer cases that errored, apart: an error is not a
+/// "Answer Cases: Failed or Below 100", then the answer cases that errored, apart: an error is not a
 /// failure.
 fn answer_cases(out: &mut String, log: &RunLog) {
     let failed = select::answer_failures(log);
     if !failed.is_empty() {
-        let _ = writeln!(out, "## Answer Test Failures\n");
+        let _ = writeln!(out, "## Answer Cases: Failed or Below 100\n");
         partial_note(out, log, BankType::Answer, failed.len());
         for r in failed {
             out.push_str(&crate::answer::markdown_case(r));
@@ -449,9 +513,8 @@ fn answer_cases(out: &mut String, log: &RunLog) {
 
 fn failure_entry(
     out: &mut String,
-    id: &str,
-    name: &str,
-    score: u32,
+    (id, name): (&str, &str),
+    (score, verdict): (u32, &Verdict),
     details: &[String],
     breakdown: &Breakdown,
 ) {
@@ -460,7 +523,13 @@ fn failure_entry(
     } else {
         format!(": {}", cell(name))
     };
-    let _ = writeln!(out, "### {id}{title} — {score} ({})\n", interpret(score));
+    let _ = writeln!(
+        out,
+        "### {id}{title} — {score} ({}) · {}\n",
+        interpret(score),
+        crate::verdict::markdown_badge(verdict)
+    );
+    let _ = writeln!(out, "- {}", cell(&crate::verdict::markdown_line(verdict)));
     for d in details {
         let _ = writeln!(out, "- {d}");
     }
@@ -480,7 +549,7 @@ fn failures(out: &mut String, log: &RunLog) {
     {
         let failed = select::semantic_failures(log);
         if !failed.is_empty() {
-            let _ = writeln!(out, "## Semantic Test Failures\n");
+            let _ = writeln!(out, "## Semantic Cases: Failed or Below 100\n");
             partial_note(out, log, BankType::Semantic, failed.len());
             for r in failed {
                 let lost: Vec<String> = r
@@ -507,9 +576,8 @@ fn failures(out: &mut String, log: &RunLog) {
                 ];
                 failure_entry(
                     out,
-                    &r.test_id,
-                    &r.name,
-                    r.score.unwrap_or(0),
+                    (&r.test_id, &r.name),
+                    (r.score.unwrap_or(0), &r.verdict()),
                     &details,
                     &r.breakdown,
                 );
@@ -519,7 +587,7 @@ fn failures(out: &mut String, log: &RunLog) {
     {
         let failed = select::state_failures(log);
         if !failed.is_empty() {
-            let _ = writeln!(out, "## State Test Failures\n");
+            let _ = writeln!(out, "## State Cases: Failed or Below 100\n");
             partial_note(out, log, BankType::State, failed.len());
             for r in failed {
                 let state = serde_json::to_string(&r.user_state).unwrap_or_default();
@@ -528,14 +596,20 @@ fn failures(out: &mut String, log: &RunLog) {
                     format!("**Expected:** {}", list(&r.expected_handlers)),
                     format!("**Triggered:** {}", list(&r.triggered_handlers)),
                 ];
-                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+                failure_entry(
+                    out,
+                    (&r.test_id, &r.name),
+                    (r.score, &r.verdict()),
+                    &details,
+                    &r.breakdown,
+                );
             }
         }
     }
     {
         let failed = select::pattern_failures(log);
         if !failed.is_empty() {
-            let _ = writeln!(out, "## Pattern Test Failures\n");
+            let _ = writeln!(out, "## Pattern Cases: Failed or Below 100\n");
             partial_note(out, log, BankType::Pattern, failed.len());
             for r in failed {
                 let critical = if r.is_critical_failure {
@@ -549,14 +623,20 @@ fn failures(out: &mut String, log: &RunLog) {
                     format!("**Expected:** {}", list(&r.expected_matches)),
                     format!("**Matched:** {}", list(&r.matched_entities)),
                 ];
-                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+                failure_entry(
+                    out,
+                    (&r.test_id, &r.name),
+                    (r.score, &r.verdict()),
+                    &details,
+                    &r.breakdown,
+                );
             }
         }
     }
     {
         let failed = select::always_failures(log);
         if !failed.is_empty() {
-            let _ = writeln!(out, "## Always Test Failures\n");
+            let _ = writeln!(out, "## Always Cases: Failed or Below 100\n");
             partial_note(out, log, BankType::Always, failed.len());
             for r in failed {
                 let details = vec![
@@ -564,7 +644,13 @@ fn failures(out: &mut String, log: &RunLog) {
                     format!("**Missing:** {}", list(&r.missing)),
                     format!("**Loaded:** {}", list(&r.loaded_entities)),
                 ];
-                failure_entry(out, &r.test_id, &r.name, r.score, &details, &r.breakdown);
+                failure_entry(
+                    out,
+                    (&r.test_id, &r.name),
+                    (r.score, &r.verdict()),
+                    &details,
+                    &r.breakdown,
+                );
             }
         }
     }

@@ -2,7 +2,8 @@
 //! --baseline`, `assay runs diff`), as a Markdown section and as an HTML section (the reports'
 //! "Compared with" section and the web UI's run diff page). All three say the same things in
 //! the same order: what differs in the setup first (why results may differ), then regressions
-//! (new critical failures, new hard fails, the largest drops), topics, improvements, the
+//! (new failures and new errors by verdict, new critical failures, new hard fails, the
+//! largest drops), topics, improvements (cases fixed first), the
 //! paired comparison with its interval, and the regression gate.
 
 use std::fmt::Write as _;
@@ -228,6 +229,12 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
         }
         let c = &d.cases;
         let mut regressions = Vec::new();
+        if !c.new_failures.is_empty() {
+            regressions.push(format!("{} new failure(s)", c.new_failures.len()));
+        }
+        if !c.new_errors.is_empty() {
+            regressions.push(format!("{} new error(s)", c.new_errors.len()));
+        }
         if !c.new_critical.is_empty() {
             regressions.push(format!("{} new critical failure(s)", c.new_critical.len()));
         }
@@ -247,6 +254,8 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
             let _ = writeln!(out, "  Regressions: {}", regressions.join(", "));
         }
         for (title, list) in [
+            ("new failures", &c.new_failures),
+            ("new errors", &c.new_errors),
             ("new critical", &c.new_critical),
             ("new hard fails", &c.new_hard_fails),
             ("largest drops", &c.worse),
@@ -295,6 +304,15 @@ pub fn console(d: &RunDiff, baseline: &str) -> String {
             let _ = writeln!(out, "  Topics: {}", topics.join(", "));
         }
         let mut gains = Vec::new();
+        if !c.fixed.is_empty() {
+            let shown: Vec<String> = c.fixed.iter().take(SHOWN).map(CaseChange::name).collect();
+            gains.push(format!(
+                "{} fixed (failed, now pass: {}{})",
+                c.fixed.len(),
+                shown.join(", "),
+                if c.fixed.len() > SHOWN { ", …" } else { "" }
+            ));
+        }
         if !c.better.is_empty() {
             gains.push(format!("{} case(s) better", c.better.len()));
         }
@@ -374,10 +392,13 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
     }
     let c = &d.cases;
     for (title, list) in [
+        ("New failures", &c.new_failures),
+        ("New errors", &c.new_errors),
         ("New critical failures", &c.new_critical),
         ("New hard fails", &c.new_hard_fails),
         ("Worse", &c.worse),
         ("Better", &c.better),
+        ("Fixed (failed, now pass)", &c.fixed),
         ("Hard fails fixed", &c.fixed_hard_fails),
         ("Not comparable (errors)", &c.errored),
         ("Added", &c.added),
@@ -510,9 +531,10 @@ pub fn html_with(d: &RunDiff, baseline: &str, links: &dyn crate::html::CaseLinks
     );
     h.push_str(&html_overview_with(d, links));
     let c = &d.cases;
-    let groups: [(&str, &str, &[CaseChange], &str); 6] = [
+    let groups: [(&str, &str, &[CaseChange], &str); 7] = [
         ("Worse", "worse", &c.worse, "worse"),
         ("Better", "better", &c.better, "better"),
+        ("Fixed (failed, now pass)", "fixed", &c.fixed, "better"),
         (
             "Hard fails fixed",
             "fixed_hard_fails",
@@ -588,6 +610,24 @@ pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> St
         let _ = write!(h, "<p id=\"significance\">{}</p>", esc(&line));
     }
     let c = &d.cases;
+    html_rows(
+        &mut h,
+        "New failures",
+        "new_failures",
+        &c.new_failures,
+        "worse",
+        links,
+        true,
+    );
+    html_rows(
+        &mut h,
+        "New errors",
+        "new_errors",
+        &c.new_errors,
+        "worse",
+        links,
+        true,
+    );
     html_rows(
         &mut h,
         "New critical failures",

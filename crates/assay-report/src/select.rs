@@ -1,11 +1,13 @@
 //! What the Markdown and HTML reports show, chosen once: the bank rows of the summary, the
 //! critical failures with what went wrong, and the failing cases of each bank in report order.
 
+use assay_core::aggregate::CaseRecord;
 use assay_core::answer::AnswerCaseResult;
 use assay_core::bank::BankType;
 use assay_core::runlog::{
     AlwaysCaseResult, PatternCaseResult, RunLog, SemanticCaseResult, StateCaseResult,
 };
+use assay_core::verdict::{Outcome, Verdicted};
 
 /// A bank's summary row: `(bank, name, (tests run, hard fails) when it ran)`.
 pub(crate) type BankRow = (BankType, &'static str, Option<(usize, usize)>);
@@ -66,55 +68,54 @@ pub(crate) fn critical_what(r: &PatternCaseResult, list: impl Fn(&[String]) -> S
     }
 }
 
-/// Semantic cases scored below 100, worst first.
+/// Semantic cases that failed or scored below 100 (errors apart), worst first.
 pub(crate) fn semantic_failures(log: &RunLog) -> Vec<&SemanticCaseResult> {
     let mut failed: Vec<_> = log
         .semantic
         .iter()
         .flat_map(|s| &s.results)
-        .filter(|r| r.score.is_some_and(|s| s < 100))
+        .filter(|r| r.score.is_some_and(|s| s < 100) || r.verdict().outcome == Outcome::Fail)
         .collect();
     failed.sort_by_key(|r| (r.score, r.test_id.clone()));
     failed
 }
 
-/// State cases scored below 100.
+/// State cases that failed or scored below 100.
 pub(crate) fn state_failures(log: &RunLog) -> Vec<&StateCaseResult> {
     log.state
         .iter()
         .flat_map(|s| &s.results)
-        .filter(|r| r.score < 100)
+        .filter(|r| r.score < 100 || r.verdict().outcome == Outcome::Fail)
         .collect()
 }
 
-/// Pattern cases scored below 100 or with a critical failure.
+/// Pattern cases that failed (a critical failure among them) or scored below 100.
 pub(crate) fn pattern_failures(log: &RunLog) -> Vec<&PatternCaseResult> {
     log.pattern
         .iter()
         .flat_map(|p| &p.results)
-        .filter(|r| r.score < 100 || r.is_critical_failure)
+        .filter(|r| r.score < 100 || r.verdict().outcome == Outcome::Fail)
         .collect()
 }
 
-/// Always cases scored below 100.
+/// Always cases that failed or scored below 100.
 pub(crate) fn always_failures(log: &RunLog) -> Vec<&AlwaysCaseResult> {
     log.always
         .iter()
         .flat_map(|a| &a.results)
-        .filter(|r| r.score < 100)
+        .filter(|r| r.score < 100 || r.verdict().outcome == Outcome::Fail)
         .collect()
 }
 
-/// Answer cases that failed: hard-failed, scored below 100 or failed critically (errored
-/// cases are not failures, see [`errored`]); critical failures first, then worst first, in
-/// run order among equals.
+/// Answer cases that failed or scored below 100 (errored cases are not failures, see
+/// [`errored`]); critical failures first, then worst first, in run order among equals.
 pub(crate) fn answer_failures(log: &RunLog) -> Vec<&AnswerCaseResult> {
     let mut failed: Vec<&AnswerCaseResult> = log
         .answer
         .iter()
         .flat_map(|a| &a.results)
-        .filter(|r| r.error.is_none())
-        .filter(|r| r.is_hard_fail || r.is_critical_failure || r.score.is_some_and(|s| s < 100))
+        .filter(|r| r.verdict().outcome != Outcome::Error)
+        .filter(|r| r.verdict().outcome == Outcome::Fail || r.score.is_some_and(|s| s < 100))
         .collect();
     failed.sort_by_key(|r| (!r.is_critical_failure, r.score));
     failed
@@ -189,4 +190,48 @@ pub(crate) fn run_log_name(log: &RunLog) -> String {
     log.cases
         .as_ref()
         .map_or_else(String::new, |c| format!(" ({})", c.file))
+}
+
+/// Every case a RunLog lists (of `bank`, or of every bank with `None`), in bank order.
+pub(crate) fn for_each_listed(
+    log: &RunLog,
+    bank: Option<BankType>,
+    each: &mut dyn FnMut(CaseRecord),
+) {
+    let wanted = |b: BankType| bank.is_none_or(|w| w == b);
+    if let Some(r) = log.semantic.as_ref().filter(|_| wanted(BankType::Semantic)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Semantic)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.state.as_ref().filter(|_| wanted(BankType::State)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::State)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.pattern.as_ref().filter(|_| wanted(BankType::Pattern)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Pattern)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.always.as_ref().filter(|_| wanted(BankType::Always)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Always)
+            .for_each(&mut *each);
+    }
+    if let Some(r) = log.answer.as_ref().filter(|_| wanted(BankType::Answer)) {
+        r.results
+            .iter()
+            .cloned()
+            .map(CaseRecord::Answer)
+            .for_each(&mut *each);
+    }
 }

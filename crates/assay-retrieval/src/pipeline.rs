@@ -827,6 +827,11 @@ impl Pipeline {
         self.entities.get(entity_id)
     }
 
+    /// The ids of the entities the pipeline can load (the active ones), in no order.
+    pub fn entity_ids(&self) -> impl Iterator<Item = &str> {
+        self.entities.keys().map(String::as_str)
+    }
+
     /// The priority of an entity, if it is active.
     pub fn priority(&self, entity_id: &str) -> Option<u8> {
         self.entities.get(entity_id).map(|e| e.priority.get())

@@ -164,7 +164,7 @@ fn number(params: &Params, name: &str, default: usize, max: usize) -> Result<usi
 /// The JSON object of a request body: **400** when the body is empty, not JSON, or not an
 /// object.
 fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Value>, ApiError> {
-    let body = body.map_err(|e| ApiError::bad_request(format!("cannot read the body: {e}")))?;
+    let body = body.map_err(|e| ApiError::body(&e))?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request needs a JSON object as its body",

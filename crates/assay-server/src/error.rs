@@ -116,6 +116,26 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+
+    /// A request body that could not be read: 413 `payload_too_large` when it is larger than
+    /// the server takes, 408 `request_timeout` when it stopped arriving (`--body-timeout`),
+    /// else 400 `bad_request`.
+    pub fn body(e: &axum::extract::rejection::BytesRejection) -> ApiError {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        let mut status = e.status();
+        while let Some(err) = source {
+            if err.is::<tower_http::timeout::TimeoutError>() {
+                status = StatusCode::REQUEST_TIMEOUT;
+                break;
+            }
+            source = err.source();
+        }
+        ApiError::new(
+            status,
+            code_of(status),
+            format!("cannot read the body: {e}"),
+        )
+    }
 }
 
 impl ErrorCode for ApiError {
@@ -232,6 +252,83 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The stable code of an error reply made by a layer or an extractor rather than by a
+/// handler, by its status.
+fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "validation_failed",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    }
+}
+
+/// The most of a plain-text error body kept as the JSON error's message.
+const KEPT_MESSAGE_BYTES: usize = 4096;
+
+/// What tower-http's `TimeoutError` says (a request body that stopped arriving).
+const BODY_TIMED_OUT: &str = "data was not received within the designated timeout";
+
+/// Middleware that makes every error reply of the API JSON in the one shape
+/// (`{error, status, code}`): what a handler answers already is; what axum's extractors
+/// (a body that cannot be read or is too large, a path that does not decode), tower-http's
+/// layers (an unsupported `Content-Encoding`, a body too slow to arrive) or anything else
+/// answer as plain text, or with no body, is rewritten, keeping its status and headers
+/// (`Allow`, `Accept-Encoding`, …) and its text as the message. The web UI (`/ui/…`) answers
+/// people in HTML and is left alone.
+pub async fn json_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = request.uri().path();
+    let ui = path == "/ui" || path.starts_with("/ui/");
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if ui || is_json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, KEPT_MESSAGE_BYTES)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    // axum answers a body cut off by tower-http's body timeout as any unreadable body (400);
+    // its text is the timeout's own, and the answer is the 408 the timeout means.
+    let status = if status == StatusCode::BAD_REQUEST && message.contains(BODY_TIMED_OUT) {
+        StatusCode::REQUEST_TIMEOUT
+    } else {
+        status
+    };
+    let mut out = ApiError::new(status, code_of(status), message).into_response();
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_TYPE
+            && name != axum::http::header::CONTENT_LENGTH
+            && !out.headers().contains_key(name)
+        {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

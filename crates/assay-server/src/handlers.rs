@@ -375,7 +375,7 @@ pub async fn calibrate(
             "dry_run",
         ],
     )?;
-    let body = body.map_err(|e| ApiError::bad_request(format!("cannot read the body: {e}")))?;
+    let body = body.map_err(|e| ApiError::body(&e))?;
     let request = calibration_request(&params, &body)?;
 
     let guard = state.begin(format!(

@@ -47,15 +47,20 @@
 //! # Errors
 //!
 //! Every error is JSON: `{"error": "<message>", "status": <HTTP status>, "code": "<code>"}`,
-//! with `"field"` when a 422 is about one field of the body.
+//! with `"field"` when a 422 is about one field of the body. That holds for the answers of
+//! axum's extractors and tower-http's layers too ([`error::json_errors`] rewrites any
+//! plain-text one); only the web UI's pages answer in HTML.
 //!
 //! | status | code | when |
 //! |---|---|---|
 //! | 400 | `bad_request` | an unknown query parameter (named), a bad value (`banks`, a boolean, `scope`, `page_size` beyond the maximum, a run id that is not a stamp), a malformed JSON body (empty, not JSON, not an object), a request the harness rejects ([`HarnessError::Usage`], e.g. scope `single` without test ids, a chat model without its API key) |
-//! | 401 | `unauthorized` | a KB write without `Authorization: Bearer …` (with `WWW-Authenticate: Bearer`) |
-//! | 403 | `forbidden` / `read_only` | a KB write with a wrong token / to a server started without `ASSAY_ADMIN_TOKEN` |
+//! | 401 | `unauthorized` | a KB write, `POST /v1/traces` or `GET /traces/check` without `Authorization: Bearer …` (with `WWW-Authenticate: Bearer`) |
+//! | 403 | `forbidden` / `read_only` / `traces_disabled` | a wrong token / a KB write to a server started without `ASSAY_ADMIN_TOKEN` / traces sent or read on such a server |
 //! | 404 | `not_found` | an unknown test id, topic, entity id or run, an unknown route |
 //! | 405 | `method_not_allowed` | a known route with another method |
+//! | 408 | `request_timeout` | a request body that stopped arriving (`--body-timeout`) |
+//! | 413 | `payload_too_large` | a body larger than the server takes (2 MB; for `/v1/traces` once inflated) |
+//! | 415 | `unsupported_media_type` | `/v1/traces` with a Content-Type other than protobuf or JSON, or a Content-Encoding other than gzip |
 //! | 409 | `busy` | a run or calibration is already in progress |
 //! | 409 | `stale_version` | an update or delete made from a version that is no longer current |
 //! | 409 | `already_exists` / `conflict` | a create with a taken id (ids are never reused) / an edit the knowledge base's state refuses (an entity in no `kb/` file, re-embedding an inactive one) |
@@ -118,7 +123,7 @@ pub struct AppState {
     ui: Arc<ui::Shared>,
     admin_token: Option<AdminToken>,
     kb_lock: Arc<Mutex<()>>,
-    traces_lock: Arc<Mutex<()>>,
+    traces_index: Arc<Mutex<traces::ReceivedIndex>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -149,7 +154,7 @@ impl AppState {
             lock: Arc::new(RunLock::default()),
             admin_token,
             kb_lock: Arc::new(Mutex::new(())),
-            traces_lock: Arc::new(Mutex::new(())),
+            traces_index: Arc::new(Mutex::new(traces::ReceivedIndex::default())),
         }
     }
 
@@ -168,9 +173,10 @@ impl AppState {
         Arc::clone(&self.kb_lock)
     }
 
-    /// The lock under which received spans are appended (`/v1/traces`).
-    pub fn traces_lock(&self) -> Arc<Mutex<()>> {
-        Arc::clone(&self.traces_lock)
+    /// The spans received so far, under whose lock received spans are appended
+    /// (`/v1/traces`).
+    pub fn traces_index(&self) -> Arc<Mutex<traces::ReceivedIndex>> {
+        Arc::clone(&self.traces_index)
     }
 
     /// The project directory.
@@ -326,7 +332,14 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/runs/{id}", get(saved_runs::get)),
         route(Method::GET, "/runs/{id}/cases", get(saved_runs::cases)),
         route(Method::GET, "/runs/{a}/diff/{b}", get(saved_runs::diff)),
-        route(Method::POST, "/v1/traces", post(traces::receive)),
+        route(
+            Method::POST,
+            "/v1/traces",
+            // OTLP/HTTP bodies arrive gzip-compressed as often as not (the Collector's and the
+            // SDKs' exporters compress by default or on one setting).
+            post(traces::receive)
+                .layer(tower_http::decompression::RequestDecompressionLayer::new()),
+        ),
         route(Method::GET, "/traces/check", get(traces::check_received)),
         route(Method::GET, "/admin/drafts", get(ui::drafts::api_list)),
         route(
@@ -353,7 +366,8 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The API's router, with the web UI nested under `/ui` (`/` redirects there). Unknown routes
-/// answer a JSON 404, known routes with another method a JSON 405.
+/// answer a JSON 404, known routes with another method a JSON 405, and every other error of
+/// the API is JSON too ([`error::json_errors`]), whoever made it.
 pub fn app(state: AppState) -> Router {
     routes()
         .into_iter()
@@ -370,6 +384,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(handlers::no_route)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)
+        // Last, so it sees every answer: extractors' and layers' rejections included.
+        .layer(axum::middleware::from_fn(error::json_errors))
 }
 
 /// What a connection may cost the server: how long it may take to send its request headers

@@ -146,10 +146,11 @@ fn schemas() -> Value {
             "properties": {
                 "test_id": {"type": "string"},
                 "score": {"type": ["integer", "null"]},
+                "verdict": {"type": "string", "enum": ["pass", "fail", "error"], "description": "The case's stored verdict."},
                 "is_hard_fail": {"type": "boolean"},
                 "error": {"type": ["string", "null"]}
             },
-            "required": ["test_id", "score", "is_hard_fail", "error"]
+            "required": ["test_id", "score", "verdict", "is_hard_fail", "error"]
         },
         "RunLog": {
             "type": "object",
@@ -158,7 +159,7 @@ fn schemas() -> Value {
         },
         "CaseResult": {
             "type": "object",
-            "description": "One case's result as in the RunLog: test_id, score (null on error), breakdown, is_hard_fail, and the bank's own fields.",
+            "description": "One case's result as in the RunLog: test_id, score (null on error), breakdown, is_hard_fail, verdict ({outcome: pass|fail|error, failed: the checks that failed it, error}), duration_ms, and the bank's own fields.",
             "required": ["test_id"]
         },
         "Run": with(json!({

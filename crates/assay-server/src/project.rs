@@ -193,6 +193,7 @@ pub fn load(dir: &Path) -> Result<Project, HarnessError> {
         warnings,
         entity_refs: Vec::new(),
         refs_checked_against_files: true,
+        state_uses: assay_harness::typed_state::StateUses::default(),
     })
 }
 

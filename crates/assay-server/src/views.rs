@@ -93,13 +93,15 @@ impl RunSummaryView {
     }
 }
 
-/// A case that scored below 100 or errored.
+/// A case that failed, scored below 100 or errored.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailureView {
     /// The case.
     pub test_id: String,
-    /// 0–99, or `null` for an error.
+    /// 0–100, or `null` for an error.
     pub score: Option<u64>,
+    /// Its stored verdict: `pass`, `fail` or `error`.
+    pub verdict: String,
     /// Whether it is a hard fail.
     pub is_hard_fail: bool,
     /// The infrastructure error, when it errored.
@@ -167,7 +169,8 @@ pub fn bank_results(log: &Value, bank: BankType) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Per bank that ran, the cases that scored below 100 or errored.
+/// Per bank that ran, the cases that failed (by their stored verdict), scored below 100 or
+/// errored.
 pub fn failures(log: &Value) -> BTreeMap<String, Vec<FailureView>> {
     BankType::ALL
         .into_iter()
@@ -178,13 +181,20 @@ pub fn failures(log: &Value) -> BTreeMap<String, Vec<FailureView>> {
                 .filter_map(|r| {
                     let score = r.get("score").and_then(Value::as_u64);
                     let error = r.get("error").and_then(Value::as_str).map(str::to_owned);
-                    (score.is_none_or(|s| s < 100) || error.is_some()).then(|| FailureView {
+                    let verdict = r
+                        .pointer("/verdict/outcome")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let listed = score.is_none_or(|s| s < 100) || verdict != "pass";
+                    listed.then(|| FailureView {
                         test_id: r
                             .get("test_id")
                             .and_then(Value::as_str)
                             .unwrap_or_default()
                             .to_owned(),
                         score,
+                        verdict,
                         is_hard_fail: r
                             .get("is_hard_fail")
                             .and_then(Value::as_bool)

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use assay_core::runlog::RateLimitRecord;
 use assay_core::shard::Shard;
 use assay_core::simulation::{
-    MergedSimShard, RoleUsage, SimBaseline, SimMerged, SimReport, SimShard,
+    MergedSimShard, RoleUsage, ScenarioRun, SimBaseline, SimMerged, SimReport, SimShard,
 };
 use assay_kb::datafile::DataError;
 use serde_json::{Value, json};
@@ -104,6 +104,19 @@ fn list(shards: &[Shard]) -> String {
 /// its `--baseline`, so that the merge compares the whole with the same report.
 pub fn baseline_version(report: &SimReport) -> String {
     crate::suite::digest(&[serde_json::to_string(report).unwrap_or_default()])
+}
+
+/// The SHA-256 (hex) of a shard's runs as a report holds them: each run serialised as JSON and
+/// ended by a newline, in order. What a shard records of its runs when it is saved
+/// (`SimShard::runs_sha256`) and the merge checks.
+pub fn runs_digest(runs: &[ScenarioRun]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut hash = Sha256::new();
+    for run in runs {
+        hash.update(serde_json::to_string(run).unwrap_or_default().as_bytes());
+        hash.update(b"\n");
+    }
+    format!("{:x}", hash.finalize())
 }
 
 /// Reads the shards' reports (`.json`, or `.md` with the `.json` beside it), each labelled
@@ -326,10 +339,29 @@ pub fn merge(
         return Err(MergeError::Missing { missing, given });
     }
 
-    // Every run where its scenario's id puts it, once; every selected scenario present.
+    // Every run where its scenario's id puts it, once; every selected scenario present; every
+    // shard's runs as they were saved.
     let selection: BTreeSet<&str> = first_shard.scenarios.iter().map(String::as_str).collect();
     let mut seen: BTreeSet<(&str, u32)> = BTreeSet::new();
+    let mut changed: Option<MergeError> = None;
     for &(file, report, shard) in &parts {
+        let Some(recorded) = shard.runs_sha256.as_deref() else {
+            return Err(MergeError::Refused {
+                file: file.to_owned(),
+                message: "it records no digest of its runs (`shard.runs_sha256`), so they cannot be checked: run this shard again with this assay".to_owned(),
+            });
+        };
+        let got = runs_digest(&report.runs);
+        if got != recorded && changed.is_none() {
+            // Named once every run is placed: a run moved to another shard, or a scenario's
+            // runs removed, is named by its scenario first.
+            changed = Some(MergeError::Refused {
+                file: file.to_owned(),
+                message: format!(
+                    "its runs changed since it was saved (their SHA-256 is {got}, the report recorded {recorded}): a verdict, a score or a run was edited, added or removed; run this shard again"
+                ),
+            });
+        }
         for run in &report.runs {
             let id = run.scenario_id.as_str();
             let refuse = |message: String| MergeError::Refused {
@@ -372,6 +404,10 @@ pub fn merge(
                 "shard {owner} has no run of scenario `{absent}`, which the simulation selected"
             ),
         });
+    }
+    // A run edited, added or removed where nothing above names it.
+    if let Some(e) = changed {
+        return Err(e);
     }
 
     let mut merged = first.clone();
@@ -654,6 +690,7 @@ mod tests {
             fixture_version: None,
             gate: Some(gate()),
             baseline: None,
+            runs_sha256: Some(runs_digest(&report.runs)),
         });
         report
     }
@@ -857,6 +894,38 @@ mod tests {
         let e = refused(&[("merged.json".into(), merged)]);
         assert!(e.contains("already a merged report"), "{e}");
         assert!(matches!(merge(&[], None), Err(MergeError::Empty)));
+    }
+
+    /// Issue 42: a shard's runs are checked against the digest saved with them.
+    #[test]
+    fn runs_edited_since_the_save_are_refused() {
+        let mut parts = shards(&IDS, 3);
+        let at = parts.iter().position(|(_, r)| !r.runs.is_empty()).unwrap();
+        let run = &mut parts[at].1.runs[0];
+        run.verdict = if run.verdict == Verdict::Pass {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        };
+        let file = parts[at].0.clone();
+        let e = refused(&parts);
+        assert!(
+            e.starts_with(&format!("{file}: its runs changed since it was saved")),
+            "{e}"
+        );
+
+        let mut parts = shards(&IDS, 3);
+        parts[1].1.shard.as_mut().unwrap().runs_sha256 = None;
+        let file = parts[1].0.clone();
+        let e = refused(&parts);
+        assert!(
+            e.starts_with(&format!(
+                "{file}: it records no digest of its runs (`shard.runs_sha256`)"
+            )),
+            "{e}"
+        );
+        // As saved, they merge.
+        assert!(merge(&shards(&IDS, 3), None).is_ok());
     }
 
     #[test]

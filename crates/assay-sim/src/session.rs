@@ -186,6 +186,8 @@ pub async fn simulate(
                 label: label.clone(),
                 version: crate::merge::baseline_version(base),
             }),
+            // Recorded once the runs are in (below).
+            runs_sha256: None,
         }
     });
 
@@ -289,9 +291,11 @@ pub async fn simulate(
     };
     let runs = async { Ok(crate::simulate(&suite, &models, &options, &selected).await) };
     let (files, mut report) = futures_util::future::try_join(checked, runs).await?;
-    if let Some(shard) = shard {
+    if let Some(mut shard) = shard {
         // A part's gate and baseline comparison would not be the suite's: the merge decides.
+        // Its runs get a digest, which the merge checks.
         report.gate = None;
+        shard.runs_sha256 = Some(crate::merge::runs_digest(&report.runs));
         report.shard = Some(shard);
     } else if let Some((label, base)) = &baseline {
         if base.evaluator_model != report.evaluator_model && !request.allow_judge_change {

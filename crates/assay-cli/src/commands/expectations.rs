@@ -86,6 +86,14 @@ fn override_case(args: &OverrideArgs) -> anyhow::Result<Exit> {
         reviewer: args.reviewer.clone(),
     };
     let outcome = record_override(&project, &request, std::time::SystemTime::now().into())?;
+    // An accepted generated case's provenance lists what the override makes it name.
+    if let Err(e) = assay_harness::session::record_expectations(
+        &project,
+        &[(outcome.test_id.clone(), request.expectations.clone())],
+        &super::env,
+    ) {
+        tracing::warn!("the provenance of {} was not updated: {e}", outcome.test_id);
+    }
     if args.json {
         out(&format!("{}\n", serde_json::to_string_pretty(&outcome)?));
     } else {

@@ -31,9 +31,7 @@ fn reviewer(args: &GenerateReviewArgs) -> Reviewer {
     let by = args
         .by
         .clone()
-        .or_else(|| super::env("USER"))
-        .or_else(|| super::env("USERNAME"))
-        .unwrap_or_else(|| "unknown".to_owned());
+        .unwrap_or_else(|| assay_harness::accepted::default_user(&super::env));
     Reviewer::now(&by)
 }
 
@@ -49,7 +47,7 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
         };
         Some((
             "accepted",
-            review::accept(root, &selection, &reviewer(args))?,
+            review::accept(root, &selection, &reviewer(args), &super::env)?,
         ))
     } else if let Some(reject) = &args.reject {
         let reason = args.reason.as_deref().unwrap_or_default();
@@ -66,6 +64,12 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
         Some((
             "confirmed",
             review::confirm(root, &which, &reviewer(args), &super::env)?,
+        ))
+    } else if let Some(retire) = &args.retire {
+        let reason = args.reason.as_deref().unwrap_or_default();
+        Some((
+            "retired",
+            review::retire(root, &ids(retire), reason, &reviewer(args))?,
         ))
     } else if let Some(id) = &args.edit {
         let sets = review::parse_sets(&args.set)?;
@@ -87,7 +91,17 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
         entity: args.entity.clone(),
         reviewed: args.all,
     };
-    let groups = review::group(entries, &filter);
+    let mut groups = review::group(entries, &filter);
+    // The listed findings, checked against the knowledge base and rules as they are now.
+    let mut listed: Vec<&mut review::DraftEntry> = groups
+        .iter_mut()
+        .flat_map(|g| g.drafts.iter_mut())
+        .collect();
+    super::current_thread_runtime()?.block_on(review::recheck_findings(
+        root,
+        &mut listed,
+        &super::env,
+    ));
     if args.json {
         let body = serde_json::json!({"counts": counts, "entities": groups});
         out(&format!("{}\n", serde_json::to_string_pretty(&body)?));
@@ -106,7 +120,11 @@ pub fn review(args: &GenerateReviewArgs) -> anyhow::Result<Exit> {
 }
 
 fn outcome_text(verb: &str, o: &Outcome) -> String {
-    let noun = if verb == "confirmed" { "case" } else { "draft" };
+    let noun = if matches!(verb, "confirmed" | "retired") {
+        "case"
+    } else {
+        "draft"
+    };
     let mut text = format!("{verb} {}: ", plural(o.test_ids.len(), noun));
     let shown: Vec<&str> = o.test_ids.iter().take(10).map(String::as_str).collect();
     text.push_str(&shown.join(", "));
@@ -122,6 +140,12 @@ fn outcome_text(verb: &str, o: &Outcome) -> String {
     }
     if let Some(note) = o.note.as_ref().filter(|_| verb == "edited") {
         let _ = writeln!(text, "  {note}");
+    }
+    if let Some(reason) = o.note.as_ref().filter(|_| verb == "retired") {
+        let _ = writeln!(
+            text,
+            "  reason: {reason} (kept with the case in retired.jsonl beside the bank)"
+        );
     }
     text
 }
@@ -156,6 +180,9 @@ fn list_text(groups: &[EntityDrafts], all: bool) -> String {
                     f.explanation,
                     f.intended
                 );
+                if let Some(now) = &d.finding_now {
+                    let _ = writeln!(text, "      {}", finding_now_text(now));
+                }
             }
         }
         if g.drafts.len() > per_entity {
@@ -169,6 +196,25 @@ fn list_text(groups: &[EntityDrafts], all: bool) -> String {
         text.push_str("(every draft: --all or --json)\n");
     }
     text
+}
+
+/// What a finding's check against the current system says, in words.
+fn finding_now_text(now: &review::FindingNow) -> String {
+    let observed = if now.observed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        now.observed.join(", ")
+    };
+    match now.status {
+        review::FindingStatus::FixedSince => format!(
+            "fixed since: the current knowledge base and rules do what the draft intends (now: {observed})"
+        ),
+        review::FindingStatus::Holds => format!("still holds (now: {observed})"),
+        review::FindingStatus::Unchecked => format!(
+            "not checked again: {}",
+            now.note.as_deref().unwrap_or("unknown")
+        ),
+    }
 }
 
 pub fn coverage(args: &GenerateCoverageArgs) -> anyhow::Result<Exit> {

@@ -184,7 +184,6 @@ pub(super) fn finish(
             .run_log
             .map(ToOwned::to_owned)
             .or_else(|| outcome.saved.as_ref().and_then(|s| s.cases.clone()));
-        let pass_score = project.settings.report.junit_pass_score;
         let mut failed: Option<String> = None;
         results::write_replace_with(path, &mut |out| {
             let mut cases = |bank: Option<BankType>, each: &mut dyn FnMut(CaseRecord)| {
@@ -194,7 +193,7 @@ pub(super) fn finish(
                 })
                 .map_err(|e| e.to_string())
             };
-            assay_report::junit::write(log, pass_score, &mut cases, out).map_err(|e| {
+            assay_report::junit::write(log, &mut cases, out).map_err(|e| {
                 failed = Some(e.clone());
                 std::io::Error::other(e)
             })

@@ -122,10 +122,15 @@ const ALWAYS: &str = r#"{
 }
 "#;
 
-/// The bike shop, as a newcomer writes it (no `assay.toml` unless a test adds one).
+/// The type of the bike shop's own user-state field, which its handler's condition reads.
+const STATE_FIELDS: &str = "[state.fields]\nrides_after_dark = \"boolean\"\n";
+
+/// The bike shop, as a newcomer writes it: an `assay.toml` that declares its own user-state
+/// field, and nothing else unless a test adds it.
 fn bike_shop() -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     let p = Scratch::copy_of(dir.path());
+    p.write("assay.toml", STATE_FIELDS);
     p.write("kb/bikes.yaml", KB);
     p.write("test_banks/semantic/bikes.json", SEMANTIC);
     p.write("test_banks/state/bikes.json", STATE);
@@ -340,12 +345,13 @@ fn an_accepted_run_stays_the_baseline_until_another_is_accepted() {
             .is_file()
     );
 
-    // A knowledge-base edit breaks the two cases that expect the night-riding handler.
+    // A knowledge-base edit breaks the two cases that expect the night-riding handler (an
+    // edit of the wrong type, `{eq: "yes"}`, would not run at all: typed user state).
     let kb = p.read("kb/bikes.yaml");
     p.edit(
         "kb/bikes.yaml",
         "rides_after_dark: {eq: true}",
-        "rides_after_dark: {eq: \"yes\"}",
+        "rides_after_dark: {eq: false}",
     );
     for attempt in 0..2 {
         let run = p.assay(&["run", "--baseline", "accepted"]);
@@ -420,7 +426,7 @@ fn the_semantic_bank_can_score_what_the_pipeline_loads() {
         p.write(
             "assay.toml",
             &format!(
-                "[semantic]\nselection = \"{selection}\"\n[retrieval]\nmode = \"dense\"\nscore_threshold = 0.4\n"
+                "[semantic]\nselection = \"{selection}\"\n[retrieval]\nmode = \"dense\"\nscore_threshold = 0.4\n{STATE_FIELDS}"
             ),
         );
         let run = p.assay(&["run", "--banks", "semantic", "--json"]);

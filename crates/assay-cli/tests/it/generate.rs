@@ -595,3 +595,109 @@ fn changed_since_a_run_drafts_only_the_changed_entities_at_their_new_version() {
         .collect();
     assert_eq!(values, BTreeSet::from(["20".to_owned(), "21".to_owned()]));
 }
+
+/// A draft file's drafts with what names their generation taken out: the generation and time
+/// in the provenance, and the digest of the generation that ends a semantic or pattern id.
+fn drafts_without_generation(path: &PathBuf) -> Vec<Value> {
+    let mut file = read(path);
+    let drafts = file["drafts"].as_array_mut().unwrap();
+    for d in drafts.iter_mut() {
+        let case = &mut d["case"];
+        let id = case["test_id"].as_str().unwrap().to_owned();
+        let kept = match id.rsplit_once('-') {
+            Some((head, tail)) if id.starts_with("GEN-PAT") || !id.starts_with("GEN-STATE") => {
+                assert_eq!(tail.len(), 6, "{id}");
+                head.to_owned()
+            }
+            _ => id,
+        };
+        case["test_id"] = json!(kept);
+        let p = case["provenance"].as_object_mut().unwrap();
+        p.remove("generation");
+        p.remove("generated_at");
+    }
+    file["drafts"].as_array().unwrap().clone()
+}
+
+#[test]
+fn issue_42_a_resume_after_two_server_errors_writes_every_draft_of_an_uninterrupted_generation() {
+    let args = ["--per-entity", "2", "--concurrency", "1", "--json"];
+    // The reference: one uninterrupted generation.
+    let reference = garden();
+    let run = reference.generate(&args);
+    assert_eq!(run.code, 0, "{run:?}");
+    let uninterrupted = run.json();
+
+    // The third and fourth calls (each writing an entity's messages) get a 500; the client
+    // does not retry (max_retries = 0), so two calls fail.
+    let g = garden();
+    g.stats.fail_after.store(2, Ordering::SeqCst);
+    g.stats.failures.store(2, Ordering::SeqCst);
+    let run = g.generate(&args);
+    assert_eq!(run.code, 3, "{run:?}");
+    let failed = run.json();
+    assert_eq!(failed["calls"]["errors"], 2, "{failed:#}");
+    let partial = bank(&failed, "semantic")["drafts"].as_u64().unwrap();
+    let whole = bank(&uninterrupted, "semantic")["drafts"].as_u64().unwrap();
+    assert!(partial < whole, "{partial} of {whole}");
+    let files = draft_files(&g.scratch, "semantic");
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        read(&files[0])["drafts"].as_array().unwrap().len() as u64,
+        partial
+    );
+
+    // The resume replays the answered calls, makes the two failed ones and writes what they
+    // give into the same files.
+    let resumed = g.scratch.assay_env(
+        &["generate", "--resume", "--json"],
+        &[("OPENAI_API_KEY", "test-key")],
+    );
+    assert_eq!(resumed.code, 0, "{resumed:?}");
+    let outcome = resumed.json();
+    assert_eq!(outcome["resumed"], true);
+    assert_eq!(outcome["calls"]["errors"], 0, "{outcome:#}");
+    // Only what the first process did not get is asked: the two failed calls and the
+    // calibrator calls of the messages they give.
+    assert_eq!(outcome["calls"]["replayed"], failed["calls"]["made"]);
+    assert_eq!(
+        outcome["calls"]["made"].as_u64().unwrap() + outcome["calls"]["replayed"].as_u64().unwrap(),
+        uninterrupted["calls"]["made"].as_u64().unwrap(),
+        "{outcome:#}"
+    );
+    // Its totals are an uninterrupted generation's: no draft counted as a duplicate of itself.
+    for name in ["semantic", "state", "pattern"] {
+        let (got, want) = (bank(&outcome, name), bank(&uninterrupted, name));
+        for key in [
+            "drafts",
+            "per_entity",
+            "duplicates",
+            "rejected",
+            "findings",
+            "errors",
+        ] {
+            assert_eq!(got[key], want[key], "{name} {key}: {got:#}");
+        }
+    }
+    // Every file holds every draft, field for field as the uninterrupted generation's.
+    for name in ["semantic", "state", "pattern"] {
+        let (got, want) = (
+            draft_files(&g.scratch, name),
+            draft_files(&reference.scratch, name),
+        );
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (got, want) in got.iter().zip(&want) {
+            let drafts = drafts_without_generation(got);
+            assert_eq!(
+                drafts.len() as u64,
+                bank(&outcome, name)["drafts"].as_u64().unwrap()
+            );
+            assert_eq!(drafts, drafts_without_generation(want), "{name}");
+        }
+    }
+    // Finished: nothing is left to resume.
+    let again = g
+        .scratch
+        .assay_env(&["generate", "--resume"], &[("OPENAI_API_KEY", "test-key")]);
+    assert_eq!(again.code, 2, "{again:?}");
+}

@@ -314,7 +314,16 @@ fn boundary_drafts_pass_as_a_bank_on_correct_handlers() {
         .iter()
         .map(|e| (e.entity_id.clone(), 1))
         .collect();
+    let schema =
+        project
+            .settings
+            .state
+            .clone()
+            .with_audiences(assay_harness::typed_state::audiences(
+                project.kb.kb.entities(),
+            ));
     let cases = assay_harness::generate::state::boundary_cases(
+        &schema,
         project.kb.kb.entities(),
         &versions,
         "gen-1",

@@ -803,3 +803,169 @@ fn tune_reports_held_out_folds_and_writes_only_when_asked() {
     let setup = run.json()["setup"].to_string();
     assert!(setup.contains("threshold"), "{setup}");
 }
+
+/// The lines of `before` that `after` replaced: after the lines both start with and before
+/// the lines both end with (0-based, end exclusive), and the lines that replace them.
+fn replaced_lines<'a>(before: &'a str, after: &'a str) -> (std::ops::Range<usize>, Vec<&'a str>) {
+    let (b, a): (Vec<&str>, Vec<&str>) = (
+        before.split_inclusive('\n').collect(),
+        after.split_inclusive('\n').collect(),
+    );
+    let head = b.iter().zip(&a).take_while(|(x, y)| x == y).count();
+    let tail = b[head..]
+        .iter()
+        .rev()
+        .zip(a[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    (head..b.len() - tail, a[head..a.len() - tail].to_vec())
+}
+
+/// The lines (0-based, end exclusive) of the YAML list item of `entity` in `text`: from its
+/// `- entity_id:` line to the line before the next item's comments and blank lines.
+fn yaml_item_lines(text: &str, entity: &str) -> std::ops::Range<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == format!("- entity_id: {entity}"))
+        .unwrap();
+    let mut end = lines[start + 1..]
+        .iter()
+        .position(|l| l.starts_with("- "))
+        .map_or(lines.len(), |n| start + 1 + n);
+    while end > start + 1 && (lines[end - 1].trim().is_empty() || lines[end - 1].starts_with('#')) {
+        end -= 1;
+    }
+    start..end
+}
+
+#[test]
+fn issue_42_update_of_a_yaml_entity_rewrites_only_its_lines() {
+    let p = Scratch::example();
+    let target = "handler_returning_user";
+    let before = p.read("kb/handlers.yaml");
+    let flow = before
+        .lines()
+        .filter(|l| l.contains("audience_types: ["))
+        .count();
+    assert!(flow > 2, "the file writes its audience lists in flow style");
+    ok(&p, &["update", target, "--set", "priority=77"]);
+    let after = p.read("kb/handlers.yaml");
+    // A diff of the file shows nothing outside the entity's own lines.
+    let (replaced, with) = replaced_lines(&before, &after);
+    let item = yaml_item_lines(&before, target);
+    assert!(
+        replaced.start >= item.start && replaced.end <= item.end,
+        "lines {replaced:?} changed, the entity is {item:?}:\n{}",
+        with.concat()
+    );
+    assert!(with.iter().any(|l| l.trim() == "priority: 77"), "{with:?}");
+    // The other entities' flow lists stay flow (the edited one may be written in block style).
+    let item_flow = before.lines().collect::<Vec<_>>()[item]
+        .iter()
+        .filter(|l| l.contains("audience_types: ["))
+        .count();
+    assert_eq!(
+        after
+            .lines()
+            .filter(|l| l.contains("audience_types: ["))
+            .count(),
+        flow - item_flow + usize::from(with.iter().any(|l| l.contains("audience_types: [")))
+    );
+    // And it reads back as the edit: this entity's priority, nothing else.
+    let old = entities_in_text(&before, Format::Yaml);
+    let new = entities_in(&p.path("kb/handlers.yaml"));
+    for (o, n) in old.iter().zip(&new) {
+        if o.entity_id == target {
+            assert_eq!(n.priority.get(), 77);
+        } else {
+            assert_eq!(o, n);
+        }
+    }
+}
+
+fn entities_in_text(text: &str, format: Format) -> Vec<Entity> {
+    datafile::parse(Path::new("kb"), text, format, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn issue_42_update_of_a_json_entity_rewrites_only_its_lines() {
+    let p = Scratch::example();
+    // scripts.yaml → scripts.json as a person might write it: an entity a line, except the
+    // second, written over several lines with four spaces and a list on one line.
+    let scripts: Vec<Value> = serde_norway::from_str(&p.read("kb/scripts.yaml")).unwrap();
+    assert!(scripts.len() >= 3);
+    std::fs::remove_file(p.path("kb/scripts.yaml")).unwrap();
+    let mut text = String::from("[\n");
+    for (i, e) in scripts.iter().enumerate() {
+        if i > 0 {
+            text.push_str(",\n");
+        }
+        if i == 1 {
+            let obj = e.as_object().unwrap();
+            let fields: Vec<String> = obj
+                .iter()
+                .map(|(k, v)| format!("    \"{k}\": {}", serde_json::to_string(v).unwrap()))
+                .collect();
+            text.push_str(&format!("  {{\n{}\n  }}", fields.join(",\n")));
+        } else {
+            text.push_str(&format!("  {}", serde_json::to_string(e).unwrap()));
+        }
+    }
+    text.push_str("\n]\n");
+    p.write("kb/scripts.json", &text);
+    let first = scripts[0]["entity_id"].as_str().unwrap().to_owned();
+    let second = scripts[1]["entity_id"].as_str().unwrap().to_owned();
+
+    // One line for the first entity: only that line changes, still one line.
+    let r = ok(&p, &["update", &first, "--set", "priority=77"]);
+    assert!(r.stdout.contains("changed: priority"), "{r:?}");
+    let after = p.read("kb/scripts.json");
+    let (replaced, with) = replaced_lines(&text, &after);
+    assert_eq!(replaced, 1..2, "{after}");
+    assert_eq!(with.len(), 1, "{with:?}");
+    assert!(with[0].contains("\"priority\":77"), "{with:?}");
+
+    // The multi-line entity: only its lines, in its four-space style.
+    let before = after;
+    let r = ok(
+        &p,
+        &[
+            "update",
+            &second,
+            "--set",
+            "audience_types=[\"PARENT\",\"CLINICIAN\"]",
+        ],
+    );
+    assert!(r.stdout.contains("changed: audience_types"), "{r:?}");
+    let after = p.read("kb/scripts.json");
+    let (replaced, with) = replaced_lines(&before, &after);
+    let lines: Vec<&str> = before.lines().collect();
+    let start = lines.iter().position(|l| *l == "  {").unwrap();
+    let end = start
+        + lines[start..]
+            .iter()
+            .position(|l| l.starts_with("  }"))
+            .unwrap()
+        + 1;
+    assert!(
+        replaced.start >= start && replaced.end <= end,
+        "lines {replaced:?} changed, the entity is {start}..{end}"
+    );
+    assert!(
+        with.iter()
+            .all(|l| l.starts_with("    ") || l.starts_with("  }")),
+        "{with:?}"
+    );
+    let new = entities_in(&p.path("kb/scripts.json"));
+    let old = entities_in_text(&text, Format::Json);
+    for (o, n) in old.iter().zip(&new) {
+        if o.entity_id == first {
+            assert_eq!(n.priority.get(), 77);
+        } else if o.entity_id == second {
+            assert_eq!(n.audience_types, ["PARENT", "CLINICIAN"]);
+        } else {
+            assert_eq!(o, n);
+        }
+    }
+}

@@ -4,6 +4,7 @@ mod accept;
 #[path = "../../examples/answer_judge.rs"]
 mod answer_judge;
 mod answers;
+mod answers_replies;
 mod answers_trajectory;
 mod assertion_types;
 mod assertions;
@@ -57,10 +58,13 @@ mod simulate_gate;
 mod simulate_judge;
 mod simulate_shard;
 mod simulate_trajectory;
+mod stale_tracking;
 mod state;
 mod support;
 mod telemetry;
 mod traces;
+mod typed_state;
 mod ui_browser;
 #[path = "../../examples/ui_fixtures.rs"]
 mod ui_fixtures;
+mod verdicts;

@@ -57,9 +57,11 @@ max_backoff_seconds = 0.4
 }
 
 /// The RunLog without what legitimately differs between two runs.
-pub(crate) fn comparable(mut log: serde_json::Value) -> serde_json::Value {
+pub(crate) fn comparable(log: serde_json::Value) -> serde_json::Value {
+    // Durations measure the run, the run's and each case's.
+    let mut log = crate::support::timeless(log);
     // `rate_limits` accounts for the requests sent, which a replay does not send.
-    for key in ["timestamp", "duration_ms", "run_id", "rate_limits"] {
+    for key in ["timestamp", "run_id", "rate_limits"] {
         log.as_object_mut().unwrap().remove(key);
     }
     log
@@ -160,7 +162,7 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
     assert_eq!(grouped[2].trim(), poisoned_id, "{grouped:?}");
 }
 
-/// Issue 23: a provider that rate-limits (a bucket of 5, 200 requests a second) and four
+/// Issue 23: a provider that rate-limits (a bucket of 5, 50 requests a second) and four
 /// times the concurrency it takes: every case is answered, nothing errors, and the run's
 /// summary, RunLog and reports say how the limit shaped the calls.
 #[test]
@@ -169,7 +171,7 @@ fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
     let server = FakeOpenAi::start(
         entity_ids(&project),
         Faults {
-            limit: Some((200.0, 5.0)),
+            limit: Some((50.0, 5.0)),
             ..Faults::default()
         },
     );
@@ -396,6 +398,7 @@ fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
     assert_eq!(log["semantic"]["repeats"], 3);
     let results = semantic_results(&log);
     assert_eq!(results.len(), 94);
+    let timeless_results = crate::support::timeless(serde_json::Value::Array(results.clone()));
     for r in results {
         let scores = r["repeat_scores"].as_array().unwrap();
         assert_eq!(scores.len(), 3, "{r}");
@@ -426,7 +429,13 @@ fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
         server.counts.chat.load(std::sync::atomic::Ordering::SeqCst),
         chat
     );
-    assert_eq!(semantic_results(&again.json()), results);
+    // The same results, but for how long each case took.
+    assert_eq!(
+        crate::support::timeless(serde_json::Value::Array(
+            semantic_results(&again.json()).clone()
+        )),
+        timeless_results
+    );
 
     // No stochastic stage: refused, nothing run.
     let plain = Scratch::example();
@@ -436,5 +445,59 @@ fn repeat_runs_each_semantic_case_k_times_through_the_cache() {
         refused.stderr.contains("no stochastic stage"),
         "{}",
         refused.stderr
+    );
+}
+
+/// Issue 42: a damaged `.assay/limits.json` (a bucket refilling once a million seconds, a
+/// `learned_at` far in the future) is ignored with a warning naming the file: the run neither
+/// fails its calls nor crawls.
+#[test]
+fn a_damaged_limit_memory_is_ignored_with_the_file_named() {
+    let project = Scratch::example();
+    let server = FakeOpenAi::start(entity_ids(&project), Faults::default());
+    // A call may wait 5 s: the damaged buckets, believed, would hold every call past that.
+    configure(&project, &server, "max_wait_seconds = 5");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let damaged = serde_json::json!({"version": 1, "models": {
+        "openai/text-embedding-3-small": {"learned_at": now,
+            "buckets": {"requests": {"limit": 1.0, "per_second": 1e-6}}},
+        "openai/gpt-4o-mini": {"learned_at": 4_102_444_800u64,
+            "buckets": {"requests": {"limit": 1.0, "per_second": 1.0}}}
+    }});
+    project.write_json(".assay/limits.json", &damaged);
+    let started = Instant::now();
+    let run = project.assay_env(
+        &["run", "--banks", "semantic", "--no-save", "--json"],
+        &[KEY],
+    );
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = run.json();
+    assert_eq!(log["summary"]["error_count"], 0, "{}", log["summary"]);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("remembered rate limit"))
+        .unwrap_or_else(|| panic!("no warning: {}", run.stderr));
+    assert!(
+        warning.contains(".assay/limits.json: ignored 2 remembered rate limits out of bounds"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains(
+            "`openai/text-embedding-3-small`: its requests bucket refills 0.000001 a second: 1000000 s to refill its 1, more than 600 s"
+        ),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("`openai/gpt-4o-mini`: learned_at 4102444800 is"),
+        "{warning}"
     );
 }

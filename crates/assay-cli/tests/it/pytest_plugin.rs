@@ -15,7 +15,7 @@ use std::process::Command;
 use crate::sim_provider::Behaviour;
 use crate::support::{Run, Scratch, assay, repo_path};
 
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let python = crate::support::test_python();
     let ok = Command::new(&python)
         .args(["-c", "import pytest"])
@@ -37,7 +37,7 @@ fn python() -> Option<PathBuf> {
 /// `python -m pytest -p assay_eval.pytest_plugin ARGS` in `cwd`, with the plugin from this
 /// checkout and this build's binary. Entry points are not loaded (the wheel's test checks
 /// that one); nothing is written into the checkout (no bytecode, no cache).
-fn pytest(python: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+pub(crate) fn pytest(python: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(python)
         .args([
             "-m",
@@ -69,13 +69,13 @@ fn pytest(python: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run
 
 /// One `<testcase>` of a JUnit XML file (assay's or pytest's).
 #[derive(Debug, Clone)]
-struct TestCase {
-    classname: String,
-    name: String,
+pub(crate) struct TestCase {
+    pub(crate) classname: String,
+    pub(crate) name: String,
     /// `passed`, `failure`, `error` or `skipped`.
-    outcome: String,
-    message: String,
-    text: String,
+    pub(crate) outcome: String,
+    pub(crate) message: String,
+    pub(crate) text: String,
 }
 
 fn unescape(text: &str) -> String {
@@ -90,7 +90,7 @@ fn unescape(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn testcases(xml: &str) -> Vec<TestCase> {
+pub(crate) fn testcases(xml: &str) -> Vec<TestCase> {
     let case = regex::Regex::new(r"(?s)<testcase\s([^>]*?)(?:/>|>(.*?)</testcase>)").unwrap();
     let attr = regex::Regex::new(r#"(\w+)="([^"]*)""#).unwrap();
     let outcome =
@@ -163,7 +163,7 @@ fn every_case_is_an_item_with_assays_verdict_and_reason() {
         &["--assay", "project", "--junitxml", "pytest.xml", "-rfE"],
         &[],
     );
-    // Cases below the pass score fail, though assay's gate passed.
+    // The cases assay fails (hard fails here) fail, though assay's gate passed.
     assert_eq!(out.code, 1, "{out:?}");
     let items = testcases(&std::fs::read_to_string(dir.join("pytest.xml")).unwrap());
 
@@ -209,7 +209,7 @@ fn every_case_is_an_item_with_assays_verdict_and_reason() {
             );
         }
     }
-    assert!(failed > 0, "the example has cases below 100");
+    assert!(failed > 0, "the example has failing cases");
     assert!(
         out.stdout.contains(&format!(
             "{failed} failed, {} passed",
@@ -218,16 +218,17 @@ fn every_case_is_an_item_with_assays_verdict_and_reason() {
         "{}",
         out.stdout
     );
-    // A hard fail reads as assay words it.
+    // A hard fail reads as assay words it: the check that failed it, then what was selected.
     let hard = items
         .iter()
         .find(|i| i.name == "V2-CRI-001")
         .expect("the example's crisis case");
     assert!(
         hard.message
-            .contains("score 0: hard fail: Primary expected entity not found: `handler_crisis`"),
+            .contains("expected primary entity missing: `handler_crisis`"),
         "{hard:?}"
     );
+    assert!(hard.text.contains("selected: "), "{hard:?}");
 
     // -k selects by name; the project ran once for all of it.
     let one = pytest(
@@ -273,11 +274,12 @@ fn a_failing_baseline_gate_fails_pytest_with_the_gates_verdict() {
     let accept = assay(&["runs", "accept", "latest", "--by", "ci", "--project", root]);
     assert_eq!(accept.code, 0, "{accept:?}");
 
-    // A knowledge-base edit breaks the cases that expect the welcome handler.
+    // A knowledge-base edit breaks the cases that expect the welcome handler (one of the
+    // wrong type, `{eq: "yes"}`, would not run at all: typed user state).
     p.edit(
         "kb/handlers.yaml",
         "is_first_conversation: {eq: true}",
-        "is_first_conversation: {eq: \"yes\"}",
+        "is_first_conversation: {eq: false}",
     );
     let gate = pytest(&python, dir, &gate_only, &[]);
     assert_eq!(gate.code, 1, "{gate:?}");
@@ -324,7 +326,7 @@ fn a_failing_baseline_gate_fails_pytest_with_the_gates_verdict() {
     assert!(
         broken
             .message
-            .contains("Expected handler did not trigger: handler_first_conversation"),
+            .contains("expected handler did not trigger: `handler_first_conversation`"),
         "{broken:?}"
     );
 }

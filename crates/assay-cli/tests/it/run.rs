@@ -213,7 +213,13 @@ fn a_critical_negative_match_makes_health_critical() {
         junit.contains("<testsuite name=\"pattern\" tests=\"28\" failures=\"1\""),
         "{junit}"
     );
-    assert!(junit.contains("critical failure: score 80"), "{junit}");
+    // The case's stored verdict: the false alarm, named, whatever its score of 80.
+    assert!(
+        junit.contains("message=\"false alarm on a critical negative case: matched `handler_crisis`\" type=\"assay.false_alarm\""),
+        "{junit}"
+    );
+    assert_eq!(case["verdict"]["outcome"], "fail");
+    assert_eq!(case["verdict"]["failed"][0]["rule"], "false_alarm");
 }
 
 #[test]
@@ -414,9 +420,10 @@ fn the_example_with_default_hybrid_ranking_scores_higher_than_003s_pipeline() {
 }
 
 #[test]
-fn the_summary_lists_the_worst_few_and_the_flags_list_more() {
-    // The default is readable at any bank size: counts per reason and the worst few; `--all`
-    // and `--failures-only` list cases one per line, worst first.
+fn the_summary_groups_failures_by_rule_and_the_flags_list_cases() {
+    // The default is readable at any bank size: counts by verdict, the failed cases grouped
+    // by the rule that failed them, counts per reason, and no line per case; `--all` and
+    // `--failures-only` list cases one per line, failures first.
     let p = Scratch::example_dense();
     let case_lines = |out: &str| {
         out.lines()
@@ -424,17 +431,20 @@ fn the_summary_lists_the_worst_few_and_the_flags_list_more() {
             .count()
     };
     let default = p.assay(&["run", "--no-save"]);
-    assert_eq!(case_lines(&default.stdout), 8, "{}", default.stdout);
-    assert!(
-        default.stdout.contains("cases below 100: 49 of 147"),
-        "{}",
-        default.stdout
-    );
-    assert!(
-        default.stdout.contains("… 41 more below 100"),
-        "{}",
-        default.stdout
-    );
+    assert_eq!(case_lines(&default.stdout), 0, "{}", default.stdout);
+    for line in [
+        "cases           147: 131 passed, 16 failed, 0 errors (16 hard fails)",
+        "failed: 16 of 147 (by the rule that failed them)",
+        "  expected missing        16  semantic/",
+        "cases below 100: 49 of 147 (why points were lost)",
+        "`--failures-only` lists each failed case with its checks",
+    ] {
+        assert!(
+            default.stdout.contains(line),
+            "{line:?} in {}",
+            default.stdout
+        );
+    }
 
     let all = p.assay(&["run", "--no-save", "--all"]);
     assert_eq!(case_lines(&all.stdout), 49, "{}", all.stdout);
@@ -452,6 +462,16 @@ fn the_summary_lists_the_worst_few_and_the_flags_list_more() {
     assert_eq!(case_lines(&failures.stdout), 16, "{}", failures.stdout);
     assert!(
         failures.stdout.contains("\nfailures:\n"),
+        "{}",
+        failures.stdout
+    );
+    // Each with the check that failed it.
+    assert!(
+        failures
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("  V2-"))
+            .all(|l| l.contains(" failed ") && l.contains("expected primary entity missing: ")),
         "{}",
         failures.stdout
     );

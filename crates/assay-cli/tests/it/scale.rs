@@ -80,7 +80,7 @@ fn a_large_run_lists_the_worst_and_streams_every_case_to_its_run_log() {
     let names = saved(&p);
     assert_eq!(names.len(), 1, "{:?}", p.results());
     let log = p.json(&format!("results/{}", names[0]));
-    assert_eq!(log["schema_version"], 3);
+    assert_eq!(log["schema_version"], 4);
     assert_eq!(log["summary"]["total_tests"], CASES);
     assert_eq!(log["summary"]["hard_fail_count"], broken.len());
     assert_eq!(log["notable"]["complete"], false, "{}", log["notable"]);

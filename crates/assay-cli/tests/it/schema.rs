@@ -319,7 +319,7 @@ type Breakage = (
 
 #[test]
 fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() {
-    let breakages: [Breakage; 15] = [
+    let breakages: [Breakage; 17] = [
         (
             "config",
             "assay.toml",
@@ -330,9 +330,9 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
         (
             "config",
             "assay.toml",
-            "[report]",
-            "[reprot]",
-            "unknown field `reprot`",
+            "[verdict]",
+            "[verdcit]",
+            "unknown field `verdcit`",
         ),
         (
             "kb",
@@ -347,6 +347,20 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
             "  subtype: maintenance",
             "  subtipe: maintenance",
             "did you mean `subtype`?",
+        ),
+        (
+            "kb",
+            "kb/bikes.yaml",
+            "days_since_last: {$lte: 30}",
+            "days_since_last: {$le: 30}",
+            "unknown operator `$le` (did you mean `$lte`?)",
+        ),
+        (
+            "config",
+            "assay.toml",
+            "rides_after_dark = \"boolean\"",
+            "rides_after_dark = \"bool\"",
+            "did you mean `boolean`?",
         ),
         (
             "semantic-bank",

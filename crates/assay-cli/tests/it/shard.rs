@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::scale::{grow_state_bank_to, saved};
-use crate::support::{Scratch, assay};
+use crate::support::{Scratch, assay, timeless};
 
 /// The suite: the example's 94 semantic cases, and its state, pattern and always banks grown
 /// to 10,000 cases in all.
@@ -55,7 +55,8 @@ fn newest(p: &Scratch) -> (String, Value) {
     (p.path(&path).display().to_string(), log)
 }
 
-/// Every case of a saved run, by `bank/test_id`, from its run log or its lists.
+/// Every case of a saved run, by `bank/test_id`, from its run log or its lists, without its
+/// duration.
 fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     match log["cases"]["file"].as_str() {
@@ -68,7 +69,8 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
                     v["result"]["test_id"].as_str().unwrap()
                 );
                 assert!(
-                    out.insert(key.clone(), v["result"].clone()).is_none(),
+                    out.insert(key.clone(), timeless(v["result"].clone()))
+                        .is_none(),
                     "{key} twice"
                 );
             }
@@ -77,7 +79,7 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
             for bank in ["semantic", "state", "pattern", "always"] {
                 for c in log[bank]["results"].as_array().into_iter().flatten() {
                     let key = format!("{bank}/{}", c["test_id"].as_str().unwrap());
-                    out.insert(key, c.clone());
+                    out.insert(key, timeless(c.clone()));
                 }
             }
         }
@@ -88,12 +90,12 @@ fn cases(p: &Scratch, log: &Value) -> BTreeMap<String, Value> {
 /// A RunLog without what differs between two runs of the same cases: ids, times, file names,
 /// how it was made and how its searches went.
 fn comparable(log: &Value) -> Value {
-    let mut v = log.clone();
+    // Durations measure the run, the run's and each case's.
+    let mut v = timeless(log.clone());
     let o = v.as_object_mut().unwrap();
     for key in [
         "run_id",
         "timestamp",
-        "duration_ms",
         "merged",
         "shard",
         "cases",
@@ -215,12 +217,13 @@ fn four_shards_merged_equal_the_whole_suite_case_for_case() {
             .unwrap()
             .lines()
             .map(|l| {
-                // Times and the run's name aside.
+                // Times and the run's name aside (a case's time is its own measurement).
                 let re = regex::Regex::new(r#"(time|timestamp|id|name)="[^"]*""#).unwrap();
+                let time = regex::Regex::new(r#" time="[^"]*""#).unwrap();
                 if l.contains("<testsuites") || l.contains("<testsuite ") {
                     re.replace_all(l, "").into_owned()
                 } else {
-                    l.to_owned()
+                    time.replace_all(l, "").into_owned()
                 }
             })
             .collect()
@@ -350,4 +353,94 @@ fn shards_that_do_not_belong_together_are_refused_by_name() {
     assert!(run.stderr.contains("from 1 to 4"), "{run:?}");
     let run = p.assay(&["run", "--shard", "hash:1/2", "--baseline", "latest"]);
     assert_eq!(run.code, 2, "{run:?}");
+}
+
+/// Issue 42: a shard's results carry a digest of its cases whether they are listed in its
+/// RunLog or streamed: a score edited in a shard whose RunLog lists its cases, and a case moved
+/// from one shard's results to another's, are refused by `runs merge` (exit 2) naming the file,
+/// and the moved case by its id; nothing is written.
+#[test]
+fn edited_scores_and_moved_cases_are_refused_by_name() {
+    let p = Scratch::example();
+    let mut logs = Vec::new();
+    for i in 1..=3 {
+        let spec = format!("hash:{i}/3");
+        let run = p.assay(&["run", "--shard", spec.as_str()]);
+        assert!(run.code == 0 || run.code == 1, "{spec}: {run:?}");
+        logs.push(newest(&p).0);
+    }
+    let read = |path: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let write = |path: &str, log: &Value| {
+        std::fs::write(path, serde_json::to_string_pretty(log).unwrap()).unwrap();
+    };
+    let originals: Vec<String> = logs
+        .iter()
+        .map(|l| std::fs::read_to_string(l).unwrap())
+        .collect();
+    let restore = || {
+        for (path, text) in logs.iter().zip(&originals) {
+            std::fs::write(path, text).unwrap();
+        }
+    };
+    for l in &logs {
+        let log = read(l);
+        assert!(
+            log.get("cases").is_none(),
+            "the example's shards list their cases"
+        );
+        let digest = log["shard"]["cases_sha256"].as_str().unwrap_or_default();
+        assert_eq!(digest.len(), 64, "{}", log["shard"]);
+    }
+    let before = p.results();
+    let refused = |expect: &[&str]| {
+        let run = merge(&p, &logs, &[]);
+        assert_eq!(run.code, 2, "{run:?}");
+        for e in expect {
+            assert!(run.stderr.contains(e), "missing `{e}`: {}", run.stderr);
+        }
+        assert_eq!(p.results(), before, "a refused merge wrote something");
+    };
+
+    // A score edited by hand, everything else left as it was.
+    let mut log = read(&logs[0]);
+    let case = &mut log["state"]["results"][0];
+    let score = case["score"].as_u64().unwrap();
+    case["score"] = (if score == 100 { 40 } else { 100 }).into();
+    write(&logs[0], &log);
+    refused(&[
+        &format!("{}: its cases changed since the shard was saved", logs[0]),
+        "the shard recorded",
+    ]);
+    restore();
+
+    // A case moved from shard 1's results to shard 2's: both files still read, the case is in
+    // exactly one shard, and the moved one is named by where it belongs.
+    let mut one = read(&logs[0]);
+    let mut two = read(&logs[1]);
+    let moved = one["state"]["results"].as_array_mut().unwrap().remove(0);
+    let id = moved["test_id"].as_str().unwrap().to_owned();
+    two["state"]["results"].as_array_mut().unwrap().push(moved);
+    write(&logs[0], &one);
+    write(&logs[1], &two);
+    refused(&[&format!(
+        "{}: holds case state/{id}, which belongs to shard 1 of 3 (by the hash of its id), not to this shard 2",
+        logs[1]
+    )]);
+    restore();
+
+    // A shard saved before the digest was recorded cannot be checked.
+    let mut old = read(&logs[2]);
+    old["shard"].as_object_mut().unwrap().remove("cases_sha256");
+    write(&logs[2], &old);
+    refused(&[&format!(
+        "{}: records no digest of its cases (`shard.cases_sha256`)",
+        logs[2]
+    )]);
+    restore();
+
+    // As saved, they merge.
+    let run = merge(&p, &logs, &["--no-save"]);
+    assert!(run.code == 0 || run.code == 1, "{run:?}");
 }

@@ -308,6 +308,58 @@ fn shards_that_are_not_one_simulation_are_refused() {
         &["not a shard's report (it has no `shard`"],
     );
     assert_eq!(listing(), before, "nothing written");
+
+    // Issue 42: a shard's runs are checked against the digest it saved. A verdict edited by
+    // hand is refused, naming the file; so is a run moved to another shard, naming it.
+    let mut report = read_json(&one);
+    assert_eq!(
+        report["shard"]["runs_sha256"].as_str().map(str::len),
+        Some(64),
+        "{}",
+        report["shard"]
+    );
+    let runs = report["runs"].as_array().unwrap().clone();
+    assert!(!runs.is_empty());
+    let flipped = if runs[0]["verdict"] == "pass" {
+        "fail"
+    } else {
+        "pass"
+    };
+    report["runs"][0]["verdict"] = flipped.into();
+    let edited = scratch.path("shards/one-edited.json").display().to_string();
+    std::fs::write(&edited, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+    refused(
+        &[&edited, &two],
+        &[&format!("{edited}: its runs changed since it was saved")],
+    );
+    let mut to = read_json(&two);
+    to["runs"].as_array_mut().unwrap().push(runs[0].clone());
+    let mut from = read_json(&one);
+    from["runs"].as_array_mut().unwrap().remove(0);
+    let (moved_from, moved_to) = (
+        scratch.path("shards/one-moved.json").display().to_string(),
+        scratch.path("shards/two-moved.json").display().to_string(),
+    );
+    std::fs::write(&moved_from, serde_json::to_string_pretty(&from).unwrap()).unwrap();
+    std::fs::write(&moved_to, serde_json::to_string_pretty(&to).unwrap()).unwrap();
+    let id = runs[0]["scenario_id"].as_str().unwrap();
+    refused(
+        &[&moved_from, &moved_to],
+        &[&format!(
+            "{moved_to}: it holds scenario `{id}`, which belongs to shard hash:1/2, not hash:2/2"
+        )],
+    );
+    // A report saved before the digest was recorded cannot be checked.
+    let mut old = read_json(&one);
+    old["shard"].as_object_mut().unwrap().remove("runs_sha256");
+    let unchecked = scratch.path("shards/one-old.json").display().to_string();
+    std::fs::write(&unchecked, serde_json::to_string_pretty(&old).unwrap()).unwrap();
+    refused(
+        &[&unchecked, &two],
+        &["it records no digest of its runs (`shard.runs_sha256`)"],
+    );
+    assert_eq!(listing(), before, "nothing written");
+
     // The right shards merge.
     let out = merge(&scratch, &[&two, &one], false);
     assert_eq!(out.code, 0, "{out:?}");

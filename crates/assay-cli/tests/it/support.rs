@@ -78,6 +78,14 @@ impl Scratch {
         Scratch::copy_of(&example())
     }
 
+    /// An empty project folder, for a test that writes every file itself.
+    pub fn empty() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        Scratch { _dir: dir, root }
+    }
+
     /// A scratch copy of any project folder.
     pub fn copy_of(src: &Path) -> Scratch {
         let dir = tempfile::tempdir().unwrap();
@@ -236,6 +244,26 @@ impl Scratch {
             .spawn()
             .unwrap()
     }
+}
+
+/// A RunLog (or any part of one) without what only measures its run: every `duration_ms`,
+/// the run's and each case's. Two runs of the same cases compare equal once timeless.
+pub fn timeless(mut value: serde_json::Value) -> serde_json::Value {
+    match &mut value {
+        serde_json::Value::Object(o) => {
+            o.remove("duration_ms");
+            for v in o.values_mut() {
+                *v = timeless(v.take());
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for v in a.iter_mut() {
+                *v = timeless(v.take());
+            }
+        }
+        _ => {}
+    }
+    value
 }
 
 /// The outcome of one run of the binary.

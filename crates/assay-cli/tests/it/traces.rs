@@ -515,3 +515,152 @@ fn traces_check_sends_drafts_to_review() {
     assert_eq!(lone.code, 2, "{lone:?}");
     assert!(lone.stderr.contains("--to-review"), "{}", lone.stderr);
 }
+
+/// Sends a GET with a bearer token and returns the status and body.
+fn http_get(base: &str, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = answer[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+/// A chunked HTTP/1.1 body, joined.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = raw.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&raw[..end]).trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[end + 2..end + 2 + size]);
+        raw = &raw[end + 2 + size + 2..];
+    }
+}
+
+/// The OpenTelemetry Python SDK's OTLP/HTTP exporter, gzip-compressed as
+/// `OTEL_EXPORTER_OTLP_COMPRESSION=gzip` makes it, exporting two retrieval spans, then the same
+/// batch again (as it retries one whose answer it did not get).
+const SDK_EXPORT: &str = r#"
+import json, sys
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+memory = InMemorySpanExporter()
+provider = TracerProvider(resource=Resource.create({"service.name": "coach"}))
+provider.add_span_processor(SimpleSpanProcessor(memory))
+tracer = provider.get_tracer("coach")
+for query, ids in json.loads(sys.argv[1]):
+    with tracer.start_as_current_span("retrieve") as span:
+        span.set_attribute("gen_ai.operation.name", "retrieval")
+        span.set_attribute("gen_ai.retrieval.query.text", query)
+        span.set_attribute("gen_ai.retrieval.documents", json.dumps([{"id": i} for i in ids]))
+spans = memory.get_finished_spans()
+exporter = OTLPSpanExporter()
+results = [exporter.export(spans).name for _ in range(2)]
+print(json.dumps({"compression": exporter._compression.value, "results": results, "spans": len(spans)}))
+"#;
+
+/// Issue 42: the OpenTelemetry Python SDK exporting gzip (`OTEL_EXPORTER_OTLP_COMPRESSION=gzip`)
+/// to `assay serve`: its spans are stored and checked; the batch sent twice is counted once;
+/// the check needs the token.
+#[test]
+fn gzip_from_the_python_sdk_is_stored_once_and_checked_with_the_token() {
+    let p = project();
+    let state = assay_server::AppState::with_env(
+        p.root.clone(),
+        std::sync::Arc::new(|name: &str| {
+            (name == "ASSAY_ADMIN_TOKEN").then(|| "s3cret".to_owned())
+        }),
+    );
+    let base = serve(assay_server::app(state));
+    let mut ids: Vec<&str> = ALWAYS.to_vec();
+    ids.push("gray_rock");
+    let spans = json!([
+        ["he keeps baiting me trying to get a reaction", ids],
+        ["how do I plan the holidays with my ex", ALWAYS],
+    ]);
+    let python = crate::support::test_python();
+    let out = std::process::Command::new(&python)
+        .args(["-c", SDK_EXPORT, &spans.to_string()])
+        .env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", format!("{base}/v1/traces"))
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20s3cret")
+        .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run scripts/ci-setup, which installs the OpenTelemetry SDK and its OTLP/HTTP exporter)",
+                python.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        said,
+        json!({"compression": "gzip", "results": ["SUCCESS", "SUCCESS"], "spans": 2}),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Stored once: two lines, however often the batch came.
+    let dir = p.path(".assay/traces");
+    let lines: usize = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(lines, 2);
+
+    // Checked, with the token only.
+    let (status, body) = http_get(&base, "/traces/check", None);
+    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["code"], "unauthorized");
+    let (status, _) = http_get(&base, "/traces/check", Some("wrong"));
+    assert_eq!(status, 403);
+    let (status, body) = http_get(&base, "/traces/check", Some("s3cret"));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let report: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(report["checked"], 2, "{report:#}");
+    let queries: Vec<&str> = report["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["query"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        queries.contains(&"he keeps baiting me trying to get a reaction"),
+        "{report:#}"
+    );
+}

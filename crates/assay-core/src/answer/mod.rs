@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::UserState;
 use crate::assertion::AssertionReport;
 use crate::scoring::Breakdown;
+use crate::verdict::{FailedCheck, Rule, Verdict};
 
 pub mod metrics;
 
@@ -176,6 +177,37 @@ impl crate::bank::Case for AnswerCase {
     fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
         self.provenance.as_mut()
     }
+    fn named_by_run(&self) -> bool {
+        true
+    }
+}
+
+/// The most bytes of a reply (or of a context the product sent) a result keeps:
+/// 16 KiB. Assertions and the judge read the whole reply; what is stored, and so every report
+/// and page, holds at most this much of it, then [`clip`]'s marker.
+pub const KEPT_REPLY_BYTES: usize = 16 * 1024;
+
+/// `text` as a result stores it: whole when it is at most [`KEPT_REPLY_BYTES`], else its first
+/// [`KEPT_REPLY_BYTES`] (cut at a character boundary) followed by
+/// ` … [clipped: <n> bytes in all]`.
+///
+/// ```
+/// use assay_core::answer::{clip, KEPT_REPLY_BYTES};
+/// assert_eq!(clip("short"), "short");
+/// let long = "é".repeat(KEPT_REPLY_BYTES);
+/// let kept = clip(&long);
+/// assert!(kept.ends_with(&format!(" … [clipped: {} bytes in all]", long.len())));
+/// assert!(kept.len() < KEPT_REPLY_BYTES + 64);
+/// ```
+pub fn clip(text: &str) -> String {
+    if text.len() <= KEPT_REPLY_BYTES {
+        return text.to_owned();
+    }
+    let mut end = KEPT_REPLY_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … [clipped: {} bytes in all]", &text[..end], text.len())
 }
 
 /// One piece of context the reply was written from, in rank order.
@@ -312,6 +344,10 @@ pub struct AnswerCaseResult {
     /// How long the target took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
+    /// How long the whole case took (the product, the judge, the checks), in milliseconds
+    /// (absent in results written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
     /// What the target's model calls cost, in US dollars, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
@@ -337,6 +373,9 @@ pub struct AnswerCaseResult {
     /// case is not scored and averages leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The case's verdict, decided where it was scored ([`crate::verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// How metrics and assertions weigh in an answer case's score (`[answer.weights]`).
@@ -357,6 +396,102 @@ impl Default for ScoreWeights {
     }
 }
 
+/// The checks that fail an answer case, in the order they are made: each metric under its
+/// minimum, each critical assertion that failed (named by its type and value), the assertions
+/// under their threshold (naming the assertions that failed), each trajectory rule that failed
+/// and is not advisory. What [`score_case`] records as `failures` and what the case's verdict
+/// names ([`crate::decide`]).
+pub fn failed_checks(result: &AnswerCaseResult) -> Vec<FailedCheck> {
+    let mut out = Vec::new();
+    for (metric, outcome) in &result.metrics {
+        if outcome.below_minimum() {
+            out.push(FailedCheck::new(
+                Rule::MetricMinimum,
+                vec![metric.as_str().to_owned()],
+                format!(
+                    "{metric} {:.2} below its minimum {:.2}",
+                    outcome.score.unwrap_or_default(),
+                    outcome.minimum.unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    if let Some(report) = &result.assertions {
+        for r in report
+            .results
+            .iter()
+            .filter(|r| r.critical && r.status == crate::assertion::Status::Failed)
+        {
+            out.push(FailedCheck::new(
+                Rule::Assertion,
+                vec![r.name()],
+                format!(
+                    "critical assertion {} `{}` failed: {}",
+                    r.index + 1,
+                    r.name(),
+                    r.reason
+                ),
+            ));
+        }
+        if !report.passed && !report.critical_failed {
+            let failed: Vec<&crate::assertion::AssertionResult> = report
+                .results
+                .iter()
+                .filter(|r| r.status == crate::assertion::Status::Failed)
+                .collect();
+            let mut message = format!(
+                "assertions passed {}% of their weight, under the threshold {}%",
+                percent(report.score.unwrap_or(0.0)),
+                percent(report.threshold)
+            );
+            if !failed.is_empty() {
+                let each: Vec<String> = failed
+                    .iter()
+                    .map(|r| format!("`{}` ({})", r.name(), r.reason))
+                    .collect();
+                message.push_str(&format!(": failed {}", each.join(", ")));
+            }
+            if report.errors > 0 {
+                message.push_str(&format!(
+                    "; {} could not be decided (an error is not a pass)",
+                    report.errors
+                ));
+            }
+            out.push(FailedCheck::new(
+                Rule::AssertionThreshold,
+                failed.iter().map(|r| r.name()).collect(),
+                message,
+            ));
+        }
+    }
+    for c in result
+        .trajectory
+        .iter()
+        .filter(|c| c.required() && c.status != crate::simulation::CheckStatus::Passed)
+    {
+        let why = if c.details.is_empty() {
+            c.calls
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            c.details.join("; ")
+        };
+        out.push(FailedCheck::new(
+            Rule::Trajectory,
+            vec![c.name.clone()],
+            format!("{} failed: {why}", c.name),
+        ));
+    }
+    out
+}
+
+/// A share as a whole percentage, never `-0`.
+fn percent(share: f64) -> String {
+    format!("{:.0}", (share * 100.0).round() + 0.0)
+}
+
 /// Scores a result whose metrics and assertions are filled in: sets `score`, `breakdown`,
 /// `is_hard_fail`, `is_critical_failure` and `failures`. A result with an `error` is left
 /// unscored.
@@ -365,8 +500,8 @@ impl Default for ScoreWeights {
 /// assertions' pass share (when any assertion was decided), rounded. A critical assertion
 /// that failed, or a trajectory check that failed and is not advisory, makes the score 0 and
 /// the case a hard fail, whatever the metrics say (evidence outranks opinion). Assertions under their threshold, or a metric under its minimum, make
-/// the case a hard fail and keep the score. A case with nothing to score (no metric applies
-/// and no assertion was decided) scores 100 only when it has no failure.
+/// the case a hard fail and keep the score ([`failed_checks`]). A case with nothing to score
+/// (no metric applies and no assertion was decided) scores 100 only when it has no failure.
 pub fn score_case(result: &mut AnswerCaseResult, weights: &ScoreWeights) {
     result.failures.clear();
     if result.error.is_some() {
@@ -384,56 +519,17 @@ pub fn score_case(result: &mut AnswerCaseResult, weights: &ScoreWeights) {
             sum += w * s;
             total += w;
         }
-        if outcome.below_minimum() {
-            result.failures.push(format!(
-                "{metric} {:.2} below its minimum {:.2}",
-                outcome.score.unwrap_or_default(),
-                outcome.minimum.unwrap_or_default()
-            ));
-        }
     }
-    let mut critical = false;
-    if let Some(report) = &result.assertions {
-        if let Some(s) = report.score {
-            sum += weights.assertions * s;
-            total += weights.assertions;
-        }
-        for r in report.results.iter().filter(|r| r.critical && !r.passed) {
-            if r.status == crate::assertion::Status::Failed {
-                critical = true;
-                result.failures.push(format!(
-                    "critical assertion {} `{}` failed: {}",
-                    r.index + 1,
-                    r.kind,
-                    r.reason
-                ));
-            }
-        }
-        if !report.passed && !report.critical_failed {
-            result.failures.push(format!(
-                "assertions passed {:.0}% of their weight, under the threshold {:.0}%",
-                report.score.unwrap_or(0.0) * 100.0,
-                report.threshold * 100.0
-            ));
-        }
+    if let Some(s) = result.assertions.as_ref().and_then(|r| r.score) {
+        sum += weights.assertions * s;
+        total += weights.assertions;
     }
-    for c in result
-        .trajectory
+    let checks = failed_checks(result);
+    // Evidence outranks opinion: a failed critical assertion or trajectory rule scores 0.
+    let critical = checks
         .iter()
-        .filter(|c| c.required() && c.status != crate::simulation::CheckStatus::Passed)
-    {
-        critical = true;
-        let why = if c.details.is_empty() {
-            c.calls
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        } else {
-            c.details.join("; ")
-        };
-        result.failures.push(format!("{} failed: {why}", c.name));
-    }
+        .any(|c| matches!(c.rule, Rule::Assertion | Rule::Trajectory));
+    result.failures = checks.into_iter().map(|c| c.message).collect();
     let score = if critical {
         0
     } else if total > 0.0 {

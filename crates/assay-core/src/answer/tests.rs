@@ -74,7 +74,7 @@ fn a_failed_critical_assertion_scores_zero_whatever_the_judge_says() {
     assert_eq!(r.score, Some(0));
     assert!(r.is_hard_fail);
     assert!(
-        r.failures[0].starts_with("critical assertion 1 `not-contains` failed"),
+        r.failures[0].starts_with("critical assertion 1 `not-contains \"capital\"` failed"),
         "{:?}",
         r.failures
     );

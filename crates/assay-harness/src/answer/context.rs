@@ -50,6 +50,18 @@ impl ContextProvider for PipelineContext {
             })
             .collect())
     }
+
+    fn unknown_entity(&self, entity: &str) -> Option<String> {
+        if self.pipeline.entity(entity).is_some() {
+            return None;
+        }
+        let hint = assay_core::text::closest(entity, self.pipeline.entity_ids())
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        Some(format!(
+            "`{entity}` is not an active entity of the knowledge base{hint}"
+        ))
+    }
 }
 
 /// Texts embedded as queries by the project's embedder (answer relevancy compares questions).

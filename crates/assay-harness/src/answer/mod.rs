@@ -8,7 +8,16 @@
 //!
 //! An infrastructure error (the target failed or timed out, the pipeline failed, a judge's
 //! reply could not be parsed after its corrective turns) makes the case an error, recorded
-//! with the reason and left out of the averages: never a 0, never NaN.
+//! with the reason and left out of the averages: never a 0, never NaN. So does a reply the
+//! product should not have sent: one longer than `[answer] max_reply_bytes`, a `final_answer`
+//! that is not a string, or `contexts` naming an entity the knowledge base does not hold.
+//! A result keeps at most [`assay_core::answer::KEPT_REPLY_BYTES`] of the reply and of each
+//! context the product sent ([`assay_core::answer::clip`]); assertions and the judge read them
+//! whole.
+//!
+//! A bank whose every case computes no metric (`[answer] metrics = []`, or each case's own
+//! `metrics: []`) needs no judge: none is built, no judge's API key is asked for, and the run
+//! says no judge was used.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,6 +92,10 @@ pub trait ContextProvider: Send + Sync {
         user_state: &UserState,
         audience: &str,
     ) -> Result<Vec<ContextItem>, String>;
+
+    /// Why `entity` is not an entity the knowledge base holds (with the closest id that is),
+    /// or `None` when it is: what a product's `contexts` are checked against.
+    fn unknown_entity(&self, entity: &str) -> Option<String>;
 }
 
 /// Embeds texts for answer relevancy (the project's embedder, through the call wrapper).
@@ -154,8 +167,8 @@ pub struct AnswerBackend {
     pub system: Arc<dyn AnswerSystem>,
     /// The pipeline's context.
     pub context: Arc<dyn ContextProvider>,
-    /// The judge of the metrics.
-    pub judge: judge::AnswerJudge,
+    /// The judge of the metrics; `None` when no case computes a metric.
+    pub judge: Option<judge::AnswerJudge>,
     /// The settings.
     pub config: AnswerConfig,
 }
@@ -163,17 +176,35 @@ pub struct AnswerBackend {
 impl AnswerBackend {
     /// The product and the judge, in words (the run's setup; what a resumed run must match).
     pub fn describe(&self) -> String {
-        format!(
-            "{}, judged by {}",
-            self.system.describe(),
-            self.judge.model.model()
-        )
+        match &self.judge {
+            Some(judge) => format!(
+                "{}, judged by {}",
+                self.system.describe(),
+                judge.model.model()
+            ),
+            None => format!(
+                "{}, no judge (every metric is off: assertions and trajectory only)",
+                self.system.describe()
+            ),
+        }
+    }
+
+    /// Whether any of `cases` computes a metric (its own `metrics`, else `[answer] metrics`):
+    /// only then is a judge built.
+    pub fn needs_judge<'a>(
+        default: &[Metric],
+        cases: impl IntoIterator<Item = &'a AnswerCase>,
+    ) -> bool {
+        cases
+            .into_iter()
+            .any(|c| !c.metrics.as_deref().unwrap_or(default).is_empty())
     }
 
     /// Builds the answer bank's backend for a run: the product from `factory`, the context
     /// from the project's pipeline (embeddings brought up to date, as `assay retrieve` does),
     /// the judge `[answer] judge_model` and answer relevancy's embedder, every call behind
-    /// `calls`.
+    /// `calls`. No judge is built (and no judge's key needed) when no case of the bank computes
+    /// a metric.
     pub async fn build(
         project: &crate::project::Project,
         store: &crate::engine::OpenStore,
@@ -186,13 +217,21 @@ impl AnswerBackend {
         use crate::engine;
         let settings = &project.settings;
         let system = (factory.0)(settings, calls, env)?;
-        let raw = engine::build_chat_model(
-            settings,
-            &settings.answer.judge_model,
-            "[answer] judge_model",
-            env,
-        )?;
-        let model = calls.chat("judge", raw);
+        let wants_judge = AnswerBackend::needs_judge(
+            &settings.answer.metrics,
+            project.banks.answer.iter().map(|c| &c.case),
+        );
+        let model = if wants_judge {
+            let raw = engine::build_chat_model(
+                settings,
+                &settings.answer.judge_model,
+                "[answer] judge_model",
+                env,
+            )?;
+            Some(calls.chat("judge", raw))
+        } else {
+            None
+        };
         let choice = engine::choose_embedder(settings, embedder_flag, env)?;
         let embedder = calls.embedder(engine::build_embedder(&choice)?);
         let config = engine::retrieval_config(settings, &choice);
@@ -205,11 +244,11 @@ impl AnswerBackend {
                 pipeline: Arc::new(pipeline),
                 embedder: embedder.clone(),
             }),
-            judge: judge::AnswerJudge {
+            judge: model.map(|model| judge::AnswerJudge {
                 model,
                 embedder: Some(Arc::new(context::QueryEmbedder(embedder))),
                 max_tokens: a.judge_max_tokens,
-            },
+            }),
             config: AnswerConfig {
                 metrics: a.metrics.clone(),
                 minimum: a.minimum.clone(),
@@ -313,9 +352,24 @@ async fn run_into(
         })
         .await
         .map_err(|e| format!("the product failed: {e}"))?;
-    result.reply = Some(reply.text.clone());
+    result.reply = Some(assay_core::answer::clip(&reply.text));
     result.latency_ms = Some((reply.latency_ms * 10.0).round() / 10.0);
     result.cost_usd = reply.cost_usd;
+    if let Some(used) = &reply.contexts {
+        // A context the product says it used must be one the knowledge base holds: one it
+        // cannot be told apart from (an entity renamed, retired or made up) is never judged.
+        for (i, c) in used.iter().enumerate() {
+            if let Some(why) = c
+                .entity
+                .as_deref()
+                .and_then(|e| backend.context.unknown_entity(e))
+            {
+                result.contexts = clipped(used);
+                result.contexts_from = ContextSource::Target;
+                return Err(format!("the product's reply: contexts[{i}].entity: {why}"));
+            }
+        }
+    }
     (result.contexts, result.contexts_from) = match reply.contexts {
         Some(used) => (used, ContextSource::Target),
         None => (context, ContextSource::Pipeline),
@@ -340,19 +394,31 @@ async fn run_into(
         .clone()
         .unwrap_or_else(|| backend.config.metrics.clone());
     if metrics.is_empty() {
+        keep_clipped(result);
         return Ok(());
     }
+    let Some(judge) = &backend.judge else {
+        keep_clipped(result);
+        return Err(format!(
+            "judge: the case computes {} but this run built no judge",
+            metrics
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
     let input = judge::JudgeInput {
         question: &case.message,
         reply: &reply.text,
         contexts: &result.contexts,
         reference: case.reference.as_deref(),
     };
-    let mut outcomes = backend
-        .judge
+    let judged = judge
         .judge(&input, &metrics, backend.config.relevancy_questions)
-        .await
-        .map_err(|e| format!("judge: {e}"))?;
+        .await;
+    keep_clipped(result);
+    let mut outcomes = judged.map_err(|e| format!("judge: {e}"))?;
     for (metric, outcome) in &mut outcomes {
         outcome.minimum = case
             .minimum
@@ -364,6 +430,29 @@ async fn run_into(
     Ok(())
 }
 
+/// The contexts as a result keeps them: each text clipped ([`assay_core::answer::clip`]).
+fn clipped(contexts: &[ContextItem]) -> Vec<ContextItem> {
+    contexts
+        .iter()
+        .map(|c| ContextItem {
+            entity: c.entity.clone(),
+            text: assay_core::answer::clip(&c.text),
+        })
+        .collect()
+}
+
+/// Clips the contexts a result keeps, once the judge has read them whole (a context the
+/// product sent can be as long as its reply).
+fn keep_clipped(result: &mut AnswerCaseResult) {
+    if result.contexts_from == ContextSource::Target {
+        result.contexts = clipped(&result.contexts);
+    }
+}
+
 #[cfg(test)]
 #[path = "trajectory_tests.rs"]
 mod trajectory_tests;
+
+#[cfg(test)]
+#[path = "reply_tests.rs"]
+mod reply_tests;

@@ -55,6 +55,9 @@ impl ContextProvider for OneContext {
             text: "Loans can be renewed.".into(),
         }])
     }
+    fn unknown_entity(&self, entity: &str) -> Option<String> {
+        (entity != "loans").then(|| format!("`{entity}` is unknown"))
+    }
 }
 
 /// The cases here compute no metric: the judge must never be asked.
@@ -75,11 +78,11 @@ fn backend(calls: Option<Vec<(&'static str, Value)>>) -> AnswerBackend {
     AnswerBackend {
         system: Arc::new(Product(calls)),
         context: Arc::new(OneContext),
-        judge: judge::AnswerJudge {
+        judge: Some(judge::AnswerJudge {
             model: Arc::new(NoJudge),
             embedder: None,
             max_tokens: 100,
-        },
+        }),
         config: AnswerConfig::default(),
     }
 }

@@ -37,20 +37,46 @@ pub struct ProviderCalls {
 }
 
 /// Reads the limits earlier runs learned; a missing, unreadable or damaged file is nothing
-/// learned (it is assay's own state, rewritten at the end of the run), with a warning.
+/// learned (it is assay's own state, rewritten at the end of the run), with a warning naming
+/// it. Every value is bounded ([`LimitMemory::current`]): an entry out of bounds is dropped,
+/// with one warning naming the file and each entry, and learned again; the file never fails a
+/// call.
 fn read_memory(path: &Path) -> LimitMemory {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return LimitMemory::empty(),
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot read the remembered rate limits; starting without them");
+            tracing::warn!(
+                "{}: cannot read the remembered rate limits ({e}); starting without them",
+                path.display()
+            );
             return LimitMemory::empty();
         }
     };
     match serde_json::from_str::<LimitMemory>(&text) {
-        Ok(memory) => memory.current(assay_providers::limit::unix_now()),
+        Ok(memory) => {
+            let (memory, dropped) = memory.current(assay_providers::limit::unix_now());
+            if !dropped.is_empty() {
+                tracing::warn!(
+                    "{}: ignored {} remembered rate limit{} out of bounds ({}); {} learned again this run",
+                    path.display(),
+                    dropped.len(),
+                    if dropped.len() == 1 { "" } else { "s" },
+                    dropped.join("; "),
+                    if dropped.len() == 1 {
+                        "it is"
+                    } else {
+                        "they are"
+                    }
+                );
+            }
+            memory
+        }
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "the remembered rate limits are damaged; starting without them");
+            tracing::warn!(
+                "{}: the remembered rate limits are damaged ({e}); starting without them",
+                path.display()
+            );
             LimitMemory::empty()
         }
     }

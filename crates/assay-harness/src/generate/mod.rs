@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use assay_core::bank::BankType;
+use assay_core::bank::{BankType, Case};
 use assay_core::draft::{DraftBank, Finding};
 use assay_core::entity::{Entity, LoadMode};
 use futures_util::StreamExt as _;
@@ -408,7 +408,44 @@ fn free_generation(project: &Project, now: chrono::DateTime<chrono::Utc>) -> Str
         .unwrap_or(base)
 }
 
-fn write_bank<C: Serialize>(
+/// Whether a draft of a resumed generation's file is still what the interrupted process wrote:
+/// pending, not reviewed and not edited (an edit leaves its note). Such a draft is replaced by
+/// the one the resumed process makes (which may hold what a failed call left out); any other
+/// is a person's work and is kept as it is.
+fn untouched<C>(d: &assay_core::draft::Draft<C>) -> bool {
+    d.status == assay_core::draft::DraftStatus::Pending
+        && d.reviewed_by.is_none()
+        && d.note
+            .as_deref()
+            .is_none_or(|n| n.starts_with(semantic::SECONDARIES_NOT_DRAFTED))
+}
+
+/// The drafts of a resumed generation's file merged with those the resumed process made: in
+/// the order an uninterrupted generation gives them, a draft a person has reviewed or edited
+/// since kept as it is, and a draft of the file the resumed process did not make kept after
+/// them (nothing a person may have looked at is dropped).
+fn merge_resumed<C: Case>(
+    existing: Vec<assay_core::draft::Draft<C>>,
+    made: Vec<assay_core::draft::Draft<C>>,
+) -> Vec<assay_core::draft::Draft<C>> {
+    let mut existing: Vec<Option<assay_core::draft::Draft<C>>> =
+        existing.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(made.len().max(existing.len()));
+    for draft in made {
+        let earlier = existing.iter_mut().find(|e| {
+            e.as_ref()
+                .is_some_and(|e| e.case.test_id() == draft.case.test_id())
+        });
+        match earlier.and_then(Option::take) {
+            Some(e) if !untouched(&e) => out.push(e),
+            _ => out.push(draft),
+        }
+    }
+    out.extend(existing.into_iter().flatten());
+    out
+}
+
+fn write_bank<C: Serialize + serde::de::DeserializeOwned + Case>(
     project: &Project,
     bank: BankType,
     generation: &str,
@@ -417,22 +454,24 @@ fn write_bank<C: Serialize>(
     drafts: Vec<assay_core::draft::Draft<C>>,
     resumed: bool,
 ) -> Result<Option<PathBuf>, HarnessError> {
-    if drafts.is_empty() {
-        return Ok(None);
-    }
     let path =
         drafts::drafts_dir(&project.settings.banks_dir, bank).join(format!("{generation}.json"));
-    if path.exists() && resumed {
-        // The interrupted process of this generation wrote it before it was killed (the same
-        // drafts, perhaps reviewed since): kept as it is.
-        return Ok(Some(path));
-    }
-    if path.exists() {
+    let drafts = if path.exists() && resumed {
+        // The interrupted process of this generation wrote it (the drafts its answered calls
+        // gave, perhaps reviewed since): completed with what the resumed calls gave.
+        let earlier: DraftBank<C> = drafts::read_draft_bank(&path, bank)?;
+        merge_resumed(earlier.drafts, drafts)
+    } else if path.exists() {
         // Nothing a person (or an earlier generation) wrote is overwritten.
         return Err(HarnessError::Usage(format!(
             "{}: a draft file of this generation exists already; nothing was overwritten",
             path.display()
         )));
+    } else {
+        drafts
+    };
+    if drafts.is_empty() {
+        return Ok(None);
     }
     let file = DraftBank {
         schema: None,
@@ -555,6 +594,17 @@ pub async fn generate(
     let store = engine::open_store_with(settings, env)?;
     engine::sync_kb(&store, project)?;
     let kb = engine::snapshot(&*store)?;
+    // A database store's conditions and audiences are checked as the kb/ files' were by
+    // Project::load; the boundary states are made of the fields' types.
+    for w in project.check_typed_state(&kb)? {
+        tracing::warn!("{w}");
+    }
+    let state_schema = settings
+        .state
+        .clone()
+        .with_audiences(crate::typed_state::audiences(
+            &assay_kb::KnowledgeBase::list(&kb, &assay_kb::EntityFilter::default())?,
+        ));
     let mut all: Vec<Entity> = assay_kb::KnowledgeBase::list(
         &kb,
         &assay_kb::EntityFilter {
@@ -711,7 +761,13 @@ pub async fn generate(
                     }
                 }
                 _ => {
-                    let cases = state::boundary_cases(&all, &versions, &generation, &generated_at);
+                    let cases = state::boundary_cases(
+                        &state_schema,
+                        &all,
+                        &versions,
+                        &generation,
+                        &generated_at,
+                    );
                     for c in cases.iter().filter(|c| {
                         c.provenance
                             .as_ref()
@@ -773,7 +829,39 @@ pub async fn generate(
         duplicate_threshold: g.duplicate_threshold,
         versions: &versions,
     };
-    let existing_drafts = drafts::load_drafts(&settings.banks_dir)?;
+    // The drafts of other generations: a resumed generation's own files (what its interrupted
+    // process wrote) are neither duplicates of its drafts nor ids they may not take.
+    let mut existing_drafts = drafts::load_drafts(&settings.banks_dir)?;
+    // Its drafts accepted since are the same cases in a bank: not taken, not duplicates.
+    let own: HashSet<String> = existing_drafts
+        .semantic
+        .iter()
+        .filter(|l| l.file.generation == generation)
+        .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone()))
+        .chain(
+            existing_drafts
+                .state
+                .iter()
+                .filter(|l| l.file.generation == generation)
+                .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone())),
+        )
+        .chain(
+            existing_drafts
+                .pattern
+                .iter()
+                .filter(|l| l.file.generation == generation)
+                .flat_map(|l| l.file.drafts.iter().map(|d| d.case.test_id.clone())),
+        )
+        .collect();
+    existing_drafts
+        .semantic
+        .retain(|l| l.file.generation != generation);
+    existing_drafts
+        .state
+        .retain(|l| l.file.generation != generation);
+    existing_drafts
+        .pattern
+        .retain(|l| l.file.generation != generation);
     let mut taken_ids: HashSet<String> = project
         .banks
         .semantic
@@ -781,6 +869,7 @@ pub async fn generate(
         .map(|l| l.case.test_id.clone())
         .chain(project.banks.state.iter().map(|l| l.case.test_id.clone()))
         .chain(project.banks.pattern.iter().map(|l| l.case.test_id.clone()))
+        .filter(|id| !own.contains(id))
         .collect();
     for l in &existing_drafts.semantic {
         taken_ids.extend(l.file.drafts.iter().map(|d| d.case.test_id.clone()));
@@ -815,6 +904,7 @@ pub async fn generate(
                         .banks
                         .semantic
                         .iter()
+                        .filter(|l| !own.contains(&l.case.test_id))
                         .map(|l| l.case.prompt.clone())
                         .collect();
                     for l in &existing_drafts.semantic {
@@ -829,6 +919,10 @@ pub async fn generate(
                     };
                     let (mut drafts, mut b) = semantic::generate(&cx, &caller, &inputs).await?;
                     drafts.retain(|d| !taken_ids.contains(&d.case.test_id));
+                    // The calibrator's secondaries are named too: their versions are recorded.
+                    for d in &mut drafts {
+                        crate::provenance::record_named(&mut d.case, &versions);
+                    }
                     b.drafts = drafts.len();
                     taken_ids.extend(drafts.iter().map(|d| d.case.test_id.clone()));
                     b.file = write_bank(
@@ -845,7 +939,13 @@ pub async fn generate(
             }
             BankType::State => {
                 let mut b = BankOutcome::new("state");
-                let cases = state::boundary_cases(&all, &versions, &generation, &generated_at);
+                let cases = state::boundary_cases(
+                    &state_schema,
+                    &all,
+                    &versions,
+                    &generation,
+                    &generated_at,
+                );
                 let mut drafts = Vec::new();
                 for case in cases {
                     let handler = case
@@ -862,6 +962,8 @@ pub async fn generate(
                         continue;
                     }
                     *b.per_entity.entry(handler).or_default() += 1;
+                    let mut case = case;
+                    crate::provenance::record_named(&mut case, &versions);
                     drafts.push(assay_core::draft::Draft {
                         case,
                         status: assay_core::draft::DraftStatus::default(),
@@ -889,6 +991,9 @@ pub async fn generate(
                     let (mut drafts, mut b) =
                         pattern::generate(&cx, &caller, &rules, matcher).await?;
                     drafts.retain(|d| !taken_ids.contains(&d.case.test_id));
+                    for d in &mut drafts {
+                        crate::provenance::record_named(&mut d.case, &versions);
+                    }
                     b.drafts = drafts.len();
                     taken_ids.extend(drafts.iter().map(|d| d.case.test_id.clone()));
                     b.file = write_bank(
@@ -981,6 +1086,46 @@ mod tests {
         assert!(e.contains("generate.duplicate_threshold"), "{e}");
         let e = settings("[generate]\nmodel = \"gpt\"\n").unwrap_err();
         assert!(e.contains("generate.model"), "{e}");
+    }
+
+    #[test]
+    fn a_resumed_file_takes_every_new_draft_and_keeps_what_a_person_reviewed() {
+        use assay_core::bank::StateCase;
+        use assay_core::draft::{Draft, DraftStatus};
+        let draft = |id: &str, note: Option<&str>, status: DraftStatus| Draft {
+            case: serde_json::from_value::<StateCase>(serde_json::json!({
+                "test_id": id, "user_state": {}, "expected_handlers": []
+            }))
+            .unwrap(),
+            status,
+            finding: None,
+            reviewed_by: (status != DraftStatus::Pending).then(|| "ana".to_owned()),
+            reviewed_at: None,
+            note: note.map(str::to_owned),
+            accepted_into: None,
+        };
+        let pending = DraftStatus::Pending;
+        // What the interrupted process wrote: a draft whose calibration failed, one accepted
+        // since, one edited since, and one the resumed process does not make.
+        let earlier = vec![
+            draft("a", Some("secondaries not drafted: 500"), pending),
+            draft("c", None, DraftStatus::Accepted),
+            draft("d", Some("edited by ana at t: prompt"), pending),
+            draft("z", None, pending),
+        ];
+        let made = vec![
+            draft("a", None, pending),
+            draft("b", None, pending),
+            draft("c", None, pending),
+            draft("d", None, pending),
+        ];
+        let merged = merge_resumed(earlier, made);
+        let ids: Vec<&str> = merged.iter().map(|d| d.case.test_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c", "d", "z"]);
+        // The new `a` replaces the one whose call failed; `c` and `d` are a person's.
+        assert_eq!(merged[0].note, None);
+        assert_eq!(merged[2].status, DraftStatus::Accepted);
+        assert!(merged[3].note.as_deref().unwrap().starts_with("edited by"));
     }
 
     #[test]

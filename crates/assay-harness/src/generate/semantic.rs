@@ -20,6 +20,9 @@ use crate::HarnessError;
 use crate::calibrate;
 use crate::expectations::{ExpectationSource, Resolved};
 
+/// How the note of a draft whose secondaries the calibrator did not give begins.
+pub const SECONDARIES_NOT_DRAFTED: &str = "secondaries not drafted";
+
 /// A request for messages: one entity, or a related pair.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
@@ -427,16 +430,16 @@ pub async fn generate(
                             .filter(|id| !draft.case.expected_primary.contains(id))
                             .collect();
                     }
-                    Err(why) => draft.note = Some(format!("secondaries not drafted: {why}")),
+                    Err(why) => draft.note = Some(format!("{SECONDARIES_NOT_DRAFTED}: {why}")),
                 }
             }
-            Outcome::Invalid(why) => draft.note = Some(format!("secondaries not drafted: {why}")),
+            Outcome::Invalid(why) => draft.note = Some(format!("{SECONDARIES_NOT_DRAFTED}: {why}")),
             Outcome::Error(e) => {
                 outcome.errors += 1;
-                draft.note = Some(format!("secondaries not drafted: {e}"));
+                draft.note = Some(format!("{SECONDARIES_NOT_DRAFTED}: {e}"));
             }
             Outcome::OverBudget => {
-                draft.note = Some("secondaries not drafted: the budget was spent".into());
+                draft.note = Some(format!("{SECONDARIES_NOT_DRAFTED}: the budget was spent"));
             }
         }
     }

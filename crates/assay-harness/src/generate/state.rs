@@ -27,6 +27,13 @@
 //! state with only this field changed: it triggers exactly when the value passes every test on
 //! its field. That flips each clause alone. Identical states are made once per handler.
 //!
+//! The values are of the field's type ([`assay_core::state_fields`]), so that every case made
+//! is one the project accepts: a timestamp's neighbours are a second before and after it; a
+//! "different" or "outside" value of an enum (or an audience, whose values are the audiences
+//! the entities name) is one of its other values, and there is none when the list names them
+//! all; `exists: true` is given a value of the type. A field the schema does not know (none
+//! passes validation) is treated by its operands alone.
+//!
 //! The expectations come from the table above, not from [`assay_core::condition`]; the tests
 //! check them against that evaluator independently.
 
@@ -38,6 +45,7 @@ use assay_core::bank::StateCase;
 use assay_core::condition::{Condition, Conditions, Op, Test};
 use assay_core::draft::{GenerationMethod, Provenance};
 use assay_core::entity::{Entity, LoadMode};
+use assay_core::state_fields::{FieldType, StateSchema};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -45,11 +53,12 @@ use sha2::{Digest as _, Sha256};
 const USER_TYPE: &str = "user_type";
 
 /// The boundary cases of every active STATE handler in `entities` that has conditions, in
-/// entity order. `versions` gives each entity's current version (recorded in the provenance);
-/// `generation` and `generated_at` are the generation's id and time. A handler whose
-/// conditions do not parse, or that no state can satisfy, gets no case (and a warning in the
-/// log).
+/// entity order, their values of the types `schema` gives (with its audiences). `versions`
+/// gives each entity's current version (recorded in the provenance); `generation` and
+/// `generated_at` are the generation's id and time. A handler whose conditions do not parse,
+/// or that no state can satisfy, gets no case (and a warning in the log).
 pub fn boundary_cases(
+    schema: &StateSchema,
     entities: &[Entity],
     versions: &BTreeMap<String, u32>,
     generation: &str,
@@ -74,7 +83,7 @@ pub fn boundary_cases(
                 continue;
             }
         };
-        let Some(states) = handler_states(&conditions) else {
+        let Some(states) = handler_states(&conditions, schema) else {
             tracing::warn!(handler = %entity.entity_id, "no user state satisfies every condition; no boundary cases");
             continue;
         };
@@ -175,11 +184,11 @@ fn state_digest(state: &UserState) -> String {
 
 /// The states of one handler: the one where everything holds first, then each field changed
 /// alone to each of its candidate values. `None` when no candidate satisfies some field.
-fn handler_states(conditions: &Conditions) -> Option<Vec<BoundaryState>> {
+fn handler_states(conditions: &Conditions, schema: &StateSchema) -> Option<Vec<BoundaryState>> {
     let fields: Vec<(&Condition, Vec<Point>)> = conditions
         .conditions()
         .iter()
-        .map(|c| (c, field_points(c)))
+        .map(|c| (c, field_points(c, typed(schema, &c.field).as_ref())))
         .collect();
     // The value of each field where all its tests hold.
     let mut base: Vec<&Point> = Vec::with_capacity(fields.len());
@@ -267,8 +276,48 @@ fn step(n: &serde_json::Number) -> f64 {
     }
 }
 
+/// A field's type as the values are made: an audience is an enum of the audiences (a plain
+/// string while they are unknown); `None` for a field the schema does not know.
+fn typed(schema: &StateSchema, field: &str) -> Option<FieldType> {
+    let audiences = || match schema.audiences() {
+        Some(a) => FieldType::Enum(a.iter().cloned().collect()),
+        None => FieldType::String,
+    };
+    Some(match schema.get(field)? {
+        FieldType::Audience => audiences(),
+        FieldType::List(inner) if **inner == FieldType::Audience => {
+            FieldType::List(Box::new(audiences()))
+        }
+        other => other.clone(),
+    })
+}
+
+/// A timestamp `seconds` later (or earlier), in RFC 3339 (UTC).
+fn shifted(timestamp: &str, seconds: i64) -> Option<Value> {
+    let t = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
+    let t = t.with_timezone(&chrono::Utc) + chrono::Duration::seconds(seconds);
+    Some(Value::String(
+        t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    ))
+}
+
+/// A value of type `t`, for `exists: true`.
+fn sample(t: Option<&FieldType>) -> Option<Value> {
+    Some(match t {
+        None | Some(FieldType::Boolean) => Value::Bool(true),
+        Some(FieldType::Integer | FieldType::Number) => Value::from(1),
+        Some(FieldType::String | FieldType::Audience) => Value::String("OTHER".to_owned()),
+        Some(FieldType::Timestamp) => Value::String("2026-01-01T00:00:00Z".to_owned()),
+        Some(FieldType::Enum(values)) => Value::String(values.first()?.clone()),
+        Some(FieldType::List(_)) => Value::Array(Vec::new()),
+    })
+}
+
 /// The value just below and just above an ordered operand.
-fn neighbours(operand: &Value) -> (Option<Value>, Option<Value>) {
+fn neighbours(operand: &Value, t: Option<&FieldType>) -> (Option<Value>, Option<Value>) {
+    if let (Some(FieldType::Timestamp), Value::String(s)) = (t, operand) {
+        return (shifted(s, -1), shifted(s, 1));
+    }
     match operand {
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(0.0);
@@ -284,8 +333,24 @@ fn neighbours(operand: &Value) -> (Option<Value>, Option<Value>) {
     }
 }
 
+/// A value of type `t` different from `v`: `None` when there is none (an enum of one value).
+fn different(v: &Value, t: Option<&FieldType>) -> Option<Value> {
+    match (t, v) {
+        (Some(FieldType::Enum(values)), _) => values
+            .iter()
+            .find(|x| v.as_str() != Some(x))
+            .cloned()
+            .map(Value::String),
+        (Some(FieldType::Timestamp), Value::String(s)) => shifted(s, 1),
+        (Some(FieldType::List(inner)), Value::Array(a)) if a.is_empty() => {
+            Some(Value::Array(vec![sample(Some(inner))?]))
+        }
+        _ => Some(untyped_different(v)),
+    }
+}
+
 /// A value different from `v`, of the same kind.
-fn different(v: &Value) -> Value {
+fn untyped_different(v: &Value) -> Value {
     match v {
         Value::Bool(b) => Value::Bool(!b),
         Value::Number(n) => {
@@ -303,10 +368,34 @@ fn different(v: &Value) -> Value {
     }
 }
 
-/// A value not in `list` (of the kind the list holds), or `None` when every value of that kind
-/// is listed (both booleans).
-fn outside(list: &[Value]) -> Option<Value> {
+/// A value of type `t` not in `list`, or `None` when every value of the type is listed (both
+/// booleans, every value of an enum).
+fn outside(list: &[Value], t: Option<&FieldType>) -> Option<Value> {
     let listed = |v: &Value| list.iter().any(|x| same(x, v));
+    match t {
+        Some(FieldType::Enum(values)) => {
+            return values
+                .iter()
+                .map(|x| Value::String(x.clone()))
+                .find(|x| !listed(x));
+        }
+        Some(FieldType::Timestamp) => {
+            let latest = list.iter().filter_map(Value::as_str).max_by(|a, b| {
+                assay_core::condition::compare(&Value::from(*a), &Value::from(*b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })?;
+            return shifted(latest, 1);
+        }
+        Some(FieldType::List(inner)) => {
+            return [
+                Value::Array(Vec::new()),
+                Value::Array(vec![sample(Some(inner))?]),
+            ]
+            .into_iter()
+            .find(|x| !listed(x));
+        }
+        _ => {}
+    }
     if list.iter().all(Value::is_number) && !list.is_empty() {
         let max = list
             .iter()
@@ -336,8 +425,9 @@ fn show(value: &Value) -> String {
     value.to_string()
 }
 
-/// The candidate values one field's tests give, with their labels (duplicates removed).
-fn field_points(condition: &Condition) -> Vec<Point> {
+/// The candidate values one field's tests give, with their labels (duplicates removed), of
+/// the field's type `t`.
+fn field_points(condition: &Condition, t: Option<&FieldType>) -> Vec<Point> {
     let mut points: Vec<Point> = Vec::new();
     let mut add = |value: Option<Value>, label: String| {
         if !points
@@ -355,7 +445,7 @@ fn field_points(condition: &Condition) -> Vec<Point> {
         };
         match test.op {
             Op::Gte | Op::Gt | Op::Lt | Op::Lte => {
-                let (below, above) = neighbours(o);
+                let (below, above) = neighbours(o, t);
                 let (first, first_side, second, second_side) = match test.op {
                     Op::Gte | Op::Lt => (below, "below", Some(o.clone()), "at"),
                     _ => (Some(o.clone()), "at", above, "above"),
@@ -369,19 +459,23 @@ fn field_points(condition: &Condition) -> Vec<Point> {
             }
             Op::Eq | Op::Ne => {
                 add(Some(o.clone()), at(Some(o.clone()), "equal to"));
-                let d = different(o);
-                add(Some(d.clone()), at(Some(d), "different from"));
+                // None: no other value of the type; the field left out differs too.
+                let d = different(o, t);
+                add(d.clone(), at(d, "different from"));
             }
             Op::In | Op::Nin => {
                 let list = o.as_array().map(Vec::as_slice).unwrap_or_default();
                 for v in list {
                     add(Some(v.clone()), at(Some(v.clone()), "listed in"));
                 }
-                let out = outside(list);
+                // None: every value of the type is listed; the field left out is outside.
+                let out = outside(list, t);
                 add(out.clone(), at(out, "outside"));
             }
             Op::Exists => {
-                add(Some(Value::Bool(true)), format!("present, exists {o}"));
+                if let Some(present) = sample(t) {
+                    add(Some(present), format!("present, exists {o}"));
+                }
                 add(None, format!("missing, exists {o}"));
             }
         }
@@ -457,18 +551,24 @@ mod tests {
     /// The states made for one condition, as (state without user_type, triggers), in order.
     fn states(conditions: &Value) -> Vec<(Value, bool)> {
         let e = handler("h", conditions, &["PARENT"]);
-        boundary_cases(&[e], &BTreeMap::new(), "gen-1", "2026-01-01T00:00:00Z")
-            .into_iter()
-            .map(|c| {
-                let mut s = c.user_state.clone();
-                if conditions.get(USER_TYPE).is_none() {
-                    assert_eq!(s.shift_remove(USER_TYPE), Some(json!("PARENT")));
-                }
-                let triggers = c.expected_handlers == ["h"];
-                assert_eq!(c.not_expected_handlers.is_empty(), triggers);
-                (Value::Object(s), triggers)
-            })
-            .collect()
+        boundary_cases(
+            &StateSchema::default(),
+            &[e],
+            &BTreeMap::new(),
+            "gen-1",
+            "2026-01-01T00:00:00Z",
+        )
+        .into_iter()
+        .map(|c| {
+            let mut s = c.user_state.clone();
+            if conditions.get(USER_TYPE).is_none() {
+                assert_eq!(s.shift_remove(USER_TYPE), Some(json!("PARENT")));
+            }
+            let triggers = c.expected_handlers == ["h"];
+            assert_eq!(c.not_expected_handlers.is_empty(), triggers);
+            (Value::Object(s), triggers)
+        })
+        .collect()
     }
 
     #[test]
@@ -579,7 +679,7 @@ mod tests {
         for raw in &conditions {
             let e = handler("h", raw, &["PARENT"]);
             let parsed = Conditions::parse(raw.as_object().unwrap()).unwrap();
-            let cases = boundary_cases(&[e], &BTreeMap::new(), "g", "t");
+            let cases = boundary_cases(&StateSchema::default(), &[e], &BTreeMap::new(), "g", "t");
             assert!(cases.iter().any(|c| c.expected_handlers == ["h"]), "{raw}");
             assert!(
                 cases.iter().any(|c| c.not_expected_handlers == ["h"]),
@@ -622,6 +722,7 @@ mod tests {
         let mut situation = handler("sit", &json!({"a": 1}), &["PARENT"]);
         situation.load_mode = LoadMode::Situation;
         let cases = boundary_cases(
+            &StateSchema::default(),
             &[returning, inactive, situation, clinician],
             &versions,
             "gen-7",
@@ -663,6 +764,7 @@ mod tests {
         );
         // The same state gets the same id in another generation.
         let again = boundary_cases(
+            &StateSchema::default(),
             &[handler(
                 "welcome_back",
                 &json!({"days_since_last": {"$gte": 7}}),
@@ -676,8 +778,88 @@ mod tests {
     }
 
     #[test]
+    fn the_values_are_of_the_fields_types() {
+        let schema = StateSchema::new([
+            (
+                "plan".to_owned(),
+                FieldType::Enum(vec!["free".into(), "paid".into(), "team".into()]),
+            ),
+            ("renewed".to_owned(), FieldType::Timestamp),
+            (
+                "tags".to_owned(),
+                FieldType::List(Box::new(FieldType::String)),
+            ),
+        ])
+        .unwrap()
+        .with_audiences(
+            ["CLINICIAN", "PARENT"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        );
+        let states = |conditions: &Value| -> Vec<(Value, bool)> {
+            let e = handler("h", conditions, &["PARENT"]);
+            let cases = boundary_cases(&schema, &[e], &BTreeMap::new(), "g", "t");
+            let parsed = Conditions::parse(conditions.as_object().unwrap()).unwrap();
+            cases
+                .into_iter()
+                .map(|c| {
+                    // Every state made is one the project accepts, and the evaluator agrees.
+                    assert_eq!(schema.check_state(&c.user_state), [], "{}", c.name);
+                    let triggers = c.expected_handlers == ["h"];
+                    assert_eq!(parsed.matches(&c.user_state), triggers, "{}", c.name);
+                    let mut s = c.user_state;
+                    if conditions.get(USER_TYPE).is_none() {
+                        s.shift_remove(USER_TYPE);
+                    }
+                    (Value::Object(s), triggers)
+                })
+                .collect()
+        };
+        assert_eq!(
+            states(&json!({"user_type": {"in": ["CLINICIAN"]}})),
+            [
+                (json!({"user_type": "CLINICIAN"}), true),
+                (json!({"user_type": "PARENT"}), false),
+            ]
+        );
+        // Every audience listed: only a missing value is outside, which nin refuses too.
+        assert_eq!(
+            states(&json!({"user_type": {"nin": ["CLINICIAN", "PARENT"]}})),
+            []
+        );
+        assert_eq!(
+            states(&json!({"plan": {"ne": "free"}})),
+            [
+                (json!({"plan": "paid"}), true),
+                (json!({"plan": "free"}), false),
+            ]
+        );
+        assert_eq!(
+            states(&json!({"renewed": {"$lt": "2026-03-01T00:00:00Z"}})),
+            [
+                (json!({"renewed": "2026-02-28T23:59:59Z"}), true),
+                (json!({"renewed": "2026-03-01T00:00:00Z"}), false),
+            ]
+        );
+        assert_eq!(
+            states(&json!({"tags": {"exists": true}})),
+            [(json!({"tags": []}), true), (json!({}), false)]
+        );
+        assert_eq!(
+            states(&json!({"tags": {"eq": []}})),
+            [
+                (json!({"tags": []}), true),
+                (json!({"tags": ["OTHER"]}), false)
+            ]
+        );
+    }
+
+    #[test]
     fn an_unsatisfiable_condition_gets_no_case() {
         let e = handler("h", &json!({"n": {"gt": 3, "lt": 2}}), &["PARENT"]);
-        assert!(boundary_cases(&[e], &BTreeMap::new(), "g", "t").is_empty());
+        assert!(
+            boundary_cases(&StateSchema::default(), &[e], &BTreeMap::new(), "g", "t").is_empty()
+        );
     }
 }

@@ -8,9 +8,16 @@
 //! written; files are replaced atomically, the bank file before the draft file, and the whole
 //! read-check-write holds `.assay/drafts.lock`, so the console and the web page can review at
 //! the same time without losing each other's changes.
+//!
+//! Accepted cases are then kept up: [`confirm`] records that stale ones still hold (on the
+//! latest run's evidence), [`retire`] takes them out of their bank with who and why, and
+//! [`recheck_findings`] tells, when drafts are listed, which findings the current knowledge
+//! base no longer shows.
 
 mod confirm;
 pub mod coverage;
+mod recheck;
+mod retire;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -29,8 +36,10 @@ use crate::HarnessError;
 use crate::drafts::{self, Loaded};
 use crate::project::Project;
 
-pub use confirm::{Confirm, confirm};
+pub use confirm::{Confirm, confirm, passed};
 pub use coverage::{Coverage, EntityCoverage, UncoveredRule, coverage};
+pub use recheck::{FindingNow, FindingStatus, recheck_findings};
+pub use retire::{RETIRED_FILE, Retirement, retire, retired};
 
 /// The bank file accepted drafts go to, inside each bank's folder.
 pub const GENERATED_BANK_FILE: &str = "generated.json";
@@ -91,6 +100,10 @@ pub struct DraftEntry {
     /// What the system does differently from what the draft intends, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finding: Option<Finding>,
+    /// The finding checked against the current knowledge base and rules (set by
+    /// [`recheck_findings`]): whether it still holds or is fixed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding_now: Option<FindingNow>,
     /// The message, or the user state.
     pub summary: String,
     /// The entities it expects.
@@ -154,6 +167,7 @@ fn entries<C: ReviewCase>(files: &[Loaded<C>], root: &Path, out: &mut Vec<DraftE
                 entity_id: entity_of(&d.case),
                 status: d.status,
                 finding: d.finding.clone(),
+                finding_now: None,
                 summary: d.case.summary(),
                 expects: d.case.expects().into_iter().cloned().collect(),
                 excludes: d.case.excludes().into_iter().cloned().collect(),
@@ -556,7 +570,9 @@ fn append<C: ReviewCase>(
     Ok(Some(relative(root, &path)))
 }
 
-/// Accepts drafts of the project at `root` into its banks.
+/// Accepts drafts of the project at `root` into its banks. Each accepted case's provenance
+/// lists every entity it names, with its version now for one an edit added (`env` finds the
+/// knowledge-base store, as a run does).
 ///
 /// Every selected draft must be pending and its test id new to every bank (and to the others
 /// selected): otherwise nothing is written and the error names the id.
@@ -564,9 +580,15 @@ pub fn accept(
     root: &Path,
     selection: &Selection,
     reviewer: &Reviewer,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Outcome, HarnessError> {
     let _lock = DraftsLock::acquire(root, DRAFTS_LOCK_WAIT)?;
     let project = Project::load(root)?;
+    let versions = {
+        let store = crate::engine::open_store_with(&project.settings, env)?;
+        crate::engine::sync_kb(&store, &project)?;
+        crate::provenance::current_versions(&*store)?
+    };
     let mut ws = Workspace::load(root)?;
     let ids = match selection {
         Selection::Ids(ids) => ids.clone(),
@@ -616,9 +638,11 @@ pub fn accept(
             continue;
         }
         match p.bank {
-            BankType::Semantic => semantic.push(accepted_case(&ws.semantic, *p, reviewer)),
-            BankType::State => state.push(accepted_case(&ws.state, *p, reviewer)),
-            _ => pattern.push(accepted_case(&ws.pattern, *p, reviewer)),
+            BankType::Semantic => {
+                semantic.push(accepted_case(&ws.semantic, *p, reviewer, &versions));
+            }
+            BankType::State => state.push(accepted_case(&ws.state, *p, reviewer, &versions)),
+            _ => pattern.push(accepted_case(&ws.pattern, *p, reviewer, &versions)),
         }
     }
     let bank_files: Vec<PathBuf> = [
@@ -648,7 +672,7 @@ pub fn accept(
 }
 
 /// Whether the bank's `generated.json` already holds the draft at `p`, as an accept copies it
-/// (the same case but for who accepted it and when).
+/// (the same case but for who accepted it and when, and the entity versions it completed).
 fn in_generated<C: ReviewCase>(
     files: &[Loaded<C>],
     p: Place,
@@ -663,6 +687,7 @@ fn in_generated<C: ReviewCase>(
         if let Some(p) = c.provenance_mut() {
             p.accepted_by = None;
             p.accepted_at = None;
+            p.entity_versions.clear();
         }
         c
     };
@@ -671,13 +696,65 @@ fn in_generated<C: ReviewCase>(
     Ok(bank.tests.iter().any(|c| strip(c) == draft))
 }
 
-fn accepted_case<C: ReviewCase>(files: &[Loaded<C>], p: Place, reviewer: &Reviewer) -> C {
+fn accepted_case<C: ReviewCase>(
+    files: &[Loaded<C>],
+    p: Place,
+    reviewer: &Reviewer,
+    versions: &BTreeMap<String, u32>,
+) -> C {
     let mut case = files[p.file].file.drafts[p.draft].case.clone();
+    // What an edit made it name (or a draft file written before every entity was recorded).
+    crate::provenance::record_named(&mut case, versions);
     if let Some(prov) = case.provenance_mut() {
         prov.accepted_by = Some(reviewer.by.clone());
         prov.accepted_at = Some(reviewer.at.clone());
     }
     case
+}
+
+/// Records in the provenance of the accepted generated semantic cases among `changed` every
+/// entity their new expectations name (calibration or a human override changed them), at its
+/// version in `versions`; an entity already listed keeps its version. The semantic bank's
+/// `generated.json` is rewritten (atomically, under the review lock) only when a provenance
+/// grew. Returns the test ids whose provenance grew.
+pub fn record_expectations(
+    root: &Path,
+    changed: &[(String, assay_core::bank::ExpectationSet)],
+    versions: &BTreeMap<String, u32>,
+) -> Result<Vec<String>, HarnessError> {
+    if changed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _lock = DraftsLock::acquire(root, DRAFTS_LOCK_WAIT)?;
+    let path =
+        crate::banks::bank_dir(&banks_dir(root)?, BankType::Semantic).join(GENERATED_BANK_FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut file: BankFile<SemanticCase> = read_generated(&path, BankType::Semantic)?;
+    let mut grown = Vec::new();
+    for case in &mut file.tests {
+        let Some((_, e)) = changed.iter().find(|(id, _)| *id == case.test_id) else {
+            continue;
+        };
+        let Some(p) = case.provenance.as_mut() else {
+            continue;
+        };
+        let named = e
+            .expected_primary
+            .iter()
+            .chain(&e.expected_secondary)
+            .chain(&e.not_expected)
+            .chain(e.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]))
+            .map(String::as_str);
+        if !crate::provenance::record(p, named, versions).is_empty() {
+            grown.push(case.test_id.clone());
+        }
+    }
+    if !grown.is_empty() {
+        write_bank(&path, &file)?;
+    }
+    Ok(grown)
 }
 
 /// Rejects pending drafts of the project at `root`, with a reason.

@@ -62,6 +62,15 @@ fn write_drafts(root: &Path) {
     std::fs::write(dir.join("gen-1.json"), state.to_string()).unwrap();
 }
 
+/// [`super::accept`] with the process's environment left out (the embedded store).
+fn accept(
+    root: &Path,
+    selection: &Selection,
+    reviewer: &Reviewer,
+) -> Result<Outcome, HarnessError> {
+    super::accept(root, selection, reviewer, &|_| None)
+}
+
 fn reviewer() -> Reviewer {
     Reviewer {
         by: "ana".to_owned(),
@@ -439,4 +448,172 @@ fn an_accept_interrupted_between_its_two_writes_is_finished_not_refused() {
     .unwrap();
     let error = accept(root, &ids, &reviewer()).unwrap_err().to_string();
     assert!(error.contains("already has test id"), "{error}");
+}
+
+#[test]
+fn listed_findings_are_checked_again_and_a_fixed_one_says_fixed_since() {
+    let dir = project();
+    let root = dir.path();
+    write_drafts(root);
+    let pattern = json!({
+        "bank_type": "PATTERN", "generation": "gen-1", "created": "2026-11-28T00:00:00Z",
+        "drafts": [
+            // The rules missed it once; `want(s)? to (die|end it|…)` matches it now.
+            {"case": {"test_id": "gen-pat-fixed", "prompt": "i want to end it all tonight",
+                "expected_matches": ["handler_crisis"], "pattern_type": "crisis",
+                "is_critical": true, "provenance": provenance("handler_crisis")},
+             "finding": {"kind": "pattern_miss", "intended": "a crisis message",
+                "observed": [], "explanation": "missed"}},
+            // Still missed: `can'?t (go on|…) anymore` needs the words together.
+            {"case": {"test_id": "gen-pat-holds", "prompt": "I can't go on like this anymore",
+                "expected_matches": ["handler_crisis"], "pattern_type": "crisis",
+                "is_critical": true, "provenance": provenance("handler_crisis")},
+             "finding": {"kind": "pattern_miss", "intended": "a crisis message",
+                "observed": [], "explanation": "missed"}},
+            // A look-alike the rules still fire on.
+            {"case": {"test_id": "gen-pat-quiet", "prompt": "my phone wants to die every evening",
+                "expected_matches": [], "not_expected_matches": ["handler_crisis"],
+                "pattern_type": "negative", "provenance": provenance("handler_crisis")},
+             "finding": {"kind": "pattern_false_alarm", "intended": "a look-alike",
+                "observed": ["handler_crisis"], "explanation": "fired"}}
+        ]
+    });
+    let dir_path = root.join("test_banks/drafts/pattern");
+    std::fs::create_dir_all(&dir_path).unwrap();
+    std::fs::write(dir_path.join("gen-1.json"), pattern.to_string()).unwrap();
+
+    let mut entries = all_entries(root).unwrap();
+    let mut refs: Vec<&mut DraftEntry> = entries.iter_mut().collect();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(recheck_findings(root, &mut refs, &|_| None));
+    let now = |id: &str| {
+        entries
+            .iter()
+            .find(|e| e.test_id == id)
+            .unwrap()
+            .finding_now
+            .clone()
+    };
+    let fixed = now("gen-pat-fixed").unwrap();
+    assert_eq!(fixed.status, FindingStatus::FixedSince, "{fixed:?}");
+    assert!(fixed.observed.contains(&"handler_crisis".to_owned()));
+    let holds = now("gen-pat-holds").unwrap();
+    assert_eq!(holds.status, FindingStatus::Holds, "{holds:?}");
+    // "wants to die" fires the first rule: the look-alike's finding still holds.
+    let quiet = now("gen-pat-quiet").unwrap();
+    assert_eq!(quiet.status, FindingStatus::Holds, "{quiet:?}");
+    // The semantic finding went through the pipeline: fixed exactly when gray_rock is selected.
+    let semantic = now("gen-sem-2").unwrap();
+    assert_ne!(semantic.status, FindingStatus::Unchecked, "{semantic:?}");
+    assert_eq!(
+        semantic.status == FindingStatus::FixedSince,
+        semantic.observed.contains(&"gray_rock".to_owned()),
+        "{semantic:?}"
+    );
+    // A draft without a finding is not checked.
+    assert!(now("gen-sem-1").is_none());
+    // As JSON, the list says it.
+    let text = serde_json::to_string(&entries).unwrap();
+    assert!(
+        text.contains("\"finding_now\":{\"status\":\"fixed_since\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_accepted_case_lists_every_entity_it_names_with_its_version() {
+    let dir = project();
+    let root = dir.path();
+    write_drafts(root);
+    // An edit makes the draft name a secondary and an excluded entity.
+    edit(
+        root,
+        "gen-sem-1",
+        &[
+            (
+                "expected_secondary".to_owned(),
+                r#"["de_escalation"]"#.to_owned(),
+            ),
+            (
+                "not_expected".to_owned(),
+                r#"["court_preparation"]"#.to_owned(),
+            ),
+        ],
+        &reviewer(),
+    )
+    .unwrap();
+    accept(
+        root,
+        &Selection::Ids(vec!["gen-sem-1".to_owned()]),
+        &reviewer(),
+    )
+    .unwrap();
+    let case = &Project::load(root)
+        .unwrap()
+        .banks
+        .semantic
+        .into_iter()
+        .find(|c| c.case.test_id == "gen-sem-1")
+        .unwrap()
+        .case;
+    let versions = &case.provenance.as_ref().unwrap().entity_versions;
+    // The draft's own version kept; the two it came to name at theirs now (1: never edited).
+    assert_eq!(
+        versions.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["court_preparation", "de_escalation", "gray_rock"]
+    );
+    assert!(versions.values().all(|v| *v == 1), "{versions:?}");
+}
+
+#[test]
+fn a_calibration_that_changes_an_accepted_case_records_the_entities_it_names() {
+    let dir = project();
+    let root = dir.path();
+    write_drafts(root);
+    accept(
+        root,
+        &Selection::Ids(vec!["gen-sem-1".to_owned()]),
+        &reviewer(),
+    )
+    .unwrap();
+    let calibrated = assay_core::bank::ExpectationSet {
+        expected_primary: vec!["gray_rock".into()],
+        expected_secondary: vec!["de_escalation".into()],
+        ..Default::default()
+    };
+    let versions: BTreeMap<String, u32> = [("gray_rock", 2), ("de_escalation", 3)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let changed = vec![
+        ("gen-sem-1".to_owned(), calibrated.clone()),
+        // Not an accepted generated case: nothing to record.
+        ("V2-GR-001".to_owned(), calibrated),
+    ];
+    let grown = record_expectations(root, &changed, &versions).unwrap();
+    assert_eq!(grown, ["gen-sem-1"]);
+    let bank: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("test_banks/semantic/generated.json")).unwrap(),
+    )
+    .unwrap();
+    // gray_rock keeps the version the case was made from; the calibrator's secondary is
+    // recorded at its version now.
+    assert_eq!(
+        bank["tests"][0]["provenance"]["entity_versions"],
+        json!({"gray_rock": 1, "de_escalation": 3})
+    );
+    // Again: nothing grows, nothing is written.
+    let before = std::fs::read(root.join("test_banks/semantic/generated.json")).unwrap();
+    assert!(
+        record_expectations(root, &changed, &versions)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        std::fs::read(root.join("test_banks/semantic/generated.json")).unwrap(),
+        before
+    );
 }

@@ -11,6 +11,16 @@
 //! refuses (the pace it came from runs under the provider's rate), and one that held a whole
 //! run without a refusal is remembered a tenth faster, so that a raised limit is found again.
 //! Entries older than [`MAX_AGE`] are forgotten.
+//!
+//! The file is read as untrusted ([`LimitMemory::current`]): every value is bounded (a bucket
+//! holds from 1 to [`MAX_LIMIT`] units, refills more than nothing and at most [`MAX_RATE`] a
+//! second, and refills whole within [`MAX_WINDOW`], so no remembered bucket can hold a call
+//! longer than that; `learned_at` is no later than [`MAX_SKEW`] from now; a shared group names
+//! the model itself among at most [`MAX_SHARED`] `vendor/model` names), and an entry out of
+//! bounds is dropped with the reason, which the caller reports naming the file. A run never
+//! fails because of the file; it learns the dropped limits again. What a run writes is held to
+//! the same bounds (a bucket a provider describes as refilling over a day is learned again
+//! each run rather than remembered).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,6 +35,23 @@ pub const LIMIT_MEMORY_VERSION: u32 = 1;
 
 /// How long a learned limit is kept: a week.
 pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How far in the future a `learned_at` may be (clocks of machines sharing a project differ):
+/// five minutes. Later is out of bounds (it would never age out).
+pub const MAX_SKEW: u64 = 300;
+
+/// The most a remembered bucket may hold (requests or tokens).
+pub const MAX_LIMIT: f64 = 1e12;
+
+/// The fastest a remembered bucket may refill, units a second.
+pub const MAX_RATE: f64 = 1e9;
+
+/// The longest a remembered bucket may take to refill whole, in seconds: ten minutes (the
+/// default bound of one call). A slower one would hold calls past their bound.
+pub const MAX_WINDOW: f64 = 600.0;
+
+/// The most models a remembered shared limit may name.
+pub const MAX_SHARED: usize = 64;
 
 /// What runs learned about the providers' rate limits, by model (`vendor/model`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -61,34 +88,101 @@ pub struct LearnedBucket {
 }
 
 impl LearnedBucket {
-    /// Whether it describes a usable bucket.
-    pub(crate) fn is_sane(&self) -> bool {
-        self.limit.is_finite()
-            && self.limit >= 1.0
-            && self.per_second.is_finite()
-            && self.per_second > 0.0
+    /// Why it is out of bounds (see the module docs), or `None` when it describes a usable
+    /// bucket.
+    pub(crate) fn out_of_bounds(&self) -> Option<String> {
+        let (limit, rate) = (self.limit, self.per_second);
+        if !(limit.is_finite() && (1.0..=MAX_LIMIT).contains(&limit)) {
+            return Some(format!("holds {limit} (from 1 to {MAX_LIMIT:e})"));
+        }
+        if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+            return Some(format!(
+                "refills {rate} a second (more than 0, at most {MAX_RATE:e})"
+            ));
+        }
+        let window = limit / rate;
+        if window > MAX_WINDOW {
+            return Some(format!(
+                "refills {rate} a second: {window:.0} s to refill its {limit}, more than {MAX_WINDOW:.0} s"
+            ));
+        }
+        None
     }
 }
 
-impl LimitMemory {
-    /// The entries learned within [`MAX_AGE`] of `now` (Unix seconds), with sane buckets, in
-    /// this version's format (an older or newer format is forgotten).
-    pub fn current(self, now: u64) -> LimitMemory {
-        if self.version != LIMIT_MEMORY_VERSION {
-            return LimitMemory::empty();
+/// Why a remembered entry is out of bounds, or `None`.
+fn entry_out_of_bounds(model: &str, learned: &LearnedLimit, now: u64) -> Option<String> {
+    if learned.learned_at > now.saturating_add(MAX_SKEW) {
+        return Some(format!(
+            "learned_at {} is {} s in the future",
+            learned.learned_at,
+            learned.learned_at - now
+        ));
+    }
+    if learned.buckets.is_empty() {
+        return Some("no bucket".into());
+    }
+    for (kind, bucket) in &learned.buckets {
+        if let Some(why) = bucket.out_of_bounds() {
+            return Some(format!("its {} bucket {why}", kind.unit()));
         }
+    }
+    let shared = &learned.shared_with;
+    if !shared.is_empty() {
+        if shared.len() > MAX_SHARED {
+            return Some(format!(
+                "shared_with names {} models (at most {MAX_SHARED})",
+                shared.len()
+            ));
+        }
+        if !shared.iter().any(|m| m == model) {
+            return Some("shared_with does not name the model itself".into());
+        }
+        if let Some(bad) = shared.iter().find(|m| {
+            let m = m.trim();
+            m.is_empty() || !m.contains('/') || m.len() > 200
+        }) {
+            return Some(format!("shared_with names `{bad}`, not a vendor/model"));
+        }
+    }
+    None
+}
+
+impl LimitMemory {
+    /// The entries learned within [`MAX_AGE`] of `now` (Unix seconds) whose every value is in
+    /// bounds (see the module docs), in this version's format, with why each other entry was
+    /// dropped (`model: reason`; an entry that aged out is dropped without one). A file of
+    /// another format is dropped whole, with the reason.
+    pub fn current(self, now: u64) -> (LimitMemory, Vec<String>) {
+        if self.version != LIMIT_MEMORY_VERSION {
+            return (
+                LimitMemory::empty(),
+                vec![format!(
+                    "version {} (this assay reads version {LIMIT_MEMORY_VERSION})",
+                    self.version
+                )],
+            );
+        }
+        let mut dropped = Vec::new();
         let models = self
             .models
             .into_iter()
             .filter(|(_, l)| now.saturating_sub(l.learned_at) <= MAX_AGE.as_secs())
-            .filter(|(_, l)| {
-                !l.buckets.is_empty() && l.buckets.values().all(LearnedBucket::is_sane)
+            .filter(|(model, l)| match entry_out_of_bounds(model, l, now) {
+                Some(why) => {
+                    dropped.push(format!("`{model}`: {why}"));
+                    false
+                }
+                None => true,
             })
             .collect();
-        LimitMemory {
-            version: LIMIT_MEMORY_VERSION,
-            models,
-        }
+        (
+            LimitMemory {
+                version: LIMIT_MEMORY_VERSION,
+                models,
+            },
+            dropped,
+        )
     }
 
     /// Nothing learned.
@@ -159,7 +253,13 @@ impl RateLimits {
             if limiter.members.len() > 1 {
                 learned.shared_with.clone_from(&limiter.members);
             }
+            // Held to the bounds the next run reads with: a bucket that refills over a day,
+            // say, is learned again rather than remembered.
+            learned.buckets.retain(|_, b| b.out_of_bounds().is_none());
             for model in &limiter.members {
+                if entry_out_of_bounds(model, &learned, now).is_some() {
+                    continue;
+                }
                 memory.models.insert(model.clone(), learned.clone());
             }
         }
@@ -318,13 +418,112 @@ mod tests {
             .into_iter()
             .collect(),
         };
-        let kept = memory.clone().current(now);
+        let (kept, dropped) = memory.clone().current(now);
         assert_eq!(kept.models.keys().collect::<Vec<_>>(), ["openai/fresh"]);
+        // The damaged entries are named; the one that aged out is not news.
+        assert_eq!(dropped.len(), 2, "{dropped:?}");
+        assert!(dropped[0].starts_with("`openai/nan`: its requests bucket holds NaN"));
+        assert!(dropped[1].starts_with("`openai/zero`: its requests bucket holds 0"));
         let other = LimitMemory {
             version: 99,
             ..memory
         };
-        assert!(other.current(now).models.is_empty());
+        let (kept, dropped) = other.current(now);
+        assert!(kept.models.is_empty());
+        assert_eq!(dropped, ["version 99 (this assay reads version 1)"]);
+    }
+
+    fn bucket(limit: f64, per_second: f64) -> LearnedLimit {
+        let mut l = learned(1_000, limit);
+        l.buckets.get_mut(&LimitKind::Requests).unwrap().per_second = per_second;
+        l
+    }
+
+    /// Issue 42: every value read is bounded; an entry out of bounds is dropped with its reason,
+    /// the others kept.
+    #[test]
+    fn every_value_read_is_bounded() {
+        let now = 1_000;
+        let check = |model: &str, l: LearnedLimit| -> Option<String> {
+            let memory = LimitMemory {
+                version: LIMIT_MEMORY_VERSION,
+                models: [(model.to_owned(), l)].into_iter().collect(),
+            };
+            let (kept, dropped) = memory.current(now);
+            assert_eq!(kept.models.is_empty(), !dropped.is_empty());
+            dropped.into_iter().next()
+        };
+        // In bounds: a per-minute bucket, a one-request pace, the edges.
+        assert_eq!(check("openai/a", bucket(500.0, 500.0 / 60.0)), None);
+        assert_eq!(check("openai/a", bucket(1.0, 0.5)), None);
+        assert_eq!(check("openai/a", bucket(600.0 * MAX_RATE, MAX_RATE)), None);
+        assert_eq!(check("openai/a", bucket(60.0, 0.1)), None, "600 s whole");
+        let mut skewed = bucket(20.0, 10.0);
+        skewed.learned_at = now + MAX_SKEW;
+        assert_eq!(check("openai/a", skewed), None, "within the clock skew");
+
+        // A rate of one a million seconds held every call past its bound.
+        let why = check("openai/a", bucket(20.0, 1e-6)).unwrap();
+        assert!(why.contains("more than 600 s"), "{why}");
+        for (l, expect) in [
+            (bucket(20.0, 0.0), "refills 0 a second"),
+            (bucket(20.0, -1.0), "refills -1 a second"),
+            (bucket(20.0, f64::INFINITY), "refills inf a second"),
+            (bucket(20.0, 2e9), "at most 1e9"),
+            (bucket(2e12, 1e9), "holds 2000000000000"),
+            (bucket(0.5, 1.0), "holds 0.5"),
+            (bucket(61.0, 0.1), "610 s to refill"),
+        ] {
+            let why = check("openai/a", l).unwrap();
+            assert!(why.contains(expect), "{why} lacks {expect}");
+        }
+        // A learned_at in the far future would never age out.
+        let mut future = bucket(20.0, 10.0);
+        future.learned_at = now + MAX_SKEW + 1;
+        let why = check("openai/a", future).unwrap();
+        assert!(why.contains("301 s in the future"), "{why}");
+        let mut none = bucket(20.0, 10.0);
+        none.buckets.clear();
+        assert!(check("openai/a", none).unwrap().contains("no bucket"));
+        // Shared groups must name the model, as vendor/model names, and not too many.
+        let shared = |names: Vec<String>| {
+            let mut l = bucket(20.0, 10.0);
+            l.shared_with = names;
+            check("openai/a", l)
+        };
+        assert_eq!(shared(vec!["openai/a".into(), "openai/b".into()]), None);
+        assert!(
+            shared(vec!["openai/b".into(), "openai/c".into()])
+                .unwrap()
+                .contains("does not name the model itself")
+        );
+        assert!(
+            shared(vec!["openai/a".into(), "nonsense".into()])
+                .unwrap()
+                .contains("`nonsense`, not a vendor/model")
+        );
+        let many: Vec<String> = (0..=MAX_SHARED).map(|i| format!("openai/m{i}")).collect();
+        let mut many_with_a = many.clone();
+        many_with_a[0] = "openai/a".into();
+        assert!(shared(many_with_a).unwrap().contains("at most 64"));
+    }
+
+    #[test]
+    fn one_bad_entry_drops_only_itself() {
+        let now = 1_000;
+        let memory = LimitMemory {
+            version: LIMIT_MEMORY_VERSION,
+            models: [
+                ("openai/good".to_owned(), bucket(20.0, 10.0)),
+                ("openai/slow".to_owned(), bucket(20.0, 1e-6)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let (kept, dropped) = memory.current(now);
+        assert_eq!(kept.models.keys().collect::<Vec<_>>(), ["openai/good"]);
+        assert_eq!(dropped.len(), 1);
+        assert!(dropped[0].starts_with("`openai/slow`: its requests bucket refills 0.000001"));
     }
 
     #[test]

@@ -310,12 +310,21 @@ async fn case(
     if !name(&record).is_empty() {
         let _ = write!(body, "<p>{}</p>", esc(name(&record)));
     }
+    // The verdict stored when the case was scored, and the checks that failed it.
+    let verdict = record.verdict();
+    let checks = if verdict.summary().is_empty() {
+        String::new()
+    } else {
+        format!(" {}", esc(&verdict.summary()))
+    };
     let _ = write!(
         body,
-        "<dl class=\"fields case\" id=\"case\"><dt>run</dt><dd class=\"nowrap\"><a href=\"/ui/runs/{}\">{}</a></dd><dt>bank</dt><dd>{}</dd><dt>score</dt><dd>{score}</dd><dt>hard fail</dt><dd>{}</dd><dt>why</dt><dd>{}</dd><dt>expected</dt><dd>{expected}</dd><dt>came back</dt><dd>{got}</dd></dl>",
+        "<dl class=\"fields case\" id=\"case\"><dt>run</dt><dd class=\"nowrap\"><a href=\"/ui/runs/{}\">{}</a></dd><dt>bank</dt><dd>{}</dd><dt>verdict</dt><dd id=\"verdict\" data-verdict=\"{}\"><span class=\"report\">{}</span>{checks}</dd><dt>score</dt><dd>{score}</dd><dt>hard fail</dt><dd>{}</dd><dt>why</dt><dd>{}</dd><dt>expected</dt><dd>{expected}</dd><dt>came back</dt><dd>{got}</dd></dl>",
         esc(&path_segment(&id)),
         esc(&id),
         record.bank().key(),
+        verdict.outcome.as_str(),
+        assay_report::html::verdict_badge(&verdict),
         if record.is_hard_fail() { "yes" } else { "no" },
         if reasons.is_empty() {
             "—".to_owned()
@@ -502,11 +511,10 @@ pub(super) fn section(
         });
         let href = result.map(|(run, _)| case_href(run, &c.test_id));
         let score = match result {
-            Some((_, s)) => match (s.score, &s.error) {
-                (Some(v), _) if s.is_hard_fail => format!("{v} (hard fail)"),
-                (Some(v), _) => v.to_string(),
-                (None, Some(_)) => "error".to_owned(),
-                (None, None) => "—".to_owned(),
+            // The score beside the verdict stored with it.
+            Some((_, s)) => match s.score {
+                Some(v) => format!("{v} ({})", s.verdict.label()),
+                None => s.verdict.label().to_owned(),
             },
             None if newest.is_some() => "<span class=\"muted\">not in that run</span>".to_owned(),
             None => "—".to_owned(),

@@ -63,9 +63,10 @@ async fn list_page(
             _ => return Err(UiError::bad_request(format!("unknown parameter `{k}`"))),
         }
     }
-    let entries = blocking_dir(&ctx.state, |dir| Ok(review::all_entries(dir)?)).await?;
-    let counts = review::counts(&entries);
-    let groups = review::group(entries, &filter);
+    let env = ctx.state.env();
+    let asked = filter.clone();
+    let (counts, groups) =
+        blocking_dir(&ctx.state, move |dir| Ok(listed(dir, &asked, &env)?)).await?;
     let mut body = String::from("<h1>Drafts</h1>");
     body.push_str(done_notice(q.get("done").map(String::as_str)));
     body.push_str(ctx.write_notice());
@@ -107,6 +108,56 @@ async fn list_page(
     Ok(ctx.page("Drafts", "drafts", &body))
 }
 
+/// The drafts `filter` lists, grouped by entity, with their findings checked against the
+/// current knowledge base and rules; and the counts of every draft. Run on a blocking thread:
+/// the check builds the retrieval pipeline on a runtime of its own.
+fn listed(
+    dir: &std::path::Path,
+    filter: &ListFilter,
+    env: &crate::EnvLookup,
+) -> Result<(review::DraftCounts, Vec<review::EntityDrafts>), assay_harness::HarnessError> {
+    let entries = review::all_entries(dir)?;
+    let counts = review::counts(&entries);
+    let mut groups = review::group(entries, filter);
+    let mut refs: Vec<&mut DraftEntry> = groups
+        .iter_mut()
+        .flat_map(|g| g.drafts.iter_mut())
+        .collect();
+    if refs.iter().any(|d| d.finding.is_some()) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                assay_harness::HarnessError::Infrastructure(format!("cannot start a runtime: {e}"))
+            })?;
+        let lookup = |name: &str| env(name);
+        rt.block_on(review::recheck_findings(dir, &mut refs, &lookup));
+    }
+    Ok((counts, groups))
+}
+
+/// The line under a finding that says whether it still holds.
+fn finding_now(now: &review::FindingNow) -> String {
+    let observed = if now.observed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        now.observed.join(", ")
+    };
+    match now.status {
+        review::FindingStatus::FixedSince => format!(
+            "<br><strong class=\"fixed-since\">Fixed since</strong>: the current knowledge base and rules do what the draft intends (now: {}).",
+            esc(&observed)
+        ),
+        review::FindingStatus::Holds => {
+            format!("<br>Still holds (now: {}).", esc(&observed))
+        }
+        review::FindingStatus::Unchecked => format!(
+            "<br>Not checked again: {}.",
+            esc(now.note.as_deref().unwrap_or("unknown"))
+        ),
+    }
+}
+
 fn row(ctx: &Ctx, d: &DraftEntry) -> String {
     let mut out = String::new();
     let _ = write!(
@@ -123,7 +174,7 @@ fn row(ctx: &Ctx, d: &DraftEntry) -> String {
     if let Some(f) = &d.finding {
         let _ = write!(
             out,
-            "<p class=\"notice bad finding\"><strong>Finding: {}</strong> {} <br>Intended: {}{}</p>",
+            "<p class=\"notice bad finding\"><strong>Finding: {}</strong> {} <br>Intended: {}{}{}</p>",
             esc(f.kind.as_str()),
             esc(&f.explanation),
             esc(&f.intended),
@@ -131,7 +182,8 @@ fn row(ctx: &Ctx, d: &DraftEntry) -> String {
                 String::new()
             } else {
                 format!("; observed: {}", esc(&f.observed.join(", ")))
-            }
+            },
+            d.finding_now.as_ref().map(finding_now).unwrap_or_default()
         );
     }
     let _ = write!(
@@ -179,8 +231,15 @@ async fn accept_form(
 ) -> Result<Response, UiError> {
     check_write(&state, &headers, &posted)?;
     let id = field(&posted, "test_id")?.to_owned();
+    let env = state.env();
     blocking_dir(&state, move |dir| {
-        review::accept(dir, &Selection::Ids(vec![id]), &Reviewer::now(REVIEWER))?;
+        let lookup = |name: &str| env(name);
+        review::accept(
+            dir,
+            &Selection::Ids(vec![id]),
+            &Reviewer::now(REVIEWER),
+            &lookup,
+        )?;
         Ok(())
     })
     .await?;
@@ -460,9 +519,8 @@ pub async fn api_list(
             _ => return Err(ApiError::bad_request(format!("unknown parameter `{k}`"))),
         }
     }
-    let entries = in_dir(&state, |dir| Ok(review::all_entries(dir)?)).await?;
-    let counts = review::counts(&entries);
-    let groups = review::group(entries, &filter);
+    let env = state.env();
+    let (counts, groups) = in_dir(&state, move |dir| Ok(listed(dir, &filter, &env)?)).await?;
     Ok(Json(json!({"counts": counts, "entities": groups})))
 }
 
@@ -527,11 +585,14 @@ pub async fn api_accept(
 ) -> Result<Json<review::Outcome>, ApiError> {
     authorize(state.admin_token(), &headers)?;
     let b = body(&text)?;
+    let env = state.env();
     let out = in_dir(&state, move |dir| {
+        let lookup = |name: &str| env(name);
         Ok(review::accept(
             dir,
             &Selection::Ids(vec![test_id]),
             &reviewer(&b),
+            &lookup,
         )?)
     })
     .await?;

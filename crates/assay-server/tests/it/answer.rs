@@ -89,7 +89,7 @@ async fn answer_cases_show_on_the_run_page_their_own_page_and_the_diff() {
     assert_inert(&run, "the run page");
     let failures = run
         .body
-        .find("<h2>Answer test failures</h2>")
+        .find("<h2>Answer cases: failed or below 100</h2>")
         .expect(&run.body);
     let errors = run
         .body

@@ -6,6 +6,7 @@ mod api;
 mod calibrate;
 mod dashboard;
 mod drafts;
+mod errors;
 mod experiments;
 mod runs;
 mod simulations;

@@ -191,7 +191,10 @@ async fn traces_are_received_as_protobuf_and_json_and_checked() {
     );
     assert!(lines[0]["received_at"].is_string());
 
-    let (status, report) = server.get("/traces/check").await;
+    // Reading them back needs the token too: they hold users' messages and state.
+    let (status, _) = server.get("/traces/check").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, report) = check(&server, "s3cret").await;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(report["checked"], 2, "{report:#}");
     let crisis = &report["spans"][0];
@@ -221,6 +224,149 @@ async fn without_the_admin_token_traces_are_refused() {
     let error: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(error["code"], "traces_disabled");
     assert!(!server.root.join(".assay/traces").exists());
-    let (status, _) = server.get("/traces/check").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Nor can they be read: no token can be right.
+    let (status, error) = check(&server, "anything").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(error["code"], "traces_disabled");
+}
+
+/// `GET /traces/check` with a bearer token.
+async fn check(server: &Server, token: &str) -> (StatusCode, Value) {
+    server
+        .request_with(
+            Method::GET,
+            "/traces/check",
+            None,
+            &[("authorization", format!("Bearer {token}"))],
+        )
+        .await
+}
+
+/// `post` with more headers, to `app`.
+async fn post_to(
+    app: &axum::Router,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, Vec<u8>) {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/traces")
+        .header("authorization", "Bearer s3cret");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let response = app
+        .clone()
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, bytes.to_vec())
+}
+
+/// `post` with more headers, to the server's own router.
+async fn post_with(
+    server: &Server,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, Vec<u8>) {
+    post_to(&server.app, headers, body).await
+}
+
+/// Issue 42: gzip bodies (protobuf and JSON) are taken, as the OTLP specification requires;
+/// a batch sent again (an exporter's retry) is stored and counted once, across requests and
+/// across a restart of the server (the stored files are the truth); a span twice in one
+/// request is stored once.
+#[tokio::test]
+async fn gzip_bodies_are_taken_and_a_span_is_stored_once() {
+    let server = Server::with_env(&[("ASSAY_ADMIN_TOKEN", "s3cret")]);
+    let gz = crate::errors::gzip;
+    let (status, body) = post_with(
+        &server,
+        &[
+            ("content-type", "application/x-protobuf"),
+            ("content-encoding", "gzip"),
+        ],
+        gz(&proto_request()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let answer = ExportTraceServiceResponse::decode(body.as_slice()).unwrap();
+    assert_eq!(answer.partial_success, None);
+    let (status, body) = post_with(
+        &server,
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        gz(json_request().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let ids = |server: &Server| -> Vec<String> {
+        received(server)
+            .iter()
+            .map(|l| l["span_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&server), ["0101010101010101", "01"]);
+
+    // The same batches again, plain and compressed: nothing new is stored.
+    for _ in 0..2 {
+        let (status, _) = post_with(
+            &server,
+            &[("content-type", "application/x-protobuf")],
+            proto_request(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, _) = post_with(
+        &server,
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        gz(json_request().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids(&server), ["0101010101010101", "01"]);
+    let (status, report) = check(&server, "s3cret").await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["checked"], 2, "counted once: {report:#}");
+
+    // A restarted server reads what is stored: still once.
+    let again = assay_server::app(assay_server::AppState::with_env(
+        &server.root,
+        std::sync::Arc::new(|name: &str| (name == "ASSAY_ADMIN_TOKEN").then(|| "s3cret".into())),
+    ));
+    let (status, _) = post_to(
+        &again,
+        &[("content-type", "application/x-protobuf")],
+        proto_request(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids(&server), ["0101010101010101", "01"]);
+
+    // A span the files no longer hold (removed by hand) is stored again; a span twice in one
+    // request once.
+    std::fs::remove_dir_all(server.root.join(".assay/traces")).unwrap();
+    let twice = {
+        let mut request = ExportTraceServiceRequest::decode(proto_request().as_slice()).unwrap();
+        let spans = &mut request.resource_spans[0].scope_spans[0].spans;
+        let first = spans[0].clone();
+        spans.push(first);
+        request.encode_to_vec()
+    };
+    let (status, _) = post_with(
+        &server,
+        &[("content-type", "application/x-protobuf")],
+        twice,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ids(&server), ["0101010101010101"]);
 }
