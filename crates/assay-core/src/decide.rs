@@ -49,7 +49,7 @@ fn missing(expected: &[String], found: &[String]) -> Vec<String> {
 }
 
 /// The project's pass score, when the case scored under it.
-fn pass_score(failed: &mut Vec<FailedCheck>, score: Option<u32>, rules: &VerdictRules) {
+fn pass_score(failed: &mut Vec<FailedCheck>, score: Option<u32>, rules: VerdictRules) {
     if let (Some(score), Some(min)) = (score, rules.pass_score)
         && score < min
     {
@@ -62,7 +62,7 @@ fn pass_score(failed: &mut Vec<FailedCheck>, score: Option<u32>, rules: &Verdict
 }
 
 /// The verdict of checks made on a case that scored (an error is decided before).
-fn verdict(mut failed: Vec<FailedCheck>, score: Option<u32>, rules: &VerdictRules) -> Verdict {
+fn verdict(mut failed: Vec<FailedCheck>, score: Option<u32>, rules: VerdictRules) -> Verdict {
     pass_score(&mut failed, score, rules);
     Verdict::of_checks(failed)
 }
@@ -105,7 +105,7 @@ impl Verdicted for SemanticCaseResult {
             };
             failed.push(FailedCheck::new(Rule::ExpectedMissing, lost, message));
         }
-        verdict(failed, self.score, rules)
+        verdict(failed, self.score, *rules)
     }
 }
 
@@ -122,7 +122,7 @@ impl Verdicted for StateCaseResult {
                 format!("expected handler did not trigger: {}", ticked(&lost)),
             ));
         }
-        verdict(failed, Some(self.score), rules)
+        verdict(failed, Some(self.score), *rules)
     }
 }
 
@@ -158,7 +158,7 @@ impl Verdicted for PatternCaseResult {
                 format!("{what}: {}", ticked(&lost)),
             ));
         }
-        verdict(failed, Some(self.score), rules)
+        verdict(failed, Some(self.score), *rules)
     }
 }
 
@@ -178,7 +178,7 @@ impl Verdicted for AlwaysCaseResult {
                 ),
             ));
         }
-        verdict(failed, Some(self.score), rules)
+        verdict(failed, Some(self.score), *rules)
     }
 }
 
@@ -189,7 +189,7 @@ impl Verdicted for AnswerCaseResult {
         if let Some(e) = &self.error {
             return Verdict::error(e.clone());
         }
-        verdict(crate::answer::failed_checks(self), self.score, rules)
+        verdict(crate::answer::failed_checks(self), self.score, *rules)
     }
 }
 
@@ -410,14 +410,14 @@ mod tests {
         );
     }
 
-    fn answer(reply: &str, assert: serde_json::Value, threshold: Option<f64>) -> AnswerCaseResult {
+    fn answer(reply: &str, assert: &serde_json::Value, threshold: Option<f64>) -> AnswerCaseResult {
         let mut r = AnswerCaseResult {
             test_id: "AN1".into(),
             message: "m".into(),
             reply: Some(reply.into()),
             ..AnswerCaseResult::default()
         };
-        let set = AssertionSet::parse(&assert, threshold, "assert").unwrap();
+        let set = AssertionSet::parse(assert, threshold, "assert").unwrap();
         r.assertions = Some(set.evaluate(&Output::text(reply)));
         score_case(&mut r, &ScoreWeights::default());
         r
@@ -428,7 +428,7 @@ mod tests {
         // Three of four pass: 75, under the threshold 0.8.
         let r = answer(
             "Paris is the capital.",
-            json!([{"type": "contains", "value": "Paris"}, {"type": "contains", "value": "capital"},
+            &json!([{"type": "contains", "value": "Paris"}, {"type": "contains", "value": "capital"},
                    {"type": "icontains", "value": "paris"}, {"type": "contains", "value": "Lyon"}]),
             Some(0.8),
         );
@@ -451,7 +451,7 @@ mod tests {
     fn answer_threshold_met_at_75_passes_unless_a_pass_score_says_otherwise() {
         let r = answer(
             "Paris is the capital.",
-            json!([{"type": "contains", "value": "Paris"}, {"type": "contains", "value": "capital"},
+            &json!([{"type": "contains", "value": "Paris"}, {"type": "contains", "value": "capital"},
                    {"type": "icontains", "value": "paris"}, {"type": "contains", "value": "Lyon"}]),
             Some(0.7),
         );
@@ -467,7 +467,7 @@ mod tests {
     fn answer_critical_assertion_metric_minimum_and_trajectory_are_each_named() {
         let r = answer(
             "I cannot help with that.",
-            json!([{"type": "not-refusal", "critical": true}]),
+            &json!([{"type": "not-refusal", "critical": true}]),
             None,
         );
         let v = r.decide(&NO_RULES);

@@ -192,8 +192,10 @@ fn unknown_type(name: &str) -> String {
     let near = (name.len() >= 3)
         .then(|| names.iter().find(|n| n.starts_with(name)))
         .flatten()
-        .map(|n| format!(" (did you mean `{n}`?)"))
-        .unwrap_or_else(|| did_you_mean(name, names.iter().map(String::as_str)));
+        .map_or_else(
+            || did_you_mean(name, names.iter().map(String::as_str)),
+            |n| format!(" (did you mean `{n}`?)"),
+        );
     format!(
         "unknown type `{name}`{near}; expected one of {}, or {{ enum = [\"a\", \"b\"] }} for a fixed set of strings",
         quoted(names.iter().map(String::as_str))

@@ -964,7 +964,7 @@ impl ProjectSettings {
                 .filter(|(name, _)| declared.iter().any(|d| d == name))
                 .and_then(|(name, _)| {
                     let text = std::fs::read_to_string(&path).ok()?;
-                    assay_kb::datafile::key_line(&text, name, 0)
+                    toml_key_line(&text, name)
                 });
             DataError {
                 line,
@@ -1326,6 +1326,20 @@ impl ProjectSettings {
             recorded: std::collections::BTreeMap::new(),
         })
     }
+}
+
+/// The line (1-based) where a TOML file writes `key = …` (bare or quoted), if it does.
+fn toml_key_line(text: &str, key: &str) -> Option<usize> {
+    let quoted = format!("\"{key}\"");
+    text.lines()
+        .position(|line| {
+            let line = line.trim_start();
+            [key, quoted.as_str()].iter().any(|k| {
+                line.strip_prefix(k)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            })
+        })
+        .map(|i| i + 1)
 }
 
 #[cfg(test)]

@@ -343,7 +343,7 @@ impl StateUses {
         {
             let d = self.defaulted.entry(file.to_owned()).or_default();
             if d.count == 0 {
-                d.first_id = test_id.to_owned();
+                test_id.clone_into(&mut d.first_id);
             }
             d.count += 1;
             if d.listed.len() < DEFAULTED_LISTED {
@@ -460,9 +460,9 @@ pub const USER_TYPE: &str = "user_type";
 /// Checks every entity's `state_conditions` against `schema` (with the audiences): each
 /// mistake names the entity's file and line (from `sources`, the file each entity was read
 /// from; an entity without one, from a database store, is named alone).
-pub fn check_conditions<'a>(
+pub fn check_conditions<'a, S: std::hash::BuildHasher>(
     entities: impl IntoIterator<Item = &'a Entity>,
-    sources: &HashMap<String, PathBuf>,
+    sources: &HashMap<String, PathBuf, S>,
     schema: &StateSchema,
 ) -> Result<(), HarnessError> {
     let mut mistakes = Mistakes::default();

@@ -137,7 +137,9 @@ fn validate(
             ),
             ..DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id))
         },
-        _ => DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id)),
+        InvalidEntity::EmptyTitle => {
+            DataError::new(file, format!("[{index}] `{}`: {problem}", e.entity_id))
+        }
     })?;
     if e.audience_types.is_empty() {
         warnings.push(format!(

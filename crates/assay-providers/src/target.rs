@@ -1252,7 +1252,7 @@ mod tests {
     async fn stderr_is_kept_by_its_tail_and_never_blocks_the_reply() {
         let t = script(r#"yes e | head -c 300000 >&2; echo '{"final_answer": "ok"}'"#);
         assert_eq!(t.answer(&BTreeMap::new(), "Q?", &[]).await.unwrap(), "ok");
-        let t = script(r#"yes e | head -c 300000 >&2; echo last words >&2; exit 3"#);
+        let t = script(r"yes e | head -c 300000 >&2; echo last words >&2; exit 3");
         let e = t
             .answer(&BTreeMap::new(), "Q?", &[])
             .await

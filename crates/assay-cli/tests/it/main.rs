@@ -25,6 +25,7 @@ mod generate;
 #[path = "../../examples/generate_provider.rs"]
 mod generate_provider;
 mod generate_review;
+mod help_pages;
 mod integrity;
 mod ir;
 mod judge;

@@ -556,7 +556,7 @@ fn cites_a_spec_section(text: &str) -> Option<String> {
 }
 
 /// Every subcommand path under `prefix`, from the help pages' command lists.
-fn subcommands(prefix: &[String], out: &mut Vec<Vec<String>>) {
+pub(crate) fn subcommands(prefix: &[String], out: &mut Vec<Vec<String>>) {
     let mut args: Vec<&str> = prefix.iter().map(String::as_str).collect();
     args.push("--help");
     let help = assay(&args);

@@ -153,7 +153,7 @@ fn scaffold(p: &Scratch, pass_score: Option<u32>) {
     );
 }
 
-fn bank(kind: &str, tests: Vec<Value>) -> Value {
+fn bank(kind: &str, tests: &[Value]) -> Value {
     json!({"bank_type": kind, "version": "1.0", "tests": tests})
 }
 
@@ -241,7 +241,7 @@ fn generate(seed: u64) -> Scratch {
         .collect();
     p.write_json(
         "test_banks/semantic/generated.json",
-        &bank("SEMANTIC", semantic),
+        &bank("SEMANTIC", &semantic),
     );
 
     // State cases over three handlers' conditions.
@@ -262,7 +262,7 @@ fn generate(seed: u64) -> Scratch {
             })
         })
         .collect();
-    p.write_json("test_banks/state/generated.json", &bank("STATE", state));
+    p.write_json("test_banks/state/generated.json", &bank("STATE", &state));
 
     // Pattern cases: crises matched or missed, negatives that do or do not raise an alarm,
     // keywords found or not; critical or not.
@@ -302,7 +302,7 @@ fn generate(seed: u64) -> Scratch {
         .collect();
     p.write_json(
         "test_banks/pattern/generated.json",
-        &bank("PATTERN", pattern),
+        &bank("PATTERN", &pattern),
     );
 
     // Always cases: an audience and what it must load.
@@ -316,7 +316,7 @@ fn generate(seed: u64) -> Scratch {
             })
         })
         .collect();
-    p.write_json("test_banks/always/generated.json", &bank("ALWAYS", always));
+    p.write_json("test_banks/always/generated.json", &bank("ALWAYS", &always));
 
     // Answer cases and the product's replies to them.
     let mut replies = serde_json::Map::new();
@@ -385,7 +385,7 @@ fn generate(seed: u64) -> Scratch {
             case
         })
         .collect();
-    p.write_json("test_banks/answer/generated.json", &bank("ANSWER", answer));
+    p.write_json("test_banks/answer/generated.json", &bank("ANSWER", &answer));
     p.write_json("replies.json", &Value::Object(replies));
     p
 }
@@ -800,7 +800,7 @@ fn contradictions(pass_score: Option<u32>) -> Scratch {
     };
     p.write_json(
         "test_banks/answer/shop.json",
-        &bank("ANSWER", vec![case("MISSED", 0.8), case("MET", 0.7)]),
+        &bank("ANSWER", &[case("MISSED", 0.8), case("MET", 0.7)]),
     );
     p.write_json(
         "replies.json",
