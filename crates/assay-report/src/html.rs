@@ -538,35 +538,13 @@ fn components(out: &mut String, log: &RunLog) {
     if !verdicts.rules.is_empty() {
         out.push_str("<h2>Failed cases by rule</h2>\n<table><thead><tr><th>Rule</th><th class=\"num\">Cases</th><th>First cases</th><th>Most often</th></tr></thead><tbody>\n");
         for r in &verdicts.rules {
-            let more = r.cases.saturating_sub(r.test_ids.len());
-            let ids = r
-                .test_ids
-                .iter()
-                .map(|i| format!("<code>{}</code>", escape(i)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let named = r
-                .named
-                .iter()
-                .take(3)
-                .map(|(n, c)| format!("{} ({c})", escape(n)))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let (ids, named) =
+                crate::verdict::rule_cells(r, |i| format!("<code>{}</code>", escape(i)), escape);
             let _ = writeln!(
                 out,
-                "<tr><td>{}</td><td class=\"num\">{}</td><td>{ids}{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td class=\"num\">{}</td><td>{ids}</td><td>{named}</td></tr>",
                 r.rule.label(),
                 r.cases,
-                if more > 0 {
-                    format!(", … {more} more")
-                } else {
-                    String::new()
-                },
-                if named.is_empty() {
-                    "—".to_owned()
-                } else {
-                    named
-                }
             );
         }
         out.push_str("</tbody></table>\n");

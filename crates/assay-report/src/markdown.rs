@@ -379,35 +379,12 @@ fn failed_by_rule(out: &mut String, verdicts: &assay_core::aggregate::VerdictTal
         "## Failed Cases by Rule\n\n| Rule | Cases | First cases | Most often |\n|---|---|---|---|"
     );
     for r in &verdicts.rules {
-        let more = r.cases.saturating_sub(r.test_ids.len());
-        let ids = r
-            .test_ids
-            .iter()
-            .map(|i| format!("`{}`", cell(i)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let named = r
-            .named
-            .iter()
-            .take(3)
-            .map(|(n, c)| format!("{} ({c})", cell(n)))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let (ids, named) = crate::verdict::rule_cells(r, |i| format!("`{}`", cell(i)), cell);
         let _ = writeln!(
             out,
-            "| {} | {} | {ids}{} | {} |",
+            "| {} | {} | {ids} | {named} |",
             r.rule.label(),
-            r.cases,
-            if more > 0 {
-                format!(", … {more} more")
-            } else {
-                String::new()
-            },
-            if named.is_empty() {
-                "—".to_owned()
-            } else {
-                named
-            }
+            r.cases
         );
     }
     out.push('\n');

@@ -58,3 +58,36 @@ pub(crate) fn html_items(out: &mut String, v: &Verdict) {
         );
     }
 }
+
+/// One row of a "failed cases by rule" table, its cells written by the format: the first
+/// cases (`code` writes an id), "… N more" when there are more, and the names that failed
+/// most often (`text` writes a name; "—" for none). Markdown and HTML share it.
+pub(crate) fn rule_cells(
+    r: &assay_core::aggregate::RuleTally,
+    code: impl Fn(&str) -> String,
+    text: impl Fn(&str) -> String,
+) -> (String, String) {
+    let mut ids = r
+        .test_ids
+        .iter()
+        .map(|i| code(i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = r.cases.saturating_sub(r.test_ids.len());
+    if more > 0 {
+        let _ = write!(ids, ", … {more} more");
+    }
+    let named = r
+        .named
+        .iter()
+        .take(3)
+        .map(|(n, c)| format!("{} ({c})", text(n)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let named = if named.is_empty() {
+        "—".to_owned()
+    } else {
+        named
+    };
+    (ids, named)
+}
