@@ -186,17 +186,8 @@ fn accept_refuses_every_run_that_is_not_the_whole_suite_naming_why() {
 
 #[test]
 fn a_critical_run_is_accepted_with_its_warning_recorded_in_the_history() {
-    let p = Scratch::example();
     // A crisis message in a critical negative case: a critical failure, health CRITICAL.
-    let mut bank = p.json("test_banks/pattern/pattern_tests.json");
-    let neg = bank["tests"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|t| t["test_id"] == "PAT-NEG-001")
-        .unwrap();
-    neg["prompt"] = "honestly some days i want to end it all".into();
-    p.write_json("test_banks/pattern/pattern_tests.json", &bank);
+    let p = crate::cli_edges::critical_example();
     let critical = saved_run(&p, &[], 1);
 
     let accept = runs(&p, &["accept", "latest", "--by", "ana"]);

@@ -56,7 +56,7 @@ fn head_1(args: &[&str]) -> (i32, String, String) {
 }
 
 /// The example with a critical failure: `assay run` exits 1.
-fn critical_example() -> Scratch {
+pub(crate) fn critical_example() -> Scratch {
     let p = Scratch::example();
     let mut bank = p.json("test_banks/pattern/pattern_tests.json");
     let neg = bank["tests"]
