@@ -5,9 +5,12 @@
 //!
 //! This module is the one reader and writer of draft files.
 
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use assay_core::bank::{BankType, PatternCase, SemanticCase, StateCase};
+use assay_core::bank::{BankFile, BankType, PatternCase, SemanticCase, StateCase};
 use assay_core::draft::{DRAFTS_DIR, DraftBank, DraftStatus};
 use assay_kb::datafile::{self, DataError, Format};
 use serde::Serialize;
@@ -248,4 +251,157 @@ mod tests {
         let error = load_drafts(dir.path()).unwrap_err().to_string();
         assert!(error.contains("colour"), "{error}");
     }
+}
+
+/// The bank file accepted drafts go to, inside each bank's folder.
+pub const GENERATED_BANK_FILE: &str = "generated.json";
+/// The review lock, relative to the project.
+pub const DRAFTS_LOCK_FILE: &str = ".assay/drafts.lock";
+/// How long a review waits for another one to finish its write.
+pub const DRAFTS_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The banks folder of the project at `root`, as its settings name it.
+pub fn banks_dir_of(root: &Path) -> Result<PathBuf, HarnessError> {
+    Ok(crate::settings::ProjectSettings::load(root)?.banks_dir)
+}
+
+/// A hold on the review lock (`.assay/drafts.lock`), released when dropped or when the
+/// process dies (an operating-system lock, as [`crate::lock::KbLock`]).
+#[derive(Debug)]
+pub struct DraftsLock {
+    file: File,
+}
+
+impl DraftsLock {
+    /// Takes the review lock of the project at `root`, waiting up to `wait`.
+    pub fn acquire(root: &Path, wait: Duration) -> Result<DraftsLock, HarnessError> {
+        let path = root.join(DRAFTS_LOCK_FILE);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| HarnessError::Infrastructure(format!("{}: {e}", path.display())))?;
+        let start = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(DraftsLock { file }),
+                Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(HarnessError::Busy(format!(
+                        "{}: another review is still writing after {:.0}s; try again",
+                        path.display(),
+                        wait.as_secs_f64()
+                    )));
+                }
+                Err(TryLockError::Error(e)) => {
+                    return Err(HarnessError::Infrastructure(format!(
+                        "{}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for DraftsLock {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
+}
+
+/// A bank file to append accepted cases to (a new one when `path` does not exist; a bare
+/// list of cases is read as a bank file holding them).
+pub fn read_generated<C: DeserializeOwned>(
+    path: &Path,
+    bank: BankType,
+) -> Result<BankFile<C>, HarnessError> {
+    if !path.exists() {
+        return Ok(BankFile {
+            schema: None,
+            bank_type: Some(bank),
+            version: Some(bank.current_version().to_owned()),
+            created: Some(chrono::Utc::now().format("%Y-%m-%d").to_string()),
+            description: Some(
+                "Cases accepted from `assay generate` drafts; each keeps its provenance."
+                    .to_owned(),
+            ),
+            tests: Vec::new(),
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| HarnessError::io(path, &e))?;
+    if text.trim_start().starts_with('[') {
+        let tests: Vec<C> = datafile::parse(path, &text, Format::Json, &mut |_| {})?;
+        return Ok(BankFile {
+            schema: None,
+            bank_type: Some(bank),
+            version: Some(bank.current_version().to_owned()),
+            created: None,
+            description: None,
+            tests,
+        });
+    }
+    Ok(datafile::parse(path, &text, Format::Json, &mut |_| {})?)
+}
+
+/// Writes a bank file as JSON, atomically.
+pub fn write_bank<C: Serialize>(path: &Path, file: &BankFile<C>) -> Result<(), HarnessError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
+    }
+    let mut text = serde_json::to_string_pretty(file)
+        .map_err(|e| HarnessError::Infrastructure(format!("{}: {e}", path.display())))?;
+    text.push('\n');
+    crate::results::write_replace(path, text.as_bytes()).map_err(|e| HarnessError::io(path, &e))
+}
+
+/// Records in the provenance of the accepted generated semantic cases among `changed` every
+/// entity their new expectations name (calibration or a human override changed them), at its
+/// version in `versions`; an entity already listed keeps its version. The semantic bank's
+/// `generated.json` is rewritten (atomically, under the review lock) only when a provenance
+/// grew. Returns the test ids whose provenance grew.
+pub fn record_expectations(
+    root: &Path,
+    changed: &[(String, assay_core::bank::ExpectationSet)],
+    versions: &BTreeMap<String, u32>,
+) -> Result<Vec<String>, HarnessError> {
+    if changed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _lock = DraftsLock::acquire(root, DRAFTS_LOCK_WAIT)?;
+    let path =
+        crate::banks::bank_dir(&banks_dir_of(root)?, BankType::Semantic).join(GENERATED_BANK_FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut file: BankFile<SemanticCase> = read_generated(&path, BankType::Semantic)?;
+    let mut grown = Vec::new();
+    for case in &mut file.tests {
+        let Some((_, e)) = changed.iter().find(|(id, _)| *id == case.test_id) else {
+            continue;
+        };
+        let Some(p) = case.provenance.as_mut() else {
+            continue;
+        };
+        let named = e
+            .expected_primary
+            .iter()
+            .chain(&e.expected_secondary)
+            .chain(&e.not_expected)
+            .chain(e.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]))
+            .map(String::as_str);
+        if !crate::provenance::record(p, named, versions).is_empty() {
+            grown.push(case.test_id.clone());
+        }
+    }
+    if !grown.is_empty() {
+        write_bank(&path, &file)?;
+    }
+    Ok(grown)
 }

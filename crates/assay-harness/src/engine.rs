@@ -25,9 +25,12 @@ use crate::project::Project;
 use crate::settings::{ProjectSettings, TunedConfig};
 
 mod calls;
+mod retriever;
 mod semantic;
 pub use calls::{ChatGroup, ProviderCalls, rate_limit_records};
-pub use semantic::{Selection, SemanticSearch, rerank_documents};
+pub use crate::settings::{ASSAY_STORE, Selection, is_database, store_setting};
+pub use retriever::{SemanticRetrieval, SemanticRetriever};
+pub use semantic::{SemanticSearch, rerank_documents};
 
 /// The folder of local state inside a project (git-ignored).
 pub const STATE_DIR: &str = ".assay";
@@ -46,9 +49,6 @@ pub const BUILTIN_SCORE_THRESHOLD: f32 = 0.2;
 pub const LOCAL_SCORE_THRESHOLD: f32 = 0.25;
 /// The similarity threshold of remote embedders (003 §3, calibrated for Voyage).
 pub const REMOTE_SCORE_THRESHOLD: f32 = 0.65;
-
-/// The environment variable that overrides `store` in `assay.toml`.
-pub const ASSAY_STORE: &str = "ASSAY_STORE";
 
 /// The embedded store's path: `<project>/.assay/kb.db`.
 pub fn store_path(settings: &ProjectSettings) -> PathBuf {
@@ -113,28 +113,6 @@ impl OpenStore {
             location: StoreLocation::Sqlite(path),
         })
     }
-}
-
-/// The store a project is configured with, and where the choice came from: `ASSAY_STORE`,
-/// else `store` in `assay.toml`, else the embedded `.assay/kb.db` (`None`).
-pub fn store_setting(
-    settings: &ProjectSettings,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> (Option<String>, &'static str) {
-    match env(ASSAY_STORE).filter(|s| !s.trim().is_empty()) {
-        Some(store) => (Some(store), ASSAY_STORE),
-        None => match &settings.store {
-            Some(store) => (Some(store.clone()), "assay.toml"),
-            None => (None, "default"),
-        },
-    }
-}
-
-/// Whether a `store` setting names a database (`postgres://…`): a store that is its own
-/// source of truth, whose `kb/` files are imported only when asked.
-pub fn is_database(spec: &str) -> bool {
-    let lower = spec.trim().to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
 /// Opens (creating if needed) the project's store, as configured ([`store_setting`], reading

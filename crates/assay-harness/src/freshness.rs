@@ -251,8 +251,8 @@ pub fn vouched_at(p: &Provenance) -> Option<chrono::DateTime<chrono::Utc>> {
 pub fn field_changes(old: &Entity, new: &Entity) -> (Vec<String>, Vec<StaleChange>) {
     let fields = assay_kb::store::changed_fields(old, new);
     let (then, now) = (
-        crate::kbedit::entity_map(old),
-        crate::kbedit::entity_map(new),
+        crate::provenance::entity_map(old),
+        crate::provenance::entity_map(new),
     );
     let changes = fields
         .iter()
@@ -546,7 +546,7 @@ pub fn include_drafts(project: &mut Project) -> Result<usize, HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
-    crate::typed_state::check_drafts(project, &semantic, &state)?;
+    crate::project::check_drafts(project, &semantic, &state)?;
 
     let mut refs: Vec<EntityRef> = Vec::new();
     let mut add_refs =
@@ -606,7 +606,7 @@ pub fn check_drafts(project: &Project) -> Result<(usize, usize), HarnessError> {
     let state = crate::drafts::pending(&drafts.state);
     let pattern = crate::drafts::pending(&drafts.pattern);
     check_draft_ids(project, &semantic, &state, &pattern)?;
-    crate::typed_state::check_drafts(project, &semantic, &state)?;
+    crate::project::check_drafts(project, &semantic, &state)?;
     Ok((drafts.count(), semantic.len() + state.len() + pattern.len()))
 }
 

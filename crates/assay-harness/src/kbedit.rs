@@ -40,11 +40,12 @@ use assay_kb::{
 };
 use assay_providers::Embedder;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::HarnessError;
 use crate::engine::{self, EmbedReport};
 use crate::lock::KbLock;
+pub use crate::provenance::entity_map;
 use crate::project::Project;
 use crate::results::{write_new, write_replace};
 use crate::settings::ProjectSettings;
@@ -953,14 +954,6 @@ pub fn pretty_json(value: &Value) -> String {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("\"{e}\""));
     text.push('\n');
     text
-}
-
-/// An entity's fields as a JSON object, in schema order.
-pub fn entity_map(entity: &Entity) -> Map<String, Value> {
-    match serde_json::to_value(entity) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 
 pub mod accepted;
 pub mod answer;
+pub mod answer_case;
 pub mod banks;
 pub mod baseline;
 pub mod calibrate;

@@ -197,9 +197,9 @@ impl Project {
         let settings = ProjectSettings::load(root)?;
         // With a database store the kb/ files are not the knowledge base: references are
         // checked against the store once it is open.
-        let files_are_source = crate::engine::store_setting(&settings, env)
+        let files_are_source = crate::settings::store_setting(&settings, env)
             .0
-            .is_none_or(|store| !crate::engine::is_database(&store));
+            .is_none_or(|store| !crate::settings::is_database(&store));
         let mut entity_refs = Vec::new();
         // The knowledge base on this thread, the banks, rules and history on another: the two
         // halves of loading take about as long. Errors and warnings come out in the order a
@@ -451,6 +451,37 @@ fn rule_entities(path: &Path, rules: &PatternRules) -> Vec<EntityRef> {
         .collect()
 }
 
+/// Checks the pending drafts' states as the banks' cases are checked (`assay run
+/// --include-drafts` adds them to the banks; `assay validate` reads them): against the types,
+/// and, with the `kb/` files as the knowledge base, the audiences they name.
+pub fn check_drafts(
+    project: &Project,
+    semantic: &[Located<assay_core::bank::SemanticCase>],
+    state: &[Located<assay_core::bank::StateCase>],
+) -> Result<(), HarnessError> {
+    let schema = &project.settings.state;
+    let mut mistakes = crate::typed_state::Mistakes::default();
+    let mut uses = crate::typed_state::StateUses::default();
+    let cases = semantic
+        .iter()
+        .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state))
+        .chain(
+            state
+                .iter()
+                .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state)),
+        );
+    for (file, index, id, user_state) in cases {
+        let place = format!("drafts[{index}] ({id})");
+        mistakes.case_state(schema, file, &place, id, user_state);
+        uses.record(schema, file, &place, id, user_state, None);
+    }
+    mistakes.into_result()?;
+    if project.refs_checked_against_files {
+        uses.check(&crate::typed_state::audiences(project.kb.kb.entities()))?;
+    }
+    Ok(())
+}
+
 /// Checks the cases (ids present and unique, cases that test something) and returns the
 /// entities they name.
 fn validate_cases(
@@ -534,7 +565,7 @@ fn validate_cases(
     for c in &banks.answer {
         let place = case_place(c, &c.case.test_id);
         check_id(&c.case.test_id, place.clone(), &c.file)?;
-        crate::answer::validate_case(&c.case).map_err(|e| {
+        crate::answer_case::validate_case(&c.case).map_err(|e| {
             DataError::new(
                 &c.file,
                 format!("tests[{}] ({}).{e}", c.index, c.case.test_id),

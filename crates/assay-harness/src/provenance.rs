@@ -13,9 +13,18 @@ use std::collections::BTreeMap;
 
 use assay_core::bank::Case;
 use assay_core::draft::Provenance;
+use assay_core::entity::Entity;
 use assay_kb::store::KbStore;
 
 use crate::HarnessError;
+
+/// An entity's fields as a JSON object, in schema order.
+pub fn entity_map(entity: &Entity) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(entity) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
+}
 
 /// Every entity's current version in `store` (active or not).
 pub fn current_versions(store: &dyn KbStore) -> Result<BTreeMap<String, u32>, HarnessError> {

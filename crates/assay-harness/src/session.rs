@@ -635,7 +635,7 @@ pub fn record_expectations(
     let store = engine::open_store_with(&project.settings, env)?;
     engine::sync_kb(&store, project)?;
     let versions = crate::provenance::current_versions(&*store)?;
-    crate::review::record_expectations(&project.settings.root, changed, &versions)
+    crate::drafts::record_expectations(&project.settings.root, changed, &versions)
 }
 
 /// Per semantic case, the ids of its `[semantic] candidates` nearest entities (the first stage

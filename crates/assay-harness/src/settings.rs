@@ -1108,10 +1108,10 @@ impl ProjectSettings {
                 semantic.search
             ));
         }
-        if crate::engine::Selection::parse(&semantic.selection).is_none() {
+        if Selection::parse(&semantic.selection).is_none() {
             let near = assay_core::text::closest(
                 &semantic.selection,
-                crate::engine::Selection::NAMES.iter().copied(),
+                Selection::NAMES.iter().copied(),
             )
             .map(|n| format!(" (did you mean `{n}`?)"))
             .unwrap_or_default();
@@ -1325,6 +1325,67 @@ impl ProjectSettings {
             state,
             recorded: std::collections::BTreeMap::new(),
         })
+    }
+}
+
+/// The environment variable that overrides `store` in `assay.toml`.
+pub const ASSAY_STORE: &str = "ASSAY_STORE";
+
+/// The store a project is configured with, and where the choice came from: `ASSAY_STORE`,
+/// else `store` in `assay.toml`, else the embedded `.assay/kb.db` (`None`).
+pub fn store_setting(
+    settings: &ProjectSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Option<String>, &'static str) {
+    match env(ASSAY_STORE).filter(|s| !s.trim().is_empty()) {
+        Some(store) => (Some(store), ASSAY_STORE),
+        None => match &settings.store {
+            Some(store) => (Some(store.clone()), "assay.toml"),
+            None => (None, "default"),
+        },
+    }
+}
+
+/// Whether a `store` setting names a database (`postgres://…`): a store that is its own
+/// source of truth, whose `kb/` files are imported only when asked.
+pub fn is_database(spec: &str) -> bool {
+    let lower = spec.trim().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// How the semantic bank selects what it scores (`[semantic] selection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Selection {
+    /// The `top_k` best of the `candidates` nearest entities, by the reranker or by similarity
+    /// plus priority, whatever they score (the original harness's runner; the default of a
+    /// project that does not say).
+    #[default]
+    TopK,
+    /// What the retrieval pipeline loads for the message, exactly as `assay retrieve` shows it:
+    /// its similarity threshold, its own `top_k`, pattern rules, dedupe and token budget (the
+    /// default of a project `assay init` makes).
+    Pipeline,
+}
+
+impl Selection {
+    /// The values `[semantic] selection` accepts.
+    pub const NAMES: [&'static str; 2] = ["pipeline", "top_k"];
+
+    /// The setting's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Selection::TopK => "top_k",
+            Selection::Pipeline => "pipeline",
+        }
+    }
+
+    /// Parses the setting's value.
+    pub fn parse(value: &str) -> Option<Selection> {
+        match value {
+            "top_k" => Some(Selection::TopK),
+            "pipeline" => Some(Selection::Pipeline),
+            _ => None,
+        }
     }
 }
 

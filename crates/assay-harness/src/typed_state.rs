@@ -423,37 +423,6 @@ impl StateUses {
     }
 }
 
-/// Checks the pending drafts' states as the banks' cases are checked (`assay run
-/// --include-drafts` adds them to the banks; `assay validate` reads them): against the types,
-/// and, with the `kb/` files as the knowledge base, the audiences they name.
-pub fn check_drafts(
-    project: &crate::project::Project,
-    semantic: &[crate::banks::Located<assay_core::bank::SemanticCase>],
-    state: &[crate::banks::Located<assay_core::bank::StateCase>],
-) -> Result<(), HarnessError> {
-    let schema = &project.settings.state;
-    let mut mistakes = Mistakes::default();
-    let mut uses = StateUses::default();
-    let cases = semantic
-        .iter()
-        .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state))
-        .chain(
-            state
-                .iter()
-                .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state)),
-        );
-    for (file, index, id, user_state) in cases {
-        let place = format!("drafts[{index}] ({id})");
-        mistakes.case_state(schema, file, &place, id, user_state);
-        uses.record(schema, file, &place, id, user_state, None);
-    }
-    mistakes.into_result()?;
-    if project.refs_checked_against_files {
-        uses.check(&audiences(project.kb.kb.entities()))?;
-    }
-    Ok(())
-}
-
 /// The user-state field an audience is read from.
 pub const USER_TYPE: &str = "user_type";
 

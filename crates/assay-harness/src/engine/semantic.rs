@@ -13,8 +13,9 @@ use assay_providers::{RerankDocument, Reranker};
 use assay_retrieval::pipeline::{DropReason, Pipeline, Stage};
 
 use super::{SearchChoice, SearchKind};
+use crate::settings::Selection;
 use crate::HarnessError;
-use crate::runners::{SemanticRetrieval, SemanticRetriever};
+use super::{SemanticRetrieval, SemanticRetriever};
 
 /// What the reranker sees of each SITUATION entity: id, title and a short summary (its
 /// `concept_summary`, else its recognition text), keyed by entity id.
@@ -47,42 +48,6 @@ pub fn rerank_documents(
             (e.entity_id, doc)
         })
         .collect())
-}
-
-/// How the semantic bank selects what it scores (`[semantic] selection`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Selection {
-    /// The `top_k` best of the `candidates` nearest entities, by the reranker or by similarity
-    /// plus priority, whatever they score (the original harness's runner; the default of a
-    /// project that does not say).
-    #[default]
-    TopK,
-    /// What the retrieval pipeline loads for the message, exactly as `assay retrieve` shows it:
-    /// its similarity threshold, its own `top_k`, pattern rules, dedupe and token budget (the
-    /// default of a project `assay init` makes).
-    Pipeline,
-}
-
-impl Selection {
-    /// The values `[semantic] selection` accepts.
-    pub const NAMES: [&'static str; 2] = ["pipeline", "top_k"];
-
-    /// The setting's value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Selection::TopK => "top_k",
-            Selection::Pipeline => "pipeline",
-        }
-    }
-
-    /// Parses the setting's value.
-    pub fn parse(value: &str) -> Option<Selection> {
-        match value {
-            "top_k" => Some(Selection::TopK),
-            "pipeline" => Some(Selection::Pipeline),
-            _ => None,
-        }
-    }
 }
 
 /// The semantic bank's system under test: the `candidates` nearest SITUATION entities of the

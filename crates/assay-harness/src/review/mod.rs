@@ -20,9 +20,7 @@ mod recheck;
 mod retire;
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 pub use assay_core::bank::Case;
 use assay_core::bank::{BankFile, BankType, PatternCase, SemanticCase, StateCase};
@@ -33,6 +31,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::HarnessError;
+use crate::drafts::banks_dir_of as banks_dir;
+pub use crate::drafts::{
+    DRAFTS_LOCK_FILE, DRAFTS_LOCK_WAIT, DraftsLock, GENERATED_BANK_FILE, read_generated,
+    record_expectations, write_bank,
+};
 use crate::drafts::{self, Loaded};
 use crate::project::Project;
 
@@ -40,13 +43,6 @@ pub use confirm::{Confirm, confirm, passed};
 pub use coverage::{Coverage, EntityCoverage, UncoveredRule, coverage};
 pub use recheck::{FindingNow, FindingStatus, recheck_findings};
 pub use retire::{RETIRED_FILE, Retirement, retire, retired};
-
-/// The bank file accepted drafts go to, inside each bank's folder.
-pub const GENERATED_BANK_FILE: &str = "generated.json";
-/// The review lock, relative to the project.
-pub const DRAFTS_LOCK_FILE: &str = ".assay/drafts.lock";
-/// How long a review waits for another one to finish its write.
-pub const DRAFTS_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// What a case type offers review, besides what every case says ([`Case`]).
 pub trait ReviewCase: Case + Clone + PartialEq + Serialize + DeserializeOwned {
@@ -185,10 +181,6 @@ fn relative(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
-fn banks_dir(root: &Path) -> Result<PathBuf, HarnessError> {
-    Ok(crate::settings::ProjectSettings::load(root)?.banks_dir)
-}
-
 /// Every draft of the project at `root`, as entries.
 pub fn all_entries(root: &Path) -> Result<Vec<DraftEntry>, HarnessError> {
     let all = drafts::load_drafts(&banks_dir(root)?)?;
@@ -289,57 +281,6 @@ pub struct Outcome {
     /// What an edit changed, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-}
-
-/// A hold on the review lock (`.assay/drafts.lock`), released when dropped or when the
-/// process dies (an operating-system lock, as [`crate::lock::KbLock`]).
-#[derive(Debug)]
-pub struct DraftsLock {
-    file: File,
-}
-
-impl DraftsLock {
-    /// Takes the review lock of the project at `root`, waiting up to `wait`.
-    pub fn acquire(root: &Path, wait: Duration) -> Result<DraftsLock, HarnessError> {
-        let path = root.join(DRAFTS_LOCK_FILE);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| HarnessError::Infrastructure(format!("{}: {e}", path.display())))?;
-        let start = Instant::now();
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(DraftsLock { file }),
-                Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(HarnessError::Busy(format!(
-                        "{}: another review is still writing after {:.0}s; try again",
-                        path.display(),
-                        wait.as_secs_f64()
-                    )));
-                }
-                Err(TryLockError::Error(e)) => {
-                    return Err(HarnessError::Infrastructure(format!(
-                        "{}: {e}",
-                        path.display()
-                    )));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for DraftsLock {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
-    }
 }
 
 /// The drafts of every bank, read for a change.
@@ -497,49 +438,6 @@ impl<C: ReviewCase> DraftAccess for assay_core::draft::Draft<C> {
             None => note.to_owned(),
         });
     }
-}
-
-/// A bank file to append accepted cases to.
-fn read_generated<C: DeserializeOwned>(
-    path: &Path,
-    bank: BankType,
-) -> Result<BankFile<C>, HarnessError> {
-    if !path.exists() {
-        return Ok(BankFile {
-            schema: None,
-            bank_type: Some(bank),
-            version: Some(bank.current_version().to_owned()),
-            created: Some(chrono::Utc::now().format("%Y-%m-%d").to_string()),
-            description: Some(
-                "Cases accepted from `assay generate` drafts; each keeps its provenance."
-                    .to_owned(),
-            ),
-            tests: Vec::new(),
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| HarnessError::io(path, &e))?;
-    if text.trim_start().starts_with('[') {
-        let tests: Vec<C> = datafile::parse(path, &text, Format::Json, &mut |_| {})?;
-        return Ok(BankFile {
-            schema: None,
-            bank_type: Some(bank),
-            version: Some(bank.current_version().to_owned()),
-            created: None,
-            description: None,
-            tests,
-        });
-    }
-    Ok(datafile::parse(path, &text, Format::Json, &mut |_| {})?)
-}
-
-fn write_bank<C: Serialize>(path: &Path, file: &BankFile<C>) -> Result<(), HarnessError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| HarnessError::io(parent, &e))?;
-    }
-    let mut text = serde_json::to_string_pretty(file)
-        .map_err(|e| HarnessError::Infrastructure(format!("{}: {e}", path.display())))?;
-    text.push('\n');
-    crate::results::write_replace(path, text.as_bytes()).map_err(|e| HarnessError::io(path, &e))
 }
 
 /// Every test id the project's banks hold.
@@ -710,51 +608,6 @@ fn accepted_case<C: ReviewCase>(
         prov.accepted_at = Some(reviewer.at.clone());
     }
     case
-}
-
-/// Records in the provenance of the accepted generated semantic cases among `changed` every
-/// entity their new expectations name (calibration or a human override changed them), at its
-/// version in `versions`; an entity already listed keeps its version. The semantic bank's
-/// `generated.json` is rewritten (atomically, under the review lock) only when a provenance
-/// grew. Returns the test ids whose provenance grew.
-pub fn record_expectations(
-    root: &Path,
-    changed: &[(String, assay_core::bank::ExpectationSet)],
-    versions: &BTreeMap<String, u32>,
-) -> Result<Vec<String>, HarnessError> {
-    if changed.is_empty() {
-        return Ok(Vec::new());
-    }
-    let _lock = DraftsLock::acquire(root, DRAFTS_LOCK_WAIT)?;
-    let path =
-        crate::banks::bank_dir(&banks_dir(root)?, BankType::Semantic).join(GENERATED_BANK_FILE);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let mut file: BankFile<SemanticCase> = read_generated(&path, BankType::Semantic)?;
-    let mut grown = Vec::new();
-    for case in &mut file.tests {
-        let Some((_, e)) = changed.iter().find(|(id, _)| *id == case.test_id) else {
-            continue;
-        };
-        let Some(p) = case.provenance.as_mut() else {
-            continue;
-        };
-        let named = e
-            .expected_primary
-            .iter()
-            .chain(&e.expected_secondary)
-            .chain(&e.not_expected)
-            .chain(e.rank_check.iter().flat_map(|r| [&r.higher, &r.lower]))
-            .map(String::as_str);
-        if !crate::provenance::record(p, named, versions).is_empty() {
-            grown.push(case.test_id.clone());
-        }
-    }
-    if !grown.is_empty() {
-        write_bank(&path, &file)?;
-    }
-    Ok(grown)
 }
 
 /// Rejects pending drafts of the project at `root`, with a reason.
