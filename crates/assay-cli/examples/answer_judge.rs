@@ -1,7 +1,7 @@
 //! A scripted judge for the answer bank's tests (`assay run` with an answer bank): a local
 //! server speaking the OpenAI chat-completions wire format (`POST /v1/chat/completions`, or
 //! `POST /chat/completions`) that answers the grounded-answer judge's requests
-//! (`assay_harness::answer::judge`) deterministically from a JSON table, with no model behind
+//! (`assay_run::answer::judge`) deterministically from a JSON table, with no model behind
 //! it. It reads the judge's prompts by their `## ` sections (Question, Reply, Reference,
 //! Contexts with `[rank] entity: id` headers, Claims as `n. claim`) and the schema's name.
 //!
@@ -519,9 +519,9 @@ mod tests {
     use std::sync::Arc;
 
     use assay_core::answer::{ContextItem, Metric};
-    use assay_harness::answer::TextEmbedder;
-    use assay_harness::answer::judge::{AnswerJudge, JudgeInput};
     use assay_providers::{ChatModel, OpenAiChat, ProviderOptions};
+    use assay_run::answer::TextEmbedder;
+    use assay_run::answer::judge::{AnswerJudge, JudgeInput};
 
     use super::*;
 

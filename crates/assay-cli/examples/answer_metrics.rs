@@ -1,5 +1,5 @@
 //! assay's side of the cross-check against Ragas (bench/ragas): scores each row of a rows file
-//! with the real grounded-answer judge (`assay_harness::answer::judge::AnswerJudge`), its model
+//! with the real grounded-answer judge (`assay_run::answer::judge::AnswerJudge`), its model
 //! an in-process scripted [`ChatModel`] that answers every judge prompt from the rows file's
 //! table (the scripted judge `answer_judge.rs`, reused as a module) and its embedder a lookup
 //! in the table's `embeddings`.
@@ -35,9 +35,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use assay_core::answer::{ContextItem, Metric};
-use assay_harness::answer::TextEmbedder;
-use assay_harness::answer::judge::{AnswerJudge, JudgeInput};
 use assay_providers::{ChatModel, ChatRequest, ChatResponse, ProviderError, Role};
+use assay_run::answer::TextEmbedder;
+use assay_run::answer::judge::{AnswerJudge, JudgeInput};
 use serde_json::{Value, json};
 
 // The scripted judge's table and `answer`; its server, `main` and tests go unused here.

@@ -24,7 +24,7 @@
 //! any other text is refused, so a run that tried to re-embed the entities would fail), writes a
 //! project in `--dir` that uses the database and that endpoint (a semantic bank of one case per
 //! query, every tenth for a CLINICIAN user, and the same messages in `messages.jsonl`), and
-//! loads it. Then, through `assay_harness::engine`, it builds the exact pipeline (the run's
+//! loads it. Then, through `assay_project::engine`, it builds the exact pipeline (the run's
 //! exact path: the store's fresh embeddings read into memory) and, for each `--ef-search`, the
 //! index pipeline (`[semantic] search = "index"`), and runs every case's semantic stage
 //! (`SemanticSearch::retrieve`, the semantic bank's system under test: 15 candidates, 6
@@ -47,11 +47,11 @@ use std::time::Instant;
 
 use assay_core::UserState;
 use assay_core::entity::Entity;
-use assay_harness::engine::{self, SemanticSearch};
-use assay_harness::project::Project;
-use assay_harness::runners::SemanticRetriever;
 use assay_kb::{PgStore, store::hnsw_index_sql};
+use assay_project::engine::{self, SemanticSearch};
+use assay_project::project::Project;
 use assay_retrieval::pipeline::{IndexSearch, Pipeline};
+use assay_run::runners::SemanticRetriever;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;

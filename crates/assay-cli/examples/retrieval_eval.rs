@@ -18,8 +18,8 @@
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use assay_harness::engine;
-use assay_harness::project::Project;
+use assay_project::engine;
+use assay_project::project::Project;
 use assay_providers::InputKind;
 use assay_retrieval::pipeline::Stage;
 use serde_json::{Value, json};

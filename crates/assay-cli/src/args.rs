@@ -842,12 +842,12 @@ pub struct KbCheckIndexArgs {
     #[arg(long, value_name = "N")]
     pub ef_search: Option<u32>,
     /// The mean recall@k below which the check fails (exit 1).
-    #[arg(long, default_value_t = assay_harness::check_index::DEFAULT_MIN_RECALL, value_name = "R")]
+    #[arg(long, default_value_t = assay_kbtools::check_index::DEFAULT_MIN_RECALL, value_name = "R")]
     pub min_recall: f64,
     /// The recall@k below which one message fails the check (exit 1), whatever the mean: the
     /// default 0.5 fails a message for which the index found less than half of the exact
     /// answer; 0 turns the floor off.
-    #[arg(long, default_value_t = assay_harness::check_index::DEFAULT_MIN_QUERY_RECALL, value_name = "R")]
+    #[arg(long, default_value_t = assay_kbtools::check_index::DEFAULT_MIN_QUERY_RECALL, value_name = "R")]
     pub min_query_recall: f64,
     /// Embedder (`vendor/model`; default: the project's).
     #[arg(long, value_name = "VENDOR/MODEL")]

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use assay_harness::HarnessError;
+use assay_project::HarnessError;
 
 /// The outcome of a command that ran to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +59,8 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
                         .is_some_and(assay_kb::KbError::is_infrastructure)
                     || e.downcast_ref::<assay_experiment::ExperimentError>()
                         .is_some_and(assay_experiment::ExperimentError::is_infrastructure)
-                    || e.downcast_ref::<assay_harness::lock::LockError>()
-                        .is_some_and(assay_harness::lock::LockError::is_infrastructure)
+                    || e.downcast_ref::<assay_project::lock::LockError>()
+                        .is_some_and(assay_project::lock::LockError::is_infrastructure)
                     || e.downcast_ref::<assay_experiment::run::RunError>()
                         .is_some_and(assay_experiment::run::RunError::is_infrastructure)
                     || e.downcast_ref::<assay_experiment::target::TargetError>()

@@ -7,8 +7,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use assay_core::bank::BankType;
-use assay_harness::run::RunObserver;
 use assay_providers::RateLimits;
+use assay_run::run::RunObserver;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Shows a bar per bank.

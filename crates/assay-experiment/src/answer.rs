@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use assay_core::answer::ContextItem;
 use assay_core::simulation::ToolCallRecord;
-use assay_harness::HarnessError;
-use assay_harness::answer::{AnswerAsk, AnswerFactory, AnswerReply, AnswerSystem};
-use assay_harness::engine::ProviderCalls;
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::engine::ProviderCalls;
+use assay_project::settings::ProjectSettings;
+use assay_run::answer::{AnswerAsk, AnswerFactory, AnswerReply, AnswerSystem};
 
 use crate::error::ExperimentError;
 use crate::prompts::read_prompt_dir;

@@ -36,7 +36,7 @@ pub enum ExperimentError {
     Conflict(String),
     /// Another optimize, evaluate or prompt change holds the project lock.
     #[error(transparent)]
-    Lock(#[from] assay_harness::lock::LockError),
+    Lock(#[from] assay_project::lock::LockError),
 }
 
 impl ExperimentError {

@@ -14,7 +14,7 @@
 //!    backup), which `assay prompts rollback baseline` reads.
 //!
 //! [`change`] is the whole operation as `assay prompts promote|rollback` and the web UI both
-//! carry it out: the project lock ([`assay_harness::lock::ProjectLock`]) is held around plan
+//! carry it out: the project lock ([`assay_project::lock::ProjectLock`]) is held around plan
 //! and apply, so nothing else changes `prompts/` in between; a caller that showed a diff for
 //! review passes its [`diff_digest`], and the change is refused when the plan moved on since.
 
@@ -296,7 +296,7 @@ pub fn apply(project: &Path, plan: &PromotionPlan) -> Result<Applied, Experiment
         let dir = new_backup_dir(project, &now.format("%Y-%m-%dT%H%M%SZ").to_string())?;
         for (agent, text) in &current {
             let path = dir.join(prompt_file_name(agent));
-            assay_harness::results::write_new(&path, text.as_bytes())
+            assay_project::results::write_new(&path, text.as_bytes())
                 .map_err(|e| ExperimentError::write(&path, &e))?;
         }
         Some(dir)
@@ -368,7 +368,7 @@ pub fn change(
     command_line: &str,
 ) -> Result<Change, ExperimentError> {
     let operation = format!("prompts {}", action.as_str());
-    let _lock = assay_harness::lock::ProjectLock::acquire(project, &operation, command_line)?;
+    let _lock = assay_project::lock::ProjectLock::acquire(project, &operation, command_line)?;
     let experiment = if action == Action::Rollback && target == "baseline" {
         let e = last_promoted(project)?;
         tracing::info!("`baseline`: the baseline prompts of {e}, the experiment promoted last");
@@ -452,8 +452,8 @@ pub fn history(project: &Path) -> Result<Vec<HistoryEntry>, ExperimentError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(ExperimentError::data(&path, format!("cannot read: {e}"))),
     };
-    let (entries, torn) = assay_harness::journal::parse_entries(&text, 1).map_err(|e| match e {
-        assay_harness::journal::JournalLinesError::Entry { line, message } => {
+    let (entries, torn) = assay_run::journal::parse_entries(&text, 1).map_err(|e| match e {
+        assay_run::journal::JournalLinesError::Entry { line, message } => {
             ExperimentError::at_line(&path, line, format!("not a history entry: {message}"))
         }
         other => ExperimentError::data(&path, format!("{other:?}")),

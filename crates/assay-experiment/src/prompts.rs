@@ -345,7 +345,7 @@ pub fn write_prompt_dir(
     let mut written = Vec::with_capacity(prompts.len());
     for (agent, text) in prompts {
         let path = dir.join(prompt_file_name(agent));
-        assay_harness::results::write_replace(&path, text.as_bytes())
+        assay_project::results::write_replace(&path, text.as_bytes())
             .map_err(|e| ExperimentError::write(&path, &e))?;
         written.push(path);
     }

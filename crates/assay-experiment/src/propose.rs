@@ -629,10 +629,10 @@ pub fn write_provenance(
         questions_shown: questions.to_vec(),
     };
     let json = serde_json::to_vec_pretty(&sidecar).map_err(std::io::Error::other)?;
-    assay_harness::results::write_replace(&dir.join(format!("{stem}.json")), &json)?;
+    assay_project::results::write_replace(&dir.join(format!("{stem}.json")), &json)?;
     if matches!(record.status, ProposalStatus::Accepted { .. }) {
         let file = dir.join(format!("{stem}.txt"));
-        assay_harness::results::write_replace(&file, record.text.as_bytes())?;
+        assay_project::results::write_replace(&file, record.text.as_bytes())?;
         let rel = file.strip_prefix(project).unwrap_or(&file);
         return Ok(Some(rel.display().to_string().replace('\\', "/")));
     }

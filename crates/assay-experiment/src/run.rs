@@ -44,9 +44,9 @@ use assay_core::experiment::{
     HandWritten, Metrics, OBJECTIVES, ProposalRecord, ProposalStatus, StepResult, TrialOutcome,
     TrialRecord, Usage, UsageTotals,
 };
-use assay_harness::journal::JournalLinesError;
 use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
 use assay_providers::ChatModel;
+use assay_run::journal::JournalLinesError;
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
@@ -413,7 +413,7 @@ impl StepLog {
 fn error_log(layout: &Layout, step: &str, context: &str) -> PathBuf {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
     let path = layout.error_logs().join(format!("{step}_{stamp}.log"));
-    if let Err(e) = assay_harness::results::write_replace(&path, context.as_bytes()) {
+    if let Err(e) = assay_project::results::write_replace(&path, context.as_bytes()) {
         tracing::error!(path = %path.display(), "cannot write the error log: {e}");
     }
     tracing::error!("{step}: {}", context.lines().next().unwrap_or_default());
@@ -577,7 +577,7 @@ struct Replay {
 /// Reads a journal: its header and entries (a torn last line, from a killed run, is dropped).
 pub fn read_journal(path: &Path) -> Result<(JournalHeader, Vec<JournalEntry>), RunError> {
     let text = std::fs::read_to_string(path).map_err(|e| RunError::io(path, &e))?;
-    let read = assay_harness::journal::parse_journal(&text).map_err(|e| {
+    let read = assay_run::journal::parse_journal(&text).map_err(|e| {
         RunError::Usage(match e {
             JournalLinesError::Empty | JournalLinesError::Header(_) => {
                 format!("{}: line 1: not a journal header", path.display())
@@ -675,13 +675,13 @@ fn open_journal<'a>(
         let text = std::fs::read_to_string(&path).map_err(|e| RunError::io(&path, &e))?;
         if !text.ends_with('\n') {
             let keep = text.rfind('\n').map_or(0, |i| i + 1);
-            assay_harness::results::write_replace(&path, &text.as_bytes()[..keep])
+            assay_project::results::write_replace(&path, &text.as_bytes()[..keep])
                 .map_err(|e| RunError::io(&path, &e))?;
         }
     } else {
         let mut line = serde_json::to_vec(header).map_err(|e| RunError::io(&path, &e))?;
         line.push(b'\n');
-        assay_harness::results::write_new(&path, &line).map_err(|e| RunError::io(&path, &e))?;
+        assay_project::results::write_new(&path, &line).map_err(|e| RunError::io(&path, &e))?;
     }
     let file = std::fs::OpenOptions::new()
         .append(true)
@@ -1343,7 +1343,7 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
     report.disagreements = all_disagreements(&report);
     let json = serde_json::to_vec_pretty(&report).map_err(|e| RunError::io(&layout.dir, &e))?;
     let path = layout.dir.join(REPORT_JSON);
-    assay_harness::results::write_replace(&path, &json).map_err(|e| RunError::io(&path, &e))?;
+    assay_project::results::write_replace(&path, &json).map_err(|e| RunError::io(&path, &e))?;
     Ok(report)
 }
 

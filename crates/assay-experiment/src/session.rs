@@ -1,14 +1,14 @@
 //! One whole optimization or evaluation, as `assay optimize` / `assay evaluate` (and anything
 //! else that starts one, such as a server) carry it out: read the settings, the prompt lists
 //! and the case sets, take the project lock, build the target and the grader behind the call
-//! wrapper ([`assay_harness::engine::ProviderCalls`]), estimate the calls and cost before any
+//! wrapper ([`assay_project::engine::ProviderCalls`]), estimate the calls and cost before any
 //! call, enforce the budget rule, run the dry check (every agent's prompt must reach the
 //! target), run the steps ([`crate::run`]), and write what the experiment leaves behind:
 //! `report.json` (by the run), `report.md`, `report.html`, the Optuna journal and the tracking
 //! runs (MLflow or the local store). The caller parses its arguments into a request and
 //! renders what comes back; [`Observer`] lets it show the estimate and the progress.
 //!
-//! As [`assay_harness::session::execute`] is for runs, this is the one entry point for
+//! As [`assay_run::session::execute`] is for runs, this is the one entry point for
 //! experiments.
 
 use std::collections::BTreeMap;
@@ -19,10 +19,10 @@ use std::time::Duration;
 use assay_core::experiment::{
     Comparison, Estimate, ExperimentReport, StepResult, Usage, UsageTotals,
 };
-use assay_harness::HarnessError;
-use assay_harness::engine::{ProviderCalls, build_chat_model};
-use assay_harness::lock::ProjectLock;
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::engine::{ProviderCalls, build_chat_model};
+use assay_project::lock::ProjectLock;
+use assay_project::settings::ProjectSettings;
 use assay_providers::{AccountingSnapshot, ChatModel};
 
 use crate::cases::{CaseSet, load_cases};
@@ -662,7 +662,7 @@ pub fn check_experiment_name(name: &str) -> Result<(), HarnessError> {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SessionError> {
-    assay_harness::results::write_replace(path, text.as_bytes()).map_err(|e| SessionError::Write {
+    assay_project::results::write_replace(path, text.as_bytes()).map_err(|e| SessionError::Write {
         path: path.to_owned(),
         message: e.to_string(),
     })
@@ -742,7 +742,7 @@ fn options_of(
 /// `sets` checked against its own rule.
 fn checker_of(settings: &ProjectSettings, sets: &[&CaseSet]) -> Result<Checker, SessionError> {
     let o = &settings.optimize;
-    let file = settings.root.join(assay_harness::settings::SETTINGS_FILE);
+    let file = settings.root.join(assay_project::settings::SETTINGS_FILE);
     let kind: Correctness = o.correctness.parse().map_err(|e: String| {
         HarnessError::Usage(format!("{}: [optimize] correctness: {e}", file.display()))
     })?;
@@ -772,7 +772,7 @@ fn check_agents(
                 "{}: [optimize] fixed_agents: unknown agent `{a}` (agents: {})",
                 settings
                     .root
-                    .join(assay_harness::settings::SETTINGS_FILE)
+                    .join(assay_project::settings::SETTINGS_FILE)
                     .display(),
                 names.join(", ")
             ))

@@ -230,7 +230,7 @@ fn write_versions(project: &Path, file: &VersionsFile) -> Result<(), ExperimentE
     let path = project.join(VERSIONS_FILE);
     let mut json = serde_json::to_string_pretty(file).unwrap_or_default();
     json.push('\n');
-    assay_harness::results::write_replace(&path, json.as_bytes())
+    assay_project::results::write_replace(&path, json.as_bytes())
         .map_err(|e| ExperimentError::write(&path, &e))
 }
 

@@ -307,7 +307,7 @@ pub fn write_local(dir: &Path, runs: &[TrackedRun]) -> Result<Vec<PathBuf>, Trac
         };
         std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
         let json = serde_json::to_vec_pretty(run).map_err(|e| io(&e))?;
-        assay_harness::results::write_replace(&path, &json).map_err(|e| io(&e))?;
+        assay_project::results::write_replace(&path, &json).map_err(|e| io(&e))?;
         out.push(path);
     }
     Ok(out)

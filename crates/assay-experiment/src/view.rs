@@ -8,7 +8,7 @@
 //! the best trial by the study's own rules (an [`assay_optimize::Study`] restored from the
 //! complete trials), and what the calls consumed (each journal line records the usage since
 //! the one before). Whether it is running is the project lock's say: `assay optimize` holds it
-//! for the experiment it runs ([`assay_harness::lock::probe`]).
+//! for the experiment it runs ([`assay_project::lock::probe`]).
 //!
 //! Nothing here writes, and a torn last journal line (a killed run) is dropped with a warning.
 
@@ -19,9 +19,9 @@ use assay_core::experiment::{
     DataRef, EXPERIMENT_SCHEMA_VERSION, ExperimentProgress, ExperimentReport, ExperimentState,
     Metrics, ProposalRecord, StepResult, TrialOutcome, TrialRecord, Usage,
 };
-use assay_harness::journal::{JournalLinesError, parse_journal};
-use assay_harness::lock::{self, LockState};
 use assay_optimize::{SamplerSettings, SearchSpace, Study};
+use assay_project::lock::{self, LockState};
+use assay_run::journal::{JournalLinesError, parse_journal};
 
 use crate::ExperimentError;
 use crate::promote::experiment_dir;

@@ -4,7 +4,7 @@
 //! Every request loads the project and imports its `kb/` files into the store first (the files
 //! are the source of truth of the embedded store), holding the server's KB lock, so edits are
 //! serialised: the version check of an update and its write cannot interleave with another
-//! edit. Edits go through [`assay_harness::kbedit::KbEditor`], exactly as `assay kb` does.
+//! edit. Edits go through [`assay_kbtools::kbedit::KbEditor`], exactly as `assay kb` does.
 
 use std::path::PathBuf;
 use std::sync::PoisonError;
@@ -19,13 +19,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use assay_core::entity::{DEFAULT_AUDIENCE, Entity};
-use assay_harness::engine;
-use assay_harness::kbedit::{
-    self, EditOutcome, KbEditor, KbSession, Reembed, Regenerated, list_page,
-};
-use assay_harness::retrieve::{self, Ask};
 use assay_kb::EntityFilter;
 use assay_kb::store::{Edit, EntityUpdate, KbStats, StoredEntity};
+use assay_kbtools::kbedit::{
+    self, EditOutcome, KbEditor, KbSession, Reembed, Regenerated, list_page,
+};
+use assay_project::engine;
+use assay_project::retrieve::{self, Ask};
 
 use crate::auth::authorize;
 use crate::error::ApiError;
@@ -349,7 +349,7 @@ pub async fn get_entity(
         let staleness = kb
             .store
             .embedding_status(&EntityFilter::default(), &model)
-            .map_err(assay_harness::HarnessError::from)?
+            .map_err(assay_project::HarnessError::from)?
             .into_iter()
             .find(|(e, _)| *e == id)
             .map(|(_, s)| s);
@@ -567,7 +567,7 @@ pub async fn stats(State(state): State<AppState>, uri: Uri) -> Result<Json<KbSta
         Ok(Json(
             kb.store
                 .stats(&model)
-                .map_err(assay_harness::HarnessError::from)?,
+                .map_err(assay_project::HarnessError::from)?,
         ))
     })
     .await

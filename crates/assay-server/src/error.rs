@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use assay_harness::HarnessError;
-use assay_harness::kbedit::EditError;
-use assay_harness::runs::RunsError;
+use assay_kbtools::kbedit::EditError;
+use assay_project::HarnessError;
+use assay_run::runs::RunsError;
 
 /// A stable, machine-readable error code and the HTTP status it maps to.
 pub trait ErrorCode {

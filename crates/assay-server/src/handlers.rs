@@ -12,10 +12,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use assay_core::bank::BankType;
-use assay_harness::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
-use assay_harness::project::Project;
-use assay_harness::run::{Quiet, RunRequest, gate_passed};
-use assay_harness::session::{self, CalibrationSetup, JournalMode, RunOutcome, RunSetup};
+use assay_project::project::Project;
+use assay_run::calibrate::{CalibrationOutcome, CalibrationRequest, Scope};
+use assay_run::run::{Quiet, RunRequest, gate_passed};
+use assay_run::session::{self, CalibrationSetup, JournalMode, RunOutcome, RunSetup};
 
 use crate::error::ApiError;
 use crate::params::Params;
@@ -108,7 +108,7 @@ fn log_value(outcome: &RunOutcome) -> Result<Value, ApiError> {
 
 /// Parses `banks` as `assay run --banks` does: `all`, or a comma-separated list.
 pub fn parse_banks(spec: &str) -> Result<Vec<BankType>, ApiError> {
-    assay_harness::run::parse_banks(spec)
+    assay_run::run::parse_banks(spec)
         .map_err(|e| ApiError::bad_request(format!("query parameter `banks`: {e}")))
 }
 

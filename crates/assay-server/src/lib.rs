@@ -8,7 +8,7 @@
 //! simulation reports) or none ([`project::Contents`]): the pages show what is there, and
 //! the harness routes, which need the test banks, answer 422 `no_test_banks` without them. One run or calibration runs at a time: a request that would start a second one
 //! while one is in progress gets **409** at once. Runs go through
-//! [`assay_harness::session::execute`] (no journal) on a blocking thread with its own
+//! [`assay_run::session::execute`] (no journal) on a blocking thread with its own
 //! current-thread runtime, because the run's future is not `Send`.
 //!
 //! | route | what |
@@ -39,7 +39,7 @@
 //! Writes to the knowledge base need `Authorization: Bearer <token>`, where the token is the
 //! `ASSAY_ADMIN_TOKEN` the server was started with (compared in constant time). Without the
 //! variable the server starts read-only and logs so; reads need no token. Edits write through
-//! to the `kb/` files exactly as `assay kb update` does ([`assay_harness::kbedit`]), and are
+//! to the `kb/` files exactly as `assay kb update` does ([`assay_kbtools::kbedit`]), and are
 //! serialised. An update carries the version it edits; when the entity has moved on, the
 //! update gets **409** `stale_version` and nothing is written, so two editors never silently
 //! overwrite each other.
@@ -106,7 +106,7 @@ use axum::http::Method;
 use axum::routing::{MethodRouter, delete, get, post, put};
 use serde::Serialize;
 
-pub use assay_harness::HarnessError;
+pub use assay_project::HarnessError;
 pub use auth::{ASSAY_ADMIN_TOKEN, AdminToken};
 pub use error::{ApiError, ErrorCode};
 

@@ -197,7 +197,7 @@ fn schemas() -> Value {
         },
         "CalibrationOutcome": {
             "type": "object",
-            "description": "assay_harness::calibrate::CalibrationOutcome.",
+            "description": "assay_run::calibrate::CalibrationOutcome.",
             "properties": {
                 "run_id": {"type": "string"},
                 "timestamp": {"type": "string", "format": "date-time"},

@@ -9,13 +9,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use assay_harness::HarnessError;
-use assay_harness::banks::Banks;
-use assay_harness::engine;
-use assay_harness::expectations::ExpectationLoader;
-use assay_harness::project::Project;
-use assay_harness::settings::ProjectSettings;
 use assay_kb::LoadedKb;
+use assay_project::HarnessError;
+use assay_project::banks::Banks;
+use assay_project::engine;
+use assay_project::expectations::ExpectationLoader;
+use assay_project::project::Project;
+use assay_project::settings::ProjectSettings;
 
 use crate::error::ApiError;
 
@@ -55,7 +55,7 @@ impl Contents {
             e.file_name().to_str().is_some_and(|n| {
                 n.strip_prefix("results_")
                     .and_then(|n| n.strip_suffix(".json"))
-                    .is_some_and(|id| assay_harness::runs::check_run_id(id).is_ok())
+                    .is_some_and(|id| assay_run::runs::check_run_id(id).is_ok())
             })
         };
         let runs = std::fs::read_dir(&settings.results_dir).map_or(0, |rd| {
@@ -193,7 +193,7 @@ pub fn load(dir: &Path) -> Result<Project, HarnessError> {
         warnings,
         entity_refs: Vec::new(),
         refs_checked_against_files: true,
-        state_uses: assay_harness::typed_state::StateUses::default(),
+        state_uses: assay_project::typed_state::StateUses::default(),
     })
 }
 

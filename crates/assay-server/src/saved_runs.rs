@@ -1,6 +1,6 @@
 //! The saved runs, read-only (`GET /runs`, `GET /runs/{id}`, `GET /runs/{id}/cases`,
 //! `GET /runs/{a}/diff/{b}`): what a dashboard shows. No token is needed; ids are checked before they name a file
-//! ([`assay_harness::runs::check_run_id`]).
+//! ([`assay_run::runs::check_run_id`]).
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
@@ -9,8 +9,8 @@ use axum::http::Uri;
 
 use assay_core::rundiff::RunDiff;
 use assay_core::runlog::RunLog;
-use assay_harness::runs;
-use assay_harness::settings::ProjectSettings;
+use assay_project::settings::ProjectSettings;
+use assay_run::runs;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -21,7 +21,7 @@ use crate::views::RunsView;
 async fn results_dir(state: &AppState) -> Result<std::path::PathBuf, ApiError> {
     let dir = state.project_dir().to_owned();
     tokio::task::spawn_blocking(move || {
-        let settings = ProjectSettings::load(&dir).map_err(assay_harness::HarnessError::from)?;
+        let settings = ProjectSettings::load(&dir).map_err(assay_project::HarnessError::from)?;
         Ok(settings.results_dir)
     })
     .await
@@ -108,11 +108,11 @@ pub async fn cases(
         let dir = dir.clone();
         blocking(move || Ok(runs::load_run(&dir, &id)?)).await?
     };
-    let file = assay_harness::caselog::cases_file(&dir, &log);
+    let file = assay_run::caselog::cases_file(&dir, &log);
     // The whole run log is checked before the answer starts: a missing, damaged or changed
     // one is a 422 naming the file and the line, never a 200 cut short.
     let (log, file) = blocking(move || {
-        assay_harness::caselog::verify(&log, file.as_deref()).map_err(|e| {
+        assay_run::caselog::verify(&log, file.as_deref()).map_err(|e| {
             ApiError::new(
                 axum::http::StatusCode::UNPROCESSABLE_ENTITY,
                 "damaged_run_log",
@@ -125,7 +125,7 @@ pub async fn cases(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
-        let walked = assay_harness::caselog::for_each_case(&log, file.as_deref(), bank, &mut |r| {
+        let walked = assay_run::caselog::for_each_case(&log, file.as_deref(), bank, &mut |r| {
             serde_json::to_writer(&mut buf, &r).map_err(|e| e.to_string())?;
             buf.push(b'\n');
             if buf.len() >= CHUNK {

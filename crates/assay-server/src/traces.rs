@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use assay_core::tracecheck::{SpanPosition, TraceCheckReport, TraceProblem};
-use assay_harness::kbedit::KbSession;
-use assay_harness::traces::check::{self, CheckSetup};
-use assay_harness::traces::read::{self, ReadOutcome};
-use assay_harness::traces::{AttrValue, RawSpan, extract};
+use assay_kbtools::kbedit::KbSession;
+use assay_traces::check::{self, CheckSetup};
+use assay_traces::read::{self, ReadOutcome};
+use assay_traces::{AttrValue, RawSpan, extract};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -161,7 +161,7 @@ pub async fn receive(
         let stored = tokio::task::spawn_blocking(move || append_new(&dir, &path, lines, &index))
             .await
             .map_err(|e| ApiError::internal(format!("the request stopped unexpectedly: {e}")))?
-            .map_err(|e| ApiError::from(assay_harness::HarnessError::Infrastructure(e)))?;
+            .map_err(|e| ApiError::from(assay_project::HarnessError::Infrastructure(e)))?;
         tracing::debug!(
             stored = stored.0,
             already = stored.1,

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use assay_core::bank::BankType;
 use assay_core::entity::Entity;
 use assay_core::runlog::{Health, RunLog};
-use assay_harness::kbedit::NoChange;
-use assay_harness::results::SavedResults;
-use assay_harness::retrieve::Traced;
-use assay_harness::runs::RunEntry;
 use assay_kb::store::{EntityVersion, Staleness, StoredEntity};
+use assay_kbtools::kbedit::NoChange;
+use assay_project::results::SavedResults;
+use assay_project::retrieve::Traced;
 use assay_retrieval::pipeline::Retrieval;
+use assay_run::runs::RunEntry;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -358,7 +358,7 @@ pub struct RetrievalTestView {
     /// was given).
     pub user_state: assay_core::UserState,
     /// How the SITUATION stage searched: `kind` (`exact` or `index`) and why.
-    pub search: assay_harness::engine::SearchChoice,
+    pub search: assay_project::engine::SearchChoice,
     /// The context (`entities`: each with its stage, similarity and final score), what each
     /// stage proposed (`stages`), what was dropped and why (`dropped`), tokens, notes, and
     /// with several views or hybrid ranking how each candidate matched (`matches`).

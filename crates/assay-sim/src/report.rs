@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use assay_core::simulation::{
     SIM_SCHEMA_OLDEST, SIM_SCHEMA_VERSION, ScenarioRun, SimReport, Transcript,
 };
-use assay_harness::results::{write_new, write_replace};
 use assay_kb::datafile::DataError;
+use assay_project::results::{write_new, write_replace};
 
 /// The saved reports' folder, relative to the project.
 pub const REPORTS_DIR: &str = "sim/reports";

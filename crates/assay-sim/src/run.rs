@@ -58,7 +58,7 @@ pub struct SimOptions {
     /// Runs per scenario.
     pub repeat: u32,
     /// Model calls in flight at once. The limit itself is enforced by the call wrapper the
-    /// models share (see `ProviderCalls::chat_group` in assay-harness); it is recorded here for
+    /// models share (see `ProviderCalls::chat_group` in assay-project); it is recorded here for
     /// the report.
     pub concurrency: usize,
     /// Conversations open at once, each with its own servers. More than `concurrency`, so

@@ -1,7 +1,7 @@
 //! One whole simulation, as `assay simulate` carries it out: read the settings and `sim/`,
 //! read and check the baseline report, select the scenarios, resolve the three models (flags >
 //! `[simulate]` > defaults) and build them behind one shared call limit
-//! ([`assay_harness::engine::ProviderCalls::chat_group`]), make the scratch folder (removed
+//! ([`assay_project::engine::ProviderCalls::chat_group`]), make the scratch folder (removed
 //! after the run, whatever happens), run the preflight, the scenarios and the baseline
 //! comparison, add what the calls consumed, and save the reports ([`crate::report::save`]).
 //! With a shard (`--shard hash:i/n`), only the selected scenarios whose id hashes to it run,
@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use assay_core::shard::Shard;
 use assay_core::simulation::{RoleUsage, ShardBaseline, SimReport, SimShard};
-use assay_harness::HarnessError;
-use assay_harness::engine::{ProviderCalls, build_chat_model};
-use assay_harness::settings::ProjectSettings;
 use assay_kb::datafile::DataError;
+use assay_project::HarnessError;
+use assay_project::engine::{ProviderCalls, build_chat_model};
+use assay_project::settings::ProjectSettings;
 
 use crate::report::{SaveError, SavedReport};
 use crate::run::{EnvLookup, PreflightError, RunCallback, SimModels, SimOptions};

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use assay_harness::migrate::{Migration, migrate_banks};
-use assay_harness::settings::ProjectSettings;
+use assay_project::migrate::{Migration, migrate_banks};
+use assay_project::settings::ProjectSettings;
 
 use super::out;
 use crate::exit::Exit;

@@ -3,10 +3,10 @@
 use std::collections::HashMap;
 
 use assay_core::bank::{ExpectationSet, RankCheck};
-use assay_harness::HarnessError;
-use assay_harness::calibrate::{CalibrationOutcome, CalibrationRequest, CaseStatus, Scope};
-use assay_harness::project::Project;
-use assay_harness::session::{CalibrationSetup, calibrate};
+use assay_project::HarnessError;
+use assay_project::project::Project;
+use assay_run::calibrate::{CalibrationOutcome, CalibrationRequest, CaseStatus, Scope};
+use assay_run::session::{CalibrationSetup, calibrate};
 
 use super::{current_thread_runtime, env, log_warnings, out};
 use crate::args::CalibrateArgs;

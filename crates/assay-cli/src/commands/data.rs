@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use assay_experiment::testdata::{self, Kind, VersionRow};
-use assay_harness::lock::ProjectLock;
+use assay_project::lock::ProjectLock;
 
 use super::kb::plural;
 use super::{command_line, out};

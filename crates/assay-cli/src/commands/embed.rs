@@ -1,8 +1,8 @@
 //! `assay embed`
 
-use assay_harness::HarnessError;
-use assay_harness::engine;
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::settings::ProjectSettings;
 use assay_providers::InputKind;
 use serde_json::json;
 

@@ -1,8 +1,8 @@
 //! `assay expectations`
 
 use assay_core::bank::ExpectationSet;
-use assay_harness::overrides::{OverrideRequest, parse_rank_check, record_override};
-use assay_harness::project::Project;
+use assay_project::project::Project;
+use assay_run::overrides::{OverrideRequest, parse_rank_check, record_override};
 use serde_json::json;
 
 use super::{log_warnings, out};
@@ -87,7 +87,7 @@ fn override_case(args: &OverrideArgs) -> anyhow::Result<Exit> {
     };
     let outcome = record_override(&project, &request, std::time::SystemTime::now().into())?;
     // An accepted generated case's provenance lists what the override makes it name.
-    if let Err(e) = assay_harness::session::record_expectations(
+    if let Err(e) = assay_run::session::record_expectations(
         &project,
         &[(outcome.test_id.clone(), request.expectations.clone())],
         &super::env,

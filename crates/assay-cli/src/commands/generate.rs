@@ -2,8 +2,8 @@
 
 use std::io::IsTerminal;
 
-use assay_harness::generate::{self, Estimate, GenerateOutcome, GenerateRequest, Observer};
-use assay_harness::project::Project;
+use assay_generate::{self as generate, Estimate, GenerateOutcome, GenerateRequest, Observer};
+use assay_project::project::Project;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{current_thread_runtime, env, log_warnings, out};
@@ -15,7 +15,7 @@ const SHOWN: usize = 5;
 
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Exit> {
     let Some(dir) = &args.dir else {
-        anyhow::bail!(assay_harness::HarnessError::Usage(
+        anyhow::bail!(assay_project::HarnessError::Usage(
             "assay generate: the project directory is required".into()
         ));
     };

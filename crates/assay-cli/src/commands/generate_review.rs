@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use assay_harness::project::Project;
-use assay_harness::review::{
+use assay_generate::review::{
     self, Coverage, EntityDrafts, ListFilter, Outcome, Reviewer, Selection,
 };
+use assay_project::project::Project;
 
 use super::kb::plural;
 use super::{log_warnings, out};
@@ -31,7 +31,7 @@ fn reviewer(args: &GenerateReviewArgs) -> Reviewer {
     let by = args
         .by
         .clone()
-        .unwrap_or_else(|| assay_harness::accepted::default_user(&super::env));
+        .unwrap_or_else(|| assay_run::accepted::default_user(&super::env));
     Reviewer::now(&by)
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use assay_harness::init::init_project;
+use assay_project::init::init_project;
 
 use super::out;
 use crate::exit::Exit;

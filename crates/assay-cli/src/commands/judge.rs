@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use assay_harness::HarnessError;
-use assay_harness::engine::{ProviderCalls, build_chat_model};
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::engine::{ProviderCalls, build_chat_model};
+use assay_project::settings::ProjectSettings;
 
 use super::{env, out, runtime};
 use crate::args::JudgeCommand;
@@ -70,12 +70,12 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                     ))
                 }
                 "claims" => {
-                    let loaded = assay_harness::answer::agree::load_labels(labels)?;
+                    let loaded = assay_run::answer::agree::load_labels(labels)?;
                     let name = model
                         .clone()
                         .unwrap_or_else(|| settings.answer.judge_model.clone());
                     let calls = ProviderCalls::open(&settings, cache.as_deref(), &env, true)?;
-                    let judge = assay_harness::answer::judge::AnswerJudge {
+                    let judge = assay_run::answer::judge::AnswerJudge {
                         model: calls.chat(
                             "judge",
                             build_chat_model(&settings, &name, "--model", &env)?,
@@ -83,7 +83,7 @@ pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
                         embedder: None,
                         max_tokens: settings.answer.judge_max_tokens,
                     };
-                    let claims = rt.block_on(assay_harness::answer::agree::agree(
+                    let claims = rt.block_on(assay_run::answer::agree::agree(
                         &judge,
                         &loaded,
                         *judge_samples,
@@ -177,7 +177,7 @@ fn template(dir: &Path, report: &Path, output: Option<&Path>) -> anyhow::Result<
                 std::fs::create_dir_all(parent)
                     .map_err(|e| HarnessError::Usage(format!("{}: {e}", parent.display())))?;
             }
-            assay_harness::results::write_new(path, text.as_bytes())
+            assay_project::results::write_new(path, text.as_bytes())
                 .map_err(|e| HarnessError::Usage(format!("{}: {e}", path.display())))?;
             out(&format!("wrote {}\n", path.display()));
         }

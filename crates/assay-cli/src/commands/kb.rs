@@ -14,18 +14,18 @@
 use std::path::{Path, PathBuf};
 
 use assay_core::entity::{Entity, EntityType, LoadMode};
-use assay_harness::HarnessError;
-use assay_harness::engine;
-use assay_harness::kbedit::{
-    self, EditError, EditOutcome, KbEditor, KbFiles, KbSession, NoChange, Reembed, entity_map,
-    to_yaml, write_error,
-};
-use assay_harness::lock::KbLock;
-use assay_harness::project::Project;
-use assay_harness::results::write_replace;
 use assay_kb::datafile::{self, DataError, Format};
 use assay_kb::store::{Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, StoredEntity};
 use assay_kb::{EntityFilter, KbError};
+use assay_kbtools::kbedit::{
+    self, EditError, EditOutcome, KbEditor, KbFiles, KbSession, NoChange, Reembed, entity_map,
+    to_yaml, write_error,
+};
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::lock::KbLock;
+use assay_project::project::Project;
+use assay_project::results::write_replace;
 use serde_json::{Map, Value, json};
 
 use super::{env, log_warnings, out, runtime};
@@ -501,10 +501,10 @@ impl Kb {
         as_json: bool,
     ) -> Result<(), HarnessError> {
         let rt = runtime().map_err(|e| HarnessError::Infrastructure(format!("{e:#}")))?;
-        let outcome = rt.block_on(assay_harness::tune::tune(&self.project, flag, &env, folds))?;
+        let outcome = rt.block_on(assay_kbtools::tune::tune(&self.project, flag, &env, folds))?;
         let write = write && outcome.accepted();
         if write {
-            assay_harness::tune::write_tuned(
+            assay_kbtools::tune::write_tuned(
                 &self.project.settings.root,
                 &outcome.embedder,
                 &outcome.tuned(),

@@ -1,10 +1,10 @@
 //! `assay kb check-index`: the recall of the store's vector index against the exact search.
 
-use assay_harness::HarnessError;
-use assay_harness::check_index::{self, CheckOptions, IndexCheck, Rule};
-use assay_harness::compare;
-use assay_harness::engine;
-use assay_harness::project::Project;
+use assay_kbtools::check_index::{self, CheckOptions, IndexCheck, Rule};
+use assay_kbtools::compare;
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::project::Project;
 
 use super::{env, out, runtime};
 use crate::args::KbCheckIndexArgs;
@@ -220,7 +220,7 @@ fn render(c: &IndexCheck, worst: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use assay_harness::check_index::{IndexCheck, QueryRecall, Rule};
+    use assay_kbtools::check_index::{IndexCheck, QueryRecall, Rule};
 
     use super::{ratio, render};
 

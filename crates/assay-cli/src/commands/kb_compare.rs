@@ -1,9 +1,9 @@
 //! `assay kb compare --store A --store B`: the dual-read check (003 §7 phase 3).
 
-use assay_harness::HarnessError;
-use assay_harness::compare::{self, Comparison, MessageComparison, Outcome};
-use assay_harness::engine;
-use assay_harness::project::Project;
+use assay_kbtools::compare::{self, Comparison, MessageComparison, Outcome};
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::project::Project;
 
 use super::{env, out, runtime};
 use crate::args::KbCompareArgs;

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use assay_harness::HarnessError;
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::settings::ProjectSettings;
 use opentelemetry::KeyValue;
 
 /// Where spans go for the project in `dir`: its `[telemetry]` table under the variables. A

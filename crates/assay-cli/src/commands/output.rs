@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use assay_harness::HarnessError;
+use assay_project::HarnessError;
 
 /// What an output file holds, by its extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 
 use anyhow::Context;
 use assay_core::UserState;
-use assay_harness::HarnessError;
-use assay_harness::engine;
-use assay_harness::project::Project;
-use assay_harness::retrieve::{self, Ask};
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::project::Project;
+use assay_project::retrieve::{self, Ask};
 use assay_retrieval::pipeline::Retrieval;
 use serde_json::json;
 

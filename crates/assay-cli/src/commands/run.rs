@@ -4,14 +4,14 @@ use std::io::IsTerminal;
 
 use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
-use assay_harness::HarnessError;
-use assay_harness::caselog;
-use assay_harness::freshness;
-use assay_harness::project::Project;
-use assay_harness::results;
-use assay_harness::run::{RunRequest, gate_passed};
-use assay_harness::session::{JournalMode, RunSetup, execute};
+use assay_project::HarnessError;
+use assay_project::project::Project;
+use assay_project::results;
 use assay_report::console::Listing;
+use assay_run::caselog;
+use assay_run::freshness;
+use assay_run::run::{RunRequest, gate_passed};
+use assay_run::session::{JournalMode, RunSetup, execute};
 
 use super::{current_thread_runtime, env, log_warnings, out, output};
 use crate::args::RunArgs;
@@ -19,7 +19,7 @@ use crate::exit::Exit;
 use crate::progress::Bar;
 
 fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
-    assay_harness::run::parse_banks(spec).map_err(|e| HarnessError::Usage(format!("--banks: {e}")))
+    assay_run::run::parse_banks(spec).map_err(|e| HarnessError::Usage(format!("--banks: {e}")))
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
@@ -50,13 +50,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     // runs; nothing changed, or no case naming what changed, runs nothing.
     if let Some(spec) = args.changed_since.as_deref() {
         let reference = freshness::load_reference(&project, spec)?;
-        let changed = assay_harness::session::changed_since(&project, &reference, spec, &env)?;
-        let all = assay_harness::run::count_selected(&project, &request)?;
+        let changed = assay_run::session::changed_since(&project, &reference, spec, &env)?;
+        let all = assay_run::run::count_selected(&project, &request)?;
         request.changed = Some(changed.clone());
         let selected = if changed.entities.is_empty() {
             0
         } else {
-            assay_harness::run::count_selected(&project, &request)?
+            assay_run::run::count_selected(&project, &request)?
         };
         if selected == 0 {
             out(&nothing_to_run(&changed, all, args.json));
@@ -66,7 +66,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     // The baseline is found and checked before anything runs: a bad one writes nothing.
     let baseline = match args.baseline.as_deref() {
         Some(spec) => {
-            let found = assay_harness::baseline::load(&project, spec)?;
+            let found = assay_run::baseline::load(&project, spec)?;
             if found.is_none() {
                 tracing::warn!(
                     "--baseline accepted: no run has been accepted yet, so this run is compared with nothing (accept one with `assay runs accept latest`)"
@@ -171,7 +171,7 @@ pub(super) struct Output<'a> {
 /// exit code of `assay run`, which `assay runs merge` shares.
 pub(super) fn finish(
     project: &Project,
-    outcome: &assay_harness::session::RunOutcome,
+    outcome: &assay_run::session::RunOutcome,
     output: &Output<'_>,
 ) -> anyhow::Result<Exit> {
     let log = &outcome.log;

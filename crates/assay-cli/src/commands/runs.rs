@@ -2,13 +2,13 @@
 
 use std::path::Path;
 
-use assay_harness::HarnessError;
-use assay_harness::baseline;
-use assay_harness::settings::ProjectSettings;
+use assay_project::HarnessError;
+use assay_project::settings::ProjectSettings;
+use assay_run::baseline;
 
-use assay_harness::project::Project;
-use assay_harness::session;
+use assay_project::project::Project;
 use assay_report::console::Listing;
+use assay_run::session;
 
 use super::{log_warnings, out};
 use crate::args::{MergeArgs, RunsCommand};
@@ -34,14 +34,14 @@ pub fn run(project: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
     let results = &settings.results_dir;
     match command {
         RunsCommand::List { json, .. } => {
-            let runs = assay_harness::runs::list_runs(results)
+            let runs = assay_run::runs::list_runs(results)
                 .map_err(|e| HarnessError::Usage(e.to_string()))?;
             if *json {
                 out(&format!("{}\n", serde_json::to_string_pretty(&runs)?));
             } else if runs.is_empty() {
                 out(&format!("no saved runs in {}\n", results.display()));
             } else {
-                let accepted = assay_harness::accepted::current(&settings.root)?;
+                let accepted = assay_run::accepted::current(&settings.root)?;
                 out(&list_text(&runs, accepted.as_ref()));
             }
         }
@@ -77,16 +77,11 @@ pub fn run(project: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
             note,
             json,
         } => {
-            let by = by.clone().unwrap_or_else(|| {
-                assay_harness::accepted::default_user(&|k| std::env::var(k).ok())
-            });
-            let a = assay_harness::accepted::accept(
-                &settings.root,
-                results,
-                run,
-                &by,
-                note.as_deref(),
-            )?;
+            let by = by
+                .clone()
+                .unwrap_or_else(|| assay_run::accepted::default_user(&|k| std::env::var(k).ok()));
+            let a =
+                assay_run::accepted::accept(&settings.root, results, run, &by, note.as_deref())?;
             for w in &a.warnings {
                 tracing::warn!("{w} (recorded in baseline/history.jsonl)");
             }
@@ -116,8 +111,8 @@ pub fn run(project: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
 /// baseline starred, and what sets a run apart from a run of the whole suite (a shard, a
 /// partial run, drafts) or how it was made (merged) in the last column.
 fn list_text(
-    runs: &[assay_harness::runs::RunEntry],
-    accepted: Option<&assay_harness::accepted::Acceptance>,
+    runs: &[assay_run::runs::RunEntry],
+    accepted: Option<&assay_run::accepted::Acceptance>,
 ) -> String {
     let mut text = format!(
         "{:<20} {:<22} {:>6} {:<9} {:>6} {:>5} {:>6}  {}\n",
@@ -207,10 +202,10 @@ fn merge(dir: &Path, args: &MergeArgs) -> anyhow::Result<Exit> {
     let settings = &project.settings;
     let mut shards = Vec::new();
     for path in &args.logs {
-        shards.push(assay_harness::merge::ShardFile::read(path)?);
+        shards.push(assay_run::merge::ShardFile::read(path)?);
     }
     // Checked before the baseline is looked for or anything is written.
-    assay_harness::merge::check(&shards)?;
+    assay_run::merge::check(&shards)?;
     let baseline = match args.baseline.as_deref() {
         Some(spec) => {
             let found = baseline::load(&project, spec)?;
@@ -227,12 +222,12 @@ fn merge(dir: &Path, args: &MergeArgs) -> anyhow::Result<Exit> {
     let _lock = if args.no_save {
         None
     } else {
-        Some(assay_harness::lock::ProjectLock::acquire_run(
+        Some(assay_project::lock::ProjectLock::acquire_run(
             &settings.root,
             &std::env::args().collect::<Vec<_>>().join(" "),
         )?)
     };
-    let merged = assay_harness::merge::merge(&project, shards)?;
+    let merged = assay_run::merge::merge(&project, shards)?;
     let mut log = merged.log;
     let run_log = merged.run_log;
     if let Some(b) = &baseline {

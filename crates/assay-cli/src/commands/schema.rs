@@ -6,9 +6,9 @@ use assay_core::bank::{AlwaysCase, BankFile, PatternCase, PatternRules, Semantic
 use assay_core::draft::DraftBank;
 use assay_core::entity::Entity;
 use assay_core::tracecheck::{DraftFile, FlatSpan};
-use assay_harness::HarnessError;
-use assay_harness::expectations::HistoryFile;
-use assay_harness::settings::ProjectConfig;
+use assay_project::HarnessError;
+use assay_project::expectations::HistoryFile;
+use assay_project::settings::ProjectConfig;
 use assay_report::reference::{PageInfo, page};
 use serde_json::Value;
 
@@ -201,7 +201,7 @@ pub fn kinds() -> Vec<Kind> {
                 example: example!("claim-labels.yaml"),
                 example_lang: "yaml",
             },
-            schema: assay_harness::answer::agree::labels_schema,
+            schema: assay_run::answer::agree::labels_schema,
         },
         Kind {
             info: PageInfo {

@@ -1,7 +1,7 @@
 //! `assay serve`
 
-use assay_harness::HarnessError;
-use assay_harness::project::Project;
+use assay_project::HarnessError;
+use assay_project::project::Project;
 use assay_server::AppState;
 use assay_server::project::Contents;
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use assay_core::simulation::{Outcome, SimReport};
-use assay_harness::HarnessError;
-use assay_harness::results::write_replace;
+use assay_project::HarnessError;
+use assay_project::results::write_replace;
 use assay_providers::RateLimits;
 use assay_report::simulation as report;
 use assay_sim::session::{SimObserver, SimRequest};

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use assay_core::UserState;
-use assay_harness::HarnessError;
-use assay_harness::engine;
-use assay_harness::settings::{ProjectSettings, SETTINGS_FILE};
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::settings::{ProjectSettings, SETTINGS_FILE};
 use serde_json::{Map, Value};
 
 use super::kb::assignment;

@@ -1,9 +1,9 @@
 //! `assay traces check`
 
-use assay_harness::HarnessError;
-use assay_harness::engine;
-use assay_harness::project::Project;
-use assay_harness::traces::{check, drafts, read};
+use assay_project::HarnessError;
+use assay_project::engine;
+use assay_project::project::Project;
+use assay_traces::{check, drafts, read};
 use std::path::Path;
 
 use super::{current_thread_runtime, env, log_warnings, out};

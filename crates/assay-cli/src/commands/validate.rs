@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use assay_core::bank::BankType;
-use assay_harness::engine;
-use assay_harness::project::Project;
+use assay_project::engine;
+use assay_project::project::Project;
 
 use super::{log_warnings, out};
 use crate::exit::Exit;
@@ -13,7 +13,7 @@ pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     let project = Project::load(dir)?;
     // Draft files (`assay generate`) are read strictly here, though a run reads them only
     // with --include-drafts.
-    let (drafts, pending) = assay_harness::freshness::check_drafts(&project)?;
+    let (drafts, pending) = assay_run::freshness::check_drafts(&project)?;
     log_warnings(&project.warnings);
     let mut warnings = project.warnings.len();
     // With a database store, the entities the banks and rules name are checked against what

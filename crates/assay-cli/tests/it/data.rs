@@ -283,7 +283,7 @@ fn a_version_that_does_not_exist_lists_the_known_ones() {
 fn a_held_lock_refuses_changes_and_names_the_holder() {
     let p = gaia();
     let lock =
-        assay_harness::lock::ProjectLock::acquire(&p.root, "optimize", "assay optimize gaia")
+        assay_project::lock::ProjectLock::acquire(&p.root, "optimize", "assay optimize gaia")
             .unwrap();
     let run = refused(&p, &["set-latest", "--evaluation-version", "v1.0.0"]);
     assert!(

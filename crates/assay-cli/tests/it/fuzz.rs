@@ -294,7 +294,7 @@ fn kb_check(root: &Path, text: &str) -> Verdict {
 
 fn bank_check(root: &Path, text: &str) -> Verdict {
     let mut warn = |_: String| {};
-    match assay_harness::banks::load_banks(&root.join("test_banks"), &mut warn) {
+    match assay_project::banks::load_banks(&root.join("test_banks"), &mut warn) {
         Err(_) => Verdict::Refused,
         Ok(_) if !json_ok(text) => Verdict::WronglyAccepted("the bank is not JSON".into()),
         Ok(_) => Verdict::Accepted,
@@ -302,7 +302,7 @@ fn bank_check(root: &Path, text: &str) -> Verdict {
 }
 
 fn project_check(root: &Path, text: &str, json: bool) -> Verdict {
-    match assay_harness::project::Project::load(root) {
+    match assay_project::project::Project::load(root) {
         Err(_) => Verdict::Refused,
         Ok(_) if json && !json_ok(text) => {
             Verdict::WronglyAccepted("the rules are not JSON".into())
@@ -312,7 +312,7 @@ fn project_check(root: &Path, text: &str, json: bool) -> Verdict {
 }
 
 fn settings_check(root: &Path, text: &str) -> Verdict {
-    match assay_harness::settings::ProjectSettings::load(root) {
+    match assay_project::settings::ProjectSettings::load(root) {
         Err(_) => Verdict::Refused,
         Ok(settings) => {
             let Ok(table) = text.parse::<toml::Table>() else {

@@ -306,7 +306,7 @@ fn coverage_lists_what_no_case_tests() {
 #[test]
 fn boundary_drafts_pass_as_a_bank_on_correct_handlers() {
     let p = Scratch::example();
-    let project = assay_harness::project::Project::load(p.root()).unwrap();
+    let project = assay_project::project::Project::load(p.root()).unwrap();
     let versions: BTreeMap<String, u32> = project
         .kb
         .kb
@@ -319,10 +319,10 @@ fn boundary_drafts_pass_as_a_bank_on_correct_handlers() {
             .settings
             .state
             .clone()
-            .with_audiences(assay_harness::typed_state::audiences(
+            .with_audiences(assay_project::typed_state::audiences(
                 project.kb.kb.entities(),
             ));
-    let cases = assay_harness::generate::state::boundary_cases(
+    let cases = assay_generate::state::boundary_cases(
         &schema,
         project.kb.kb.entities(),
         &versions,

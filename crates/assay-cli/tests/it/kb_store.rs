@@ -19,7 +19,7 @@ fn code(run: &Run, expected: i32) {
 
 /// The number of semantic cases of the example project.
 fn example_semantic_cases() -> usize {
-    assay_harness::project::Project::load(&crate::support::example())
+    assay_project::project::Project::load(&crate::support::example())
         .unwrap()
         .banks
         .semantic

@@ -12,10 +12,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use assay_harness::engine;
-use assay_harness::kbedit::{self, KbEditor, Reembed};
-use assay_harness::results::{write_new, write_replace};
 use assay_kb::EntityFilter;
+use assay_kbtools::kbedit::{self, KbEditor, Reembed};
+use assay_project::engine;
+use assay_project::results::{write_new, write_replace};
 
 use super::{Ctx, Html, UiError, blocking, blocking_write, check_write, esc, no_kb, open_store};
 use crate::AppState;
@@ -293,7 +293,7 @@ async fn import(
         import_files(&session.project.settings.kb_dir, &uploads)?;
         // The files are the source of truth: load them as a run would and import, still
         // holding the session's lock.
-        let reloaded = assay_harness::project::Project::load(&session.project.settings.root)?;
+        let reloaded = assay_project::project::Project::load(&session.project.settings.root)?;
         engine::sync_kb_held(&session.store, &reloaded, session.lock())?;
         Ok(())
     })
@@ -351,7 +351,7 @@ fn reembed_all(
     env: &crate::EnvLookup,
     jobs: &Jobs,
 ) -> Result<String, String> {
-    let project = assay_harness::project::Project::load(dir).map_err(|e| e.to_string())?;
+    let project = assay_project::project::Project::load(dir).map_err(|e| e.to_string())?;
     let store = open_store(&project).map_err(|e| e.message)?;
     let lookup = |name: &str| env(name);
     let choice =

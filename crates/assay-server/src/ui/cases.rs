@@ -1,6 +1,6 @@
 //! One case of a saved run (`/ui/runs/{id}/cases/{test_id}`): its bank, score and why, what
 //! was expected beside what came back, and the report's section on it, read from the run's
-//! RunLog or its run log (`cases_<stamp>.jsonl`) through [`assay_harness::caselog`]. Also the
+//! RunLog or its run log (`cases_<stamp>.jsonl`) through [`assay_run::caselog`]. Also the
 //! cases of the test banks that name an entity (the entity's page), each linked to its result
 //! in the newest run.
 
@@ -17,10 +17,10 @@ use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
 use assay_core::rundiff::CaseScore;
 use assay_core::scoring::{Breakdown, interpret};
-use assay_harness::project::Project;
-use assay_harness::settings::ProjectSettings;
-use assay_harness::{caselog, runs};
+use assay_project::project::Project;
+use assay_project::settings::ProjectSettings;
 use assay_report::html::CaseLinks;
+use assay_run::{caselog, runs};
 
 use super::entities::entity_link;
 use super::{Ctx, Html, UiError, blocking_dir, empty_state, esc, path_segment};
@@ -292,7 +292,7 @@ async fn case(
     runs::check_run_id(&id)?;
     let (run, lookup) = (id.clone(), test_id.clone());
     let record = blocking_dir(&ctx.state, move |dir| {
-        let settings = ProjectSettings::load(dir).map_err(assay_harness::HarnessError::from)?;
+        let settings = ProjectSettings::load(dir).map_err(assay_project::HarnessError::from)?;
         find(&settings.results_dir, &run, &lookup)
     })
     .await?;

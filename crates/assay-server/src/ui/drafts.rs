@@ -2,7 +2,7 @@
 //! first, with forms to accept, reject (with a reason) and edit a pending one; and the
 //! coverage page (`/ui/drafts/coverage`). The same operations as JSON under `/admin/drafts`
 //! (writes need the admin token as a bearer token). Every change goes through
-//! [`assay_harness::review`], as `assay generate review` does.
+//! [`assay_generate::review`], as `assay generate review` does.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use assay_core::bank::BankType;
-use assay_harness::review::{self, Coverage, DraftEntry, ListFilter, Reviewer, Selection};
+use assay_generate::review::{self, Coverage, DraftEntry, ListFilter, Reviewer, Selection};
 
 use super::entities::{entity_link, url_encode};
 use super::{Ctx, Html, UiError, blocking_dir, check_write, empty_state, esc};
@@ -115,7 +115,7 @@ fn listed(
     dir: &std::path::Path,
     filter: &ListFilter,
     env: &crate::EnvLookup,
-) -> Result<(review::DraftCounts, Vec<review::EntityDrafts>), assay_harness::HarnessError> {
+) -> Result<(review::DraftCounts, Vec<review::EntityDrafts>), assay_project::HarnessError> {
     let entries = review::all_entries(dir)?;
     let counts = review::counts(&entries);
     let mut groups = review::group(entries, filter);
@@ -128,7 +128,7 @@ fn listed(
             .enable_all()
             .build()
             .map_err(|e| {
-                assay_harness::HarnessError::Infrastructure(format!("cannot start a runtime: {e}"))
+                assay_project::HarnessError::Infrastructure(format!("cannot start a runtime: {e}"))
             })?;
         let lookup = |name: &str| env(name);
         rt.block_on(review::recheck_findings(dir, &mut refs, &lookup));

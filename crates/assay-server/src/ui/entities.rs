@@ -11,9 +11,9 @@ use axum::routing::get;
 use serde_json::Value;
 
 use assay_core::entity::{Entity, EntityType, LoadMode};
-use assay_harness::kbedit::{self, LOAD_MODES};
 use assay_kb::EntityFilter;
 use assay_kb::store::EntityVersion;
+use assay_kbtools::kbedit::{self, LOAD_MODES};
 
 use super::{Ctx, Html, UiError, blocking, esc, flash, has_kb, no_kb, open_store};
 use crate::AppState;

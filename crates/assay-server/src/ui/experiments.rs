@@ -16,7 +16,7 @@ use assay_core::experiment::ExperimentState;
 use assay_experiment::ExperimentError;
 use assay_experiment::promote::{self, Action};
 use assay_experiment::view::{self, ExperimentView};
-use assay_harness::lock::{self, LockError, LockState};
+use assay_project::lock::{self, LockError, LockState};
 use assay_report::experiment::{self as render, Links, Sort};
 
 use super::{Ctx, Html, UiError, blocking_dir, check_write, esc, flash, path_segment};

@@ -14,8 +14,8 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value};
 
 use assay_core::entity::{Entity, EntityType};
-use assay_harness::kbedit::{EditError, EditOutcome, LOAD_MODES};
 use assay_kb::store::{Edit, EntityUpdate};
+use assay_kbtools::kbedit::{EditError, EditOutcome, LOAD_MODES};
 
 use super::entities::{fields, show, url_encode};
 use super::{Ctx, Html, UiError, blocking, blocking_write, check_write, esc, open_store};

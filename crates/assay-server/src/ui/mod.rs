@@ -42,10 +42,10 @@ use axum::routing::{get, post};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use assay_harness::kbedit::KbSession;
-use assay_harness::project::Project;
-use assay_harness::{HarnessError, engine};
 use assay_kb::KbError;
+use assay_kbtools::kbedit::KbSession;
+use assay_project::project::Project;
+use assay_project::{HarnessError, engine};
 
 use crate::AppState;
 use crate::error::ApiError;

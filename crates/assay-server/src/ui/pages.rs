@@ -10,8 +10,9 @@ use axum::routing::get;
 
 use assay_core::UserState;
 use assay_core::entity::DEFAULT_AUDIENCE;
-use assay_harness::{engine, kbedit, retrieve};
 use assay_kb::EntityFilter;
+use assay_kbtools::kbedit;
+use assay_project::{engine, retrieve};
 use assay_retrieval::pipeline::Retrieval;
 
 use super::entities::entity_link;

@@ -10,9 +10,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 
 use assay_core::rundiff::CaseChange;
-use assay_harness::runs::{self, RunEntry, RunsError};
-use assay_harness::settings::ProjectSettings;
+use assay_project::settings::ProjectSettings;
 use assay_report::trend::{RunKind, TrendMarks, TrendPoint};
+use assay_run::runs::{self, RunEntry, RunsError};
 
 use super::cases::{RunCaseLinks, case_href, id_cell};
 use super::{Ctx, Html, UiError, blocking_dir, dir_arg, empty_state, esc, path_segment};
@@ -28,7 +28,7 @@ where
     F: FnOnce(&std::path::Path, &ProjectSettings) -> Result<T, UiError> + Send + 'static,
 {
     blocking_dir(state, move |dir| {
-        let settings = ProjectSettings::load(dir).map_err(assay_harness::HarnessError::from)?;
+        let settings = ProjectSettings::load(dir).map_err(assay_project::HarnessError::from)?;
         work(&settings.results_dir, &settings)
     })
     .await
@@ -105,7 +105,7 @@ async fn list(
         Ok((
             runs::list_runs(results)?,
             settings.banks_dir.is_dir(),
-            assay_harness::accepted::current(&settings.root)?,
+            assay_run::accepted::current(&settings.root)?,
         ))
     })
     .await?;
@@ -293,7 +293,7 @@ async fn detail(
     let (log, accepted) = with_results(&ctx.state, move |results, settings| {
         Ok((
             runs::load_run(results, &lookup)?,
-            assay_harness::accepted::current(&settings.root)?,
+            assay_run::accepted::current(&settings.root)?,
         ))
     })
     .await?;
@@ -353,7 +353,7 @@ async fn accept(
         .ok_or_else(|| UiError::bad_request("say who accepts the run (By)"))?;
     let run = id.clone();
     with_results(&state, move |results, settings| {
-        assay_harness::accepted::accept(
+        assay_run::accepted::accept(
             &settings.root,
             results,
             &run,

@@ -357,9 +357,9 @@ async fn create_update_and_history_write_through_to_the_files() {
     assert_eq!(versions[2]["previous_version_id"], versions[1]["id"]);
 
     // The files and the store agree: a fresh import changes nothing.
-    let project = assay_harness::project::Project::load(&server.root).unwrap();
-    let store = assay_harness::engine::open_store(&project.settings).unwrap();
-    let report = assay_harness::engine::import_kb(&*store, &project).unwrap();
+    let project = assay_project::project::Project::load(&server.root).unwrap();
+    let store = assay_project::engine::open_store(&project.settings).unwrap();
+    let report = assay_project::engine::import_kb(&*store, &project).unwrap();
     assert!(
         report.created.is_empty() && report.updated.is_empty() && report.deactivated.is_empty(),
         "{report:?}"

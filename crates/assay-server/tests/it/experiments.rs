@@ -155,7 +155,7 @@ async fn a_running_experiment_is_told_by_the_project_lock_and_its_progress_polle
     let text = std::fs::read_to_string(&journal).unwrap();
     std::fs::write(&journal, text.replacen("\"trials\":20", "\"trials\":80", 1)).unwrap();
     // Held for another experiment: this one is not running.
-    let other = assay_harness::lock::ProjectLock::acquire_for(
+    let other = assay_project::lock::ProjectLock::acquire_for(
         &s.root,
         "optimize",
         Some("exp_other"),
@@ -165,7 +165,7 @@ async fn a_running_experiment_is_told_by_the_project_lock_and_its_progress_polle
     let page = get(&s, "/ui/experiments/exp_live", None).await;
     assert!(page.body.contains("interrupted"), "{}", page.body);
     drop(other);
-    let lock = assay_harness::lock::ProjectLock::acquire_for(
+    let lock = assay_project::lock::ProjectLock::acquire_for(
         &s.root,
         "optimize",
         Some("exp_live"),
@@ -337,7 +337,7 @@ async fn promotion_needs_the_token_and_csrf_refuses_under_the_lock_and_writes_th
 
     // The project lock held (an optimize running): refused, nothing written.
     let lock =
-        assay_harness::lock::ProjectLock::acquire(&s.root, "optimize", "assay optimize").unwrap();
+        assay_project::lock::ProjectLock::acquire(&s.root, "optimize", "assay optimize").unwrap();
     let held = get(&s, "/ui/experiments/exp1/promote", Some(&cookie)).await;
     assert!(held.body.contains("id=\"lock-held\""));
     let r = post(

@@ -280,7 +280,7 @@ async fn a_damaged_run_log_is_a_422_naming_file_and_line_before_any_case_is_sent
 async fn a_run_while_the_cli_runs_on_the_project_is_a_409_naming_it() {
     let server = Server::example();
     let held =
-        assay_harness::lock::ProjectLock::acquire_run(&server.root, "assay run . --banks state")
+        assay_project::lock::ProjectLock::acquire_run(&server.root, "assay run . --banks state")
             .unwrap();
     let got = server.get("/cli/test-harness?banks=state").await;
     assert_error(

@@ -1,3 +1,0 @@
-//! Integration tests of assay-harness, one module per topic.
-
-mod calibrate;

@@ -1,0 +1,3 @@
+//! Integration tests of assay-run, one module per topic.
+
+mod calibrate;
