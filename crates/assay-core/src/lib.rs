@@ -14,8 +14,8 @@
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
 //! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
-//! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
-//!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
+//! * [`stats`]: the shared statistics, re-exported from the `assay-stats` crate so that
+//!   `assay_core::stats::…` paths keep working;
 //! * [`shard`]: `--shard hash:i/n`, which cases a shard of a suite runs;
 //! * [`tracecheck`]: production retrieval spans checked against the project, and drafts made of them;
 //! * [`trajectory`]: rules on the tool calls of a transcript (tools used or not, order, call
@@ -52,7 +52,7 @@ pub mod scoring;
 pub mod shard;
 pub mod simulation;
 pub mod state_fields;
-pub mod stats;
+pub use assay_stats as stats;
 pub mod text;
 pub mod tracecheck;
 pub mod trajectory;
