@@ -26,98 +26,25 @@
 //! assert_eq!(notable.imperfect, 1);
 //! ```
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BinaryHeap};
-
-use serde::{Deserialize, Serialize};
 
 use crate::answer::AnswerCaseResult;
 use crate::bank::BankType;
 use crate::ir::{IrMetrics, IrSummary};
 use crate::runlog::{
-    AlwaysCaseResult, AlwaysResults, AnswerResults, BankResults, GroupScore, PatternCaseResult,
-    PatternResults, SemanticCaseResult, SemanticResults, StateCaseResult, StateResults, round1,
+    AlwaysCaseResult, AlwaysResults, AnswerResults, BankResults, ExpectationSources, GroupScore,
+    Health, PatternCaseResult, PatternResults, RunLog, SemanticCaseResult, SemanticResults,
+    StateCaseResult, StateResults, Summary, Weights, round1,
 };
-use crate::scoring::{Breakdown, Penalty, ScoreDistribution};
-use crate::verdict::{Outcome, Rule, Verdict, VerdictRules, Verdicted};
+use crate::scoring::{Penalty, ScoreDistribution};
+use crate::verdict::{Outcome, Rule, VerdictRules, Verdicted};
 
-/// One finished case, as the run log and the journal hold it: `{"bank": "state", "result":
-/// {…}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "bank", content = "result", rename_all = "lowercase")]
-#[allow(clippy::large_enum_variant)] // one record at a time, written and dropped as a case ends
-pub enum CaseRecord {
-    /// A semantic case.
-    #[serde(deserialize_with = "crate::verdict::filled_one")]
-    Semantic(SemanticCaseResult),
-    /// A state case.
-    #[serde(deserialize_with = "crate::verdict::filled_one")]
-    State(StateCaseResult),
-    /// A pattern case.
-    #[serde(deserialize_with = "crate::verdict::filled_one")]
-    Pattern(PatternCaseResult),
-    /// An always case.
-    #[serde(deserialize_with = "crate::verdict::filled_one")]
-    Always(AlwaysCaseResult),
-    /// An answer case.
-    #[serde(deserialize_with = "crate::verdict::filled_one")]
-    Answer(AnswerCaseResult),
-}
+pub use crate::runlog::CaseRecord;
+pub use crate::runlog::notable::{
+    ErrorGroup, Notable, OutcomeCounts, ReasonTally, RuleTally, VerdictTally,
+};
 
 impl CaseRecord {
-    /// The bank.
-    pub fn bank(&self) -> BankType {
-        match self {
-            CaseRecord::Semantic(_) => BankType::Semantic,
-            CaseRecord::State(_) => BankType::State,
-            CaseRecord::Pattern(_) => BankType::Pattern,
-            CaseRecord::Always(_) => BankType::Always,
-            CaseRecord::Answer(_) => BankType::Answer,
-        }
-    }
-
-    /// The case's id.
-    pub fn test_id(&self) -> &str {
-        match self {
-            CaseRecord::Semantic(r) => &r.test_id,
-            CaseRecord::State(r) => &r.test_id,
-            CaseRecord::Pattern(r) => &r.test_id,
-            CaseRecord::Always(r) => &r.test_id,
-            CaseRecord::Answer(r) => &r.test_id,
-        }
-    }
-
-    /// The score (`None`: an error kept the case from one).
-    pub fn score(&self) -> Option<u32> {
-        match self {
-            CaseRecord::Semantic(r) => r.score,
-            CaseRecord::State(r) => Some(r.score),
-            CaseRecord::Pattern(r) => Some(r.score),
-            CaseRecord::Always(r) => Some(r.score),
-            CaseRecord::Answer(r) => r.score,
-        }
-    }
-
-    /// Whether it is a critical failure.
-    pub fn is_critical_failure(&self) -> bool {
-        match self {
-            CaseRecord::Pattern(r) => r.is_critical_failure,
-            CaseRecord::Answer(r) => r.is_critical_failure,
-            _ => false,
-        }
-    }
-
-    /// Whether it hard-failed.
-    pub fn is_hard_fail(&self) -> bool {
-        match self {
-            CaseRecord::Semantic(r) => r.is_hard_fail,
-            CaseRecord::State(r) => r.is_hard_fail,
-            CaseRecord::Pattern(r) => r.is_hard_fail,
-            CaseRecord::Always(r) => r.is_hard_fail,
-            CaseRecord::Answer(r) => r.is_hard_fail,
-        }
-    }
-
     /// Its score, as a run comparison takes it.
     pub fn case_score(&self) -> crate::rundiff::CaseScore {
         if let CaseRecord::Answer(r) = self {
@@ -133,33 +60,6 @@ impl CaseRecord {
             metrics: BTreeMap::new(),
             verdict: self.verdict().outcome,
         }
-    }
-
-    /// Why it lost points.
-    pub fn breakdown(&self) -> &Breakdown {
-        match self {
-            CaseRecord::Semantic(r) => &r.breakdown,
-            CaseRecord::State(r) => &r.breakdown,
-            CaseRecord::Pattern(r) => &r.breakdown,
-            CaseRecord::Always(r) => &r.breakdown,
-            CaseRecord::Answer(r) => &r.breakdown,
-        }
-    }
-
-    /// The result as its verdict's holder.
-    fn verdicted(&self) -> &dyn Verdicted {
-        match self {
-            CaseRecord::Semantic(r) => r,
-            CaseRecord::State(r) => r,
-            CaseRecord::Pattern(r) => r,
-            CaseRecord::Always(r) => r,
-            CaseRecord::Answer(r) => r,
-        }
-    }
-
-    /// The case's verdict, as stored when it was scored ([`crate::verdict`]).
-    pub fn verdict(&self) -> Cow<'_, Verdict> {
-        self.verdicted().verdict()
     }
 
     /// Records what a run measured and decided of a freshly scored case: how long it took,
@@ -187,37 +87,6 @@ impl CaseRecord {
                 r.duration_ms = took;
                 r.settle(rules);
             }
-        }
-    }
-
-    /// How long the case took, in milliseconds, where measured.
-    pub fn duration_ms(&self) -> Option<f64> {
-        match self {
-            CaseRecord::Semantic(r) => r.duration_ms,
-            CaseRecord::State(r) => r.duration_ms,
-            CaseRecord::Pattern(r) => r.duration_ms,
-            CaseRecord::Always(r) => r.duration_ms,
-            CaseRecord::Answer(r) => r.duration_ms.or(r.latency_ms),
-        }
-    }
-
-    /// The case's name (its title), possibly empty.
-    pub fn name(&self) -> &str {
-        match self {
-            CaseRecord::Semantic(r) => &r.name,
-            CaseRecord::State(r) => &r.name,
-            CaseRecord::Pattern(r) => &r.name,
-            CaseRecord::Always(r) => &r.name,
-            CaseRecord::Answer(r) => &r.name,
-        }
-    }
-
-    /// The infrastructure error that kept the case from a score, if any.
-    pub fn error(&self) -> Option<&str> {
-        match self {
-            CaseRecord::Semantic(r) => r.error.as_deref(),
-            CaseRecord::Answer(r) => r.error.as_deref(),
-            _ => None,
         }
     }
 }
@@ -311,42 +180,6 @@ impl Ord for Kept {
     }
 }
 
-/// One reason cases lost points, with how many cases it touched and what it named most often.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReasonTally {
-    /// `hard fail`, `false positives`, `secondary missing`, `rank violations`, `wrong handlers`.
-    pub reason: String,
-    /// Cases it touched.
-    pub cases: usize,
-    /// What it named (an entity, a reason text), with how often, most often first (at most
-    /// [`Notable::NAMED`]).
-    pub named: Vec<(String, usize)>,
-    /// How many distinct things it named in all.
-    pub distinct: usize,
-}
-
-/// Semantic errors with one message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorGroup {
-    /// The message.
-    pub message: String,
-    /// How many cases.
-    pub count: usize,
-    /// The first of them (at most [`Notable::IDS`]).
-    pub test_ids: Vec<String>,
-}
-
-/// Cases by verdict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutcomeCounts {
-    /// Cases that passed.
-    pub passed: usize,
-    /// Cases that failed.
-    pub failed: usize,
-    /// Cases an error kept from a verdict.
-    pub errors: usize,
-}
-
 impl OutcomeCounts {
     fn add(&mut self, outcome: Outcome) {
         match outcome {
@@ -355,90 +188,9 @@ impl OutcomeCounts {
             Outcome::Error => self.errors += 1,
         }
     }
-
-    /// Cases counted.
-    pub fn total(&self) -> usize {
-        self.passed + self.failed + self.errors
-    }
-}
-
-/// The failed cases that broke one rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleTally {
-    /// The rule.
-    pub rule: Rule,
-    /// Cases it failed.
-    pub cases: usize,
-    /// The first of them, as `bank/test_id` (at most [`Notable::IDS`]).
-    pub test_ids: Vec<String>,
-    /// What it named most often (entities, assertions, metrics), with how often (at most
-    /// [`Notable::NAMED`]).
-    pub named: Vec<(String, usize)>,
-    /// How many distinct things it named in all.
-    pub distinct: usize,
-}
-
-/// The run's cases by verdict: how many passed, failed and errored, per bank, and the failed
-/// cases grouped by the rule that failed them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerdictTally {
-    /// Every case.
-    #[serde(flatten)]
-    pub all: OutcomeCounts,
-    /// Per bank (by key).
-    pub by_bank: BTreeMap<String, OutcomeCounts>,
-    /// The failed cases by rule, in [`Rule::ALL`]'s order (a case that broke two rules is in
-    /// both).
-    pub rules: Vec<RuleTally>,
-}
-
-impl VerdictTally {
-    /// The counts of one bank.
-    pub fn of_bank(&self, bank: BankType) -> OutcomeCounts {
-        self.by_bank.get(bank.key()).copied().unwrap_or_default()
-    }
-}
-
-/// What the summary and reports show besides the numbers, in bounded memory: how many cases
-/// scored below 100, why they lost points, the semantic errors grouped by message, and whether
-/// the RunLog's case lists hold every case or only the worst few of each bank.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Notable {
-    /// The cases by verdict (absent in RunLogs before version 4, whose verdicts
-    /// [`crate::runlog::RunLog::verdicts`] counts from the lists).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdicts: Option<VerdictTally>,
-    /// Cases below 100, and critical failures.
-    pub imperfect: usize,
-    /// The same, per bank (by key).
-    #[serde(default)]
-    pub imperfect_by_bank: BTreeMap<String, usize>,
-    /// Why they lost points, in report order.
-    pub reasons: Vec<ReasonTally>,
-    /// Semantic errors by message, most frequent first (at most [`Notable::GROUPS`]).
-    pub errors: Vec<ErrorGroup>,
-    /// Distinct error messages in all.
-    pub error_kinds: usize,
-    /// The RunLog's `results` lists hold every case (`false`: the worst few of each bank,
-    /// the critical failures and the errors, each up to a bound; the run log has them all).
-    pub complete: bool,
 }
 
 impl Notable {
-    /// Cases of `bank` below 100 (or critical failures).
-    pub fn imperfect_in(&self, bank: BankType) -> usize {
-        self.imperfect_by_bank.get(bank.key()).copied().unwrap_or(0)
-    }
-
-    /// Names kept per reason.
-    pub const NAMED: usize = 20;
-    /// Case ids kept per error message.
-    pub const IDS: usize = 20;
-    /// Error messages kept.
-    pub const GROUPS: usize = 100;
-    /// Critical failures and errored cases kept in the lists when they are not complete.
-    pub const KEPT: usize = 1000;
-
     /// What a RunLog's case lists say, when they are complete (a RunLog read from a file that
     /// predates the run log, or made in memory).
     pub fn of(banks: &BankResults) -> Notable {
@@ -1162,6 +914,174 @@ impl AlwaysResults {
     }
 }
 
+impl SemanticResults {
+    /// Records that each case ran `repeats` times: the average's interval over the repeats
+    /// and the unstable cases.
+    pub fn with_repeats(mut self, repeats: u32) -> SemanticResults {
+        self.repeats = repeats.max(1);
+        if self.repeats > 1 {
+            let groups: Vec<Vec<f64>> = self
+                .results
+                .iter()
+                .map(|r| {
+                    r.repeat_scores
+                        .iter()
+                        .filter_map(|s| s.map(f64::from))
+                        .collect::<Vec<f64>>()
+                })
+                .filter(|g| g.len() >= 2)
+                .collect();
+            let refs: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
+            self.average_interval = crate::stats::stratified_bootstrap_mean(
+                &refs,
+                crate::stats::BootstrapSettings::default(),
+            );
+            self.unstable = self
+                .results
+                .iter()
+                .filter(|r| r.unstable)
+                .map(|r| r.test_id.clone())
+                .collect();
+        }
+        self
+    }
+
+    fn scored(&self) -> usize {
+        self.tests_run - self.errors
+    }
+}
+
+impl BankResults {
+    /// `(bank, average, scored cases, hard fails)` for each bank that ran.
+    fn components(&self) -> Vec<(BankType, f64, usize, usize)> {
+        let mut out = Vec::new();
+        if let Some(r) = &self.semantic {
+            out.push((
+                BankType::Semantic,
+                r.average_score,
+                r.scored(),
+                r.hard_fails,
+            ));
+        }
+        if let Some(r) = &self.state {
+            out.push((BankType::State, r.average_score, r.tests_run, r.hard_fails));
+        }
+        if let Some(r) = &self.pattern {
+            out.push((
+                BankType::Pattern,
+                r.average_score,
+                r.tests_run,
+                r.hard_fails,
+            ));
+        }
+        if let Some(r) = &self.always {
+            out.push((BankType::Always, r.average_score, r.tests_run, r.hard_fails));
+        }
+        if let Some(r) = &self.answer {
+            out.push((
+                BankType::Answer,
+                r.average_score,
+                r.tests_run - r.errors,
+                r.hard_fails,
+            ));
+        }
+        out
+    }
+
+    /// Summarises the banks (000 §6.5), leaving banks that did not run, or had no scored case,
+    /// out of the weighted score and renormalising the remaining weights.
+    pub fn summarize(&self, weights: &Weights, sources: Option<ExpectationSources>) -> Summary {
+        let components = self.components();
+        // The four retrieval banks always have a key; the answer bank only when it ran.
+        let mut component_scores: BTreeMap<String, Option<f64>> = BankType::RETRIEVAL
+            .iter()
+            .chain(self.answer.as_ref().map(|_| &BankType::Answer))
+            .map(|b| (b.key().to_owned(), None))
+            .collect();
+        let weighted: Vec<(BankType, f64)> = components
+            .iter()
+            .filter(|(_, _, scored, _)| *scored > 0)
+            .map(|(b, avg, _, _)| (*b, *avg))
+            .collect();
+        for (bank, avg) in &weighted {
+            component_scores.insert(bank.key().to_owned(), Some(*avg));
+        }
+        let total_weight: f64 = weighted.iter().map(|(b, _)| weights.get(*b)).sum();
+        let (combined, used) = if total_weight > 0.0 {
+            let combined = weighted
+                .iter()
+                .map(|(b, avg)| avg * weights.get(*b))
+                .sum::<f64>()
+                / total_weight;
+            let used = weighted
+                .iter()
+                .map(|(b, _)| (b.key().to_owned(), weights.get(*b) / total_weight))
+                .collect();
+            (combined, used)
+        } else {
+            (0.0, BTreeMap::new())
+        };
+        let hard_fail_count = components.iter().map(|c| c.3).sum();
+        let critical_failures: Vec<String> = self
+            .pattern
+            .iter()
+            .flat_map(|p| p.critical_failures.iter().cloned())
+            .chain(
+                self.answer
+                    .iter()
+                    .flat_map(|a| a.critical_failures.iter().cloned()),
+            )
+            .collect();
+        let total_tests = self.semantic.as_ref().map_or(0, |r| r.tests_run)
+            + self.state.as_ref().map_or(0, |r| r.tests_run)
+            + self.pattern.as_ref().map_or(0, |r| r.tests_run)
+            + self.always.as_ref().map_or(0, |r| r.tests_run)
+            + self.answer.as_ref().map_or(0, |r| r.tests_run);
+        Summary {
+            total_tests,
+            combined_score: round1(combined),
+            hard_fail_count,
+            health_status: Health::assess(!critical_failures.is_empty(), combined, hard_fail_count),
+            critical_failures,
+            component_scores,
+            weights: used,
+            expectation_sources: sources,
+            error_count: self.semantic.as_ref().map_or(0, |r| r.errors)
+                + self.answer.as_ref().map_or(0, |r| r.errors),
+        }
+    }
+}
+
+impl RunLog {
+    /// What the summary shows besides the numbers: recorded with the run, or computed from
+    /// the case lists of a RunLog that predates it (whose lists are complete).
+    pub fn notable(&self) -> crate::aggregate::Notable {
+        self.notable_cases
+            .clone()
+            .unwrap_or_else(|| self.notable_of_lists())
+    }
+
+    fn notable_of_lists(&self) -> crate::aggregate::Notable {
+        crate::aggregate::Notable::of(&BankResults {
+            semantic: self.semantic.clone(),
+            state: self.state.clone(),
+            pattern: self.pattern.clone(),
+            always: self.always.clone(),
+            answer: self.answer.clone(),
+        })
+    }
+
+    /// The cases by verdict: recorded with the run, or counted from the case lists of a
+    /// RunLog that predates verdicts (each case's verdict filled as it was read).
+    pub fn verdicts(&self) -> crate::aggregate::VerdictTally {
+        self.notable_cases
+            .as_ref()
+            .and_then(|n| n.verdicts.clone())
+            .or_else(|| self.notable_of_lists().verdicts)
+            .unwrap_or_default()
+    }
+}
+
 // `start` always creates the bank's summary, so these are never reached; they keep the
 // functions total without a panic.
 fn unreachable_state() -> StateResults {
@@ -1190,6 +1110,7 @@ fn unreachable_pattern() -> PatternResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scoring::Breakdown;
 
     fn state(id: &str, score: u32, handler: &str) -> StateCaseResult {
         StateCaseResult {

@@ -163,7 +163,7 @@ pub struct SemanticCase {
     /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
     /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::draft::Provenance>,
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 impl SemanticCase {
@@ -202,7 +202,7 @@ pub struct StateCase {
     /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
     /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::draft::Provenance>,
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 /// A pattern case: a user message and the entities the pattern rules must (and must not) bring in.
@@ -238,7 +238,7 @@ pub struct PatternCase {
     /// Where the case came from, when `assay generate` (or `assay traces check`) made it and
     /// a reviewer accepted it: how, from which entity versions, by which model and prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::draft::Provenance>,
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 fn unknown_pattern_type() -> String {
@@ -347,11 +347,11 @@ pub trait Case {
     /// The entities it names on purpose although the knowledge base lacks them.
     fn known_missing(&self) -> &[String];
     /// Where it came from, when `assay generate` (or `assay traces check`) made it.
-    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+    fn provenance(&self) -> Option<&crate::provenance::Provenance> {
         None
     }
     /// Its provenance, to record a review.
-    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+    fn provenance_mut(&mut self) -> Option<&mut crate::provenance::Provenance> {
         None
     }
     /// The audience an always case is for.
@@ -383,10 +383,10 @@ impl Case for SemanticCase {
     fn known_missing(&self) -> &[String] {
         &self.known_missing
     }
-    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+    fn provenance(&self) -> Option<&crate::provenance::Provenance> {
         self.provenance.as_ref()
     }
-    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+    fn provenance_mut(&mut self) -> Option<&mut crate::provenance::Provenance> {
         self.provenance.as_mut()
     }
 }
@@ -404,10 +404,10 @@ impl Case for StateCase {
     fn known_missing(&self) -> &[String] {
         &self.known_missing
     }
-    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+    fn provenance(&self) -> Option<&crate::provenance::Provenance> {
         self.provenance.as_ref()
     }
-    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+    fn provenance_mut(&mut self) -> Option<&mut crate::provenance::Provenance> {
         self.provenance.as_mut()
     }
 }
@@ -428,10 +428,10 @@ impl Case for PatternCase {
     fn known_missing(&self) -> &[String] {
         &self.known_missing
     }
-    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+    fn provenance(&self) -> Option<&crate::provenance::Provenance> {
         self.provenance.as_ref()
     }
-    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+    fn provenance_mut(&mut self) -> Option<&mut crate::provenance::Provenance> {
         self.provenance.as_mut()
     }
 }

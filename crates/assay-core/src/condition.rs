@@ -381,8 +381,8 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
         (Value::String(x), Value::String(y)) => {
             match (
-                crate::state_fields::parse_timestamp(x),
-                crate::state_fields::parse_timestamp(y),
+                crate::timestamp::parse_timestamp(x),
+                crate::timestamp::parse_timestamp(y),
             ) {
                 (Some(x), Some(y)) => Some(x.cmp(&y)),
                 _ => Some(x.cmp(y)),

@@ -204,7 +204,7 @@ pub struct Usage {
     pub target_runs: u64,
     /// How the providers' rate limits shaped the calls, per model (target and grader).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
+    pub rate_limits: Vec<crate::ratelimit::RateLimitRecord>,
 }
 
 /// One step's run: a set of prompts on a set of cases.

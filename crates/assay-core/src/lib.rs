@@ -8,20 +8,26 @@
 //! * [`entity`]: knowledge-base entities (003 §1, §4): [`entity::Entity`], types, load modes;
 //! * [`condition`]: STATE `state_conditions`, parsed and evaluated against a [`UserState`];
 //! * [`state_fields`]: typed user state: the built-in fields' types, a project's declared
-//!   ones, and the checks of cases' states and of conditions against them;
+//!   ones, and the checks of cases' states and of conditions against them; [`timestamp`], the
+//!   RFC 3339 instants both compare;
 //! * [`draft`]: draft cases from `assay generate`, their provenance and findings;
+//!   [`provenance`], where a case came from, kept on it once accepted;
 //! * [`bank`]: test banks and cases of the four mechanisms, and pattern rules (000 §5);
 //! * [`scoring`]: the 100-point scoring system (000 §3);
 //! * [`ir`]: recall@k, MRR and nDCG@k of the semantic bank's ranked lists;
 //! * [`experiment`]: the versioned record of a prompt-optimization experiment (seed 001);
-//! * [`stats`]: the shared statistics: Wilson and bootstrap intervals, paired comparisons with
-//!   a verdict, McNemar, Cohen's kappa (plain and quadratic), Spearman, MAE, confusion tables;
+//! * [`stats`]: the shared statistics, re-exported from the `assay-stats` crate so that
+//!   `assay_core::stats::…` paths keep working;
 //! * [`shard`]: `--shard hash:i/n`, which cases a shard of a suite runs;
 //! * [`tracecheck`]: production retrieval spans checked against the project, and drafts made of them;
 //! * [`trajectory`]: rules on the tool calls of a transcript (tools used or not, order, call
 //!   bounds, arguments, turns), shared by the simulator and the answer bank; [`jsonpath`], the
 //!   dot paths and JSON comparisons they and the simulator's state checks use;
-//! * [`runlog`]: the versioned [`runlog::RunLog`], aggregation, weights and health (000 §6.5, §9.4);
+//! * [`runlog`]: the versioned [`runlog::RunLog`] and its parts (bank results, weights, health,
+//!   notable cases, the case record, the baseline comparison's record), plain data (000 §6.5,
+//!   §9.4); [`ratelimit`], the rate-limit record it shares with the other reports;
+//! * [`aggregate`]: the folds that fill a RunLog (the streaming [`aggregate::Aggregator`], the
+//!   summary); [`rundiff`]: two RunLogs compared case by case;
 //! * [`verdict`]: a case's verdict (pass, fail with the checks that failed it, error), stored on
 //!   the case and read by every surface; [`decide`], the one function that decides it.
 //!
@@ -45,6 +51,8 @@ pub mod entity;
 pub mod experiment;
 pub mod ir;
 pub mod jsonpath;
+pub mod provenance;
+pub mod ratelimit;
 pub mod rundiff;
 pub mod runlog;
 pub mod schema;
@@ -52,8 +60,9 @@ pub mod scoring;
 pub mod shard;
 pub mod simulation;
 pub mod state_fields;
-pub mod stats;
+pub use assay_stats as stats;
 pub mod text;
+pub mod timestamp;
 pub mod tracecheck;
 pub mod trajectory;
 pub mod verdict;

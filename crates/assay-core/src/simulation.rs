@@ -608,7 +608,7 @@ pub struct SimReport {
     pub baseline: Option<SimBaseline>,
     /// How the providers' rate limits shaped the calls, per model (filled in by the caller).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rate_limits: Vec<crate::runlog::RateLimitRecord>,
+    pub rate_limits: Vec<crate::ratelimit::RateLimitRecord>,
     /// The shard of the simulation this report is (`assay simulate --shard hash:i/n`); absent
     /// in a report of the whole simulation. A shard's report holds no gate and no baseline
     /// comparison: the merge decides both over the whole suite.

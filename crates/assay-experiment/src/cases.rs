@@ -44,7 +44,7 @@ pub struct TestCase {
     pub answer: String,
     /// This case's correctness rule (`"correctness"`), when it differs from the project's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub correctness: Option<crate::correct::Correctness>,
+    pub correctness: Option<crate::correctness::Correctness>,
     /// The regular expression of a `regex` case (`"pattern"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
@@ -215,7 +215,7 @@ pub fn load_cases(jsonl: &Path, files_root: &Path) -> Result<CaseSet, Experiment
         let correctness =
             match &parsed.correctness {
                 None => None,
-                Some(c) => Some(c.parse::<crate::correct::Correctness>().map_err(|e| {
+                Some(c) => Some(c.parse::<crate::correctness::Correctness>().map_err(|e| {
                     ExperimentError::at_line(jsonl, line, format!("correctness: {e}"))
                 })?),
             };

@@ -16,6 +16,7 @@
 //! * [`correct`]: whether an answer is correct (the first objective): words on word
 //!   boundaries and numbers as numbers with their units by default; exact, numeric, regex,
 //!   the grader's own call or the spec's substring rule per project or per case.
+//!   [`correctness`] names the rules (a leaf the test cases read too).
 //! * [`grade`]: llm-rubric through [`assay_providers::ask_structured`], beside the case's
 //!   correctness rule.
 //! * [`propose`]: reflective prompt proposals (`--propose-rounds`, GEPA-style): the cases
@@ -51,6 +52,7 @@ pub mod agree;
 pub mod answer;
 pub mod cases;
 pub mod correct;
+pub mod correctness;
 pub mod error;
 pub mod grade;
 pub mod promote;

@@ -140,7 +140,7 @@ pub struct AnswerCase {
     pub known_missing: Vec<String>,
     /// Where the case came from, when a generator made it and a reviewer accepted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::draft::Provenance>,
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 /// The JSON Schema of a `minimum` table: a share (0–1) for any of the four metrics, and no
@@ -171,10 +171,10 @@ impl crate::bank::Case for AnswerCase {
     fn known_missing(&self) -> &[String] {
         &self.known_missing
     }
-    fn provenance(&self) -> Option<&crate::draft::Provenance> {
+    fn provenance(&self) -> Option<&crate::provenance::Provenance> {
         self.provenance.as_ref()
     }
-    fn provenance_mut(&mut self) -> Option<&mut crate::draft::Provenance> {
+    fn provenance_mut(&mut self) -> Option<&mut crate::provenance::Provenance> {
         self.provenance.as_mut()
     }
     fn named_by_run(&self) -> bool {

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Reference values for assay_core::stats, from the libraries people check statistics with.
+"""Reference values for assay_stats (assay_core::stats), from the libraries people check statistics with.
 
-Reads one JSON object on stdin (the fixed data of crates/assay-core/tests/it/stats_reference.rs)
+Reads one JSON object on stdin (the fixed data of crates/assay-stats/tests/it/stats_reference.rs)
 and writes one JSON object on stdout with, for every input, what these give:
 
 * Wilson: statsmodels.stats.proportion.proportion_confint(method="wilson")
 * McNemar: statsmodels.stats.contingency_tables.mcnemar, exact below 25 discordant pairs and
-  chi-square with continuity correction from there on, as assay_core::stats::mcnemar chooses
+  chi-square with continuity correction from there on, as assay_stats::mcnemar chooses
 * Cohen's kappa: sklearn.metrics.cohen_kappa_score, weights=None and weights="quadratic" (the
   latter with labels = every integer from the lowest to the highest score)
 * Spearman: scipy.stats.spearmanr
 * mean absolute error and the confusion table: sklearn.metrics
 * the seeded bootstrap: reimplemented here with the same generator and the same steps as the
-  module docs of assay_core::stats spell out (so the numbers must be identical), and, as a
+  crate docs of assay_stats spell out (so the numbers must be identical), and, as a
   loose sanity check of the interval, scipy.stats.bootstrap(method="percentile") with its own
   generator
 
@@ -35,7 +35,7 @@ MCNEMAR_EXACT_BELOW = 25
 
 
 class SplitMix64:
-    """SplitMix64 whose state starts at the seed, as assay_core::stats::SplitMix64."""
+    """SplitMix64 whose state starts at the seed, as assay_stats::SplitMix64."""
 
     def __init__(self, seed):
         self.state = seed & MASK

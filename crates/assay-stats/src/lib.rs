@@ -32,7 +32,7 @@
 //!
 //! # The bootstrap, exactly (for a reimplementation)
 //!
-//! `crates/assay-core/tests/stats_reference.py` reimplements it in Python and gets the same
+//! `crates/assay-stats/tests/stats_reference.py` reimplements it in Python and gets the same
 //! numbers bit for bit.
 //!
 //! 1. The generator is SplitMix64 ([`SplitMix64`]) whose state starts at the seed itself:
@@ -65,7 +65,7 @@
 //! | [`mean_absolute_error`] | no pairs | `None` |
 //!
 //! ```
-//! use assay_core::stats::{paired_bootstrap, wilson, BootstrapSettings, Verdict};
+//! use assay_stats::{paired_bootstrap, wilson, BootstrapSettings, Verdict};
 //! let ci = wilson(8, 10, 0.05).unwrap();
 //! assert!(ci.low < 0.8 && 0.8 < ci.high && ci.high < 1.0);
 //! let pairs = [(0.2, 0.6), (0.4, 0.7), (0.5, 0.9), (0.1, 0.5), (0.3, 0.6), (0.6, 0.8)];
@@ -73,6 +73,8 @@
 //! assert_eq!(c.verdict, Verdict::Better);
 //! assert!((c.difference.estimate - 0.3333333333333333).abs() < 1e-12);
 //! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 

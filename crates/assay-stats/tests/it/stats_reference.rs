@@ -1,7 +1,7 @@
-//! `assay_core::stats` agrees with the reference libraries on fixed data: statsmodels (Wilson,
-//! McNemar), scikit-learn (Cohen's kappa plain and quadratic, mean absolute error, confusion
-//! matrix), SciPy (Spearman), to a relative 1e-12; the seeded bootstrap agrees bit for bit with its
-//! reimplementation in Python (same generator, same steps) and loosely with
+//! `assay_stats` (also `assay_core::stats`) agrees with the reference libraries on fixed data:
+//! statsmodels (Wilson, McNemar), scikit-learn (Cohen's kappa plain and quadratic, mean absolute
+//! error, confusion matrix), SciPy (Spearman), to a relative 1e-12; the seeded bootstrap agrees
+//! bit for bit with its reimplementation in Python (same generator, same steps) and loosely with
 //! `scipy.stats.bootstrap(method="percentile")`. The Python side is `tests/stats_reference.py`.
 //!
 //! The Python comes from `ASSAY_TEST_PYTHON` (an interpreter), else
@@ -13,7 +13,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use assay_core::stats::{
+use assay_stats::{
     BootstrapSettings, Verdict, bootstrap_mean, cohen_kappa, confusion_table, mcnemar,
     mean_absolute_error, paired_bootstrap, quadratic_kappa, spearman, wilson,
 };
