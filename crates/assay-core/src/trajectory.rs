@@ -2,7 +2,7 @@
 //! tools were used or left alone, in what order, how often, with what arguments, and how many
 //! user turns the conversation took). The simulator checks a scenario's assistant with them
 //! (`assay-sim`); the answer bank checks the tool calls a product reports, as a one-turn
-//! transcript (`assay-harness`).
+//! transcript (`assay-run`).
 //!
 //! Each rule becomes one [`CheckResult`] of kind [`CheckKind::Trajectory`], named after the
 //! rule, that decides the verdict as an expected-state check does (a failed required check

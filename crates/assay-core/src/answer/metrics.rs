@@ -1,6 +1,6 @@
 //! The grounded-answer metrics' formulas, from the judge's verdicts (docs/answers.md gives
 //! each definition and how it compares with Ragas'). Pure: the verdicts come from the judge
-//! calls in `assay-harness`.
+//! calls in `assay-run` (`assay_run::answer::judge`).
 //!
 //! Every function returns `None` where the metric is undefined (no claims, no contexts), so a
 //! report says "does not apply" instead of showing 0 or NaN.

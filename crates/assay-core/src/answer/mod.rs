@@ -9,7 +9,7 @@
 //! supports it, each assertion's outcome, and the case's score out of 100 ([`score_case`]).
 //!
 //! The metrics' formulas, pure and unit-tested against hand-computed values, are in
-//! [`metrics`]; the judge calls that produce their verdicts live in `assay-harness`.
+//! [`metrics`]; the judge calls that produce their verdicts live in `assay-run`.
 
 use std::collections::BTreeMap;
 use std::fmt;
