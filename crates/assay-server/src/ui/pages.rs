@@ -14,7 +14,7 @@ use assay_harness::{engine, kbedit, retrieve};
 use assay_kb::EntityFilter;
 use assay_retrieval::pipeline::Retrieval;
 
-use super::entities::entity_link;
+use super::links::entity_link;
 use super::{Ctx, Html, UiError, blocking, esc, has_kb, no_kb, open_store};
 use crate::AppState;
 
