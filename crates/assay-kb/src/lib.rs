@@ -38,6 +38,7 @@
 pub mod datafile;
 mod files;
 pub mod store;
+mod timestamp;
 pub mod user_state;
 
 use std::collections::HashMap;

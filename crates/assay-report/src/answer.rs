@@ -13,8 +13,7 @@ use assay_core::bank::BankType;
 use assay_core::scoring::interpret;
 use assay_core::simulation::{CheckResult, CheckStatus};
 
-use crate::html::{CaseLinks, NoLinks};
-use crate::junit::escape;
+use crate::common::{CaseLinks, NoLinks, escape};
 
 /// A share as a report shows it: `0.75`, or `n/a` when undefined (or not a number: a report
 /// never shows `NaN`).

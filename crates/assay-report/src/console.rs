@@ -4,11 +4,12 @@ use std::fmt::Write;
 
 use assay_core::aggregate::{ReasonTally, RuleTally};
 use assay_core::bank::BankType;
-use assay_core::runlog::{ChangedSince, RunLog};
+use assay_core::runlog::RunLog;
 use assay_core::scoring::interpret;
 use assay_core::verdict::Outcome;
 
-use crate::markdown::breakdown_lines;
+pub use crate::common::changed_line;
+use crate::common::{breakdown_lines, id_list};
 
 fn strip_ticks(s: &str) -> String {
     s.replace('`', "")
@@ -375,29 +376,6 @@ fn render_reasons(out: &mut String, reasons: &[ReasonTally]) {
     }
 }
 
-/// What `--changed-since` ran: "changed since run X: 2 entities (a, b); ran 5 cases, skipped 40".
-pub fn changed_line(changed: &ChangedSince) -> String {
-    let ids: Vec<&str> = changed.entities.iter().map(String::as_str).collect();
-    let mut list = id_list(&ids, 5);
-    if changed.entity_count > ids.len() && ids.len() <= 5 {
-        let _ = write!(list, ", … {} more", changed.entity_count - ids.len());
-    }
-    format!(
-        "changed since {} (run {}): {} entit{} ({list}); ran {} case{} that name them, skipped {}",
-        changed.reference,
-        changed.run_id,
-        changed.entity_count,
-        if changed.entity_count == 1 {
-            "y"
-        } else {
-            "ies"
-        },
-        changed.ran,
-        if changed.ran == 1 { "" } else { "s" },
-        changed.skipped
-    )
-}
-
 /// One line on the stale cases: how many, the first few, where the rest are.
 pub fn stale_line(log: &RunLog) -> String {
     let total = log.stale.len() + log.stale_more;
@@ -419,13 +397,4 @@ pub fn stale_line(log: &RunLog) -> String {
         "{total} case{} stale (entities edited since the version the case was written for, or since the accepted run): {list}; the report's \"Stale cases\" section lists each with the fields that changed",
         if total == 1 { " is" } else { "s are" }
     )
-}
-
-/// `a, b, c` and `… N more` past `max`.
-fn id_list(ids: &[&str], max: usize) -> String {
-    let mut s = ids.iter().take(max).copied().collect::<Vec<_>>().join(", ");
-    if ids.len() > max {
-        let _ = write!(s, ", … {} more", ids.len() - max);
-    }
-    s
 }

@@ -20,28 +20,9 @@ use assay_core::verdict::{Verdict, Verdicted};
 
 use crate::select;
 
-pub use crate::junit::escape;
-
-/// The report's style sheet (scoped under `.report`), inlined in [`render`]'s document and
-/// used by the web UI's run pages.
-pub const STYLE: &str = include_str!("report.css");
+pub use crate::common::{CaseLinks, NoLinks, STYLE, escape};
 
 const PAGE_STYLE: &str = "body{font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",sans-serif;color:#1d2127;margin:0 auto;max-width:72rem;padding:1.5rem}";
-
-/// Where the report's case ids link to: the self-contained file links nowhere ([`NoLinks`]),
-/// the web UI links every case id to the case's own page.
-pub trait CaseLinks {
-    /// The page of case `test_id` of `bank`, when it has one.
-    fn case(&self, _bank: BankType, _test_id: &str) -> Option<String> {
-        None
-    }
-}
-
-/// No links: the self-contained file.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoLinks;
-
-impl CaseLinks for NoLinks {}
 
 /// A case id as HTML: a link to its page when `links` has one, else the escaped id.
 fn case_id(links: &dyn CaseLinks, bank: BankType, id: &str) -> String {
@@ -354,7 +335,7 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
         let _ = writeln!(
             out,
             "<p class=\"meta changed-since\">{}</p>",
-            escape(&crate::console::changed_line(c))
+            escape(&crate::common::changed_line(c))
         );
     }
     failures(&mut out, log, links);
@@ -374,7 +355,7 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
 /// The "Stale cases" section: each case whose entities were edited since its reference point,
 /// with the fields that changed.
 fn stale(out: &mut String, log: &RunLog, links: &dyn CaseLinks) {
-    use crate::markdown::{STALE_SHOWN, stale_fields, stale_versions};
+    use crate::common::{STALE_SHOWN, stale_fields, stale_versions};
     if log.stale.is_empty() {
         return;
     }

@@ -14,26 +14,10 @@ use assay_core::bank::BankType;
 use assay_core::runlog::RunLog;
 use assay_core::verdict::{Outcome, Verdict};
 
+pub use crate::common::escape;
+
 /// Characters of an answer case's reply a failure's body shows.
 pub const REPLY_SHOWN: usize = 300;
-
-/// Escapes text for XML attributes and content.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 forbids most control characters.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 struct Case {
     id: String,

@@ -23,6 +23,7 @@
 
 pub mod agreement;
 pub mod answer;
+mod common;
 pub mod console;
 pub mod experiment;
 pub mod html;

@@ -8,6 +8,8 @@ use assay_core::runlog::{GroupScore, Health, RunLog, SemanticResults};
 use assay_core::scoring::{Breakdown, interpret};
 use assay_core::verdict::{Verdict, Verdicted};
 
+pub use crate::common::breakdown_lines;
+use crate::common::{STALE_SHOWN, list, stale_fields, stale_versions};
 use crate::select;
 
 /// Escapes text for a Markdown table cell or inline text.
@@ -25,62 +27,8 @@ fn quote(text: &str, max: usize) -> String {
     }
 }
 
-fn list(items: &[String]) -> String {
-    if items.is_empty() {
-        "—".to_owned()
-    } else {
-        items
-            .iter()
-            .map(|i| format!("`{i}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 fn fmt_score(score: Option<f64>) -> String {
     score.map_or_else(|| "not run".to_owned(), |s| format!("{s:.1}"))
-}
-
-/// One line per penalty of a breakdown.
-pub fn breakdown_lines(b: &Breakdown) -> Vec<String> {
-    let mut lines = Vec::new();
-    if b.primary_fail == Some(true) {
-        lines.push(format!(
-            "hard fail: {}",
-            b.reason.as_deref().unwrap_or("primary expectation not met")
-        ));
-    }
-    if let Some(p) = &b.secondary_missing {
-        lines.push(format!(
-            "{} secondary missing: {}",
-            p.penalty,
-            list(&p.items)
-        ));
-    }
-    if let Some(p) = &b.false_positives {
-        lines.push(format!("{} false positives: {}", p.penalty, list(&p.items)));
-    }
-    if let Some(p) = &b.rank_violations {
-        let items: Vec<String> = p
-            .items
-            .iter()
-            .map(|v| {
-                format!(
-                    "`{}` (#{}) should rank above `{}` (#{})",
-                    v.expected_higher, v.actual_higher_rank, v.expected_lower, v.actual_lower_rank
-                )
-            })
-            .collect();
-        lines.push(format!(
-            "{} rank violations: {}",
-            p.penalty,
-            items.join("; ")
-        ));
-    }
-    if let Some(p) = &b.wrong_handlers {
-        lines.push(format!("{} wrong handlers: {}", p.penalty, list(&p.items)));
-    }
-    lines
 }
 
 fn group_table(
@@ -169,7 +117,7 @@ pub fn render(log: &RunLog) -> String {
             "**Changed since:** `{}` (run `{}`): {} — a partial run  ",
             cell(&c.reference),
             cell(&c.run_id),
-            cell(&crate::console::changed_line(c))
+            cell(&crate::common::changed_line(c))
         );
     }
     if let Some(n) = log.filters.drafts {
@@ -388,40 +336,6 @@ fn failed_by_rule(out: &mut String, verdicts: &assay_core::aggregate::VerdictTal
         );
     }
     out.push('\n');
-}
-
-/// Stale cases the reports list one by one (the RunLog has up to `STALE_LISTED`).
-pub(crate) const STALE_SHOWN: usize = 200;
-
-/// What a stale entity is compared with, in words: "v1 → v3", "accepted run → v3", "removed".
-pub(crate) fn stale_versions(e: &assay_core::runlog::StaleEntity) -> String {
-    let since = match (e.since_version, e.reference) {
-        (Some(v), _) => format!("v{v}"),
-        (None, assay_core::runlog::StaleReference::Accepted) => "the accepted run".to_owned(),
-        (None, assay_core::runlog::StaleReference::Provenance) => "?".to_owned(),
-    };
-    match e.current_version {
-        Some(v) => format!("{since} → v{v}"),
-        None => format!("{since} → removed"),
-    }
-}
-
-/// The changed fields of a stale entity, each with its old and new value where the RunLog
-/// has them (`priority: 50 → 77`, values clipped), or why they are not known.
-pub(crate) fn stale_fields(e: &assay_core::runlog::StaleEntity) -> String {
-    if !e.changes.is_empty() {
-        e.changes
-            .iter()
-            .map(|c| format!("{}: {} → {}", c.field, c.old, c.new))
-            .collect::<Vec<_>>()
-            .join("; ")
-    } else if !e.fields.is_empty() {
-        e.fields.join(", ")
-    } else if e.current_version.is_none() {
-        "the entity is no longer in the knowledge base".to_owned()
-    } else {
-        "content changed (the earlier version is not in the store's history)".to_owned()
-    }
 }
 
 /// The "Stale cases" section: each case whose entities were edited since its reference point.

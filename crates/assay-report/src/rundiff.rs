@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use assay_core::rundiff::{CaseChange, MetricChange, RunDiff, SettingChange};
 use assay_core::stats::Verdict;
 
-use crate::html::escape as esc;
+use crate::common::escape as esc;
 
 /// How many cases of one group the console and the section list.
 pub const SHOWN: usize = 5;
@@ -469,7 +469,7 @@ pub fn markdown(d: &RunDiff, baseline: &str) -> String {
 
 /// A changed case's name (`bank/test_id`) as HTML: linked to the case's page in the run
 /// compared when `links` has one (a removed case is not in that run: never linked).
-fn html_case(c: &CaseChange, links: &dyn crate::html::CaseLinks, linked: bool) -> String {
+fn html_case(c: &CaseChange, links: &dyn crate::common::CaseLinks, linked: bool) -> String {
     let href = assay_core::bank::BankType::from_key(&c.bank)
         .filter(|_| linked)
         .and_then(|bank| links.case(bank, &c.test_id));
@@ -485,7 +485,7 @@ fn html_rows(
     id: &str,
     list: &[CaseChange],
     class: &str,
-    links: &dyn crate::html::CaseLinks,
+    links: &dyn crate::common::CaseLinks,
     linked: bool,
 ) {
     if list.is_empty() {
@@ -514,11 +514,11 @@ fn html_rows(
 /// heading, [`html_overview`], then every changed case by group. The unchanged cases, when
 /// the diff still has them, go in a closed `<details>`.
 pub fn html(d: &RunDiff, baseline: &str) -> String {
-    html_with(d, baseline, &crate::html::NoLinks)
+    html_with(d, baseline, &crate::common::NoLinks)
 }
 
 /// [`html`] with the cases of the run compared linked through `links` (the web UI).
-pub fn html_with(d: &RunDiff, baseline: &str, links: &dyn crate::html::CaseLinks) -> String {
+pub fn html_with(d: &RunDiff, baseline: &str, links: &dyn crate::common::CaseLinks) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
@@ -573,11 +573,11 @@ pub fn html_with(d: &RunDiff, baseline: &str, links: &dyn crate::html::CaseLinks
 /// setups, the regression gate, the paired comparison, new critical failures and new hard
 /// fails, and the topics. The web UI's run diff page shows it above its case tables.
 pub fn html_overview(d: &RunDiff) -> String {
-    html_overview_with(d, &crate::html::NoLinks)
+    html_overview_with(d, &crate::common::NoLinks)
 }
 
 /// [`html_overview`] with the cases of the run compared linked through `links` (the web UI).
-pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> String {
+pub fn html_overview_with(d: &RunDiff, links: &dyn crate::common::CaseLinks) -> String {
     let mut h = String::new();
     if d.is_unchanged() {
         h.push_str("<p id=\"no-change\">No change: same settings, same knowledge base, every case scored as before.</p>");
@@ -667,7 +667,7 @@ pub fn html_overview_with(d: &RunDiff, links: &dyn crate::html::CaseLinks) -> St
 }
 
 /// The answer metrics that moved, falls first (the largest first), then rises.
-fn html_metric_changes(h: &mut String, d: &RunDiff, links: &dyn crate::html::CaseLinks) {
+fn html_metric_changes(h: &mut String, d: &RunDiff, links: &dyn crate::common::CaseLinks) {
     if d.metric_changes.is_empty() {
         return;
     }

@@ -762,7 +762,7 @@ pub fn compare_markdown(reports: &[SimReport], c: &SimComparison) -> String {
 }
 
 #[cfg(test)]
-use crate::junit::escape as esc;
+use crate::common::escape as esc;
 
 mod page;
 
@@ -773,7 +773,7 @@ pub use page::{SimLinks, TranscriptFiles, body, compare_body, html, transcript_b
 pub fn compare_html(reports: &[SimReport], c: &SimComparison) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>assay: model comparison</title>\n<style>\nbody{{font:15px/1.4 system-ui,sans-serif;margin:2rem;color:#222}}\n{}</style></head><body>\n{}</body></html>\n",
-        crate::html::STYLE,
+        crate::common::STYLE,
         compare_body(reports, c)
     )
 }

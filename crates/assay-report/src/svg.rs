@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::junit::escape;
+use crate::common::escape;
 
 /// A rectangle of `width × height` pixels with margins, mapping data ranges onto it.
 #[derive(Debug, Clone, Copy)]

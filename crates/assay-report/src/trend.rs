@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::junit::escape;
+use crate::common::escape;
 use crate::svg::{Plot, Shape, marker};
 
 /// One saved run on the chart.

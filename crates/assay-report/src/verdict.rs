@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use assay_core::verdict::{Outcome, Verdict};
 
-use crate::html::escape;
+use crate::common::escape;
 
 /// Markdown: `passed`, `**FAILED**` or `error`, beside a case's score.
 pub(crate) fn markdown_badge(v: &Verdict) -> &'static str {

@@ -212,7 +212,7 @@ pub struct ScenarioConfig {
     pub expected_state: Vec<CheckConfig>,
     /// Objective checks of the assistant's tool calls in the transcript.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trajectory: Option<crate::trajectory::TrajectoryConfig>,
+    pub trajectory: Option<assay_core::trajectory::TrajectoryConfig>,
     /// Deterministic assertions on the assistant's final reply (docs/assertions.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<assay_core::assertion::AssertionConfig>>")]

@@ -14,6 +14,7 @@ mod postgres;
 mod rows;
 mod schema;
 mod sqlite;
+mod sqlite_state;
 
 use std::collections::BTreeMap;
 
@@ -31,7 +32,6 @@ pub use postgres::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
-pub(crate) use sqlite::{json_column, parse_time, time_text, to_json, write_transaction};
 
 /// Who makes a change, and when: written to the new version's `created_by` and `created_at`.
 #[derive(Debug, Clone, PartialEq, Eq)]

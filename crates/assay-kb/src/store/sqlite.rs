@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use assay_core::entity::{Entity, EntityType, LoadMode, Priority};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::{
     Connection, Row, RowIndex, Rows, ToSql, Transaction, TransactionBehavior, named_params,
 };
@@ -18,6 +18,7 @@ use super::{
     Edit, EntityUpdate, EntityVersion, ImportReport, KbStats, KbStore, Staleness, StoredEntity,
     ViewEmbedding, changed_fields,
 };
+use crate::timestamp::{parse_time, time_text};
 use crate::{EntityFilter, KbError, KnowledgeBase};
 
 /// A [`KbStore`] (and [`crate::StateStore`]) in one SQLite database, `.assay/kb.db` by
@@ -112,18 +113,6 @@ impl SqliteStore {
 /// state.
 pub(crate) fn write_transaction(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
     conn.transaction_with_behavior(TransactionBehavior::Immediate)
-}
-
-/// A timestamp as stored: RFC 3339, UTC, microseconds (sorts as text).
-pub(crate) fn time_text(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-/// A stored timestamp.
-pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// The columns every entity query reads, in the order of the schema.

@@ -15,7 +15,7 @@ use assay_core::experiment::{
     ProposalStatus, TrialOutcome, TrialRecord, UsageTotals,
 };
 
-use crate::junit::escape;
+use crate::common::escape;
 use crate::svg::{self, Plot, Shape};
 
 /// What the experiment renderers take.
@@ -107,7 +107,7 @@ pub fn html(page: &Page<'_>) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>assay experiment {}</title>\n<style>\nbody{{font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",sans-serif;color:#1d2127;margin:0 auto;max-width:76rem;padding:1.5rem}}\n{}</style></head>\n<body>\n{}</body></html>\n",
         escape(&page.report.name),
-        crate::html::STYLE,
+        crate::common::STYLE,
         body(page, &NoLinks, &Sort::default())
     )
 }

@@ -17,7 +17,7 @@ use super::{
     baseline_lines, gate_line, judge_line, mark, pair_lines, pass_rate, pct, score, usage_line,
     usage_totals, verdict_with_cause, verdict_word, with_interval,
 };
-use crate::junit::escape;
+use crate::common::escape;
 
 /// Where a report's links go: the web UI links each run's transcript page; the saved file
 /// links the transcript files beside it ([`TranscriptFiles`]).
@@ -50,7 +50,7 @@ pub fn html(report: &SimReport, links: &dyn SimLinks) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>assay simulation {} — {}</title>\n<style>\nbody{{font:15px/1.45 system-ui,-apple-system,\"Segoe UI\",sans-serif;color:#1d2127;margin:0 auto;max-width:76rem;padding:1.5rem}}\n{}</style></head>\n<body>\n{}</body></html>\n",
         escape(&report.suite),
         escape(&report.model),
-        crate::html::STYLE,
+        crate::common::STYLE,
         body(report, links)
     )
 }

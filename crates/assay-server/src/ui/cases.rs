@@ -19,50 +19,14 @@ use assay_core::rundiff::CaseScore;
 use assay_core::scoring::{Breakdown, interpret};
 use assay_project::project::Project;
 use assay_project::settings::ProjectSettings;
-use assay_report::html::CaseLinks;
 use assay_run::{caselog, runs};
 
-use super::entities::entity_link;
+use super::links::{case_href, entity_link, id_cell};
 use super::{Ctx, Html, UiError, blocking_dir, empty_state, esc, path_segment};
 use crate::AppState;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/runs/{id}/cases/{test_id}", get(case))
-}
-
-/// The page of case `test_id` in run `run`.
-pub(super) fn case_href(run: &str, test_id: &str) -> String {
-    format!(
-        "/ui/runs/{}/cases/{}",
-        path_segment(run),
-        path_segment(test_id)
-    )
-}
-
-/// Links every case id of run `run`'s report to the case's page.
-pub(super) struct RunCaseLinks<'a> {
-    /// The run's id.
-    pub run: &'a str,
-}
-
-impl CaseLinks for RunCaseLinks<'_> {
-    fn case(&self, _bank: BankType, test_id: &str) -> Option<String> {
-        Some(case_href(self.run, test_id))
-    }
-}
-
-/// A case id in a table cell: on one line, cut with an ellipsis when long (its title has it
-/// whole), linked to `href` when there is one.
-pub(super) fn id_cell(test_id: &str, href: Option<&str>) -> String {
-    let inner = match href {
-        Some(href) => format!(
-            "<a href=\"{}\"><code>{}</code></a>",
-            esc(href),
-            esc(test_id)
-        ),
-        None => format!("<code>{}</code>", esc(test_id)),
-    };
-    format!("<td class=\"id\" title=\"{}\">{inner}</td>", esc(test_id))
 }
 
 /// The case `test_id` of the saved run `id`, read from its RunLog or its run log.
@@ -535,19 +499,6 @@ pub(super) fn section(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn case_links_stay_in_their_segment() {
-        assert_eq!(
-            case_href("2026-11-25-0915", "a/b <c>"),
-            "/ui/runs/2026-11-25-0915/cases/a%2Fb%20%3Cc%3E"
-        );
-        let cell = id_cell("<x>", Some("/ui/runs/r/cases/%3Cx%3E"));
-        assert!(
-            cell.contains("title=\"&lt;x&gt;\"") && !cell.contains("<x>"),
-            "{cell}"
-        );
-    }
 
     #[test]
     fn reasons_name_what_cost_points() {

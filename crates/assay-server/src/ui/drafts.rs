@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use assay_core::bank::BankType;
 use assay_generate::review::{self, Coverage, DraftEntry, ListFilter, Reviewer, Selection};
 
-use super::entities::{entity_link, url_encode};
+use super::links::{entity_link, url_encode};
 use super::{Ctx, Html, UiError, blocking_dir, check_write, empty_state, esc};
 use crate::AppState;
 use crate::auth::authorize;

@@ -15,6 +15,7 @@ use assay_kb::EntityFilter;
 use assay_kb::store::EntityVersion;
 use assay_kbtools::kbedit::{self, LOAD_MODES};
 
+use super::links::{entity_link, url_encode};
 use super::{Ctx, Html, UiError, blocking, esc, flash, has_kb, no_kb, open_store};
 use crate::AppState;
 
@@ -151,30 +152,8 @@ impl ListQuery {
     }
 }
 
-/// Percent-encodes a query-string value.
-pub(super) fn url_encode(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 fn selected(cond: bool) -> &'static str {
     if cond { " selected" } else { "" }
-}
-
-/// A link to an entity's page.
-pub(super) fn entity_link(id: &str) -> String {
-    format!(
-        "<a href=\"/ui/entities/{}\"><code>{}</code></a>",
-        url_encode(id),
-        esc(id)
-    )
 }
 
 fn active_tag(active: bool) -> &'static str {
@@ -596,10 +575,5 @@ mod tests {
             assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST, "{k}");
             assert!(err.message.contains(k), "{}", err.message);
         }
-    }
-
-    #[test]
-    fn url_encoding() {
-        assert_eq!(url_encode("a b&c/<"), "a%20b%26c%2F%3C");
     }
 }

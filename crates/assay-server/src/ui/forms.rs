@@ -17,7 +17,8 @@ use assay_core::entity::{Entity, EntityType};
 use assay_kb::store::{Edit, EntityUpdate};
 use assay_kbtools::kbedit::{EditError, EditOutcome, LOAD_MODES};
 
-use super::entities::{fields, show, url_encode};
+use super::entities::{fields, show};
+use super::links::{entity_link, url_encode};
 use super::{Ctx, Html, UiError, blocking, blocking_write, check_write, esc, open_store};
 use crate::AppState;
 
@@ -371,7 +372,7 @@ async fn edit_page(
     v.insert("version".into(), stored.version.to_string());
     let body = format!(
         "<p class=\"muted\"><a href=\"/ui/entities\">Entities</a> / {} /</p><h1>Edit {}</h1><p class=\"muted\">{} · version {} · saving writes the entity's <code>kb/</code> file and adds version {}.</p>{}",
-        super::entities::entity_link(&id),
+        entity_link(&id),
         esc(&stored.entity.title),
         stored.entity.entity_type.as_str(),
         stored.version,

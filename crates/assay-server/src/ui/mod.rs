@@ -27,6 +27,7 @@ pub(crate) mod drafts;
 mod entities;
 mod experiments;
 mod forms;
+mod links;
 mod pages;
 mod runs;
 mod simulations;

@@ -15,7 +15,7 @@ use assay_kbtools::kbedit;
 use assay_project::{engine, retrieve};
 use assay_retrieval::pipeline::Retrieval;
 
-use super::entities::entity_link;
+use super::links::entity_link;
 use super::{Ctx, Html, UiError, blocking, esc, has_kb, no_kb, open_store};
 use crate::AppState;
 

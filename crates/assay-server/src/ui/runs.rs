@@ -14,7 +14,7 @@ use assay_project::settings::ProjectSettings;
 use assay_report::trend::{RunKind, TrendMarks, TrendPoint};
 use assay_run::runs::{self, RunEntry, RunsError};
 
-use super::cases::{RunCaseLinks, case_href, id_cell};
+use super::links::{RunCaseLinks, case_href, id_cell};
 use super::{Ctx, Html, UiError, blocking_dir, dir_arg, empty_state, esc, path_segment};
 use crate::AppState;
 
