@@ -13,7 +13,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = args::Cli::parse();
+    let cli = commands::Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",
         1 => "info",
