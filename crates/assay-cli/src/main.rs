@@ -4,6 +4,7 @@ mod args;
 mod commands;
 mod exit;
 mod progress;
+mod stdio;
 
 use clap::Parser;
 

@@ -53,6 +53,7 @@ use traces::TracesCommand;
 
 use crate::args::ProjectArg;
 use crate::exit::Exit;
+pub use crate::stdio::{err, out};
 
 /// assay: a fast, offline test harness for LLM and RAG applications.
 ///
@@ -330,26 +331,6 @@ pub fn current_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// The process environment, as the lookup the harness takes.
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
-}
-
-/// Writes to stdout, ignoring a closed pipe (`assay … | head -1`): the command goes on and
-/// ends with the exit code it would have had, which is what a CI step that pipes assay's
-/// output through `head` or `grep -q` reads. Every line of data goes through here, never
-/// `println!`, which panics on a closed pipe.
-pub fn out(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes());
-    let _ = stdout.flush();
-}
-
-/// Writes to stderr, ignoring a closed pipe, as [`out`] does for stdout (never `eprintln!`,
-/// which panics when stderr is closed).
-pub fn err(text: &str) {
-    use std::io::Write;
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes());
-    let _ = stderr.flush();
 }
 
 /// The command line as typed, for the project lock's holder description.
