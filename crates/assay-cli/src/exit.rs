@@ -43,7 +43,7 @@ pub fn chain_message(err: &anyhow::Error) -> String {
 /// Prints an error on stderr and chooses its exit code: 3 for infrastructure (a provider, the
 /// store), else 2.
 pub fn report(err: &anyhow::Error) -> ExitCode {
-    crate::commands::err(&format!("error: {}\n", chain_message(err)));
+    crate::stdio::err(&format!("error: {}\n", chain_message(err)));
     // An optimizer session decides for the errors under it (a dry check that fails because the
     // target exits non-zero is the user's setup, though the target's error alone would say
     // infrastructure).

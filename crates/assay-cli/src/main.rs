@@ -4,6 +4,7 @@ mod args;
 mod commands;
 mod exit;
 mod progress;
+mod stdio;
 
 use clap::Parser;
 
@@ -13,7 +14,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = args::Cli::parse();
+    let cli = commands::Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",
         1 => "info",

@@ -4,9 +4,18 @@ use std::path::Path;
 
 use assay_project::migrate::{Migration, migrate_banks};
 use assay_project::settings::ProjectSettings;
+use clap::Subcommand;
 
 use super::out;
+use crate::args::ProjectArg;
 use crate::exit::Exit;
+
+/// `assay banks …`
+#[derive(Debug, Subcommand)]
+pub enum BanksCommand {
+    /// Add `bank_type` and `version` to pre-V2 bank files in place (originals kept as .bak).
+    Migrate(ProjectArg),
+}
 
 pub fn migrate(dir: &Path) -> anyhow::Result<Exit> {
     let settings = ProjectSettings::load(dir)?;

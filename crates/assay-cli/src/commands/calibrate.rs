@@ -1,16 +1,72 @@
 //! `assay calibrate`
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use assay_core::bank::{ExpectationSet, RankCheck};
 use assay_project::HarnessError;
 use assay_project::project::Project;
 use assay_run::calibrate::{CalibrationOutcome, CalibrationRequest, CaseStatus, Scope};
 use assay_run::session::{CalibrationSetup, calibrate};
+use clap::Args;
 
 use super::{current_thread_runtime, env, log_warnings, out};
-use crate::args::CalibrateArgs;
 use crate::exit::Exit;
+
+/// `assay calibrate`
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Which cases: `full` (all), `affected` (those mentioning --added-entities in their
+    /// expectations or top candidates) or `single` (--test-ids).
+    #[arg(long, default_value = "full", value_parser = ["full", "affected", "single"])]
+    pub scope: String,
+
+    /// The cases for --scope single (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub test_ids: Vec<String>,
+
+    /// Entities added to the knowledge base (comma-separated); required by --scope affected.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub added_entities: Vec<String>,
+
+    /// The knowledge-base version to record.
+    #[arg(long, value_name = "VERSION")]
+    pub kb_version: Option<String>,
+
+    /// Why the calibration runs (default by scope: full_recalibration, kb_entity_added,
+    /// single_case).
+    #[arg(long, value_name = "TRIGGER")]
+    pub trigger: Option<String>,
+
+    /// Ask the model and report, but write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The calibrating chat model (`vendor/model`); overrides assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub model: Option<String>,
+
+    /// Chat calls in flight at once.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+
+    /// Embedder for the top candidates of `--scope affected`; overrides ASSAY_EMBEDDER and
+    /// assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// Provider call cache: `read-write`, `off` or `replay`; overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+}
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
     let project = Project::load(&args.dir)?;

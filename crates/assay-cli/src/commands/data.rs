@@ -4,15 +4,72 @@
 //! optimize, evaluate or data change at a time); `list-versions` only reads.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assay_experiment::testdata::{self, Kind, VersionRow};
 use assay_project::lock::ProjectLock;
+use clap::{Args, Subcommand};
 
 use super::kb::plural;
 use super::{command_line, out};
-use crate::args::{DataCommand, DataKind};
 use crate::exit::Exit;
+
+/// The two sets of optimizer test data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DataKind {
+    /// The cases the search optimises on.
+    Optimization,
+    /// The held-out cases of the final evaluation.
+    Evaluation,
+}
+
+/// `assay data …`
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Create a test-data version from a folder holding test_cases.jsonl and the context files
+    /// it names (relative to the folder). Every case and file is validated first; only
+    /// test_cases.jsonl and the named files are copied; an existing version is never
+    /// overwritten. The first version of a kind becomes its latest.
+    #[command(disable_version_flag = true)]
+    CreateVersion(CreateVersionArgs),
+    /// Set the version `assay optimize` uses when none is named.
+    SetLatest(SetLatestArgs),
+    /// List the versions of both kinds, the latest marked with `*`.
+    ListVersions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `assay data create-version`
+#[derive(Debug, Args)]
+pub struct CreateVersionArgs {
+    /// Which set.
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub kind: DataKind,
+    /// The new version's name (letters, digits, `.`, `_`, `-`; e.g. v1.1.0).
+    #[arg(long, value_name = "V")]
+    pub version: String,
+    /// What is in it or what changed.
+    #[arg(long, value_name = "TEXT")]
+    pub description: String,
+    /// The folder with test_cases.jsonl and its context files.
+    #[arg(long, value_name = "DIR")]
+    pub source_dir: PathBuf,
+}
+
+/// `assay data set-latest`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true)))]
+pub struct SetLatestArgs {
+    /// The optimization version to use by default.
+    #[arg(long, value_name = "V", group = "which")]
+    pub optimization_version: Option<String>,
+    /// The evaluation version to use by default.
+    #[arg(long, value_name = "V", group = "which")]
+    pub evaluation_version: Option<String>,
+}
 
 impl From<DataKind> for Kind {
     fn from(k: DataKind) -> Kind {

@@ -1,14 +1,40 @@
 //! `assay embed`
 
+use std::path::PathBuf;
+
 use assay_project::HarnessError;
 use assay_project::engine;
 use assay_project::settings::ProjectSettings;
 use assay_providers::InputKind;
+use clap::Args;
 use serde_json::json;
 
 use super::{env, out, runtime};
-use crate::args::EmbedArgs;
 use crate::exit::Exit;
+
+/// `assay embed`
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// The texts.
+    #[arg(required = true)]
+    pub texts: Vec<String>,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and the project's assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// The project whose assay.toml names the embedder.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// Embed as documents instead of queries (matters for Voyage).
+    #[arg(long)]
+    pub document: bool,
+
+    /// Print JSON: {"model", "dimension", "embeddings": [[...]]}.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: &EmbedArgs) -> anyhow::Result<Exit> {
     let settings = ProjectSettings::load(&args.project)?;

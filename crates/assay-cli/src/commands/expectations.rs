@@ -1,13 +1,80 @@
 //! `assay expectations`
 
+use std::path::PathBuf;
+
 use assay_core::bank::ExpectationSet;
 use assay_project::project::Project;
 use assay_run::overrides::{OverrideRequest, parse_rank_check, record_override};
+use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{log_warnings, out};
-use crate::args::{ExpectationsArgs, ExpectationsCommand, OverrideArgs};
 use crate::exit::Exit;
+
+/// `assay expectations`
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ExpectationsArgs {
+    #[command(subcommand)]
+    pub command: Option<ExpectationsCommand>,
+
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Print JSON: a summary of sources and every case's expectations with `_source`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay expectations …`
+#[derive(Debug, Subcommand)]
+pub enum ExpectationsCommand {
+    /// Record a human override of a semantic case's expectations, dated today.
+    ///
+    /// Writes a new history file; nothing existing changes. The override wins over every
+    /// calibration until a newer override replaces it.
+    Override(OverrideArgs),
+}
+
+/// `assay expectations override`
+#[derive(Debug, Args)]
+pub struct OverrideArgs {
+    /// The semantic case.
+    pub test_id: String,
+
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// Expected primary entities (comma-separated or repeated).
+    #[arg(long, required = true, value_delimiter = ',', value_name = "IDS")]
+    pub primary: Vec<String>,
+
+    /// Expected secondary entities.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub secondary: Vec<String>,
+
+    /// Entities that must not be retrieved.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub not_expected: Vec<String>,
+
+    /// A rank check, HIGHER>LOWER (repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "HIGHER>LOWER")]
+    pub rank_check: Vec<String>,
+
+    /// Why the override is right (required).
+    #[arg(long, required = true)]
+    pub reason: String,
+
+    /// Who decided.
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
+
+    /// Print what was recorded as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: &ExpectationsArgs) -> anyhow::Result<Exit> {
     if let Some(ExpectationsCommand::Override(o)) = &args.command {

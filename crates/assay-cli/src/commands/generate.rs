@@ -1,14 +1,95 @@
 //! `assay generate DIR`: draft cases from the knowledge base (see docs/generate.md).
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 
 use assay_generate::{self as generate, Estimate, GenerateOutcome, GenerateRequest, Observer};
 use assay_project::project::Project;
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::generate_review::{GenerateCoverageArgs, GenerateReviewArgs};
 use super::{current_thread_runtime, env, log_warnings, out};
-use crate::args::GenerateArgs;
 use crate::exit::Exit;
+
+/// `assay generate`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct GenerateArgs {
+    #[command(subcommand)]
+    pub command: Option<GenerateCommand>,
+
+    /// The project directory.
+    #[arg(required = true)]
+    pub dir: Option<PathBuf>,
+
+    /// The banks to draft cases for, comma-separated: semantic, state, pattern.
+    #[arg(long, default_value = "semantic,state,pattern", value_name = "BANKS")]
+    pub banks: String,
+
+    /// Only these entities (ids, comma-separated): SITUATION entities for semantic drafts,
+    /// STATE handlers for state drafts, the entities pattern rules bring in for pattern drafts.
+    #[arg(long, value_name = "IDS", conflicts_with = "changed_since")]
+    pub entities: Option<String>,
+
+    /// Only the entities whose content changed since a saved run (its id, results file,
+    /// `latest` or `accepted`).
+    #[arg(long, value_name = "RUN")]
+    pub changed_since: Option<String>,
+
+    /// Drafts per SITUATION entity (semantic) and per pattern rule (each way) (default:
+    /// [generate] per_entity, else 5).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub per_entity: Option<u32>,
+
+    /// The model that writes messages, `vendor/model` (default: [generate] model in
+    /// assay.toml, else [calibration] model).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub model: Option<String>,
+
+    /// Refuse to start when the estimated cost is above this many US dollars, and stop before a
+    /// call that would pass it.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// The language the messages are written in (default: [generate] language, else English).
+    #[arg(long, value_name = "LANG")]
+    pub language: Option<String>,
+
+    /// Finish an interrupted generation: calls already answered are read from its journal,
+    /// not paid for again.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Print the estimate and what would be generated, and call nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the generation's summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Model calls in flight at once (default: [generate] concurrency, else 4).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+}
+
+/// `assay generate …`
+#[derive(Debug, Subcommand)]
+pub enum GenerateCommand {
+    /// List drafts and findings by entity, and accept, edit or reject them.
+    ///
+    /// Without an action, lists what is pending (findings first, each checked against the
+    /// knowledge base and rules as they are now: still holds, or fixed since). --accept copies
+    /// drafts into test_banks/<bank>/generated.json as ordinary cases that keep their
+    /// provenance; --reject marks them rejected with --reason; --edit changes a pending draft's
+    /// fields; --confirm marks accepted cases that a knowledge-base edit made stale as checked
+    /// (each must pass in the latest saved run); --retire takes accepted cases out of their
+    /// bank with --reason.
+    Review(Box<GenerateReviewArgs>),
+    /// Entities, STATE handlers and pattern rules that no case tests, and cases per entity.
+    Coverage(GenerateCoverageArgs),
+}
 
 /// How many findings, rejections and duplicates the console lists (the rest: `--json`).
 const SHOWN: usize = 5;

@@ -1,16 +1,100 @@
 //! `assay generate review` and `assay generate coverage`.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use assay_generate::review::{
     self, Coverage, EntityDrafts, ListFilter, Outcome, Reviewer, Selection,
 };
 use assay_project::project::Project;
+use clap::Args;
 
 use super::kb::plural;
 use super::{log_warnings, out};
-use crate::args::{GenerateCoverageArgs, GenerateReviewArgs};
 use crate::exit::Exit;
+
+/// `assay generate review`
+#[derive(Debug, Args)]
+pub struct GenerateReviewArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Accept these drafts (test ids, comma-separated, or `all-pending`).
+    #[arg(long, value_name = "IDS", conflicts_with_all = ["reject", "edit"])]
+    pub accept: Option<String>,
+
+    /// Reject these drafts (test ids, comma-separated); needs --reason.
+    #[arg(long, value_name = "IDS", requires = "reason", conflicts_with = "edit")]
+    pub reject: Option<String>,
+
+    /// Why the drafts are rejected, or the cases retired.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Confirm that accepted cases still hold after their entities changed (test ids of
+    /// cases in a bank's generated.json, comma-separated, or `all-stale`): their provenance
+    /// moves to the entities' current versions, so they are no longer reported stale. Each
+    /// case must have passed in the latest saved run, made on the knowledge base as it is now.
+    #[arg(long, value_name = "IDS", conflicts_with_all = ["accept", "reject", "edit"])]
+    pub confirm: Option<String>,
+
+    /// Retire accepted generated cases (test ids of cases in a bank's generated.json,
+    /// comma-separated): each is taken out of its bank, and who retired it, when, why and the
+    /// case are kept in retired.jsonl beside it. Needs --reason.
+    #[arg(
+        long,
+        value_name = "IDS",
+        requires = "reason",
+        conflicts_with_all = ["accept", "reject", "edit", "confirm"]
+    )]
+    pub retire: Option<String>,
+
+    /// Edit one pending draft (its test id); the changes are given with --set.
+    #[arg(long, value_name = "ID", requires = "set")]
+    pub edit: Option<String>,
+
+    /// A field to change, `field=value` (a JSON value, or text): for example
+    /// `prompt=...` or `expected_primary=["a","b"]`. Repeatable.
+    #[arg(long, value_name = "FIELD=VALUE")]
+    pub set: Vec<String>,
+
+    /// Only drafts made for this entity.
+    #[arg(long, value_name = "ID")]
+    pub entity: Option<String>,
+
+    /// Who is reviewing (default: ASSAY_USER, else the login name).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+
+    /// List every draft, not the first few of each entity.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print the drafts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay generate coverage`
+#[derive(Debug, Args)]
+pub struct GenerateCoverageArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Count pending drafts as cases too.
+    #[arg(long)]
+    pub include_drafts: bool,
+
+    /// List every uncovered entity, not the first few.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print the coverage as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// How many drafts of each entity the console lists without `--all`.
 const PER_ENTITY: usize = 3;

@@ -1,11 +1,19 @@
 //! `assay init`
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assay_project::init::init_project;
+use clap::Args;
 
 use super::out;
 use crate::exit::Exit;
+
+/// `assay init`
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create the project (created if missing; existing files are never overwritten).
+    pub dir: PathBuf,
+}
 
 pub fn run(dir: &Path) -> anyhow::Result<Exit> {
     let written = init_project(dir)?;

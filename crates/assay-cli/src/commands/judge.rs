@@ -1,14 +1,69 @@
 //! `assay judge agree` and `assay judge template`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assay_project::HarnessError;
 use assay_project::engine::{ProviderCalls, build_chat_model};
 use assay_project::settings::ProjectSettings;
+use clap::Subcommand;
 
 use super::{env, out, runtime};
-use crate::args::JudgeCommand;
 use crate::exit::Exit;
+
+/// `assay judge …`
+#[derive(Debug, Subcommand)]
+pub enum JudgeCommand {
+    /// Judge the labelled items again and measure the agreement with the labels.
+    ///
+    /// Items left unscored (no score, no verdict) are skipped and counted. Paths in the labels
+    /// file (`report`, `transcript`) are looked up beside the labels file first, then in the
+    /// project folder.
+    ///
+    /// Exit codes: 0 measured; 1 a criterion's kappa is below --min-kappa; 2 bad labels
+    /// (unknown criteria, scores off the scale, runs the report does not have, no item
+    /// scored); 3 the judge failed on some items (reported apart, left out of the measures).
+    Agree {
+        /// The labels file (YAML or JSON; `judge: simulation`, `judge: rubric` or `judge:
+        /// claims`).
+        labels: PathBuf,
+        /// The judge's `vendor/model` (default: [simulate] evaluator_model for simulation
+        /// labels, [optimize] grader_model for rubric labels, [answer] judge_model for claim
+        /// labels).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        model: Option<String>,
+        /// Judge each item K times (another criteria order and seed each time): items whose
+        /// verdict flips are listed as uncertain (apart from too lenient and too strict), and
+        /// each criterion's spread across the samples is reported.
+        #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        judge_samples: u32,
+        /// Fail (exit 1) when a criterion's kappa is below this (or undefined).
+        #[arg(long, value_name = "KAPPA")]
+        min_kappa: Option<f64>,
+        /// Call cache mode: read-write, off or replay.
+        #[arg(long)]
+        cache: Option<String>,
+        /// Print the agreement as JSON (every item).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a labels file to fill in for a saved simulation report: every run, every
+    /// criterion left empty (label blind: the judge's scores are not shown).
+    ///
+    /// The file names the report so that `assay judge agree` finds it: with --output, by a
+    /// path relative to the output file's folder; on stdout (redirected anywhere), by a path
+    /// relative to the project folder, where `agree` looks when nothing is beside the labels
+    /// file. `latest.json` is named by the stamped report it copies, which later simulations
+    /// leave alone.
+    Template {
+        /// The simulation report (JSON, or the Markdown with its JSON beside it), inside the
+        /// project.
+        report: PathBuf,
+        /// Write here instead of stdout (never over an existing file; missing folders are
+        /// made).
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
 
 pub fn run(dir: &Path, command: &JudgeCommand) -> anyhow::Result<Exit> {
     match command {

@@ -26,11 +26,158 @@ use assay_project::engine;
 use assay_project::lock::KbLock;
 use assay_project::project::Project;
 use assay_project::results::write_replace;
+use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use super::kb_check_index::KbCheckIndexArgs;
+use super::kb_compare::KbCompareArgs;
 use super::{env, log_warnings, out, runtime};
-use crate::args::{KbCommand, KbListArgs};
 use crate::exit::Exit;
+
+/// `assay kb …`
+#[derive(Debug, Subcommand)]
+pub enum KbCommand {
+    /// Import the kb/ files into the store (unchanged entities get no new version).
+    Import,
+    /// List current entities.
+    List(KbListArgs),
+    /// Show one entity with its version and embedding status.
+    Show {
+        /// The entity.
+        entity_id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an entity from a YAML or JSON file holding one entity (the fields of a
+    /// knowledge-base entity: see docs/reference/kb.md).
+    Create {
+        /// The file.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// Update an entity: a new version; the old one is kept.
+    Update {
+        /// The entity.
+        entity_id: String,
+        /// A YAML or JSON file with the fields to change: title, concept_summary, recognition,
+        /// keywords, guidance_do, guidance_dont, examples, red_flags, load_mode, priority,
+        /// state_conditions, audience_types, is_active (`null` clears an optional one).
+        #[arg(long, value_name = "FILE", required_unless_present = "set")]
+        file: Option<PathBuf>,
+        /// A field to change, as FIELD=VALUE (VALUE is read as JSON when it parses, else text).
+        #[arg(long = "set", value_name = "FIELD=VALUE")]
+        set: Vec<String>,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+        /// Refuse the change (exit 2, nothing written) unless VERSION is still the entity's
+        /// current version: the edit was made against it and must not overwrite a newer one.
+        #[arg(long, value_name = "VERSION")]
+        expect_version: Option<u32>,
+    },
+    /// Deactivate an entity (a soft delete: a new, inactive version).
+    Deactivate {
+        /// The entity.
+        entity_id: String,
+        /// Who makes the change.
+        #[arg(long, default_value = "cli")]
+        by: String,
+        /// Refuse unless VERSION is still the entity's current version.
+        #[arg(long, value_name = "VERSION")]
+        expect_version: Option<u32>,
+    },
+    /// Every version of an entity, with what changed.
+    History {
+        /// The entity.
+        entity_id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Embed entities whose embedding is missing or stale (all with --all, or one).
+    Embed {
+        /// Only this entity.
+        entity_id: Option<String>,
+        /// Re-embed every active entity.
+        #[arg(long, conflicts_with = "entity_id")]
+        all: bool,
+        /// Embedder (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+    },
+    /// Choose the similarity threshold, the number of candidates and the hybrid lexical weight
+    /// for an embedder on the semantic bank, with k-fold cross-validation.
+    Tune {
+        /// The project directory (instead of --project).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Embedder (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+        /// Number of folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Write the chosen values into assay.toml under the embedder's name.
+        #[arg(long)]
+        write: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Counts by type and load mode, embedding coverage, retrieval counts.
+    Stats {
+        /// Embedder whose coverage to report (`vendor/model`).
+        #[arg(long, value_name = "VENDOR/MODEL")]
+        embedder: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the current entities as a YAML or JSON list.
+    Export {
+        /// json or yaml (default: the --output file's extension, else yaml).
+        #[arg(long)]
+        format: Option<String>,
+        /// Write here instead of stdout; its extension (.yaml, .yml or .json) decides the
+        /// format, and a --format that says otherwise is refused.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Dual-read check: retrieve the same messages from two stores and report where the
+    /// selected entities or their order differ (exit 1 when they differ).
+    Compare(KbCompareArgs),
+    /// Measure the store's vector index (PostgreSQL's HNSW): the recall@k of its nearest
+    /// entities against the exact search, per message and on average, and the time of each;
+    /// exit 1 when the mean recall is below --min-recall.
+    CheckIndex(KbCheckIndexArgs),
+}
+
+/// `assay kb list`
+#[derive(Debug, Args)]
+pub struct KbListArgs {
+    /// Only this entity type (PERSONA, GUARDRAIL, HANDLER, KNOWLEDGE, SCRIPT, RULE).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub entity_type: Option<String>,
+    /// Only this load mode (ALWAYS, STATE, SITUATION).
+    #[arg(long, value_name = "MODE")]
+    pub load_mode: Option<String>,
+    /// Only entities for this audience.
+    #[arg(long, value_name = "AUDIENCE")]
+    pub audience: Option<String>,
+    /// Include inactive entities.
+    #[arg(long, conflicts_with = "inactive")]
+    pub all: bool,
+    /// Only inactive entities.
+    #[arg(long)]
+    pub inactive: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// How many characters of a row id `history` shows.
 const SHORT_ID: usize = 8;

@@ -1,14 +1,53 @@
 //! `assay kb check-index`: the recall of the store's vector index against the exact search.
 
+use std::path::PathBuf;
+
 use assay_kbtools::check_index::{self, CheckOptions, IndexCheck, Rule};
 use assay_kbtools::compare;
 use assay_project::HarnessError;
 use assay_project::engine;
 use assay_project::project::Project;
+use clap::Args;
 
 use super::{env, out, runtime};
-use crate::args::KbCheckIndexArgs;
 use crate::exit::Exit;
+
+/// `assay kb check-index`
+#[derive(Debug, Args)]
+pub struct KbCheckIndexArgs {
+    /// Messages to search for: one per line, or JSON lines (`.jsonl`: `{"message": …,
+    /// "audience"?, "user_state"?, "id"?}`). Default: the semantic bank's prompts.
+    #[arg(long, value_name = "FILE")]
+    pub messages: Option<PathBuf>,
+    /// Nearest entities compared per message (default: [semantic] candidates, the semantic
+    /// bank's first stage).
+    #[arg(long, value_name = "K")]
+    pub k: Option<usize>,
+    /// hnsw.ef_search for the index searches (default: [semantic] ef_search).
+    #[arg(long, value_name = "N")]
+    pub ef_search: Option<u32>,
+    /// The mean recall@k below which the check fails (exit 1).
+    #[arg(long, default_value_t = assay_kbtools::check_index::DEFAULT_MIN_RECALL, value_name = "R")]
+    pub min_recall: f64,
+    /// The recall@k below which one message fails the check (exit 1), whatever the mean: the
+    /// default 0.5 fails a message for which the index found less than half of the exact
+    /// answer; 0 turns the floor off.
+    #[arg(long, default_value_t = assay_kbtools::check_index::DEFAULT_MIN_QUERY_RECALL, value_name = "R")]
+    pub min_query_recall: f64,
+    /// Embedder (`vendor/model`; default: the project's).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+    /// Provider call cache for the embeddings: `read-write`, `off` or `replay` (a miss is an
+    /// error; no network); overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+    /// How many of the lowest-recall messages the summary shows.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub worst: usize,
+    /// Print the whole check, every message included, as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(project: &Project, args: &KbCheckIndexArgs) -> anyhow::Result<Exit> {
     let messages = if let Some(path) = &args.messages {

@@ -1,13 +1,37 @@
 //! `assay kb compare --store A --store B`: the dual-read check (003 §7 phase 3).
 
+use std::path::PathBuf;
+
 use assay_kbtools::compare::{self, Comparison, MessageComparison, Outcome};
 use assay_project::HarnessError;
 use assay_project::engine;
 use assay_project::project::Project;
+use clap::Args;
 
 use super::{env, out, runtime};
-use crate::args::KbCompareArgs;
 use crate::exit::Exit;
+
+/// `assay kb compare`
+#[derive(Debug, Args)]
+pub struct KbCompareArgs {
+    /// A store, twice (A then B): `postgres://user@host:port/db` (password from PGPASSWORD or
+    /// a pgpass file), or an SQLite file (`sqlite:PATH` or a path, relative to the project).
+    #[arg(long = "store", value_name = "STORE", required = true, num_args = 1)]
+    pub stores: Vec<String>,
+    /// Messages to retrieve: one per line, or JSON lines (`.jsonl`: `{"message": …,
+    /// "audience"?, "user_state"?, "id"?}`). Default: the semantic bank's prompts.
+    #[arg(long, value_name = "FILE")]
+    pub messages: Option<PathBuf>,
+    /// Embedder (`vendor/model`; default: the project's).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+    /// How many differing messages the summary shows.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub worst: usize,
+    /// Print every message's comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(project: &Project, args: &KbCompareArgs) -> anyhow::Result<Exit> {
     let [a, b] = args.stores.as_slice() else {

@@ -1,4 +1,6 @@
-//! One module per subcommand; each parses its arguments into settings and calls the library.
+//! One module per subcommand; each declares its arguments (beside the code that reads them),
+//! parses them into settings and calls the library. Here: the top-level `Cli` and `Command`,
+//! and the dispatch.
 
 mod banks;
 mod calibrate;
@@ -26,8 +28,228 @@ mod state;
 mod traces;
 mod validate;
 
-use crate::args::{BanksCommand, Command, GenerateCommand};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use banks::BanksCommand;
+use calibrate::CalibrateArgs;
+use data::DataCommand;
+use embed::EmbedArgs;
+use expectations::ExpectationsArgs;
+use generate::{GenerateArgs, GenerateCommand};
+use init::InitArgs;
+use judge::JudgeCommand;
+use kb::KbCommand;
+use optimize::{EvaluateArgs, OptimizeArgs};
+use prompts::PromptsCommand;
+use retrieve::RetrieveArgs;
+use run::RunArgs;
+use runs::RunsCommand;
+use serve::ServeArgs;
+use simulate::SimulateArgs;
+use state::StateCommand;
+use traces::TracesCommand;
+
+use crate::args::ProjectArg;
 use crate::exit::Exit;
+pub use crate::stdio::{err, out};
+
+/// assay: a fast, offline test harness for LLM and RAG applications.
+///
+/// Point it at a project directory (knowledge base in kb/, test banks in test_banks/,
+/// optional assay.toml) and it scores how well retrieval works, in seconds.
+#[derive(Debug, Parser)]
+#[command(name = "assay", version, about, long_about, propagate_version = true)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run test banks against a project and report scores and health.
+    ///
+    /// With --baseline, the run is compared case by case with a saved run: the console leads
+    /// with what differs between the two runs' setups and the regressions, the reports gain a
+    /// "Compared with" section, and [gate]'s regression rules apply (no_new_hard_fails and
+    /// no_new_critical, on by default; max_score_drop).
+    ///
+    /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, below [gate] in assay.toml,
+    /// or a regression rule broken; the cases are named), 2 bad input, 3 infrastructure errors.
+    Run(RunArgs),
+    /// Write draft test cases from the knowledge base, review them, and see what no case covers.
+    ///
+    /// `assay generate DIR` writes drafts into test_banks/drafts/<bank>/ (runs ignore them
+    /// unless given --include-drafts): semantic messages a model writes for each SITUATION
+    /// entity, user states on each side of every STATE condition's boundaries (no model), and
+    /// messages that should and should not fire each pattern rule. A draft the system under test
+    /// does not treat as intended is a finding, listed for review as such. Nothing a person
+    /// wrote is overwritten. `assay generate review` accepts, edits or rejects drafts;
+    /// `assay generate coverage` lists entities, handlers and rules without a case. See
+    /// docs/generate.md.
+    ///
+    /// Exit codes: 0 done, 2 bad input (or --budget below the estimate: nothing is called),
+    /// 3 infrastructure errors (the provider, the store).
+    Generate(GenerateArgs),
+    /// Measure a judge against people: the simulator's judge or the optimizer's llm-rubric
+    /// grader scores items people labelled, and the agreement is reported per criterion
+    /// (Cohen's kappa, Spearman, mean absolute error, a confusion table) and overall (with a
+    /// bootstrap interval). See docs/judges.md.
+    Judge {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: JudgeCommand,
+    },
+    /// The saved runs of a project: list them, or compare two case by case (what the web UI's
+    /// run diff shows).
+    Runs {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+    /// Check production traces against the project: each retrieval span's query through
+    /// assay's own pipeline beside what production retrieved (entities missing or extra, rank
+    /// differences, unknown or inactive ids served, crisis patterns that fired with no handler
+    /// loaded), summarised by kind and by entity. See docs/traces.md.
+    Traces {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: TracesCommand,
+    },
+    /// Print each semantic case's resolved expectations and where they came from, or record a
+    /// human override (`assay expectations override`).
+    Expectations(ExpectationsArgs),
+    /// Calibrate semantic expectations with a strong chat model and the whole knowledge base.
+    ///
+    /// Changed cases go into a new history file (test_banks/semantic/history/); human overrides
+    /// stay in force. Raw replies go to calibration/opus_responses/ and the run is logged in
+    /// calibration/calibration_log.json. Nothing existing is modified; --dry-run writes nothing.
+    Calibrate(CalibrateArgs),
+    /// Work with bank files.
+    Banks {
+        #[command(subcommand)]
+        command: BanksCommand,
+    },
+    /// Load and validate a project without running anything.
+    Validate(ProjectArg),
+    /// Print the JSON Schema of a kind of file assay reads (knowledge-base files, the four
+    /// banks, pattern rules, expectation history, assay.toml, simulation suites and scenarios,
+    /// judge labels, optimizer cases), for editors and validators. Without KIND, lists the
+    /// kinds. docs/reference/ has a page on each.
+    Schema {
+        /// The kind of file (`assay schema` lists them).
+        kind: Option<String>,
+        /// Print the kind's reference page (Markdown) instead of its schema.
+        #[arg(long, requires = "kind")]
+        markdown: bool,
+    },
+    /// Retrieve the context for a message with the project's retrieval pipeline.
+    ///
+    /// Stages: ALWAYS, STATE (conditions on the user's state), pattern rules (crisis first),
+    /// SITUATION semantic search (threshold, top_k), then ranking by similarity + priority bonus
+    /// and a token budget counted with cl100k_base.
+    Retrieve(RetrieveArgs),
+    /// Print the embedding of each text (for checking a model).
+    Embed(EmbedArgs),
+    /// Manage the knowledge-base store (`.assay/kb.db`): import, list, edit, history, embed.
+    ///
+    /// The project's kb/ files are the source of truth: create, update and deactivate change
+    /// the files and the store together, so the next import changes nothing.
+    Kb {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: KbCommand,
+    },
+    /// Read and change stored user state (user type, conversation count, last rating, …),
+    /// which STATE conditions read.
+    State {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: StateCommand,
+    },
+    /// Create a small project that runs as it is.
+    Init(InitArgs),
+    /// Simulate conversations: a simulated user talks with the model under test, which calls
+    /// the tools of MCP servers; a judge scores each transcript on weighted criteria.
+    ///
+    /// Reads DIR/sim/ (suite.yaml, scenarios/, fixtures/; see docs/simulate.md) and writes a
+    /// Markdown and a JSON report and the transcripts under DIR/sim/reports/.
+    ///
+    /// Objective checks decide: a run whose expected_state check fails is a failed run, whatever
+    /// the judge scored (unless the check is `advisory: true`); a check that cannot be read makes
+    /// the run an error.
+    ///
+    /// Exit codes: 0 every scored run passed (or the suite's `gate:` allowed the failures:
+    /// only `min_pass_rate` allows failing runs) and the gate passed; 1 a scored run failed, or
+    /// the gate failed, or --baseline found a significant regression; 2 bad input; 3 provider,
+    /// MCP or judge errors kept scenario runs from a verdict. `assay simulate compare REPORT…`
+    /// puts several reports side by side.
+    Simulate(SimulateArgs),
+    /// Optimize the agents' system prompts: baseline on the optimization cases,
+    /// a multi-objective TPE study over prompts/ and prompt_variations/, the best prompts on
+    /// the held-out evaluation cases, and a paired comparison.
+    ///
+    /// Writes experiments/NAME/ (baseline_prompts/, optimized_prompts/, logs/, journal,
+    /// report.md/json, tracking/, optuna_journal.log; see docs/optimize.md). Exit codes: 0
+    /// finished, 2 bad input, 3 an infrastructure error or the budget halted the run.
+    Optimize(OptimizeArgs),
+    /// Evaluate a prompt folder on the evaluation cases next to the production prompts
+    /// (step 3 of `assay optimize` alone).
+    Evaluate(EvaluateArgs),
+    /// Serve the web UI (/ui/: knowledge base, runs, experiments, simulations) and the HTTP
+    /// API: run banks, one case or a topic, and calibrate, over JSON; edit the knowledge base
+    /// (/admin/kb/); read saved runs (/runs). `assay serve DIR` or `--project DIR`.
+    ///
+    /// The folder may hold any of test banks, a knowledge base, runs, experiments and
+    /// simulation reports, or none yet: each page shows what is there or names the command
+    /// that fills it. Running, testing a case or a topic and calibrating need test banks.
+    ///
+    /// Knowledge-base writes need `Authorization: Bearer $ASSAY_ADMIN_TOKEN`; without that
+    /// variable the admin API is read-only. Everything else has no authentication: keep it on
+    /// localhost (the default). One run or calibration at a time; a second gets 409.
+    /// GET /openapi.json describes every route.
+    Serve(ServeArgs),
+    /// Versioned test data of the prompt optimizer: test_data/versions.json and
+    /// test_data/<optimization|evaluation>/<version>/ (see docs/optimize.md).
+    ///
+    /// Versions are never overwritten; `assay optimize` uses the latest of each kind unless
+    /// --optimization-version / --evaluation-version say otherwise.
+    Data {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+    /// Promote an experiment's optimized prompts to production (prompts/), or roll back.
+    ///
+    /// Shows a unified diff of what would change in prompts/ and changes nothing without
+    /// --yes. With --yes, the production prompts are backed up first (.assay/prompt-backups/),
+    /// then replaced atomically, under the project lock.
+    Prompts {
+        /// The project directory.
+        #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+        project: PathBuf,
+        #[command(subcommand)]
+        command: PromptsCommand,
+    },
+}
 
 /// Runs a subcommand.
 pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
@@ -109,26 +331,6 @@ pub fn current_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// The process environment, as the lookup the harness takes.
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
-}
-
-/// Writes to stdout, ignoring a closed pipe (`assay … | head -1`): the command goes on and
-/// ends with the exit code it would have had, which is what a CI step that pipes assay's
-/// output through `head` or `grep -q` reads. Every line of data goes through here, never
-/// `println!`, which panics on a closed pipe.
-pub fn out(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes());
-    let _ = stdout.flush();
-}
-
-/// Writes to stderr, ignoring a closed pipe, as [`out`] does for stdout (never `eprintln!`,
-/// which panics when stderr is closed).
-pub fn err(text: &str) {
-    use std::io::Write;
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes());
-    let _ = stderr.flush();
 }
 
 /// The command line as typed, for the project lock's holder description.

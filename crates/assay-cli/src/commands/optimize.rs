@@ -2,15 +2,131 @@
 //! mapped to a request for [`assay_experiment::session`], a progress bar, and the rendering.
 
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 
 use assay_core::experiment::Estimate;
 use assay_experiment::run::{self, Progress};
 use assay_experiment::session::{self, CaseSource, EvaluateRequest, Observer, OptimizeRequest};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{command_line, env, out, runtime};
-use crate::args::{EvaluateArgs, OptimizeArgs};
 use crate::exit::Exit;
+
+/// `assay optimize`
+#[derive(Debug, Args)]
+pub struct OptimizeArgs {
+    /// The project directory (prompts/, prompt_variations/, test_data/).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The experiment's name: its folder under experiments/.
+    #[arg(long, value_name = "NAME")]
+    pub experiment_name: String,
+
+    /// Trials of the study (the baseline is trial 0); at least 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000), allow_negative_numbers = true)]
+    pub optimization_trials: u64,
+
+    /// A test-case file instead of test_data/optimization/VERSION (files relative to it).
+    #[arg(long, value_name = "FILE")]
+    pub optimization_test_cases: Option<PathBuf>,
+
+    /// A test-case file instead of test_data/evaluation/VERSION.
+    #[arg(long, value_name = "FILE")]
+    pub evaluation_test_cases: Option<PathBuf>,
+
+    /// The optimization test-data version (default: latest_optimization in versions.json).
+    #[arg(long, value_name = "V")]
+    pub optimization_version: Option<String>,
+
+    /// The evaluation test-data version (default: latest_evaluation in versions.json).
+    #[arg(long, value_name = "V")]
+    pub evaluation_version: Option<String>,
+
+    /// Log the three runs to this MLflow tracking server (else experiments/NAME/tracking/).
+    #[arg(long, value_name = "URI")]
+    pub mlflow_uri: Option<String>,
+
+    /// The sampler's seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Continue an interrupted experiment from its journal.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// A hard cap on the spend in USD, checked before each case is dispatched.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// Score new combinations on a subset first; drop those clearly worse than the best.
+    #[arg(long)]
+    pub racing: bool,
+
+    /// After the search, R rounds in which a proposer model reads the failed optimization
+    /// cases' traces and writes revised prompts that join the study (default [optimize.propose]
+    /// rounds, 0).
+    #[arg(long, value_name = "R")]
+    pub propose_rounds: Option<usize>,
+
+    /// Cases of one trial at once, for stateless targets only (default [optimize]
+    /// max_concurrency, 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_concurrency: Option<u64>,
+
+    /// Call cache mode: read-write, off or replay (default [providers] cache).
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Print the experiment report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `assay evaluate`
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The prompt folder to evaluate (<agent>_system_prompt.txt files).
+    #[arg(long, value_name = "DIR")]
+    pub prompts: PathBuf,
+
+    /// A name for the logs' folder under experiments/ (default evaluate_<time>).
+    #[arg(long, value_name = "NAME")]
+    pub experiment_name: Option<String>,
+
+    /// A test-case file instead of test_data/evaluation/VERSION.
+    #[arg(long, value_name = "FILE")]
+    pub evaluation_test_cases: Option<PathBuf>,
+
+    /// The evaluation test-data version (default: latest_evaluation).
+    #[arg(long, value_name = "V")]
+    pub evaluation_version: Option<String>,
+
+    /// The bootstrap's seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// A hard cap on the spend in USD.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+
+    /// Cases at once, for stateless targets only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_concurrency: Option<u64>,
+
+    /// Call cache mode: read-write, off or replay.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// A progress bar on stderr (hidden when stderr is not a terminal or for `--json`).
 struct Bar(ProgressBar);

@@ -10,10 +10,47 @@ use std::path::Path;
 
 use assay_experiment::promote::{self, Action};
 use assay_experiment::prompts::load_prompt_lists;
+use clap::Subcommand;
 
 use super::{command_line, out};
-use crate::args::PromptsCommand;
 use crate::exit::Exit;
+
+/// `assay prompts …`
+#[derive(Debug, Subcommand)]
+pub enum PromptsCommand {
+    /// Load and validate the prompt lists the optimizer searches: each agent's production
+    /// prompt (index 0) and its variants from prompt_variations/<agent>/ (1..N).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install an experiment's optimized_prompts/ into prompts/ (after human review).
+    ///
+    /// Prints the evidence the experiment recorded and a unified diff; writes only with --yes.
+    Promote {
+        /// The experiment (a folder under experiments/).
+        #[arg(value_name = "EXPERIMENT")]
+        experiment: String,
+        /// Apply the change (without it, only show it).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Restore production prompts from an experiment's baseline_prompts/.
+    ///
+    /// `EXPERIMENT`: the prompts that were in production when that experiment started.
+    /// `baseline`: the baseline_prompts/ of the experiment promoted most recently (from
+    /// .assay/prompt-history.jsonl), i.e. undo the last promotion. To go back to an earlier
+    /// experiment's optimized prompts, promote that experiment again.
+    Rollback {
+        /// An experiment, or `baseline`.
+        #[arg(value_name = "EXPERIMENT|baseline")]
+        target: String,
+        /// Apply the change (without it, only show it).
+        #[arg(long)]
+        yes: bool,
+    },
+}
 
 pub fn run(project: &Path, command: &PromptsCommand) -> anyhow::Result<Exit> {
     let (action, target, yes) = match command {

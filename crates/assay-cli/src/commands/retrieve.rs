@@ -1,5 +1,7 @@
 //! `assay retrieve`
 
+use std::path::PathBuf;
+
 use anyhow::Context;
 use assay_core::UserState;
 use assay_project::HarnessError;
@@ -7,11 +9,46 @@ use assay_project::engine;
 use assay_project::project::Project;
 use assay_project::retrieve::{self, Ask};
 use assay_retrieval::pipeline::Retrieval;
+use clap::Args;
 use serde_json::json;
 
 use super::{env, log_warnings, out, runtime};
-use crate::args::RetrieveArgs;
 use crate::exit::Exit;
+
+/// `assay retrieve`
+#[derive(Debug, Args)]
+pub struct RetrieveArgs {
+    /// The user's message.
+    pub message: String,
+
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// The user's state as a JSON object, e.g. '{"days_since_last": 9}'.
+    #[arg(long, value_name = "JSON", conflicts_with = "user")]
+    pub state: Option<String>,
+
+    /// Read the user's state from the store (see `assay state`).
+    #[arg(long, value_name = "USER_ID")]
+    pub user: Option<String>,
+
+    /// The audience (default: the state's user_type, else PARENT).
+    #[arg(long, value_name = "AUDIENCE")]
+    pub audience: Option<String>,
+
+    /// Show each stage's candidates and why entities were dropped.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+}
 
 fn parse_state(text: &str) -> Result<UserState, HarnessError> {
     match serde_json::from_str::<serde_json::Value>(text) {

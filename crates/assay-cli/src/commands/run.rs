@@ -1,6 +1,7 @@
 //! `assay run`
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 
 use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
@@ -12,11 +13,112 @@ use assay_run::caselog;
 use assay_run::freshness;
 use assay_run::run::{RunRequest, gate_passed};
 use assay_run::session::{JournalMode, RunSetup, execute};
+use clap::Args;
 
 use super::{current_thread_runtime, env, log_warnings, out, output};
-use crate::args::RunArgs;
 use crate::exit::Exit;
 use crate::progress::Bar;
+
+/// `assay run`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Banks to run: `all`, or a comma-separated list of semantic, state, pattern, always.
+    #[arg(long, default_value = "all", value_name = "BANKS")]
+    pub banks: String,
+
+    /// Run only the case with this test_id (in whichever bank holds it).
+    #[arg(long, value_name = "ID")]
+    pub test: Option<String>,
+
+    /// Run only the semantic cases with this topic.
+    #[arg(long, value_name = "TOPIC")]
+    pub topic: Option<String>,
+
+    /// Print the RunLog as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Do not save results/results_<stamp>.json and results/report_<stamp>.md.
+    #[arg(long)]
+    pub no_save: bool,
+
+    /// List every hard fail and critical failure in the summary (the default lists the worst
+    /// few, with counts per reason).
+    #[arg(long, conflicts_with = "all")]
+    pub failures_only: bool,
+
+    /// List every case below 100 in the summary, and every error.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Embedder for the semantic bank (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// Reranker for the semantic bank: `none`, `voyage/<model>`, `anthropic/<model>` or
+    /// `openai/<model>`; overrides ASSAY_RERANKER and assay.toml.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<String>,
+
+    /// Provider call cache: `read-write`, `off` or `replay` (a miss is an error; no network);
+    /// overrides ASSAY_CACHE and assay.toml.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+
+    /// Semantic cases in flight at once; overrides assay.toml.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+
+    /// Resume the interrupted run of the same options from its journal (.assay/journal.jsonl):
+    /// finished cases are not run again.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Compare with a saved run: `accepted` (the run your team accepted with `assay runs
+    /// accept`; until one is, the run is compared with nothing and says so), `latest` (the
+    /// newest saved run before this one, whatever it was like: after a bad run, the next is
+    /// compared with the bad one), a saved run's id (its stamp, like 2026-11-25-0915, or its
+    /// run_id) or a results JSON file. In CI, use `accepted`.
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+
+    /// Run each semantic case K times, when a stage is stochastic (an LLM reranker): each
+    /// repeat is its own call (the repeat is part of the cache key); a case scores the mean of
+    /// its repeats, the semantic average gets a 95 % interval, and cases whose repeats disagree
+    /// are listed as unstable.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
+
+    /// Run one shard of the suite: `hash:i/n` keeps the cases whose bank and test id hash to
+    /// shard i of n (from 1), so n machines run a suite between them and adding a case moves
+    /// no other. Each shard saves its own run; `assay runs merge` makes them one run, where
+    /// the baseline gate belongs (so --baseline is refused here).
+    #[arg(long, value_name = "hash:i/n", value_parser = parse_shard, conflicts_with_all = ["test", "baseline"])]
+    pub shard: Option<assay_core::shard::Shard>,
+
+    /// Also run the pending drafts under test_banks/drafts/ (`assay generate`).
+    #[arg(long)]
+    pub include_drafts: bool,
+
+    /// Run only the cases that name an entity whose content changed since a saved run (its
+    /// id, results file, `latest` or `accepted`), plus the always-bank cases of those
+    /// entities' audiences; the console says how many cases it skipped.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["test", "shard"])]
+    pub changed_since: Option<String>,
+}
+
+/// `--shard`'s value.
+pub fn parse_shard(spec: &str) -> Result<assay_core::shard::Shard, String> {
+    assay_core::shard::Shard::parse(spec)
+}
 
 fn parse_banks(spec: &str) -> Result<Vec<BankType>, HarnessError> {
     assay_run::run::parse_banks(spec).map_err(|e| HarnessError::Usage(format!("--banks: {e}")))

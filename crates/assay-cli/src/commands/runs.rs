@@ -1,18 +1,101 @@
 //! `assay runs list`, `assay runs diff A B` and `assay runs accept RUN`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assay_project::HarnessError;
 use assay_project::settings::ProjectSettings;
 use assay_run::baseline;
+use clap::{Args, Subcommand};
 
 use assay_project::project::Project;
 use assay_report::console::Listing;
 use assay_run::session;
 
 use super::{log_warnings, out};
-use crate::args::{MergeArgs, RunsCommand};
 use crate::exit::Exit;
+
+/// `assay runs …`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// The saved runs, newest first; a shard, a partial run (--test, --topic, --changed-since,
+    /// a --banks subset), a run with drafts and a merged run are marked so.
+    List {
+        /// The project directory (as `assay run DIR` takes it; the same as --project).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two runs case by case: what differs in their setups, regressions, topics,
+    /// improvements, and the paired comparison of their per-case scores. Each run is a saved
+    /// run's id, `latest`, `accepted`, or a results JSON file.
+    Diff {
+        /// The first run (the baseline).
+        before: String,
+        /// The second run.
+        after: String,
+        /// Print the comparison as JSON (every case, unchanged ones included).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a saved run as the project's baseline: `assay run --baseline accepted` compares
+    /// with it until another is accepted. The run is copied into baseline/ (commit that
+    /// folder so CI compares with it) with who accepted it and when; baseline/history.jsonl
+    /// keeps every acceptance.
+    ///
+    /// Only a run of the whole suite can be the baseline: a shard, a partial run (--test,
+    /// --topic, --changed-since, a --banks subset) and a run with pending drafts
+    /// (--include-drafts) are refused (exit 2, the reason named). A CRITICAL run or one with
+    /// errored cases is accepted with a warning, which the acceptance records.
+    Accept {
+        /// A saved run's id (like 2026-11-25-0915), or `latest`.
+        #[arg(value_name = "RUN_ID|latest")]
+        run: String,
+        /// Who accepts it (default: ASSAY_USER, else the login name).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        /// Why (kept with the acceptance).
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// Print the acceptance as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Merge the runs of a suite's shards (`assay run --shard hash:i/n`, one results file per
+    /// shard) into one run of the whole suite, saved like any run: totals, statistics, the
+    /// baseline gate and every report computed over all the cases, as one run would give
+    /// them. Shards of different settings, knowledge bases, suites or shard counts, a shard
+    /// given twice and a missing shard are refused, naming the difference. Simulation reports
+    /// of `assay simulate --shard` merge the same way.
+    Merge(MergeArgs),
+}
+
+/// `assay runs merge`
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' results files (`results/results_<stamp>.json` of each shard's run, with
+    /// its `cases_<stamp>.jsonl` beside it when it has one), in any order.
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+
+    /// Compare the merged run with a saved run and apply the regression rules, as `assay run
+    /// --baseline` does: `accepted`, `latest`, a saved run's id or a results JSON file.
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+
+    /// Also write JUnit XML of the merged run to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Print the merged RunLog as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Do not save the merged run in the results folder.
+    #[arg(long)]
+    pub no_save: bool,
+}
 
 pub fn run(project: &Path, command: &RunsCommand) -> anyhow::Result<Exit> {
     // `assay runs list DIR` takes the project as `assay run DIR` does.

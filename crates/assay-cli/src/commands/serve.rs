@@ -1,13 +1,55 @@
 //! `assay serve`
 
+use std::path::PathBuf;
+
 use assay_project::HarnessError;
 use assay_project::project::Project;
 use assay_server::AppState;
 use assay_server::project::Contents;
+use clap::Args;
 
 use super::{log_warnings, out, runtime};
-use crate::args::ServeArgs;
 use crate::exit::Exit;
+
+/// `assay serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The project directory (as `--project`).
+    #[arg(value_name = "DIR", conflicts_with = "project")]
+    pub dir: Option<PathBuf>,
+
+    /// The project directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+
+    /// The port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8000, value_name = "N")]
+    pub port: u16,
+
+    /// The address to bind. Anything but localhost exposes an API without authentication.
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    pub host: String,
+
+    /// Seconds a connection may take to send a request's headers (from its start or its
+    /// previous answer) before it is closed.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub header_timeout: f64,
+
+    /// Seconds a request body may send nothing before the request fails (408).
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub body_timeout: f64,
+
+    /// Connections served at once; more wait in the operating system's queue.
+    #[arg(long, default_value_t = 512, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_connections: u32,
+}
+
+impl ServeArgs {
+    /// The project: the positional `DIR`, else `--project`.
+    pub fn project(&self) -> &std::path::Path {
+        self.dir.as_deref().unwrap_or(&self.project)
+    }
+}
 
 fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -13,12 +13,134 @@ use assay_project::results::write_replace;
 use assay_providers::RateLimits;
 use assay_report::simulation as report;
 use assay_sim::session::{SimObserver, SimRequest};
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{out, runtime};
-use crate::args::{CompareArgs, SimulateArgs, SimulateCommand};
 use crate::exit::Exit;
 use crate::progress::LimitWatch;
+
+/// `assay simulate`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SimulateArgs {
+    #[command(subcommand)]
+    pub command: Option<SimulateCommand>,
+
+    /// The project directory (with sim/suite.yaml).
+    #[arg(required = true)]
+    pub dir: Option<PathBuf>,
+
+    /// The model under test, `vendor/model` (default: [simulate] model in assay.toml).
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// Scenarios to run: `all` or ids separated by commas.
+    #[arg(long, default_value = "all")]
+    pub scenarios: String,
+
+    /// The simulated user's model (default: [simulate] simulator_model, else
+    /// anthropic/claude-sonnet-4-6).
+    #[arg(long)]
+    pub simulator_model: Option<String>,
+
+    /// The judge's model (default: [simulate] evaluator_model, else anthropic/claude-sonnet-4-6).
+    #[arg(long)]
+    pub evaluator_model: Option<String>,
+
+    /// Runs per scenario; the report shows mean, spread and pass^k.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+
+    /// Model calls in flight at once, across the simulated user, the model under test and the
+    /// judge (default: [simulate] concurrency, else 4). This is the limit your provider sees.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: Option<u32>,
+
+    /// Conversations open at once, each with its own MCP servers (default: [simulate]
+    /// runs_in_flight, else twice --concurrency).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub runs_in_flight: Option<u32>,
+
+    /// Where the Markdown report goes (the JSON beside it); default
+    /// DIR/sim/reports/report_<stamp>.md, also copied to latest.md.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Call cache mode: read-write, off or replay (overrides ASSAY_CACHE and assay.toml).
+    #[arg(long)]
+    pub cache: Option<String>,
+
+    /// Print the JSON report on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Judge each transcript K times (the criteria in another order, another seed, each
+    /// time): the report gives each criterion's spread and the share of runs whose verdict
+    /// flips, and a run the samples pass and fail is `uncertain` (apart from pass and fail).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub judge_samples: u32,
+
+    /// Compare with a saved report (JSON, or the Markdown with its JSON beside it) and fail
+    /// (exit 1) on a significant regression: the per-scenario mean overall falls (paired
+    /// bootstrap over scenarios, 95 %), or a scenario with two or more scored runs on each side
+    /// falls (bootstrap over its runs).
+    #[arg(long, value_name = "REPORT")]
+    pub baseline: Option<PathBuf>,
+
+    /// With --baseline: compare even when the baseline was judged by another judge (model or
+    /// version); by default that is refused, since a change of judge would pass for a change of
+    /// model.
+    #[arg(long, requires = "baseline")]
+    pub allow_judge_change: bool,
+
+    /// Keep this simulation's scratch folder (under DIR/.assay/sim/, marked KEPT): assay never
+    /// removes a kept folder; other runs' folders are removed when they end, or, when killed,
+    /// by the next simulation.
+    #[arg(long)]
+    pub keep_workdirs: bool,
+
+    /// Run one shard of the selected scenarios: `hash:i/n` keeps the scenarios whose id hashes
+    /// to shard i of n (from 1), every repeat of each, so n machines run a suite between them
+    /// and adding a scenario moves no other. Each shard saves its own report, without a gate
+    /// or a baseline verdict (it exits 0 unless errors kept runs from a verdict);
+    /// `assay runs merge` makes the reports one, as an unsharded run would, and decides both.
+    #[arg(long, value_name = "hash:i/n", value_parser = assay_core::shard::Shard::parse)]
+    pub shard: Option<assay_core::shard::Shard>,
+}
+
+/// `assay simulate` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SimulateCommand {
+    /// Put several simulation reports side by side: models as columns, scenarios as rows.
+    ///
+    /// Takes the JSON reports (or the Markdown reports with their JSON beside them). Each cell
+    /// is a scenario's mean overall score with its 95 % bootstrap interval over the repeats;
+    /// each pair of reports gets a verdict (better, worse, not distinguishable), scenario by
+    /// scenario and over all scenarios. Warns when the reports were judged differently.
+    /// Prints Markdown; --html writes a colour-coded HTML page too; --json the comparison.
+    Compare(CompareArgs),
+}
+
+/// `assay simulate compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Simulation reports (.json, or .md with the .json beside it).
+    #[arg(required = true, num_args = 1..)]
+    pub reports: Vec<PathBuf>,
+
+    /// Also write the comparison as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Write the Markdown here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Print the comparison as JSON instead of Markdown.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     if let Some(SimulateCommand::Compare(compare_args)) = &args.command {

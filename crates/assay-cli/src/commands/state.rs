@@ -7,12 +7,56 @@ use assay_core::UserState;
 use assay_project::HarnessError;
 use assay_project::engine;
 use assay_project::settings::{ProjectSettings, SETTINGS_FILE};
+use clap::Subcommand;
 use serde_json::{Map, Value};
 
 use super::kb::assignment;
 use super::out;
-use crate::args::StateCommand;
 use crate::exit::Exit;
+
+/// `assay state …`
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Show a user's state (the default for a new user).
+    Show {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set fields of a user's state.
+    Set {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// FIELD=VALUE pairs (VALUE is read as JSON when it parses, else text).
+        #[arg(required = true, value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record an interaction: rating, topics, skills, last seen now.
+    Record {
+        /// The user.
+        #[arg(long, value_name = "USER_ID")]
+        user: String,
+        /// The user's rating, 1 to 5.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+        rating: Option<u8>,
+        /// A topic discussed (repeatable).
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
+        /// A skill practised (repeatable).
+        #[arg(long = "skill", value_name = "SKILL")]
+        skills: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 pub fn run(dir: &Path, command: &StateCommand) -> anyhow::Result<Exit> {
     if !dir.is_dir() {

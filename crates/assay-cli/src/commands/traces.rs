@@ -4,11 +4,76 @@ use assay_project::HarnessError;
 use assay_project::engine;
 use assay_project::project::Project;
 use assay_traces::{check, drafts, read};
-use std::path::Path;
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
 
 use super::{current_thread_runtime, env, log_warnings, out};
-use crate::args::{TracesCheckArgs, TracesCommand};
 use crate::exit::Exit;
+
+/// `assay traces …`
+#[derive(Debug, Subcommand)]
+pub enum TracesCommand {
+    /// Check retrieval spans from OTLP JSON exports or JSON Lines of spans (a folder is read
+    /// recursively for *.json and *.jsonl; `assay serve` writes what it receives to
+    /// .assay/traces/).
+    ///
+    /// A malformed span, line or attribute is reported with its position (file, line, JSON
+    /// path, attribute) and skipped; the rest is still checked.
+    ///
+    /// Exit codes: 0 every span agrees with assay's selection; 1 at least one disagrees; 2 bad
+    /// input (a path that cannot be read, a file from which no span can be read, no retrieval
+    /// span at all, bad flags, a drafts file that exists); 3 infrastructure errors (the
+    /// embedder, the store).
+    Check(TracesCheckArgs),
+}
+
+/// `assay traces check`
+#[derive(Debug, Args)]
+pub struct TracesCheckArgs {
+    /// Trace files or folders.
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+
+    /// Print every span's result as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// List every disagreeing span, entity and skipped span in the summary, not the first few.
+    #[arg(long)]
+    pub all: bool,
+
+    /// The pipeline stages whose entities count as missing when production lacks them,
+    /// comma-separated: always, state, crisis, keyword, semantic (default: all). Use
+    /// `semantic,crisis,keyword` when production's retrieval spans hold only what its search
+    /// returned.
+    #[arg(long, value_name = "LIST")]
+    pub stages: Option<String>,
+
+    /// Write a draft semantic case for each disagreeing span (or each span --span names) to
+    /// this new file (never overwritten; not inside test_banks/). See `assay schema
+    /// trace-drafts`.
+    #[arg(long, value_name = "FILE")]
+    pub drafts: Option<PathBuf>,
+
+    /// Write the draft cases into the project's drafts (test_banks/drafts/semantic/, a new
+    /// file), where `assay generate review` lists, accepts, edits or rejects them; a span
+    /// already drafted there or in a bank is skipped.
+    #[arg(long, conflicts_with = "drafts")]
+    pub to_review: bool,
+
+    /// With --drafts or --to-review: the spans to draft, by span id or trace id (repeatable),
+    /// whether they disagree or not.
+    #[arg(long = "span", value_name = "ID")]
+    pub spans: Vec<String>,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+
+    /// Call-cache mode for a remote embedder: read-write, off or replay.
+    #[arg(long, value_name = "MODE")]
+    pub cache: Option<String>,
+}
 
 pub fn run(project: &Path, command: &TracesCommand) -> anyhow::Result<Exit> {
     match command {
