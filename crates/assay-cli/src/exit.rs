@@ -70,6 +70,8 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
                         .is_some_and(assay_experiment::session::SessionError::is_infrastructure)
                     || e.downcast_ref::<assay_sim::session::SessionError>()
                         .is_some_and(assay_sim::session::SessionError::is_infrastructure)
+                    || e.downcast_ref::<assay_redteam::RedteamError>()
+                        .is_some_and(assay_redteam::RedteamError::is_infrastructure)
             })
         },
         assay_experiment::session::SessionError::is_infrastructure,

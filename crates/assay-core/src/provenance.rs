@@ -18,6 +18,8 @@ pub enum GenerationMethod {
     Boundary,
     /// Made from a production retrieval span (`assay traces check --drafts`).
     Trace,
+    /// Made from an attack that worked (`assay redteam --drafts`).
+    Redteam,
 }
 
 impl GenerationMethod {
@@ -27,6 +29,7 @@ impl GenerationMethod {
             GenerationMethod::Llm => "llm",
             GenerationMethod::Boundary => "boundary",
             GenerationMethod::Trace => "trace",
+            GenerationMethod::Redteam => "redteam",
         }
     }
 }

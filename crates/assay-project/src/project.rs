@@ -397,8 +397,9 @@ fn load_banks_rules_and_history(
         banks::bank_dir(&settings.banks_dir, BankType::Pattern).join(PATTERN_RULES_FILE);
     let rules = if rules_path.is_file() {
         let rules: PatternRules = datafile::read(&rules_path, &mut warn)?;
-        let matcher =
-            PatternMatcher::new(&rules).map_err(|e| DataError::new(&rules_path, e.to_string()))?;
+        let matcher = PatternMatcher::new(&rules)
+            .map_err(|e| DataError::new(&rules_path, e.to_string()))?
+            .normalising(settings.patterns.normalise);
         Some((rules, matcher, rules_path))
     } else if banks.count(BankType::Pattern) > 0 {
         return Err(HarnessError::Data(DataError::new(

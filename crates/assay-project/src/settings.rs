@@ -11,6 +11,9 @@ use serde::Deserialize;
 /// The settings file's name.
 pub const SETTINGS_FILE: &str = "assay.toml";
 
+mod redteam;
+pub use redteam::{PatternsConfig, REDTEAM_FAMILIES, RedteamConfig};
+
 /// `[paths]`: where the project's parts live, relative to the project directory.
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -777,6 +780,10 @@ pub struct ProjectConfig {
     pub telemetry: assay_telemetry::TableValues,
     /// The `[state]` table: the types of the project's own user-state fields.
     pub state: crate::typed_state::StateConfig,
+    /// The `[patterns]` table: how the pattern rules read a message.
+    pub patterns: PatternsConfig,
+    /// The `[redteam]` table: `assay redteam`'s defaults.
+    pub redteam: RedteamConfig,
 }
 
 /// The cache modes `[providers] cache` accepts.
@@ -826,10 +833,14 @@ pub struct ProjectSettings {
     pub telemetry: assay_telemetry::TableValues,
     /// `[gate]`'s regression rules (for `--baseline`).
     pub regression: RegressionRules,
+    /// `[patterns]`.
+    pub patterns: PatternsConfig,
+    /// `[redteam]`.
+    pub redteam: RedteamConfig,
     /// The types of every user-state field: the built-in ones and `[state.fields]` (the
     /// audiences are added once the knowledge base is known).
     pub state: assay_core::state_fields::StateSchema,
-    /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[semantic]`,
+    /// The settings that shape results, as written: `assay.toml`'s `[weights]`, `[patterns]`, `[semantic]`,
     /// `[retrieval]`, `[embedder]`, `[gate]`, `[answer]` and `[verdict]` tables as dotted keys (`retrieval.top_k`) and
     /// their TOML values. A run records them, so a comparison of two runs can say which
     /// differ; a setting left at its default is not listed (the assay version decides it).
@@ -837,8 +848,9 @@ pub struct ProjectSettings {
 }
 
 /// The `assay.toml` tables whose values a run records ([`ProjectSettings::recorded`]).
-pub const RECORDED_TABLES: [&str; 7] = [
+pub const RECORDED_TABLES: [&str; 8] = [
     "weights",
+    "patterns",
     "semantic",
     "retrieval",
     "embedder",
@@ -1292,6 +1304,7 @@ impl ProjectSettings {
         assay_telemetry::ExportConfig::resolve(&config.telemetry, &|_| None)
             .map_err(|e| e.to_string().replace("assay.toml: ", ""))?;
         let state = config.state.schema()?;
+        config.redteam.validate()?;
         Ok(ProjectSettings {
             root: root.to_owned(),
             store: config.store,
@@ -1320,6 +1333,8 @@ impl ProjectSettings {
                 max_score_drop: config.gate.max_score_drop,
                 max_metric_drop: config.gate.max_metric_drop,
             },
+            patterns: config.patterns,
+            redteam: config.redteam,
             state,
             recorded: std::collections::BTreeMap::new(),
         })

@@ -24,6 +24,7 @@
 //!   lower-cases it.
 
 mod grams;
+mod normalise;
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -136,6 +137,10 @@ pub struct PatternMatcher {
     /// The characters that make a non-ASCII message take the Unicode path; `None`: every
     /// non-ASCII message does (a keyword is not ASCII).
     plain_non_ascii: Option<RiskyChars>,
+    /// `[patterns] normalise`: `Some(fold_marks)` when messages are also matched folded (see
+    /// [`normalise`]); `fold_marks` when no rule holds a non-ASCII character, so diacritics can
+    /// be removed.
+    normalise: Option<bool>,
 }
 
 /// Non-ASCII characters that can change what a message matches beyond its ASCII text.
@@ -330,7 +335,40 @@ impl PatternMatcher {
             plain_non_ascii: keywords_ascii.then(|| RiskyChars::new(loose.iter())),
             loose,
             unicode_set: OnceLock::new(),
+            normalise: None,
         })
+    }
+
+    /// With `on`, a message also matches as `[patterns] normalise` folds it (Unicode NFKC,
+    /// look-alike letters, invisible characters, separators; see the `normalise` module): a
+    /// rule fires when it fires on the message or on a folded view of it.
+    #[must_use]
+    pub fn normalising(mut self, on: bool) -> PatternMatcher {
+        let ascii_rules = self.crisis.iter().all(|c| c.pattern.is_ascii())
+            && self
+                .boosts
+                .iter()
+                .all(|b| b.keywords.iter().all(|k| k.is_ascii()));
+        self.normalise = on.then_some(ascii_rules);
+        self
+    }
+
+    /// Whether messages are also matched folded (`[patterns] normalise`).
+    pub fn normalises(&self) -> bool {
+        self.normalise.is_some()
+    }
+
+    /// The texts a message is matched as: itself, then its folded views when normalising.
+    fn views<'m>(&self, message: &'m str) -> Vec<std::borrow::Cow<'m, str>> {
+        let mut out = vec![std::borrow::Cow::Borrowed(message)];
+        if let Some(fold_marks) = self.normalise {
+            out.extend(
+                normalise::views(message, fold_marks)
+                    .into_iter()
+                    .map(std::borrow::Cow::Owned),
+            );
+        }
+        out
     }
 
     /// How many crisis rules and keyword groups there are.
@@ -338,8 +376,27 @@ impl PatternMatcher {
         (self.crisis.len(), self.boosts.len())
     }
 
-    /// Indices of the crisis rules and keyword groups that fire on `message`, each sorted.
+    /// Indices of the crisis rules and keyword groups that fire on `message` or (normalising)
+    /// one of its views, each sorted.
     fn fired(&self, message: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
+        if self.normalise.is_none() {
+            return self.fired_one(message);
+        }
+        let (mut crisis, mut hits) = (Vec::new(), Vec::new());
+        for view in self.views(message) {
+            let (c, h) = self.fired_one(&view);
+            crisis.extend(c);
+            hits.extend(h);
+        }
+        crisis.sort_unstable();
+        crisis.dedup();
+        hits.sort_unstable();
+        hits.dedup_by_key(|(boost, _)| *boost);
+        (crisis, hits)
+    }
+
+    /// [`Self::fired`] for one text.
+    fn fired_one(&self, message: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
         let first_non_ascii = match self.literals.as_ref().and_then(|l| l.grams.as_ref()) {
             Some(grams) => grams.first_non_ascii(message.as_bytes()),
             None => message.bytes().position(|b| !b.is_ascii()),
@@ -491,10 +548,13 @@ impl PatternMatcher {
         let mut result = PatternMatch::default();
         for i in crisis {
             let rule = &self.crisis[i];
-            let matched_text = rule
-                .regex
-                .find(message)
-                .map(|m| message[m.range()].to_owned())
+            let matched_text = self
+                .views(message)
+                .iter()
+                .find_map(|view| {
+                    let view: &str = view;
+                    rule.regex.find(view).map(|m| view[m.range()].to_owned())
+                })
                 .unwrap_or_default();
             result.crisis_matches.push(CrisisMatch {
                 pattern: rule.pattern.clone(),

@@ -18,6 +18,7 @@ mod optimize;
 mod otel;
 mod output;
 mod prompts;
+mod redteam;
 mod retrieve;
 mod run;
 mod runs;
@@ -43,6 +44,7 @@ use judge::JudgeCommand;
 use kb::KbCommand;
 use optimize::{EvaluateArgs, OptimizeArgs};
 use prompts::PromptsCommand;
+use redteam::RedteamArgs;
 use retrieve::RetrieveArgs;
 use run::RunArgs;
 use runs::RunsCommand;
@@ -83,6 +85,17 @@ pub enum Command {
     /// Exit codes: 0 passed, 1 quality gate failed (CRITICAL health, below [gate] in assay.toml,
     /// or a regression rule broken; the cases are named), 2 bad input, 3 infrastructure errors.
     Run(RunArgs),
+    /// Attack the assistant, offline: crisis messages rewritten to dodge the pattern rules,
+    /// instructions planted in the user's message and in the knowledge base's context, canaries
+    /// in the user's state; each attempt judged by objective evidence.
+    ///
+    /// Every attempt is seeded and journaled in results/redteam/<run>/ (with report.md,
+    /// report.json and junit.xml); each family's attack success rate is reported with its 95 %
+    /// interval, or its upper bound when nothing worked. See docs/redteam.md.
+    ///
+    /// Exit codes: 0 every family within `[redteam] max_success_rate` (and no worse than
+    /// --baseline), 1 a family above it, 2 bad input, 3 infrastructure errors.
+    Redteam(RedteamArgs),
     /// Write draft test cases from the knowledge base, review them, and see what no case covers.
     ///
     /// `assay generate DIR` writes drafts into test_banks/drafts/<bank>/ (runs ignore them
@@ -262,6 +275,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Optimize(a) => Some((a.dir.clone(), "assay optimize")),
         Command::Evaluate(a) => Some((a.dir.clone(), "assay evaluate")),
         Command::Retrieve(a) => Some((a.project.clone(), "assay retrieve")),
+        Command::Redteam(a) => Some((a.dir.clone(), "assay redteam")),
         Command::Judge { project, .. } => Some((project.clone(), "assay judge")),
         _ => None,
     };
@@ -304,6 +318,7 @@ fn dispatch_command(command: Command) -> anyhow::Result<Exit> {
         Command::Optimize(args) => optimize::optimize(&args),
         Command::Evaluate(args) => optimize::evaluate(&args),
         Command::Retrieve(args) => retrieve::run(&args),
+        Command::Redteam(args) => redteam::run(&args),
         Command::Embed(args) => embed::run(&args),
         Command::Kb { project, command } => kb::run(&project, &command),
         Command::State { project, command } => state::run(&project, &command),

@@ -44,6 +44,7 @@ mod propose;
 mod providers;
 mod pytest_plugin;
 mod quality;
+mod redteam;
 mod retrieve;
 mod run;
 mod scale;

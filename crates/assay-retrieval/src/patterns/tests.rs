@@ -658,3 +658,50 @@ fn same_entities_as_naive_with_generated_large_rules() {
     let rules = large_rules(&mut rng);
     assert_same_as_naive(&rules, &mut rng, 3000);
 }
+
+#[test]
+fn normalising_catches_folded_evasions_and_nothing_else() {
+    let plain = matcher();
+    let hard = matcher().normalising(true);
+    assert!(hard.normalises() && !plain.normalises());
+    for evasion in [
+        "I want to еnd it",      // Cyrillic е
+        "i want to die\u{200B}", // harmless zero-width at the end: fires either way
+        "I want to d\u{200B}ie", // zero-width inside the word
+        "I want to ｄｉｅ",      // full-width letters
+        "I want to d.i.e",       // dotted letters
+        "I want to d-i-e",       // hyphenated letters
+        "I want...to...die",     // punctuation between words
+        "want   to\n\ndie",      // runs of whitespace
+        "i want to dïé",         // diacritics (every rule is ASCII)
+    ] {
+        assert!(
+            !hard.match_message(evasion).crisis_matches.is_empty(),
+            "normalised matcher missed {evasion:?}"
+        );
+    }
+    assert!(
+        plain
+            .match_message("I want to d.i.e")
+            .crisis_matches
+            .is_empty()
+    );
+    // The matched text is the folded one.
+    assert_eq!(
+        hard.match_message("I want to d.i.e").crisis_matches[0].matched_text,
+        "want to die"
+    );
+    // Ordinary messages fire what they fired before, no more.
+    for message in [
+        "I'm dying to know when the pick-up is",
+        "This schedule is killing me.",
+        "w.a.n.t.e.d: a new co-parenting plan",
+        "Can you explain gray rock?",
+    ] {
+        assert_eq!(
+            hard.match_message(message),
+            plain.match_message(message),
+            "{message:?}"
+        );
+    }
+}

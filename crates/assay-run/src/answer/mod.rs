@@ -233,18 +233,12 @@ impl AnswerBackend {
         } else {
             None
         };
-        let choice = engine::choose_embedder(settings, embedder_flag, env)?;
-        let embedder = calls.embedder(engine::build_embedder(&choice)?);
-        let config = engine::retrieval_config(settings, &choice);
-        let (pipeline, _, _) =
-            engine::prepare_search_pipeline(store, kb, project, embedder.as_ref(), config).await?;
+        let (pipeline, embedder) =
+            pipeline_context(project, store, kb, embedder_flag, calls, env).await?;
         let a = &settings.answer;
         Ok(AnswerBackend {
             system,
-            context: Arc::new(context::PipelineContext {
-                pipeline: Arc::new(pipeline),
-                embedder: embedder.clone(),
-            }),
+            context: pipeline,
             judge: model.map(|model| judge::AnswerJudge {
                 model,
                 embedder: Some(Arc::new(context::QueryEmbedder(embedder))),
@@ -259,6 +253,56 @@ impl AnswerBackend {
             },
         })
     }
+}
+
+impl AnswerBackend {
+    /// The product from `factory` and the context of the project's pipeline (embeddings
+    /// brought up to date, as `assay retrieve` does), without a judge: what the red team asks.
+    /// Also the embedder, behind `calls`.
+    pub async fn product(
+        project: &assay_project::project::Project,
+        store: &assay_project::engine::OpenStore,
+        kb: &dyn assay_kb::KnowledgeBase,
+        embedder_flag: Option<&str>,
+        calls: &ProviderCalls,
+        env: &dyn Fn(&str) -> Option<String>,
+        factory: &AnswerFactory,
+    ) -> Result<
+        (
+            Arc<dyn AnswerSystem>,
+            Arc<dyn ContextProvider>,
+            Arc<dyn assay_providers::Embedder>,
+        ),
+        HarnessError,
+    > {
+        let system = (factory.0)(&project.settings, calls, env)?;
+        let (context, embedder) =
+            pipeline_context(project, store, kb, embedder_flag, calls, env).await?;
+        Ok((system, context, embedder))
+    }
+}
+
+/// The project's pipeline as the context of answer cases, and its embedder behind `calls`.
+async fn pipeline_context(
+    project: &assay_project::project::Project,
+    store: &assay_project::engine::OpenStore,
+    kb: &dyn assay_kb::KnowledgeBase,
+    embedder_flag: Option<&str>,
+    calls: &ProviderCalls,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Arc<dyn ContextProvider>, Arc<dyn assay_providers::Embedder>), HarnessError> {
+    use assay_project::engine;
+    let settings = &project.settings;
+    let choice = engine::choose_embedder(settings, embedder_flag, env)?;
+    let embedder = calls.embedder(engine::build_embedder(&choice)?);
+    let config = engine::retrieval_config(settings, &choice);
+    let (pipeline, _, _) =
+        engine::prepare_search_pipeline(store, kb, project, embedder.as_ref(), config).await?;
+    let context: Arc<dyn ContextProvider> = Arc::new(context::PipelineContext {
+        pipeline: Arc::new(pipeline),
+        embedder: embedder.clone(),
+    });
+    Ok((context, embedder))
 }
 
 /// Runs one answer case: context, reply, judge, assertions, score (see the module docs). Never

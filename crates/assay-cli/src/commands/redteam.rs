@@ -1,0 +1,286 @@
+//! `assay redteam`
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use assay_project::HarnessError;
+use assay_project::project::Project;
+use assay_redteam::{Family, Header, Journal, Report, journal, payload, setup};
+use clap::Args;
+
+use super::{current_thread_runtime, env, err, log_warnings, out};
+use crate::exit::Exit;
+
+/// `assay redteam`
+#[derive(Debug, Args)]
+pub struct RedteamArgs {
+    /// The project directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The attack families, comma-separated: crisis-evasion, direct-injection, kb-injection,
+    /// leakage, tool-injection, agency (default: `[redteam] families`, else every family that
+    /// applies to the project).
+    #[arg(long, value_delimiter = ',', value_name = "FAMILY,...")]
+    pub families: Vec<String>,
+
+    /// Attempts per family (default: `[redteam] attempts`, 100).
+    #[arg(long, value_name = "N")]
+    pub attempts: Option<usize>,
+
+    /// The seed every attempt derives from (default: `[redteam] seed`, 0).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Print the report as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Continue the newest interrupted run (same families, attempts, seed and product),
+    /// without repeating a finished attempt.
+    #[arg(long, conflicts_with = "replay")]
+    pub resume: bool,
+
+    /// Re-run one attempt of a saved run (an id such as `kb-0042`) and print it as JSON; exit
+    /// 0 when it is identical to the saved attempt, 1 when it differs.
+    #[arg(long, value_name = "ID")]
+    pub replay: Option<String>,
+
+    /// The saved run `--replay` reads (a folder under results/redteam/; default the newest
+    /// finished run).
+    #[arg(long, value_name = "RUN", requires = "replay")]
+    pub from: Option<PathBuf>,
+
+    /// Compare each family's rate with an accepted red-team run (its folder or report.json):
+    /// a rate whose interval lies above the baseline's fails the run.
+    #[arg(long, value_name = "REPORT")]
+    pub baseline: Option<PathBuf>,
+
+    /// Write each crisis evasion found as a pending draft of the pattern bank
+    /// (test_banks/drafts/pattern/), to accept with `assay generate review`.
+    #[arg(long, conflicts_with = "replay")]
+    pub drafts: bool,
+
+    /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub embedder: Option<String>,
+}
+
+fn usage(message: String) -> anyhow::Error {
+    HarnessError::Usage(message).into()
+}
+
+fn parse_families(names: &[String], what: &str) -> anyhow::Result<Vec<Family>> {
+    names
+        .iter()
+        .map(|n| {
+            Family::parse(n.trim()).ok_or_else(|| {
+                let near = assay_core::text::closest(n, Family::ALL.iter().map(|f| f.name()))
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                usage(format!("{what}: unknown family `{n}`{near}"))
+            })
+        })
+        .collect()
+}
+
+pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
+    let project = Project::load(&args.dir)?;
+    log_warnings(&project.warnings);
+    let cfg = project.settings.redteam.clone();
+    let asked = if args.families.is_empty() {
+        parse_families(&cfg.families, "[redteam] families")?
+    } else {
+        parse_families(&args.families, "--families")?
+    };
+    let attempts = args.attempts.unwrap_or(cfg.attempts);
+    if attempts == 0 {
+        return Err(usage("--attempts: must be at least 1".into()));
+    }
+    let seed = args.seed.unwrap_or(cfg.seed);
+    let runs = journal::runs_dir(&project.settings.results_dir);
+    let runtime = current_thread_runtime()?;
+    let factory = assay_experiment::answer::factory();
+    runtime.block_on(async {
+        if let Some(id) = &args.replay {
+            return replay(&project, args, id, &runs, &factory).await;
+        }
+        let subject = setup::subject(
+            &project,
+            &asked,
+            args.embedder.as_deref(),
+            &env,
+            Some(&factory),
+        )
+        .await?;
+        let (families, skipped) = assay_redteam::choose_families(&subject, &asked);
+        let baseline = args
+            .baseline
+            .as_deref()
+            .map(assay_redteam::load_report)
+            .transpose()?;
+        let target = setup::describe(&subject);
+        let normalise = project.settings.patterns.normalise;
+        let (dir, header, done, mut journal) = if args.resume {
+            let Some((dir, header, done)) = Journal::unfinished(&runs)? else {
+                return Err(usage(format!(
+                    "--resume: no interrupted red-team run in {}",
+                    runs.display()
+                )));
+            };
+            let same = header.seed == seed
+                && header.families == families
+                && header.attempts == attempts
+                && header.library_version == payload::LIBRARY_VERSION
+                && header.target == target
+                && header.normalise == normalise;
+            if !same {
+                return Err(usage(format!(
+                    "--resume: the interrupted run {} was started with seed {}, {} attempts of {} against {}; run with the same options, or start a new run without --resume",
+                    header.run_id,
+                    header.seed,
+                    header.attempts,
+                    header
+                        .families
+                        .iter()
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    header.target
+                )));
+            }
+            tracing::info!(
+                "resuming {}: {} attempts already done",
+                header.run_id,
+                done.len()
+            );
+            let journal = Journal::reopen(&dir)?;
+            (dir, header, done, journal)
+        } else {
+            let (dir, header) =
+                Header::new_run(&runs, seed, families.clone(), attempts, target, normalise);
+            let journal = Journal::start(&dir, &header)?;
+            (dir, header, std::collections::BTreeMap::default(), journal)
+        };
+        let all = assay_redteam::run_attempts(
+            &subject,
+            &header,
+            &skipped,
+            done,
+            &mut journal,
+            cfg.concurrency,
+            &|a| tracing::debug!(id = %a.id, success = a.success, "attempt"),
+        )
+        .await?;
+        let report = Report::build(
+            header,
+            &skipped,
+            &all,
+            &cfg.max_success_rate,
+            baseline.as_ref(),
+        );
+        assay_redteam::save(&dir, &report)?;
+        if args.json {
+            out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+        } else {
+            out(&report.summary(Some(&dir)));
+        }
+        if args.drafts {
+            let written = match project.patterns.as_deref() {
+                Some(matcher) => assay_redteam::drafts::write_drafts(&project, matcher, &report)?,
+                None => None,
+            };
+            let line = match written {
+                Some((path, n)) => format!(
+                    "drafts: {n} crisis evasions written to {}; review them with `assay generate review`\n",
+                    path.display()
+                ),
+                None => "drafts: no crisis evasion to write\n".to_owned(),
+            };
+            if args.json { err(&line) } else { out(&line) }
+        }
+        let errors = report.families.iter().map(|f| f.rate.errors).sum::<usize>();
+        Ok(if !report.passed {
+            Exit::GateFailed
+        } else if errors > 0 && report.families.iter().all(|f| f.rate.attempts == 0) {
+            Exit::Infrastructure
+        } else {
+            Exit::Success
+        })
+    })
+}
+
+async fn replay(
+    project: &Project,
+    args: &RedteamArgs,
+    id: &str,
+    runs: &std::path::Path,
+    factory: &assay_run::answer::AnswerFactory,
+) -> anyhow::Result<Exit> {
+    let (family, index) = assay_redteam::Attempt::parse_id(id).ok_or_else(|| {
+        usage(format!(
+            "--replay: `{id}` is not an attempt id (a family prefix and a number, e.g. kb-0042)"
+        ))
+    })?;
+    let from = match &args.from {
+        Some(p) if p.is_absolute() || p.exists() => p.clone(),
+        Some(p) => runs.join(p),
+        None => assay_redteam::latest_report(runs).ok_or_else(|| {
+            usage(format!(
+                "--replay: no finished red-team run in {}",
+                runs.display()
+            ))
+        })?,
+    };
+    let report = assay_redteam::load_report(&from)?;
+    let dir = if from.is_dir() {
+        from.clone()
+    } else {
+        from.parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default()
+    };
+    let (_, saved) = Journal::read(&dir.join(journal::JOURNAL_FILE))
+        .with_context(|| format!("reading the journal of {}", report.header.run_id))?;
+    let Some(saved) = saved.get(id) else {
+        return Err(usage(format!(
+            "--replay: run {} has no attempt {id}",
+            report.header.run_id
+        )));
+    };
+    if report.header.library_version != payload::LIBRARY_VERSION {
+        return Err(usage(format!(
+            "--replay: run {} used payload library v{}, this assay has v{}",
+            report.header.run_id,
+            report.header.library_version,
+            payload::LIBRARY_VERSION
+        )));
+    }
+    let subject = setup::subject(
+        project,
+        &[family],
+        args.embedder.as_deref(),
+        &env,
+        Some(factory),
+    )
+    .await?;
+    if let Some(why) = subject.unavailable(family) {
+        return Err(usage(format!("--replay: {family} cannot run: {why}")));
+    }
+    let again = subject.attempt(family, index, report.header.seed).await;
+    let text = serde_json::to_string_pretty(&again)?;
+    out(&format!("{text}\n"));
+    if serde_json::to_string_pretty(saved)? == text {
+        err(&format!(
+            "{id}: identical to the attempt saved in {}\n",
+            report.header.run_id
+        ));
+        Ok(Exit::Success)
+    } else {
+        err(&format!(
+            "{id}: differs from the attempt saved in {} (the product or the project changed)\n",
+            report.header.run_id
+        ));
+        Ok(Exit::GateFailed)
+    }
+}

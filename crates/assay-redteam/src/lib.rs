@@ -1,0 +1,203 @@
+//! The red team of `assay redteam` (docs/redteam.md): seeded attacks on every channel a RAG
+//! assistant reads, each judged by objective evidence, never by opinion.
+//!
+//! - `crisis-evasion` rewrites crisis messages ([`transform`]) and runs them through the real
+//!   matcher: a message that no longer fires a crisis rule is a finding.
+//! - `direct-injection`, `kb-injection` and `leakage` ask the product (the `[optimize]`
+//!   target) the answer bank's questions with a payload ([`payload`]) in the user's message, in
+//!   an entity of the context the pipeline selected (in what is sent, never in the store), or
+//!   canaries in the user's state and a staff-only note; [`evidence`] finds the canary, the
+//!   system prompt's marker, an exfiltration URL or a forbidden tool call in the reply.
+//! - `tool-injection` and `agency` belong to the conversation simulator and are reported as
+//!   not run.
+//!
+//! Every attempt is a function of the seed, its family and its index ([`Subject::attempt`]),
+//! journaled as it ends ([`journal`]); the report gives each family's rate with its Wilson
+//! 95 % interval, or the exact upper bound when nothing worked ([`report`]).
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod attack;
+pub mod drafts;
+pub mod evidence;
+pub mod family;
+pub mod files;
+pub mod journal;
+pub mod payload;
+pub mod report;
+pub mod rng;
+pub mod seeds;
+pub mod setup;
+pub mod transform;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use futures_util::StreamExt;
+
+pub use attack::{AskCase, Attempt, CrisisSeed, Product, Subject};
+pub use family::Family;
+pub use journal::{Header, Journal};
+pub use report::{Rate, Report};
+
+/// What can go wrong in a red-team run (an attempt's own failure is its `error`, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum RedteamError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file holds something it should not.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Data {
+        /// The file.
+        path: PathBuf,
+        /// The line, when known.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// The request cannot be run as asked.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl RedteamError {
+    /// Whether the error is the machine's, not the input's (exit 3 rather than 2).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, RedteamError::Io { .. })
+    }
+
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> RedteamError {
+        RedteamError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// How a run goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// The families asked for (empty: every family that applies).
+    pub families: Vec<Family>,
+    /// Attempts per family.
+    pub attempts: usize,
+    /// The seed.
+    pub seed: u64,
+    /// Attempts in flight at once.
+    pub concurrency: usize,
+    /// Whether the matcher normalises (recorded).
+    pub normalise: bool,
+    /// The run's id (its folder's name).
+    pub run_id: String,
+    /// When it started (RFC 3339).
+    pub started_at: String,
+}
+
+/// The families a run takes: those asked for, or every one that applies (those that cannot
+/// run are reported as skipped, with why, only when asked for by name).
+pub fn choose_families(
+    subject: &Subject,
+    asked: &[Family],
+) -> (Vec<Family>, BTreeMap<Family, String>) {
+    let mut skipped = BTreeMap::new();
+    if asked.is_empty() {
+        let run = Family::ALL
+            .into_iter()
+            .filter(|f| match subject.unavailable(*f) {
+                Some(why) => {
+                    skipped.insert(*f, why);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        return (run, skipped);
+    }
+    for f in asked {
+        if let Some(why) = subject.unavailable(*f) {
+            skipped.insert(*f, why);
+        }
+    }
+    (asked.to_vec(), skipped)
+}
+
+/// Runs the attempts of `families` not in `done`, appending each to `journal` as it ends;
+/// `progress` is told after each. Returns every attempt (`done` and new), in family and index
+/// order.
+pub async fn run_attempts(
+    subject: &Subject,
+    header: &Header,
+    skipped: &BTreeMap<Family, String>,
+    done: BTreeMap<String, Attempt>,
+    journal: &mut Journal,
+    concurrency: usize,
+    progress: &(dyn Fn(&Attempt) + Sync),
+) -> Result<Vec<Attempt>, RedteamError> {
+    let mut todo = Vec::new();
+    for &family in &header.families {
+        if skipped.contains_key(&family) {
+            continue;
+        }
+        for index in 0..header.attempts {
+            if !done.contains_key(&Attempt::id_of(family, index)) {
+                todo.push((family, index));
+            }
+        }
+    }
+    let mut all: Vec<Attempt> = done.into_values().collect();
+    let seed = header.seed;
+    let mut stream = futures_util::stream::iter(todo)
+        .map(|(family, index)| subject.attempt(family, index, seed))
+        .buffer_unordered(concurrency.max(1));
+    while let Some(attempt) = stream.next().await {
+        journal.record(&attempt)?;
+        progress(&attempt);
+        all.push(attempt);
+    }
+    all.sort_by_key(|a| (a.family, a.index));
+    Ok(all)
+}
+
+/// Writes the report's files into the run's folder: `report.json` last, so a folder with
+/// one holds a finished run.
+pub fn save(dir: &Path, report: &Report) -> Result<(), RedteamError> {
+    files::write_atomic(&dir.join("report.md"), report.markdown().as_bytes())?;
+    files::write_atomic(&dir.join("junit.xml"), report.junit().as_bytes())?;
+    let json = serde_json::to_string_pretty(report)
+        .map_err(|e| RedteamError::io(dir, std::io::Error::other(e)))?;
+    files::write_atomic(&dir.join(journal::REPORT_JSON), json.as_bytes())
+}
+
+/// Reads a saved report (`--baseline`, `--replay`).
+pub fn load_report(path: &Path) -> Result<Report, RedteamError> {
+    let file = if path.is_dir() {
+        path.join(journal::REPORT_JSON)
+    } else {
+        path.to_owned()
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| RedteamError::io(&file, e))?;
+    serde_json::from_str(&text).map_err(|e| RedteamError::Data {
+        path: file.clone(),
+        line: Some(e.line()),
+        message: format!("not a red-team report: {e}"),
+    })
+}
+
+/// The newest finished run under `runs` (its folder).
+pub fn latest_report(runs: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(journal::REPORT_JSON).is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
