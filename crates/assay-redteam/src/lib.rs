@@ -154,7 +154,7 @@ pub async fn run_attempts(
     let mut all: Vec<Attempt> = done.into_values().collect();
     let seed = header.seed;
     let mut stream = futures_util::stream::iter(todo)
-        .map(|(family, index)| subject.attempt(family, index, seed))
+        .map(|(family, index)| traced_attempt(subject, family, index, seed))
         .buffer_unordered(concurrency.max(1));
     while let Some(attempt) = stream.next().await {
         journal.record(&attempt)?;
@@ -165,10 +165,52 @@ pub async fn run_attempts(
     Ok(all)
 }
 
+/// One attempt under a span of its own (`redteam <id>`, with export on): the product's calls
+/// go under it; the family, technique, objective, outcome and evidence are its attributes, and
+/// an infrastructure error marks it failed.
+async fn traced_attempt(subject: &Subject, family: Family, index: usize, seed: u64) -> Attempt {
+    use assay_telemetry::Span;
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::{FutureExt, SpanKind};
+    let id = Attempt::id_of(family, index);
+    let span = Span::start(format!("redteam {id}"), SpanKind::Internal, || {
+        vec![
+            KeyValue::new("assay.redteam.attempt", id.clone()),
+            KeyValue::new("assay.redteam.family", family.name()),
+            KeyValue::new("assay.redteam.channel", family.channel()),
+        ]
+    });
+    let attempt = subject
+        .attempt(family, index, seed)
+        .with_context(span.context())
+        .await;
+    if span.is_recording() {
+        span.set("assay.redteam.technique", attempt.technique.clone());
+        span.set("assay.redteam.objective", attempt.objective.clone());
+        span.set("assay.redteam.source", attempt.source.clone());
+        span.set("assay.redteam.success", attempt.success);
+        span.set(
+            "assay.redteam.evidence",
+            attempt
+                .evidence
+                .iter()
+                .map(|e| e.kind.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        if let Some(e) = &attempt.error {
+            span.fail("redteam_attempt_error", e.clone());
+        }
+    }
+    span.end();
+    attempt
+}
+
 /// Writes the report's files into the run's folder: `report.json` last, so a folder with
 /// one holds a finished run.
 pub fn save(dir: &Path, report: &Report) -> Result<(), RedteamError> {
     files::write_atomic(&dir.join("report.md"), report.markdown().as_bytes())?;
+    files::write_atomic(&dir.join("report.html"), report.html().as_bytes())?;
     files::write_atomic(&dir.join("junit.xml"), report.junit().as_bytes())?;
     let json = serde_json::to_string_pretty(report)
         .map_err(|e| RedteamError::io(dir, std::io::Error::other(e)))?;

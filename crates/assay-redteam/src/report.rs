@@ -364,6 +364,123 @@ impl Report {
         s
     }
 
+    /// The report as one self-contained HTML page: the families with their rates and
+    /// intervals drawn, each technique, and every finding with its evidence.
+    pub fn html(&self) -> String {
+        let esc = |t: &str| {
+            t.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+        };
+        let h = &self.header;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Red team {id}</title>\n<style>body{{font:15px/1.45 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}}table{{border-collapse:collapse;margin:.5rem 0 1.5rem}}td,th{{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:left;vertical-align:top}}.bar{{position:relative;width:12rem;height:.8rem;background:#eee}}.bar span{{position:absolute;top:0;height:100%;background:#c0392b66}}.bar i{{position:absolute;top:-.15rem;width:2px;height:1.1rem;background:#c0392b}}.pass{{color:#1e7d32}}.fail{{color:#b00020}}code{{white-space:pre-wrap;word-break:break-word}}details{{margin:.4rem 0}}</style></head><body>\n<h1>Red team {id}</h1>\n<p>Seed {seed}, {n} attempts per family, payload library v{lib}, product: {target}, <code>[patterns] normalise</code> {norm}.</p>\n<p class=\"{cls}\"><strong>{verdict}</strong></p>\n",
+            id = esc(&h.run_id),
+            seed = h.seed,
+            n = h.attempts,
+            lib = esc(&h.library_version),
+            target = esc(&h.target),
+            norm = if h.normalise { "on" } else { "off" },
+            cls = if self.passed { "pass" } else { "fail" },
+            verdict = if self.passed { "PASSED" } else { "FAILED" },
+        );
+        for f in self.failures() {
+            let _ = writeln!(s, "<p class=\"fail\">{}</p>", esc(&f));
+        }
+        s.push_str("<table><tr><th>family</th><th>channel</th><th>attack success rate</th><th>95 % interval</th><th>errors</th><th>gate</th></tr>\n");
+        let bar = |r: &Rate| {
+            format!(
+                "<div class=\"bar\"><span style=\"left:{:.2}%;width:{:.2}%\"></span><i style=\"left:{:.2}%\"></i></div>",
+                r.low * 100.0,
+                (r.high - r.low) * 100.0,
+                r.rate * 100.0
+            )
+        };
+        for f in &self.families {
+            let (rate, drawn) = match &f.skipped {
+                Some(why) => (format!("not run: {}", esc(why)), String::new()),
+                None => (esc(&f.rate.statement), bar(&f.rate)),
+            };
+            let gate = f.max_success_rate.map_or("none".to_owned(), |m| {
+                format!(
+                    "<span class=\"{}\">≤ {:.1} %</span>",
+                    if f.passed { "pass" } else { "fail" },
+                    m * 100.0
+                )
+            });
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{rate}</td><td>{drawn}</td><td>{}</td><td>{gate}</td></tr>",
+                f.family,
+                esc(&f.channel),
+                f.rate.errors
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<tr><td><strong>all</strong></td><td></td><td>{}</td><td>{}</td><td>{}</td><td></td></tr></table>",
+            esc(&self.total.statement),
+            bar(&self.total),
+            self.total.errors
+        );
+        for f in self.families.iter().filter(|f| !f.by_technique.is_empty()) {
+            let _ = writeln!(
+                s,
+                "<h2>{}: by technique</h2><table><tr><th>technique</th><th>rate</th><th>95 % interval</th></tr>",
+                f.family
+            );
+            for (t, r) in &f.by_technique {
+                let _ = writeln!(
+                    s,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(t),
+                    esc(&r.statement),
+                    bar(r)
+                );
+            }
+            s.push_str("</table>\n");
+        }
+        if !self.findings.is_empty() {
+            let _ = writeln!(s, "<h2>Findings ({})</h2>", self.findings.len());
+        }
+        for a in &self.findings {
+            let _ = write!(
+                s,
+                "<details id=\"{id}\"><summary><code>{id}</code> {family}, {tech}, from {src}</summary><table>",
+                id = esc(&a.id),
+                family = a.family,
+                tech = esc(&a.technique),
+                src = esc(&a.source)
+            );
+            let mut row = |k: &str, v: &str| {
+                let _ = write!(s, "<tr><th>{k}</th><td><code>{}</code></td></tr>", esc(v));
+            };
+            if let Some(o) = &a.original {
+                row("original", o);
+            }
+            row("sent", &a.input);
+            if let Some(p) = &a.payload {
+                row("payload", p);
+            }
+            if let Some(p) = &a.planted_in {
+                row("planted in", p);
+            }
+            if let Some(r) = &a.reply {
+                row("reply", r);
+            }
+            for e in &a.evidence {
+                let at = e.position.map(|p| format!(" at {p}")).unwrap_or_default();
+                row("evidence", &format!("{}: {}{at}", e.kind, e.found));
+            }
+            s.push_str("</table></details>\n");
+        }
+        s.push_str("</body></html>\n");
+        s
+    }
+
     /// The report as JUnit XML: one test case per family, failed when its gate fails, each
     /// finding listed in it (the same verdict as the exit code).
     pub fn junit(&self) -> String {
@@ -471,7 +588,7 @@ impl Report {
         if let Some(dir) = folder {
             let _ = writeln!(
                 s,
-                "findings: {} (report.md, report.json, junit.xml); replay one with `assay redteam --replay ID`",
+                "findings: {} (report.md, report.html, report.json, junit.xml); replay one with `assay redteam --replay ID`",
                 dir.display()
             );
         }

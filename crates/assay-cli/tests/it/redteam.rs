@@ -455,3 +455,49 @@ fn accepted_evasions_stay_in_the_suite_and_fail_the_plain_matcher_only() {
     let hard = s.assay(&["run", "--banks", "pattern"]);
     assert_eq!(hard.code, 0, "{hard:?}");
 }
+
+#[test]
+fn every_attempt_is_a_span_under_the_command_and_the_html_report_lists_the_findings() {
+    let s = fixture();
+    let sink = crate::otlp_sink::Sink::start();
+    let run = s.assay_env(
+        &["redteam", "--families", "kb-injection", "--attempts", "6"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &sink.endpoint)],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let spans = sink.spans();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "assay redteam")
+        .unwrap_or_else(|| {
+            panic!(
+                "no command span among {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        });
+    let attempts: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("redteam kb-"))
+        .collect();
+    assert_eq!(
+        attempts.len(),
+        6,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    for a in attempts {
+        assert_eq!(a.parent_span_id.as_deref(), Some(root.span_id.as_str()));
+        assert_eq!(a.attributes["assay.redteam.family"], "kb-injection");
+        assert_eq!(a.attributes["assay.redteam.success"], true, "{a:?}");
+        assert!(
+            !a.attributes["assay.redteam.evidence"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let html = std::fs::read_to_string(run_dir(&s).join("report.html")).unwrap();
+    assert!(html.starts_with("<!doctype html>"), "{html}");
+    assert_eq!(html.matches("<details id=\"kb-").count(), 6, "{html}");
+    assert!(!html.contains("<script"), "{html}");
+}
