@@ -244,6 +244,21 @@ impl Report {
         }
     }
 
+    /// The run's verdict in words: `FAILED`, `PASSED`, or, with no gate and no baseline to
+    /// pass, how many findings there are and how to gate on them.
+    pub fn verdict(&self) -> String {
+        let gated =
+            self.families.iter().any(|f| f.max_success_rate.is_some()) || !self.baseline.is_empty();
+        match (self.passed, gated) {
+            (false, _) => "FAILED".into(),
+            (true, true) => "PASSED".into(),
+            (true, false) => format!(
+                "NO GATE: {} findings; set [redteam] max_success_rate to fail the run on them",
+                self.findings.len()
+            ),
+        }
+    }
+
     /// Why the run failed, one line per reason (empty when it passed).
     pub fn failures(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -279,7 +294,7 @@ impl Report {
             h.target,
             if h.normalise { "on" } else { "off" }
         );
-        let _ = writeln!(s, "**{}**\n", if self.passed { "PASSED" } else { "FAILED" });
+        let _ = writeln!(s, "**{}**\n", self.verdict());
         for f in self.failures() {
             let _ = writeln!(s, "- {f}");
         }
@@ -385,7 +400,7 @@ impl Report {
             target = esc(&h.target),
             norm = if h.normalise { "on" } else { "off" },
             cls = if self.passed { "pass" } else { "fail" },
-            verdict = if self.passed { "PASSED" } else { "FAILED" },
+            verdict = esc(&self.verdict()),
         );
         for f in self.failures() {
             let _ = writeln!(s, "<p class=\"fail\">{}</p>", esc(&f));

@@ -118,6 +118,10 @@ fn every_family_breaks_the_vulnerable_twin_and_none_the_hardened_one() {
         md.contains("| all | | 0 of 300: below 1.0 % at 95 % |"),
         "{md}"
     );
+    assert!(
+        md.contains("**NO GATE: 0 findings; set [redteam] max_success_rate"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -144,6 +148,8 @@ fn the_gate_fails_the_run_and_junit_says_the_same() {
     );
     let junit = std::fs::read_to_string(run_dir(&s).join("junit.xml")).unwrap();
     assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
+    let md = std::fs::read_to_string(run_dir(&s).join("report.md")).unwrap();
+    assert!(md.contains("**FAILED**"), "{md}");
     assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
     assert!(junit.contains("name=\"leakage\"><failure"), "{junit}");
 
@@ -159,6 +165,8 @@ fn the_gate_fails_the_run_and_junit_says_the_same() {
     assert_eq!(run.code, 0, "{run:?}");
     let junit = std::fs::read_to_string(run_dir(&s).join("junit.xml")).unwrap();
     assert!(junit.contains("failures=\"0\""), "{junit}");
+    let md = std::fs::read_to_string(run_dir(&s).join("report.md")).unwrap();
+    assert!(md.contains("**PASSED**"), "{md}");
 }
 
 #[test]
