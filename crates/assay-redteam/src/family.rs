@@ -96,3 +96,18 @@ impl std::fmt::Display for Family {
         f.write_str(self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Family;
+
+    #[test]
+    fn the_settings_know_the_same_families() {
+        let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(names, assay_project::settings::REDTEAM_FAMILIES);
+        for f in Family::ALL {
+            assert_eq!(Family::from_prefix(f.prefix()), Some(f));
+            assert_eq!(Family::parse(f.name()), Some(f));
+        }
+    }
+}

@@ -260,9 +260,13 @@ mod tests {
 
     #[test]
     fn encodings_hide_the_canary() {
-        let p = draw(&mut Rng::for_attempt(3, "direct-injection", 1), false, &[]);
+        let p = (0..1000)
+            .map(|i| draw(&mut Rng::for_attempt(3, "direct-injection", i), false, &[]))
+            .find(|p| p.objective == Objective::Canary)
+            .unwrap();
+        assert!(wrap("plain", "Hello?", &p).contains(&p.canary));
         for w in ["base64", "rot13"] {
-            assert!(!wrap(w, "Hello?", &p).contains(&p.canary) || p.objective != Objective::Canary);
+            assert!(!wrap(w, "Hello?", &p).contains(&p.canary), "{w}");
         }
         assert_eq!(rot13(&rot13("Hello, World")), "Hello, World");
         assert!(plant("middle", "One. Two. Three.", &p).contains(&p.text));

@@ -152,7 +152,7 @@ pub struct Report {
 
 /// The group an attempt's technique is counted under: a crisis evasion's transform groups
 /// (`unicode`, `spacing+typo`), else the payload and its carrier.
-fn technique_groups(a: &Attempt) -> Vec<String> {
+fn technique_group(a: &Attempt) -> String {
     if a.family == Family::CrisisEvasion {
         let mut groups: Vec<String> = a
             .technique
@@ -161,9 +161,9 @@ fn technique_groups(a: &Attempt) -> Vec<String> {
             .collect();
         groups.sort();
         groups.dedup();
-        vec![groups.join("+")]
+        groups.join("+")
     } else {
-        vec![a.technique.clone()]
+        a.technique.clone()
     }
 }
 
@@ -184,9 +184,7 @@ impl Report {
             let mine: Vec<&Attempt> = attempts.iter().filter(|a| a.family == family).collect();
             let mut groups: BTreeMap<String, Vec<&Attempt>> = BTreeMap::new();
             for a in &mine {
-                for g in technique_groups(a) {
-                    groups.entry(g).or_default().push(a);
-                }
+                groups.entry(technique_group(a)).or_default().push(a);
             }
             let rate = Rate::of(mine.iter().copied());
             let max = gates.get(family.name()).copied();

@@ -34,7 +34,12 @@ pub fn group(transform: &str) -> &'static str {
 
 /// The euphemism word list of one language (English for now), `(phrase, replacements)`,
 /// longest phrase first.
-pub fn euphemisms() -> Vec<(String, Vec<String>)> {
+pub fn euphemisms() -> &'static [(String, Vec<String>)] {
+    static LIST: std::sync::OnceLock<Vec<(String, Vec<String>)>> = std::sync::OnceLock::new();
+    LIST.get_or_init(parse_euphemisms)
+}
+
+fn parse_euphemisms() -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = include_str!("../data/euphemisms-en.txt")
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
@@ -52,7 +57,7 @@ pub fn euphemisms() -> Vec<(String, Vec<String>)> {
 /// no phrase of the word list).
 pub fn apply(transform: &str, text: &str, rng: &mut Rng) -> Option<String> {
     let out = match transform {
-        "leetspeak" => per_letter(text, rng, 0.6, |c, _| {
+        "leetspeak" => per_letter(text, rng, 0.6, |c| {
             Some(match c.to_ascii_lowercase() {
                 'a' => '4',
                 'e' => '3',
@@ -86,7 +91,7 @@ pub fn apply(transform: &str, text: &str, rng: &mut Rng) -> Option<String> {
                 )
             }
         }
-        "confusables" => per_letter(text, rng, 0.5, |c, _| {
+        "confusables" => per_letter(text, rng, 0.5, |c| {
             Some(match c {
                 'a' => 'а',
                 'e' => 'е',
@@ -133,14 +138,14 @@ pub fn apply(transform: &str, text: &str, rng: &mut Rng) -> Option<String> {
             }
             changed.then_some(out)?
         }
-        "case" => per_letter(text, rng, 0.5, |c, _| {
+        "case" => per_letter(text, rng, 0.5, |c| {
             Some(if c.is_lowercase() {
                 c.to_ascii_uppercase()
             } else {
                 c.to_ascii_lowercase()
             })
         }),
-        "diacritics" => per_letter(text, rng, 0.5, |c, _| {
+        "diacritics" => per_letter(text, rng, 0.5, |c| {
             Some(match c {
                 'a' => 'à',
                 'e' => 'é',
@@ -159,16 +164,11 @@ pub fn apply(transform: &str, text: &str, rng: &mut Rng) -> Option<String> {
 }
 
 /// Each letter that `map` changes, changed with probability `p` (at least one).
-fn per_letter(
-    text: &str,
-    rng: &mut Rng,
-    p: f64,
-    map: impl Fn(char, usize) -> Option<char>,
-) -> String {
+fn per_letter(text: &str, rng: &mut Rng, p: f64, map: impl Fn(char) -> Option<char>) -> String {
     let positions: Vec<usize> = text
         .chars()
         .enumerate()
-        .filter(|(i, c)| map(*c, *i).is_some_and(|m| m != *c))
+        .filter(|(_, c)| map(*c).is_some_and(|m| m != *c))
         .map(|(i, _)| i)
         .collect();
     if positions.is_empty() {
@@ -177,7 +177,7 @@ fn per_letter(
     let forced = *rng.pick(&positions);
     text.chars()
         .enumerate()
-        .map(|(i, c)| match map(c, i) {
+        .map(|(i, c)| match map(c) {
             Some(m) if i == forced || (positions.contains(&i) && rng.chance(p)) => m,
             _ => c,
         })
@@ -239,8 +239,8 @@ fn euphemism(text: &str, rng: &mut Rng) -> Option<String> {
         return None;
     }
     for (phrase, subs) in euphemisms() {
-        if let Some(at) = lower.find(&phrase) {
-            let with = rng.pick(&subs);
+        if let Some(at) = lower.find(phrase.as_str()) {
+            let with = rng.pick(subs);
             return Some(splice(text, at..at + phrase.len(), with));
         }
     }

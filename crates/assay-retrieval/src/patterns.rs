@@ -548,14 +548,19 @@ impl PatternMatcher {
         let mut result = PatternMatch::default();
         for i in crisis {
             let rule = &self.crisis[i];
-            let matched_text = self
-                .views(message)
-                .iter()
-                .find_map(|view| {
-                    let view: &str = view;
-                    rule.regex.find(view).map(|m| view[m.range()].to_owned())
-                })
-                .unwrap_or_default();
+            // The message first; the folded views (normalising) only when the rule fired on one.
+            let matched_text = match rule.regex.find(message) {
+                Some(m) => message[m.range()].to_owned(),
+                None => self
+                    .views(message)
+                    .iter()
+                    .skip(1)
+                    .find_map(|view| {
+                        let view: &str = view;
+                        rule.regex.find(view).map(|m| view[m.range()].to_owned())
+                    })
+                    .unwrap_or_default(),
+            };
             result.crisis_matches.push(CrisisMatch {
                 pattern: rule.pattern.clone(),
                 matched_text,
