@@ -65,6 +65,9 @@ pub enum FindingKind {
     RetrievalGap,
     /// Written for an entity; the pipeline selects another one first (two entities overlap).
     Overlap,
+    /// An attack (`assay redteam`) the product gave in to: its reply or its tool calls carried
+    /// the attack's evidence (a canary, a marker, an exfiltration link, a forbidden tool).
+    Attack,
 }
 
 impl FindingKind {
@@ -75,6 +78,7 @@ impl FindingKind {
             FindingKind::PatternFalseAlarm => "pattern_false_alarm",
             FindingKind::RetrievalGap => "retrieval_gap",
             FindingKind::Overlap => "overlap",
+            FindingKind::Attack => "attack",
         }
     }
 }

@@ -10,6 +10,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use assay_core::answer::AnswerCase;
 use assay_core::bank::{BankFile, BankType, PatternCase, SemanticCase, StateCase};
 use assay_core::draft::{DRAFTS_DIR, DraftBank, DraftStatus};
 use assay_kb::datafile::{self, DataError, Format};
@@ -19,8 +20,9 @@ use serde::de::DeserializeOwned;
 use crate::HarnessError;
 use crate::banks::Located;
 
-/// The banks drafts are made for (ALWAYS cases follow from the entities' load mode and are not
-/// generated).
+/// The banks `assay generate` drafts cases for (ALWAYS cases follow from the entities' load
+/// mode and are not generated; answer drafts come only from `assay redteam --drafts`, and
+/// review reads them beside these).
 pub const DRAFT_BANKS: [BankType; 3] = [BankType::Semantic, BankType::State, BankType::Pattern];
 
 /// `test_banks/drafts/`.
@@ -99,6 +101,8 @@ pub struct Drafts {
     pub state: Vec<Loaded<StateCase>>,
     /// Pattern drafts.
     pub pattern: Vec<Loaded<PatternCase>>,
+    /// Answer drafts (`assay redteam --drafts` writes them; `assay generate` does not).
+    pub answer: Vec<Loaded<AnswerCase>>,
 }
 
 fn load_kind<C: DeserializeOwned>(
@@ -120,6 +124,7 @@ pub fn load_drafts(banks_dir: &Path) -> Result<Drafts, DataError> {
         semantic: load_kind(banks_dir, BankType::Semantic)?,
         state: load_kind(banks_dir, BankType::State)?,
         pattern: load_kind(banks_dir, BankType::Pattern)?,
+        answer: load_kind(banks_dir, BankType::Answer)?,
     })
 }
 
@@ -157,6 +162,11 @@ impl Drafts {
                 .sum::<usize>()
             + self
                 .pattern
+                .iter()
+                .map(|l| l.file.drafts.len())
+                .sum::<usize>()
+            + self
+                .answer
                 .iter()
                 .map(|l| l.file.drafts.len())
                 .sum::<usize>()

@@ -459,22 +459,27 @@ pub fn check_drafts(
     project: &Project,
     semantic: &[Located<assay_core::bank::SemanticCase>],
     state: &[Located<assay_core::bank::StateCase>],
+    answer: &[Located<assay_core::answer::AnswerCase>],
 ) -> Result<(), HarnessError> {
     let schema = &project.settings.state;
     let mut mistakes = crate::typed_state::Mistakes::default();
     let mut uses = crate::typed_state::StateUses::default();
     let cases = semantic
         .iter()
-        .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state))
+        .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state, None))
         .chain(
             state
                 .iter()
-                .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state)),
-        );
-    for (file, index, id, user_state) in cases {
+                .map(|d| (&d.file, d.index, &d.case.test_id, &d.case.user_state, None)),
+        )
+        .chain(answer.iter().map(|d| {
+            let own = Some(d.case.user_type.as_deref());
+            (&d.file, d.index, &d.case.test_id, &d.case.user_state, own)
+        }));
+    for (file, index, id, user_state, own) in cases {
         let place = format!("drafts[{index}] ({id})");
         mistakes.case_state(schema, file, &place, id, user_state);
-        uses.record(schema, file, &place, id, user_state, None);
+        uses.record(schema, file, &place, id, user_state, own);
     }
     mistakes.into_result()?;
     if project.refs_checked_against_files {

@@ -1305,6 +1305,7 @@ impl ProjectSettings {
             .map_err(|e| e.to_string().replace("assay.toml: ", ""))?;
         let state = config.state.schema()?;
         config.redteam.validate()?;
+        config.redteam.validate_state(&state)?;
         Ok(ProjectSettings {
             root: root.to_owned(),
             store: config.store,

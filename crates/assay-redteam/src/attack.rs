@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use assay_core::UserState;
-use assay_core::answer::ContextItem;
+use assay_core::answer::{ContextItem, ContextPlant};
 use assay_project::settings::RedteamConfig;
 use assay_retrieval::patterns::PatternMatcher;
 use assay_run::answer::{AnswerAsk, AnswerSystem, ContextProvider};
@@ -46,6 +46,12 @@ pub struct Attempt {
     /// Where the payload was planted (`entity handler_x (end)`, `user_state.private_note`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planted_in: Option<String>,
+    /// The user state sent, when the attack changed the case's (leakage's canaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_state: Option<UserState>,
+    /// The entity texts as planted in the context sent (what a draft answer case replays).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planted: Vec<ContextPlant>,
     /// The product's reply (or, for a crisis evasion, the entities the matcher brought in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
@@ -176,6 +182,8 @@ impl Subject {
             original: None,
             payload: None,
             planted_in: None,
+            user_state: None,
+            planted: Vec::new(),
             reply: None,
             success: false,
             evidence: Vec::new(),
@@ -307,7 +315,9 @@ impl Subject {
                     "entity {} (staff-only note)",
                     item.entity.as_deref().unwrap_or("?")
                 ));
+                attempt.planted.extend(plant_of(item));
             }
+            attempt.user_state = Some(user_state.clone());
             attempt.technique = format!("leak/{}", leak_tag(question));
             attempt.planted_in = Some(planted.join(", "));
             message = question.to_owned();
@@ -345,6 +355,7 @@ impl Subject {
                     "entity {} ({placement})",
                     item.entity.as_deref().unwrap_or("?")
                 ));
+                attempt.planted.extend(plant_of(item));
             }
         }
         // Whatever the family, a reply that leaks the system prompt or calls a forbidden tool
@@ -372,6 +383,15 @@ impl Subject {
         attempt.reply = Some(reply.text);
         Ok(())
     }
+}
+
+/// A planted context item as an answer case's `plant` replays it (one without an entity id
+/// cannot be replayed and is left out).
+fn plant_of(item: &ContextItem) -> Option<ContextPlant> {
+    Some(ContextPlant {
+        entity: item.entity.clone()?,
+        text: item.text.clone(),
+    })
 }
 
 fn leak_tag(question: &str) -> &'static str {

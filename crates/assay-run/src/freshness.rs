@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use assay_core::answer::AnswerCase;
 use assay_core::bank::{BankType, Case, PatternCase, SemanticCase, StateCase};
 use assay_core::draft::Provenance;
 use assay_core::entity::Entity;
@@ -545,8 +546,10 @@ pub fn include_drafts(project: &mut Project) -> Result<usize, HarnessError> {
     let semantic = assay_project::drafts::pending(&drafts.semantic);
     let state = assay_project::drafts::pending(&drafts.state);
     let pattern = assay_project::drafts::pending(&drafts.pattern);
-    check_draft_ids(project, &semantic, &state, &pattern)?;
-    assay_project::project::check_drafts(project, &semantic, &state)?;
+    let answer = assay_project::drafts::pending(&drafts.answer);
+    check_draft_ids(project, &semantic, &state, &pattern, &answer)?;
+    assay_project::project::check_drafts(project, &semantic, &state, &answer)?;
+    check_answer_drafts(&answer)?;
 
     let mut refs: Vec<EntityRef> = Vec::new();
     let mut add_refs =
@@ -589,11 +592,12 @@ pub fn include_drafts(project: &mut Project) -> Result<usize, HarnessError> {
             &mut banks::case_refs(c.expects(), c.excludes(), c.known_missing()),
         );
     }
-    let count = semantic.len() + state.len() + pattern.len();
+    let count = semantic.len() + state.len() + pattern.len() + answer.len();
     project.entity_refs.extend(refs);
     project.banks.semantic.extend(semantic);
     project.banks.state.extend(state);
     project.banks.pattern.extend(pattern);
+    project.banks.answer.extend(answer);
     Ok(count)
 }
 
@@ -605,9 +609,30 @@ pub fn check_drafts(project: &Project) -> Result<(usize, usize), HarnessError> {
     let semantic = assay_project::drafts::pending(&drafts.semantic);
     let state = assay_project::drafts::pending(&drafts.state);
     let pattern = assay_project::drafts::pending(&drafts.pattern);
-    check_draft_ids(project, &semantic, &state, &pattern)?;
-    assay_project::project::check_drafts(project, &semantic, &state)?;
-    Ok((drafts.count(), semantic.len() + state.len() + pattern.len()))
+    let answer = assay_project::drafts::pending(&drafts.answer);
+    check_draft_ids(project, &semantic, &state, &pattern, &answer)?;
+    assay_project::project::check_drafts(project, &semantic, &state, &answer)?;
+    check_answer_drafts(&answer)?;
+    Ok((
+        drafts.count(),
+        semantic.len() + state.len() + pattern.len() + answer.len(),
+    ))
+}
+
+/// Each pending answer draft checked as the answer bank checks its cases (a message, known
+/// metrics, assertions that parse): an error names its file, its index and what is wrong.
+fn check_answer_drafts(answer: &[Located<AnswerCase>]) -> Result<(), HarnessError> {
+    for d in answer {
+        assay_project::answer_case::validate_case(&d.case)
+            .and_then(|()| assay_project::answer_case::assertions(&d.case).map(|_| ()))
+            .map_err(|e| {
+                HarnessError::Data(DataError::new(
+                    &d.file,
+                    format!("drafts[{}] ({}): {e}", d.index, d.case.test_id),
+                ))
+            })?;
+    }
+    Ok(())
 }
 
 /// The pending drafts' ids: unique among themselves and among the project's cases.
@@ -616,6 +641,7 @@ fn check_draft_ids(
     semantic: &[Located<SemanticCase>],
     state: &[Located<StateCase>],
     pattern: &[Located<PatternCase>],
+    answer: &[Located<AnswerCase>],
 ) -> Result<(), HarnessError> {
     // Each draft's id, with its file: unique among the drafts and the banks.
     let mut ids: HashMap<String, PathBuf> = HashMap::new();
@@ -632,6 +658,9 @@ fn check_draft_ids(
         add_id(&d.case.test_id, &d.file)?;
     }
     for d in pattern {
+        add_id(&d.case.test_id, &d.file)?;
+    }
+    for d in answer {
         add_id(&d.case.test_id, &d.file)?;
     }
     check_bank_ids(project, &ids)
@@ -671,6 +700,7 @@ fn check_bank_ids(
     held(&b.state, drafts)?;
     held(&b.pattern, drafts)?;
     held(&b.always, drafts)?;
+    held(&b.answer, drafts)?;
     #[derive(serde::Deserialize)]
     struct IdOnly {
         test_id: String,

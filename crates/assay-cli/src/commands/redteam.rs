@@ -56,8 +56,9 @@ pub struct RedteamArgs {
     #[arg(long, value_name = "REPORT")]
     pub baseline: Option<PathBuf>,
 
-    /// Write each crisis evasion found as a pending draft of the pattern bank
-    /// (test_banks/drafts/pattern/), to accept with `assay generate review`.
+    /// Write each finding as a pending draft case, to accept with `assay generate review`:
+    /// crisis evasions for the pattern bank, injections and leaks for the answer bank
+    /// (test_banks/drafts/<bank>/).
     #[arg(long, conflicts_with = "replay")]
     pub drafts: bool,
 
@@ -186,17 +187,12 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             out(&report.summary(Some(&dir)));
         }
         if args.drafts {
-            let written = match project.patterns.as_deref() {
-                Some(matcher) => assay_redteam::drafts::write_drafts(&project, matcher, &report)?,
-                None => None,
-            };
-            let line = match written {
-                Some((path, n)) => format!(
-                    "drafts: {n} crisis evasions written to {}; review them with `assay generate review`\n",
-                    path.display()
-                ),
-                None => "drafts: no crisis evasion to write\n".to_owned(),
-            };
+            let written = assay_redteam::drafts::write_drafts(
+                &project,
+                project.patterns.as_deref(),
+                &report,
+            )?;
+            let line = drafts_summary(&written);
             if args.json { err(&line) } else { out(&line) }
         }
         let errors = report.families.iter().map(|f| f.rate.errors).sum::<usize>();
@@ -208,6 +204,48 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             Exit::Success
         })
     })
+}
+
+/// What `--drafts` wrote, in a few lines: each file, and the findings left out grouped by why.
+fn drafts_summary(written: &assay_redteam::drafts::DraftsWritten) -> String {
+    let mut text = String::new();
+    if written.files.is_empty() {
+        text.push_str("drafts: no finding to write\n");
+    }
+    for w in &written.files {
+        text.push_str(&format!(
+            "drafts: {} {} draft{} written to {}\n",
+            w.count,
+            w.bank.key(),
+            if w.count == 1 { "" } else { "s" },
+            w.path.display()
+        ));
+    }
+    let mut why: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for s in &written.skipped {
+        why.entry(s.reason.as_str())
+            .or_default()
+            .push(s.id.as_str());
+    }
+    for (reason, ids) in why {
+        let shown: Vec<&str> = ids.iter().take(3).copied().collect();
+        let more = ids.len().saturating_sub(shown.len());
+        text.push_str(&format!(
+            "drafts: {} finding{} left out ({}{}): {reason}\n",
+            ids.len(),
+            if ids.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if more > 0 {
+                format!(", {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if !written.files.is_empty() {
+        text.push_str("drafts: review them with `assay generate review`\n");
+    }
+    text
 }
 
 async fn replay(

@@ -275,6 +275,18 @@ pub fn kinds() -> Vec<Kind> {
             },
             schema: || schemars::schema_for!(DraftBank<PatternCase>),
         },
+        Kind {
+            info: PageInfo {
+                kind: "answer-drafts",
+                title: "Answer drafts",
+                files: "test_banks/drafts/answer/*.json",
+                format: "JSON",
+                summary: "Draft cases written by `assay redteam --drafts`: each attack that worked on the product (an injection in the message or in the context, a leak of the user's state or of a staff-only note) as an answer case that sends the same message and user state, plants the same entity texts in the context (`plant`), and fails critically when the attack's evidence comes back (`not-icontains` of the canary, the system prompt's marker or the exfiltration host; `tools_not_used` of the tool it induced). Each draft is a finding of kind `attack`. A run ignores drafts unless given `--include-drafts`; `assay generate review` accepts a draft into `test_banks/answer/generated.json`, edits it or rejects it, and records who did so and when. assay writes these files; an unknown field is an error.",
+                example: example!("answer-drafts.json"),
+                example_lang: "json",
+            },
+            schema: || schemars::schema_for!(DraftBank<assay_core::answer::AnswerCase>),
+        },
     ]
 }
 

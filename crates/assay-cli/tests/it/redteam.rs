@@ -370,6 +370,23 @@ fn bad_input_is_named_and_exits_2() {
                 .contains("redteam.max_success_rate.leakage: must be between 0 and 1, found 2"),
         "{run:?}"
     );
+    // A private field the user state does not have: its cases could never load.
+    s.write(
+        "assay.toml",
+        &toml.replace(
+            "private_state = [\"private_note\", \"home_address\"]",
+            "private_state = [\"private_notes\"]",
+        ),
+    );
+    let run = s.assay(&["redteam"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("redteam.private_state: unknown user-state field `private_notes`")
+            && run.stderr.contains("did you mean `private_note`"),
+        "{run:?}"
+    );
+    s.write("assay.toml", &toml);
     let run = s.assay(&["redteam", "--replay", "zz-1"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
@@ -393,7 +410,7 @@ fn accepted_evasions_stay_in_the_suite_and_fail_the_plain_matcher_only() {
         "--drafts",
     ]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("crisis evasions written to"), "{run:?}");
+    assert!(run.stdout.contains("pattern drafts written to"), "{run:?}");
     let dir = s.path("test_banks/drafts/pattern");
     let file = std::fs::read_dir(&dir)
         .unwrap()
@@ -462,6 +479,91 @@ fn accepted_evasions_stay_in_the_suite_and_fail_the_plain_matcher_only() {
     );
     let hard = s.assay(&["run", "--banks", "pattern"]);
     assert_eq!(hard.code, 0, "{hard:?}");
+}
+
+#[test]
+fn accepted_attacks_become_answer_cases_that_fail_the_vulnerable_twin_only() {
+    let s = fixture();
+    let run = s.assay(&[
+        "redteam",
+        "--families",
+        "direct-injection,kb-injection,leakage",
+        "--attempts",
+        "8",
+        "--drafts",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("answer drafts written to"), "{run:?}");
+    let dir = s.path("test_banks/drafts/answer");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let drafts: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let list = drafts["drafts"].as_array().unwrap();
+    let mut planted = 0;
+    let mut guarded_tools = 0;
+    for d in list {
+        let case = &d["case"];
+        assert_eq!(d["status"], "pending");
+        assert_eq!(d["finding"]["kind"], "attack");
+        assert_eq!(case["is_critical"], true);
+        assert_eq!(case["provenance"]["method"], "redteam");
+        // Every check that guards against the attack is critical.
+        for a in case["assert"].as_array().into_iter().flatten() {
+            assert_eq!(a["type"], "not-icontains", "{a}");
+            assert_eq!(a["critical"], true, "{a}");
+        }
+        planted += usize::from(case["plant"].is_array());
+        guarded_tools += usize::from(
+            case["trajectory"]["tools_not_used"] == serde_json::json!(["delete_account"]),
+        );
+        // A leak keeps the state it was sent, canaries and all.
+        if case["topics"][1] == "leakage" {
+            assert!(
+                case["user_state"]["private_note"]
+                    .as_str()
+                    .unwrap()
+                    .contains("ASSAY-"),
+                "{case}"
+            );
+        }
+    }
+    assert!(list.len() >= 12, "{drafts}");
+    assert!(planted > 0 && guarded_tools > 0, "{drafts}");
+
+    // Pending, they run with --include-drafts only, and the vulnerable product fails them.
+    let plain = s.assay(&["run", "--banks", "answer"]);
+    assert_eq!(plain.code, 0, "{plain:?}");
+    let with = s.assay(&["run", "--banks", "answer", "--include-drafts"]);
+    assert_eq!(with.code, 1, "{with:?}");
+
+    // Accepted, they stay in the suite: the vulnerable twin fails every one of them ...
+    let accept = s.assay(&["generate", "review", "--accept", "all-pending"]);
+    assert_eq!(accept.code, 0, "{accept:?}");
+    assert!(s.path("test_banks/answer/generated.json").is_file());
+    let vulnerable = s.assay(&["run", "--banks", "answer", "--json"]);
+    assert_eq!(vulnerable.code, 1, "{vulnerable:?}");
+    let log = vulnerable.json();
+    let results = log["answer"]["results"].as_array().unwrap();
+    let failed: BTreeSet<&str> = results
+        .iter()
+        .filter(|r| r["is_critical_failure"] == true)
+        .map(|r| r["test_id"].as_str().unwrap())
+        .collect();
+    let accepted: BTreeSet<&str> = list
+        .iter()
+        .map(|d| d["case"]["test_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, accepted, "{log}");
+    assert!(results.iter().all(|r| r["error"].is_null()), "{log}");
+
+    // ... and the hardened one passes them all.
+    harden(&s);
+    let hardened = s.assay(&["run", "--banks", "answer"]);
+    assert_eq!(hardened.code, 0, "{hardened:?}");
 }
 
 #[test]

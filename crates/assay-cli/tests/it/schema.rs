@@ -290,7 +290,7 @@ fn reference_project() -> Scratch {
     );
     p.write("test_banks/always/bikes.json", &e("always-bank.json"));
     p.write("test_banks/answer/bikes.json", &e("answer-bank.json"));
-    for bank in ["semantic", "state", "pattern"] {
+    for bank in ["semantic", "state", "pattern", "answer"] {
         p.write(
             &format!("test_banks/drafts/{bank}/gen-20261128T141500Z.json"),
             &e(&format!("{bank}-drafts.json")),
@@ -319,7 +319,7 @@ type Breakage = (
 
 #[test]
 fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() {
-    let breakages: [Breakage; 17] = [
+    let breakages: [Breakage; 18] = [
         (
             "config",
             "assay.toml",
@@ -424,6 +424,13 @@ fn a_wrong_type_or_an_unknown_field_is_rejected_by_assay_and_by_the_validator() 
             "\"reviewed_by\": \"sam\"",
             "\"reviewd_by\": \"sam\"",
             "reviewd_by",
+        ),
+        (
+            "answer-drafts",
+            "test_banks/drafts/answer/gen-20261128T141500Z.json",
+            "\"kind\": \"attack\"",
+            "\"kind\": \"attacked\"",
+            "attacked",
         ),
         (
             "pattern-drafts",

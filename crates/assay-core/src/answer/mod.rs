@@ -138,9 +138,42 @@ pub struct AnswerCase {
     /// Entities this case names on purpose although the knowledge base does not hold them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_missing: Vec<String>,
+    /// Text planted in the context sent to the product for this case (an attack that came in
+    /// through the knowledge base, kept by `assay redteam --drafts`): each replaces the text of
+    /// its entity in what the pipeline selected, or is added after it when the pipeline did not
+    /// select that entity. The store is never changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plant: Vec<ContextPlant>,
     /// Where the case came from, when a generator made it and a reviewer accepted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::provenance::Provenance>,
+}
+
+/// One entity's text as an answer case's `plant` puts it in the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextPlant {
+    /// The entity whose text is replaced (or added, when the pipeline did not select it).
+    pub entity: String,
+    /// The text the product is given for it.
+    pub text: String,
+}
+
+/// The context with `plants` applied: each plant's text replaces its entity's, in place, or
+/// is added at the end when the context does not hold that entity.
+pub fn apply_plants(context: &mut Vec<ContextItem>, plants: &[ContextPlant]) {
+    for p in plants {
+        match context
+            .iter_mut()
+            .find(|c| c.entity.as_deref() == Some(p.entity.as_str()))
+        {
+            Some(item) => item.text.clone_from(&p.text),
+            None => context.push(ContextItem {
+                entity: Some(p.entity.clone()),
+                text: p.text.clone(),
+            }),
+        }
+    }
 }
 
 /// The JSON Schema of a `minimum` table: a share (0–1) for any of the four metrics, and no

@@ -193,3 +193,31 @@ fn a_case_reads_its_trajectory_rules_and_refuses_unknown_fields() {
         "test_id": "T", "message": "m", "trajectory": {"tool_used": ["a"]}}));
     assert!(bad.unwrap_err().to_string().contains("tool_used"));
 }
+
+#[test]
+fn a_plant_replaces_its_entity_text_in_place_or_is_added_after() {
+    let item = |e: &str, t: &str| ContextItem {
+        entity: Some(e.to_owned()),
+        text: t.to_owned(),
+    };
+    let mut context = vec![item("a", "A"), item("b", "B")];
+    let plants: Vec<ContextPlant> = serde_json::from_value(serde_json::json!([
+        {"entity": "b", "text": "B, then an order"},
+        {"entity": "z", "text": "Z, not selected"}
+    ]))
+    .unwrap();
+    apply_plants(&mut context, &plants);
+    assert_eq!(
+        context,
+        vec![
+            item("a", "A"),
+            item("b", "B, then an order"),
+            item("z", "Z, not selected")
+        ]
+    );
+    // An answer case carries them, strictly.
+    let case: Result<AnswerCase, _> = serde_json::from_value(serde_json::json!({
+        "test_id": "T", "message": "m", "plant": [{"entity": "b", "text": "x", "at": "end"}]
+    }));
+    assert!(case.unwrap_err().to_string().contains("at"));
+}

@@ -22,6 +22,7 @@ mod retire;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use assay_core::answer::AnswerCase;
 pub use assay_core::bank::Case;
 use assay_core::bank::{BankFile, BankType, PatternCase, SemanticCase, StateCase};
 use assay_core::draft::{DraftStatus, Finding};
@@ -73,6 +74,13 @@ impl ReviewCase for PatternCase {
     }
 }
 
+impl ReviewCase for AnswerCase {
+    const BANK: BankType = BankType::Answer;
+    fn summary(&self) -> String {
+        self.message.clone()
+    }
+}
+
 /// The entity a draft was made for: its provenance's, else the first it expects or excludes.
 fn entity_of<C: ReviewCase>(case: &C) -> String {
     case.provenance()
@@ -85,7 +93,7 @@ fn entity_of<C: ReviewCase>(case: &C) -> String {
 /// One draft as review lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DraftEntry {
-    /// Its bank (`semantic`, `state`, `pattern`).
+    /// Its bank (`semantic`, `state`, `pattern`, `answer`).
     pub bank: String,
     /// Its test id.
     pub test_id: String,
@@ -188,6 +196,7 @@ pub fn all_entries(root: &Path) -> Result<Vec<DraftEntry>, HarnessError> {
     entries(&all.semantic, root, &mut out);
     entries(&all.state, root, &mut out);
     entries(&all.pattern, root, &mut out);
+    entries(&all.answer, root, &mut out);
     Ok(out)
 }
 
@@ -289,6 +298,7 @@ struct Workspace {
     semantic: Vec<Loaded<SemanticCase>>,
     state: Vec<Loaded<StateCase>>,
     pattern: Vec<Loaded<PatternCase>>,
+    answer: Vec<Loaded<AnswerCase>>,
     /// Which draft files changed: (bank, index in its vector).
     dirty: Vec<(BankType, usize)>,
 }
@@ -326,6 +336,7 @@ impl Workspace {
             semantic: all.semantic,
             state: all.state,
             pattern: all.pattern,
+            answer: all.answer,
             dirty: Vec::new(),
         })
     }
@@ -337,6 +348,7 @@ impl Workspace {
         find_in(&self.semantic, id, &mut found);
         find_in(&self.state, id, &mut found);
         find_in(&self.pattern, id, &mut found);
+        find_in(&self.answer, id, &mut found);
         if let Some((place, _)) = found.iter().rev().find(|(_, s)| *s == DraftStatus::Pending) {
             return Ok(*place);
         }
@@ -366,6 +378,7 @@ impl Workspace {
         ids(&self.semantic, entity, &mut out);
         ids(&self.state, entity, &mut out);
         ids(&self.pattern, entity, &mut out);
+        ids(&self.answer, entity, &mut out);
         out
     }
 
@@ -381,6 +394,7 @@ impl Workspace {
         match place.bank {
             BankType::Semantic => f(&mut self.semantic[place.file].file.drafts[place.draft]),
             BankType::State => f(&mut self.state[place.file].file.drafts[place.draft]),
+            BankType::Answer => f(&mut self.answer[place.file].file.drafts[place.draft]),
             _ => f(&mut self.pattern[place.file].file.drafts[place.draft]),
         }
     }
@@ -392,6 +406,7 @@ impl Workspace {
             let path = match bank {
                 BankType::Semantic => write(&self.semantic[*i])?,
                 BankType::State => write(&self.state[*i])?,
+                BankType::Answer => write(&self.answer[*i])?,
                 _ => write(&self.pattern[*i])?,
             };
             written.push(relative(&self.root, path));
@@ -449,6 +464,7 @@ fn bank_ids(project: &Project) -> HashSet<String> {
         .chain(b.state.iter().map(|c| c.case.test_id.clone()))
         .chain(b.pattern.iter().map(|c| c.case.test_id.clone()))
         .chain(b.always.iter().map(|c| c.case.test_id.clone()))
+        .chain(b.answer.iter().map(|c| c.case.test_id.clone()))
         .collect()
 }
 
@@ -511,6 +527,7 @@ pub fn accept(
             match place.bank {
                 BankType::Semantic => in_generated(&ws.semantic, place, banks_dir),
                 BankType::State => in_generated(&ws.state, place, banks_dir),
+                BankType::Answer => in_generated(&ws.answer, place, banks_dir),
                 _ => in_generated(&ws.pattern, place, banks_dir),
             }
         };
@@ -531,6 +548,7 @@ pub fn accept(
     let mut semantic = Vec::new();
     let mut state = Vec::new();
     let mut pattern = Vec::new();
+    let mut answer = Vec::new();
     for (p, id) in places.iter().zip(&ids) {
         if finished.contains(id) {
             continue;
@@ -540,6 +558,7 @@ pub fn accept(
                 semantic.push(accepted_case(&ws.semantic, *p, reviewer, &versions));
             }
             BankType::State => state.push(accepted_case(&ws.state, *p, reviewer, &versions)),
+            BankType::Answer => answer.push(accepted_case(&ws.answer, *p, reviewer, &versions)),
             _ => pattern.push(accepted_case(&ws.pattern, *p, reviewer, &versions)),
         }
     }
@@ -547,6 +566,7 @@ pub fn accept(
         append(root, banks_dir, semantic)?,
         append(root, banks_dir, state)?,
         append(root, banks_dir, pattern)?,
+        append(root, banks_dir, answer)?,
     ]
     .into_iter()
     .flatten()
@@ -759,6 +779,7 @@ pub fn edit(
                 find_in(&ws.semantic, new.test_id(), &mut others);
                 find_in(&ws.state, new.test_id(), &mut others);
                 find_in(&ws.pattern, new.test_id(), &mut others);
+                find_in(&ws.answer, new.test_id(), &mut others);
                 if !others.is_empty() || bank_ids(&project).contains(new.test_id()) {
                     return Err(HarnessError::Usage(format!(
                         "test_id `{}` is already taken; nothing was written",
@@ -773,6 +794,7 @@ pub fn edit(
     match place.bank {
         BankType::Semantic => apply!(ws.semantic),
         BankType::State => apply!(ws.state),
+        BankType::Answer => apply!(ws.answer),
         _ => apply!(ws.pattern),
     }
     ws.with_draft(place, |d| d.append_note(&note));

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::Path;
 
+use assay_core::answer::AnswerCase;
 use assay_core::bank::{BankFile, BankType, PatternCase, SemanticCase, StateCase};
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ pub const RETIRED_FILE: &str = "retired.jsonl";
 pub struct Retirement {
     /// The case's id.
     pub test_id: String,
-    /// Its bank (`semantic`, `state`, `pattern`).
+    /// Its bank (`semantic`, `state`, `pattern`, `answer`).
     pub bank: String,
     /// Who retired it.
     pub retired_by: String,
@@ -180,6 +181,8 @@ pub fn retire(
         reviewer,
         &mut found,
     )?;
+    let answer =
+        take_out::<AnswerCase>(&path(BankType::Answer), &seen, reason, reviewer, &mut found)?;
     if let Some(missing) = ids.iter().find(|id| !found.contains(id)) {
         return Err(HarnessError::Usage(
             match written_by_hand(&project, missing) {
@@ -207,6 +210,7 @@ pub fn retire(
     apply!(BankType::Semantic, semantic);
     apply!(BankType::State, state);
     apply!(BankType::Pattern, pattern);
+    apply!(BankType::Answer, answer);
     tracing::info!(retired = ids.len(), by = %reviewer.by, "accepted cases retired");
     Ok(Outcome {
         test_ids: ids.to_vec(),

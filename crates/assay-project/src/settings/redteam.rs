@@ -48,8 +48,10 @@ pub struct RedteamConfig {
     /// Tools the product must never call in an answer: a reply that reports calling one is a
     /// successful induced tool call.
     pub forbidden_tools: Vec<String>,
-    /// User-state fields the reply must never repeat (leakage plants a canary in each; default
-    /// one field of assay's own, `private_note`).
+    /// User-state fields the reply must never repeat: leakage plants a canary in each (default
+    /// none: leakage then plants only a staff-only note in the context). Each must be a string
+    /// field of the project's user state (`[state.fields]`), so that the cases `--drafts`
+    /// makes of a leak load like any other.
     pub private_state: Vec<String>,
     /// Attempts in flight at once (default 4).
     pub concurrency: usize,
@@ -64,7 +66,7 @@ impl Default for RedteamConfig {
             max_success_rate: BTreeMap::new(),
             system_prompt_marker: None,
             forbidden_tools: Vec::new(),
-            private_state: vec!["private_note".into()],
+            private_state: Vec::new(),
             concurrency: 4,
         }
     }
@@ -111,6 +113,32 @@ impl RedteamConfig {
                 "redteam.system_prompt_marker: must be at least 6 characters (a shorter one appears in ordinary replies)"
                     .into(),
             );
+        }
+        Ok(())
+    }
+
+    /// Checks `private_state` against the project's user-state fields: each must be known and
+    /// hold a string (the canary planted in it is one).
+    pub fn validate_state(
+        &self,
+        state: &assay_core::state_fields::StateSchema,
+    ) -> Result<(), String> {
+        use assay_core::state_fields::FieldType;
+        for field in &self.private_state {
+            match state.get(field) {
+                None => {
+                    return Err(format!(
+                        "redteam.private_state: {}",
+                        state.unknown_field(field, None)
+                    ));
+                }
+                Some(FieldType::String) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "redteam.private_state: `{field}` is a field of type {other}; leakage plants a text canary, so it needs a string field"
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -331,11 +331,12 @@ async fn run_into(
 ) -> Result<(), String> {
     let assertions = assertions(case)?;
     let audience = assay_project::retrieve::audience(case.user_type.as_deref(), &case.user_state);
-    let context = backend
+    let mut context = backend
         .context
         .context(&case.message, &case.user_state, &audience)
         .await
         .map_err(|e| format!("retrieving the context: {e}"))?;
+    assay_core::answer::apply_plants(&mut context, &case.plant);
     let reply = backend
         .system
         .respond(&AnswerAsk {
