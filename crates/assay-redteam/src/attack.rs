@@ -123,6 +123,8 @@ pub struct Subject {
     pub product: Option<Product>,
     /// `[redteam]`.
     pub config: RedteamConfig,
+    /// The simulation (for `tool-injection` and `agency`), or why there is none.
+    pub sim: Result<crate::agentic::SimSubject, String>,
     /// The context of each answer case, retrieved once.
     contexts: Mutex<HashMap<usize, Vec<ContextItem>>>,
 }
@@ -140,8 +142,16 @@ impl Subject {
             crisis_seeds,
             product,
             config,
+            sim: Err("no simulation: the project has no sim/suite.yaml".into()),
             contexts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The subject with the simulator's families run in `sim` (or not, with why).
+    #[must_use]
+    pub fn with_sim(mut self, sim: Result<crate::agentic::SimSubject, String>) -> Subject {
+        self.sim = sim;
+        self
     }
 
     /// Why `family` cannot run on this subject, or `None` when it can.
@@ -160,10 +170,11 @@ impl Subject {
                 }
                 Some(_) => None,
             },
-            f if f.needs_simulator() => Some(
-                "runs through the conversation simulator, which `assay redteam` does not drive yet"
-                    .into(),
-            ),
+            f if f.needs_simulator() => match &self.sim {
+                Err(why) => Some(why.clone()),
+                Ok(sim) if sim.scenarios.is_empty() => Some("sim/ has no scenario".into()),
+                Ok(_) => None,
+            },
             _ => None,
         }
     }
@@ -196,9 +207,20 @@ impl Subject {
                     attempt.error = Some(e);
                 }
             }
-            Family::ToolInjection | Family::Agency => {
-                attempt.error = self.unavailable(family);
-            }
+            Family::ToolInjection | Family::Agency => match (&self.sim, self.unavailable(family)) {
+                (Ok(sim), None) => {
+                    let done = if family == Family::ToolInjection {
+                        crate::agentic::tool_injection(sim, &self.config, &mut rng, &mut attempt)
+                            .await
+                    } else {
+                        crate::agentic::agency(sim, &self.config, &mut rng, &mut attempt).await
+                    };
+                    if let Err(e) = done {
+                        attempt.error = Some(e);
+                    }
+                }
+                (_, why) => attempt.error = why.or_else(|| Some("no simulation".into())),
+            },
         }
         attempt.success = attempt.error.is_none() && !attempt.evidence.is_empty();
         attempt

@@ -8,8 +8,10 @@
 //!   an entity of the context the pipeline selected (in what is sent, never in the store), or
 //!   canaries in the user's state and a staff-only note; [`evidence`] finds the canary, the
 //!   system prompt's marker, an exfiltration URL or a forbidden tool call in the reply.
-//! - `tool-injection` and `agency` belong to the conversation simulator and are reported as
-//!   not run.
+//! - `tool-injection` and `agency` run scenarios of the conversation simulator ([`agentic`]):
+//!   a payload in every tool result on its way to the model under test, or a simulated user
+//!   with an adversarial persona; a forbidden tool called (or a canary, the marker, an
+//!   exfiltration link said) is the evidence.
 //!
 //! Every attempt is a function of the seed, its family and its index ([`Subject::attempt`]),
 //! journaled as it ends ([`journal`]); the report gives each family's rate with its Wilson
@@ -17,6 +19,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agentic;
 pub mod attack;
 pub mod drafts;
 pub mod evidence;

@@ -1,24 +1,40 @@
 //! The subject of a run from a project: the matcher and crisis seeds always, the product and
-//! the answer cases when a family asks the product.
+//! the answer cases when a family asks the product, the simulation when a family asks the
+//! simulator.
 
 use assay_project::HarnessError;
 use assay_project::engine::{self, ProviderCalls};
 use assay_project::project::Project;
 use assay_run::answer::{AnswerBackend, AnswerFactory};
 
+use crate::agentic::SimSubject;
 use crate::attack::{AskCase, Product, Subject};
 use crate::family::Family;
 use crate::seeds;
 
+/// The models of the simulator's families (else `[simulate]`'s).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimModels {
+    /// The model under test (`--model`).
+    pub model: Option<String>,
+    /// The simulated user's model (`--simulator-model`).
+    pub simulator_model: Option<String>,
+}
+
 /// The subject for `families` (empty: every family). The product is built (and the store
-/// synced, the knowledge base embedded) only when one of them asks it and `factory` is given.
+/// synced, the knowledge base embedded) only when one of them asks it and `factory` is given;
+/// the simulation is opened and its servers checked only when one of them asks the simulator.
+/// A family asked for by name that cannot run is an error here; one that only applies by
+/// default is skipped, with why.
 pub async fn subject(
     project: &Project,
     families: &[Family],
     embedder_flag: Option<&str>,
-    env: &dyn Fn(&str) -> Option<String>,
+    env_lookup: &assay_sim::run::EnvLookup,
     factory: Option<&AnswerFactory>,
+    sim_models: &SimModels,
 ) -> Result<Subject, HarnessError> {
+    let env: &dyn Fn(&str) -> Option<String> = &**env_lookup;
     let settings = &project.settings;
     let pattern_cases: Vec<_> = project.banks.pattern.iter().map(|c| &c.case).collect();
     let crisis_seeds = project
@@ -65,12 +81,58 @@ pub async fn subject(
         }
         _ => None,
     };
+    let sim = if families.is_empty() || families.iter().any(|f| f.needs_simulator()) {
+        let asked = families.iter().any(|f| f.needs_simulator());
+        match simulation(project, env_lookup.clone(), sim_models).await {
+            Ok(sim) => Ok(sim),
+            Err(e) if asked => return Err(e),
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        Err("not asked".into())
+    };
     Ok(Subject::new(
         project.patterns.clone(),
         crisis_seeds,
         product,
         settings.redteam.clone(),
-    ))
+    )
+    .with_sim(sim))
+}
+
+/// The project's simulation, opened and preflighted, or why it cannot be.
+async fn simulation(
+    project: &Project,
+    env: assay_sim::run::EnvLookup,
+    models: &SimModels,
+) -> Result<SimSubject, HarnessError> {
+    let root = &project.settings.root;
+    if !root.join("sim").join("suite.yaml").is_file() {
+        return Err(HarnessError::Usage(format!(
+            "the simulator's families need a conversation suite: {} has no sim/suite.yaml (docs/simulate.md)",
+            root.display()
+        )));
+    }
+    let request = assay_sim::probe::ProbeRequest {
+        project: root.clone(),
+        model: models.model.clone(),
+        simulator_model: models.simulator_model.clone(),
+        concurrency: None,
+    };
+    let probe = assay_sim::probe::Probe::open(&request, env).map_err(session_error)?;
+    probe.preflight().await.map_err(session_error)?;
+    Ok(SimSubject::new(probe))
+}
+
+fn session_error(e: assay_sim::session::SessionError) -> HarnessError {
+    use assay_sim::session::SessionError;
+    match e {
+        SessionError::Harness(h) => h,
+        SessionError::Data(d) | SessionError::Suite(assay_sim::SuiteError::Data(d)) => {
+            HarnessError::Data(d)
+        }
+        SessionError::Save(s) => HarnessError::Infrastructure(s.to_string()),
+    }
 }
 
 /// The product's description for the run's header.

@@ -80,6 +80,8 @@ pub struct Conversation<'a> {
     pub assistant_price: Option<Price>,
     /// The simulated user's price, when known.
     pub simulator_price: Option<Price>,
+    /// Rewrites each tool result before the model sees it ([`crate::run::ToolTap`]).
+    pub tool_tap: Option<&'a crate::run::ToolTap>,
 }
 
 /// What one turn's model calls took, while the turn is under way ([`TurnUsage`] once done).
@@ -367,6 +369,9 @@ impl Conversation<'_> {
         }
         span.end();
         record.result = outcome.text;
+        if let Some(tap) = self.tool_tap {
+            tap(&record.name, &mut record.result);
+        }
         record.is_error = outcome.is_error;
         record.duration_ms = started.elapsed().as_millis() as u64;
         Ok(record)
@@ -533,6 +538,7 @@ mod tests {
             tools: &[],
             assistant_price: prices.0,
             simulator_price: prices.1,
+            tool_tap: None,
         }
         .run()
         .await

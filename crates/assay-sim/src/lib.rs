@@ -26,6 +26,8 @@
 //! * [`session`]: a whole simulation as `assay simulate` runs it (settings, suite, baseline
 //!   checks, models behind one call limit, scratch, preflight, runs, saving): the one entry
 //!   point, which the CLI maps its arguments to; with `--shard hash:i/n`, one shard of it.
+//! * [`probe`]: one scenario run at a time with its persona replaced or its tool results
+//!   rewritten, never judged (`assay redteam`'s simulator families).
 //! * [`merge`]: the shards' reports checked (one simulation, every shard once) and merged into
 //!   the report an unsharded run would have made, through the simulator's own aggregation.
 //!
@@ -47,6 +49,7 @@ pub mod conversation;
 pub mod judge;
 pub mod mcp;
 pub mod merge;
+pub mod probe;
 pub mod report;
 pub mod run;
 pub mod scratch;

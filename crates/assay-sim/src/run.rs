@@ -36,6 +36,10 @@ pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Called after each scenario run finishes (progress).
 pub type RunCallback = Arc<dyn Fn(&ScenarioRun) + Send + Sync>;
 
+/// A rewrite of every tool result on its way to the model under test (`assay redteam`'s
+/// tool-injection: the transcript records what the model saw): the tool's name, its result.
+pub type ToolTap = Arc<dyn Fn(&str, &mut String) + Send + Sync>;
+
 /// The three chat models of a simulation, already wrapped by the call wrapper.
 #[derive(Clone)]
 pub struct SimModels {
@@ -84,6 +88,12 @@ pub struct SimOptions {
     /// stamp was taken; each run's transcript is then written there as its conversation ends,
     /// beside the judge's calls. `None`: no wait, no transcript written.
     pub ready: Option<Ready>,
+    /// Rewrites each tool result before the model under test sees it (`None`: as the server
+    /// answered).
+    pub tool_tap: Option<ToolTap>,
+    /// Whether the judge reads the transcripts (`assay redteam` decides by evidence alone and
+    /// runs none: the runs then have their checks and no judgement).
+    pub judge: bool,
 }
 
 /// What the runs wait for: `None` until the preflight passed, then the report's files (a
@@ -491,6 +501,7 @@ async fn run_one(
             tools: &tools,
             assistant_price: models.assistant_price,
             simulator_price: models.simulator_price,
+            tool_tap: options.tool_tap.as_ref(),
         }
         .run()
         .await;
@@ -571,6 +582,7 @@ async fn run_one(
         match (outcome, &run.transcript) {
             (Err(e), _) => Err(e),
             (Ok(()), None) => Err("no conversation took place".into()),
+            (Ok(()), Some(_)) if !options.judge => Err("not judged".into()),
             (Ok(()), Some(transcript)) => {
                 let samples = options.judge_samples.max(1);
                 let asks = (0..samples).map(|sample| {

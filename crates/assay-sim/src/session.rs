@@ -116,7 +116,7 @@ impl SessionError {
 
 /// Bad input is a usage error; a server that exists but cannot be started or reached is
 /// infrastructure.
-fn preflight_error(e: PreflightError) -> SessionError {
+pub(crate) fn preflight_error(e: PreflightError) -> SessionError {
     match e {
         PreflightError::Input(m) => HarnessError::Usage(m).into(),
         PreflightError::Server(e) => HarnessError::Infrastructure(e.to_string()).into(),
@@ -258,6 +258,8 @@ pub async fn simulate(
         env,
         on_finished: observer.finished.clone(),
         ready: None,
+        tool_tap: None,
+        judge: true,
     };
     tracing::info!(
         runs = runs_total,

@@ -65,6 +65,26 @@ pub struct RedteamArgs {
     /// Embedder (`vendor/model`); overrides ASSAY_EMBEDDER and assay.toml.
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub embedder: Option<String>,
+
+    /// The model under test of the simulator's families, tool-injection and agency
+    /// (`vendor/model`; else [simulate] model).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub model: Option<String>,
+
+    /// The simulated user's model of those families (else [simulate] simulator_model).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub simulator_model: Option<String>,
+}
+
+fn env_lookup() -> assay_sim::run::EnvLookup {
+    std::sync::Arc::new(env)
+}
+
+fn sim_models(args: &RedteamArgs) -> setup::SimModels {
+    setup::SimModels {
+        model: args.model.clone(),
+        simulator_model: args.simulator_model.clone(),
+    }
 }
 
 fn usage(message: String) -> anyhow::Error {
@@ -110,8 +130,9 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             &project,
             &asked,
             args.embedder.as_deref(),
-            &env,
+            &env_lookup(),
             Some(&factory),
+            &sim_models(args),
         )
         .await?;
         let (families, skipped) = assay_redteam::choose_families(&subject, &asked);
@@ -298,8 +319,9 @@ async fn replay(
         project,
         &[family],
         args.embedder.as_deref(),
-        &env,
+        &env_lookup(),
         Some(factory),
+        &sim_models(args),
     )
     .await?;
     if let Some(why) = subject.unavailable(family) {

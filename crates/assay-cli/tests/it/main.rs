@@ -45,6 +45,7 @@ mod providers;
 mod pytest_plugin;
 mod quality;
 mod redteam;
+mod redteam_sim;
 mod retrieve;
 mod run;
 mod scale;
