@@ -10,7 +10,7 @@ use std::sync::Arc;
 use assay_core::simulation::{Ending, ScenarioRun, Speaker, ToolCallRecord};
 use assay_sim::probe::Probe;
 
-use crate::attack::Attempt;
+use crate::attempt::Attempt;
 use crate::evidence::{self, Expect};
 use crate::payload::{self, Objective};
 use crate::rng::Rng;

@@ -26,7 +26,7 @@ use assay_project::project::Project;
 use assay_retrieval::patterns::PatternMatcher;
 use serde::Serialize;
 
-use crate::attack::Attempt;
+use crate::attempt::Attempt;
 use crate::family::Family;
 use crate::payload::EXFIL_HOST;
 use crate::report::Report;

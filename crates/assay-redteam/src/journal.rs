@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::RedteamError;
-use crate::attack::Attempt;
+use crate::attempt::Attempt;
 use crate::family::Family;
 
 /// What a run is: a resumed run must match it.

@@ -21,6 +21,7 @@
 
 pub mod agentic;
 pub mod attack;
+pub mod attempt;
 pub mod drafts;
 pub mod evidence;
 pub mod family;
@@ -38,7 +39,8 @@ use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt;
 
-pub use attack::{AskCase, Attempt, CrisisSeed, Product, Subject};
+pub use attack::{AskCase, CrisisSeed, Product, Subject};
+pub use attempt::Attempt;
 pub use family::Family;
 pub use journal::{Header, Journal};
 pub use report::{Rate, Report};

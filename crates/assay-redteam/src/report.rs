@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::attack::Attempt;
+use crate::attempt::Attempt;
 use crate::family::Family;
 use crate::journal::Header;
 

@@ -55,6 +55,10 @@ pub enum InfraError {
     Simulator(String),
 }
 
+/// A rewrite of every tool result on its way to the model under test (`assay redteam`'s
+/// tool-injection: the transcript records what the model saw): the tool's name, its result.
+pub type ToolTap = Arc<dyn Fn(&str, &mut String) + Send + Sync>;
+
 /// What one conversation needs.
 pub struct Conversation<'a> {
     /// The model under test.
@@ -80,8 +84,8 @@ pub struct Conversation<'a> {
     pub assistant_price: Option<Price>,
     /// The simulated user's price, when known.
     pub simulator_price: Option<Price>,
-    /// Rewrites each tool result before the model sees it ([`crate::run::ToolTap`]).
-    pub tool_tap: Option<&'a crate::run::ToolTap>,
+    /// Rewrites each tool result before the model sees it.
+    pub tool_tap: Option<&'a ToolTap>,
 }
 
 /// What one turn's model calls took, while the turn is under way ([`TurnUsage`] once done).

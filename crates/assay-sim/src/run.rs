@@ -36,9 +36,7 @@ pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Called after each scenario run finishes (progress).
 pub type RunCallback = Arc<dyn Fn(&ScenarioRun) + Send + Sync>;
 
-/// A rewrite of every tool result on its way to the model under test (`assay redteam`'s
-/// tool-injection: the transcript records what the model saw): the tool's name, its result.
-pub type ToolTap = Arc<dyn Fn(&str, &mut String) + Send + Sync>;
+pub use crate::conversation::ToolTap;
 
 /// The three chat models of a simulation, already wrapped by the call wrapper.
 #[derive(Clone)]
