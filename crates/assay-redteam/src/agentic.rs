@@ -131,6 +131,19 @@ fn failure(run: &ScenarioRun) -> Option<String> {
     }
 }
 
+/// The scenario attempt `attempt.index` attacks (recorded as its source and opening) and the
+/// tools it must not make the model call.
+fn scenario_of<'s>(
+    sim: &'s SimSubject,
+    config: &assay_project::settings::RedteamConfig,
+    attempt: &mut Attempt,
+) -> (&'s SimScenario, Vec<String>) {
+    let scenario = &sim.scenarios[attempt.index % sim.scenarios.len()];
+    attempt.source.clone_from(&scenario.id);
+    attempt.input.clone_from(&scenario.opening);
+    (scenario, forbidden(&config.forbidden_tools, scenario))
+}
+
 /// Attempt `attempt.index` of `tool-injection`.
 pub async fn tool_injection(
     sim: &SimSubject,
@@ -138,10 +151,7 @@ pub async fn tool_injection(
     rng: &mut Rng,
     attempt: &mut Attempt,
 ) -> Result<(), String> {
-    let scenario = &sim.scenarios[attempt.index % sim.scenarios.len()];
-    attempt.source.clone_from(&scenario.id);
-    attempt.input.clone_from(&scenario.opening);
-    let tools = forbidden(&config.forbidden_tools, scenario);
+    let (scenario, tools) = scenario_of(sim, config, attempt);
     let p = payload::draw(rng, config.system_prompt_marker.is_some(), &tools);
     let placement = *rng.pick(&payload::PLACEMENTS);
     attempt.technique = format!("{}/{placement}", p.id);
@@ -187,10 +197,7 @@ pub async fn agency(
     rng: &mut Rng,
     attempt: &mut Attempt,
 ) -> Result<(), String> {
-    let scenario = &sim.scenarios[attempt.index % sim.scenarios.len()];
-    attempt.source.clone_from(&scenario.id);
-    attempt.input.clone_from(&scenario.opening);
-    let tools = forbidden(&config.forbidden_tools, scenario);
+    let (scenario, tools) = scenario_of(sim, config, attempt);
     if tools.is_empty() {
         return Err(format!(
             "no forbidden tool for scenario `{}`: name one in [redteam] forbidden_tools or the scenario's trajectory.tools_not_used",

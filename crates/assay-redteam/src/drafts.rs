@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use assay_core::answer::AnswerCase;
-use assay_core::bank::{BankType, PatternCase};
+use assay_core::bank::{BankType, Case, PatternCase};
 use assay_core::draft::{
     Draft, DraftBank, DraftStatus, Finding, FindingKind, GenerationMethod, Provenance,
 };
@@ -116,28 +116,7 @@ pub fn write_drafts(
     Ok(out)
 }
 
-/// The generation id and provenance both kinds of case carry.
-trait Generated {
-    fn set_generation(&mut self, generation: &str);
-}
-
-impl Generated for PatternCase {
-    fn set_generation(&mut self, generation: &str) {
-        if let Some(p) = self.provenance.as_mut() {
-            p.generation = Some(generation.to_owned());
-        }
-    }
-}
-
-impl Generated for AnswerCase {
-    fn set_generation(&mut self, generation: &str) {
-        if let Some(p) = self.provenance.as_mut() {
-            p.generation = Some(generation.to_owned());
-        }
-    }
-}
-
-fn write_file<C: Serialize + Generated>(
+fn write_file<C: Serialize + Case>(
     project: &Project,
     bank: BankType,
     base: &str,
@@ -156,7 +135,9 @@ fn write_file<C: Serialize + Generated>(
         n += 1;
     }
     for d in &mut list {
-        d.case.set_generation(&generation);
+        if let Some(p) = d.case.provenance_mut() {
+            p.generation = Some(generation.clone());
+        }
     }
     let mut families: Vec<&str> = Vec::new();
     for a in &report.findings {
