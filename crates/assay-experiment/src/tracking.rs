@@ -323,6 +323,7 @@ pub struct Mlflow {
 impl Mlflow {
     /// A client of the server at `uri` (e.g. `http://127.0.0.1:5000`).
     pub fn new(uri: &str) -> Result<Mlflow, TrackingError> {
+        assay_telemetry::tls::ensure_provider();
         let client = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .build()

@@ -42,6 +42,7 @@ impl HfEmbedder {
         root: &Path,
         options: &EmbedderOptions,
     ) -> Result<HfEmbedder, ProviderError> {
+        assay_telemetry::tls::ensure_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
             .read_timeout(options.timeout)

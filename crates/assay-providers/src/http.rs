@@ -181,6 +181,7 @@ impl Http {
         // A client per provider, not per process: a pooled connection belongs to the runtime that
         // opened it, and the harness may run on several runtimes (the HTTP API runs each request
         // on its own).
+        assay_telemetry::tls::ensure_provider();
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("assay/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(self.timeout.min(Duration::from_secs(10)));

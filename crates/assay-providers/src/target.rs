@@ -903,6 +903,7 @@ impl HttpTarget {
     /// A target at `url` whose requests time out after `timeout`, whose replies may hold
     /// [`DEFAULT_MAX_REPLY_BYTES`] (set `max_reply_bytes` for another cap).
     pub fn new(url: &str, timeout: Duration, stateless: bool) -> Result<HttpTarget, TargetError> {
+        assay_telemetry::tls::ensure_provider();
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .build()

@@ -279,6 +279,8 @@ impl McpConnection {
             }
             ServerKind::Http { url } => {
                 let url = vars.expand(url, env);
+                // rmcp builds its own reqwest client, which needs the crypto provider.
+                assay_telemetry::tls::ensure_provider();
                 let transport = StreamableHttpClientTransport::from_uri(url.clone());
                 let client = tokio::time::timeout(START_TIMEOUT, ().serve(transport))
                     .await

@@ -106,6 +106,7 @@ impl ExportReport {
 impl Pipeline {
     pub(crate) fn build(config: ExportConfig) -> Result<Pipeline, TelemetryError> {
         let stats = Arc::new(Stats::default());
+        crate::tls::ensure_provider();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(match config.protocol {

@@ -18,6 +18,7 @@ mod config;
 mod export;
 pub mod genai;
 mod span;
+pub mod tls;
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 

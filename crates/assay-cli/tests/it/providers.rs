@@ -101,7 +101,14 @@ fn faults_are_retried_or_recorded_as_errors_and_never_mis_scored() {
             limit: None,
         },
     );
-    configure(&project, &faulty, "cache = \"off\"");
+    // The fake's 429s are faults, not a bucket: what a run learns from them is not kept, or the
+    // next run here paces itself by a limit that does not exist (remembered limits have tests
+    // of their own, with a real bucket).
+    configure(
+        &project,
+        &faulty,
+        "cache = \"off\"\nremember_limits = false",
+    );
     let run = project.assay_env(&["run", "--json", "--no-save"], &[KEY]);
     let faults = faulty
         .counts
