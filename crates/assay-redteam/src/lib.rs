@@ -237,6 +237,40 @@ pub fn load_report(path: &Path) -> Result<Report, RedteamError> {
     })
 }
 
+/// A run's folder under `results/redteam/`, as [`list_runs`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFolder {
+    /// The run's id (the folder's name).
+    pub id: String,
+    /// The folder.
+    pub path: PathBuf,
+    /// Whether it holds a report (a finished run); without one it holds a journal only (a
+    /// run that is going on, or was interrupted: `assay redteam --resume` finishes it).
+    pub finished: bool,
+}
+
+/// The runs under `runs` (`results/redteam/`), newest first: every folder with a report or a
+/// journal.
+pub fn list_runs(runs: &Path) -> Vec<RunFolder> {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return Vec::new();
+    };
+    let mut out: Vec<RunFolder> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter_map(|path| {
+            let finished = path.join(journal::REPORT_JSON).is_file();
+            if !finished && !path.join(journal::JOURNAL_FILE).is_file() {
+                return None;
+            }
+            let id = path.file_name()?.to_str()?.to_owned();
+            Some(RunFolder { id, path, finished })
+        })
+        .collect();
+    out.sort_by(|a, b| b.id.cmp(&a.id));
+    out
+}
+
 /// The newest finished run under `runs` (its folder).
 pub fn latest_report(runs: &Path) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs)

@@ -150,6 +150,19 @@ pub struct Report {
     pub passed: bool,
 }
 
+/// The saved HTML report's page rules (the web UI has its own).
+const PAGE_STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:left;vertical-align:top}";
+
+/// The rules [`Report::html_body`] needs: the interval bars, the verdict colours, long texts.
+pub const STYLE: &str = ".bar{position:relative;width:12rem;height:.8rem;background:#eee}.bar span{position:absolute;top:0;height:100%;background:#c0392b66}.bar i{position:absolute;top:-.15rem;width:2px;height:1.1rem;background:#c0392b}.pass{color:#1e7d32}.fail{color:#b00020}code{white-space:pre-wrap;word-break:break-word}details{margin:.4rem 0}";
+
+fn html_escape(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// The group an attempt's technique is counted under: a crisis evasion's transform groups
 /// (`unicode`, `spacing+typo`), else the payload and its carrier.
 fn technique_group(a: &Attempt) -> String {
@@ -380,17 +393,22 @@ impl Report {
     /// The report as one self-contained HTML page: the families with their rates and
     /// intervals drawn, each technique, and every finding with its evidence.
     pub fn html(&self) -> String {
-        let esc = |t: &str| {
-            t.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-                .replace('"', "&quot;")
-        };
+        format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Red team {}</title>\n<style>{PAGE_STYLE}{STYLE}</style></head><body>\n{}</body></html>\n",
+            html_escape(&self.header.run_id),
+            self.html_body()
+        )
+    }
+
+    /// The body of [`Report::html`], for a page of another's (the web UI's red-team page),
+    /// which includes [`STYLE`] for its interval bars.
+    pub fn html_body(&self) -> String {
+        let esc = html_escape;
         let h = &self.header;
         let mut s = String::new();
         let _ = write!(
             s,
-            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Red team {id}</title>\n<style>body{{font:15px/1.45 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}}table{{border-collapse:collapse;margin:.5rem 0 1.5rem}}td,th{{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:left;vertical-align:top}}.bar{{position:relative;width:12rem;height:.8rem;background:#eee}}.bar span{{position:absolute;top:0;height:100%;background:#c0392b66}}.bar i{{position:absolute;top:-.15rem;width:2px;height:1.1rem;background:#c0392b}}.pass{{color:#1e7d32}}.fail{{color:#b00020}}code{{white-space:pre-wrap;word-break:break-word}}details{{margin:.4rem 0}}</style></head><body>\n<h1>Red team {id}</h1>\n<p>Seed {seed}, {n} attempts per family, payload library v{lib}, product: {target}, <code>[patterns] normalise</code> {norm}.</p>\n<p class=\"{cls}\"><strong>{verdict}</strong></p>\n",
+            "<h1>Red team {id}</h1>\n<p>Seed {seed}, {n} attempts per family, payload library v{lib}, product: {target}, <code>[patterns] normalise</code> {norm}.</p>\n<p class=\"{cls}\"><strong>{verdict}</strong></p>\n",
             id = esc(&h.run_id),
             seed = h.seed,
             n = h.attempts,
@@ -490,7 +508,6 @@ impl Report {
             }
             s.push_str("</table></details>\n");
         }
-        s.push_str("</body></html>\n");
         s
     }
 

@@ -1,9 +1,9 @@
 //! The web UI under `/ui/`: server-rendered HTML pages for the knowledge base (its entities,
 //! their history, edits, a retrieval test, bulk operations and statistics), the saved runs
 //! (their scores over time, each run, each case, two runs compared), the prompt optimizer's
-//! experiments (with promotion) and the conversation simulations, with one embedded style
-//! sheet and a few lines of optional script. No build step: the assets are `include_str!`ed
-//! into the binary.
+//! experiments (with promotion), the conversation simulations and the red-team runs, with one
+//! embedded style sheet and a few lines of optional script. No build step: the assets are
+//! `include_str!`ed into the binary.
 //!
 //! A project may hold any of these parts or none ([`crate::project::Contents`]); a page whose
 //! part is missing shows an empty state that names the command that fills it
@@ -29,6 +29,7 @@ mod experiments;
 mod forms;
 mod links;
 mod pages;
+mod redteam;
 mod runs;
 mod simulations;
 
@@ -304,7 +305,7 @@ impl IntoResponse for Html {
 }
 
 /// The navigation: `(key, path, label, access key)`.
-const NAV: [(&str, &str, &str, &str); 9] = [
+const NAV: [(&str, &str, &str, &str); 10] = [
     ("entities", "/ui/entities", "Entities", "e"),
     ("new", "/ui/entities/new", "New entity", "n"),
     ("retrieval", "/ui/retrieval", "Retrieval test", "t"),
@@ -313,6 +314,7 @@ const NAV: [(&str, &str, &str, &str); 9] = [
     ("runs", "/ui/runs", "Runs", "r"),
     ("experiments", "/ui/experiments", "Experiments", "x"),
     ("simulations", "/ui/simulations", "Simulations", "m"),
+    ("redteam", "/ui/redteam", "Red team", "a"),
     ("drafts", "/ui/drafts", "Drafts", "d"),
 ];
 
@@ -344,7 +346,7 @@ pub fn layout(title: &str, active: &str, who: &str, body: &str) -> String {
         );
     }
     format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs, <kbd>x</kbd> experiments, <kbd>m</kbd> simulations, <kbd>d</kbd> drafts</footer>\n</body></html>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n<title>{} · assay</title>\n<link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\n<script src=\"/ui/assets/ui.js\" defer></script></head>\n<body><a class=\"skip\" href=\"#main\">Skip to content</a>\n<header class=\"top\"><div class=\"bar\"><a class=\"brand\" href=\"/ui/\">assay</a><nav aria-label=\"Main\">{nav}</nav><div class=\"who\">{who}</div></div></header>\n<main id=\"main\">\n{body}\n</main>\n<footer class=\"keys\">Keys: <kbd>/</kbd> search · access keys (<kbd>Alt</kbd>+letter): <kbd>e</kbd> entities, <kbd>n</kbd> new, <kbd>t</kbd> retrieval test, <kbd>b</kbd> bulk, <kbd>s</kbd> stats, <kbd>r</kbd> runs, <kbd>x</kbd> experiments, <kbd>m</kbd> simulations, <kbd>a</kbd> red team, <kbd>d</kbd> drafts</footer>\n</body></html>\n",
         esc(title)
     )
 }
@@ -659,6 +661,7 @@ pub fn router() -> Router<AppState> {
         .merge(cases::router())
         .merge(experiments::router())
         .merge(simulations::router())
+        .merge(redteam::router())
         .merge(bulk::router())
         .merge(drafts::router())
         .layer(axum::middleware::from_fn(server_timing))

@@ -22,7 +22,7 @@ use crate::AppState;
 const CHART_RUNS: usize = 200;
 
 /// Runs `work` on a blocking thread with the project's results folder (`[paths] results`).
-async fn with_results<T, F>(state: &AppState, work: F) -> Result<T, UiError>
+pub(super) async fn with_results<T, F>(state: &AppState, work: F) -> Result<T, UiError>
 where
     T: Send + 'static,
     F: FnOnce(&std::path::Path, &ProjectSettings) -> Result<T, UiError> + Send + 'static,

@@ -117,6 +117,7 @@ async fn an_empty_folder_has_an_empty_state_on_every_page() {
         ("/ui/runs", "empty-runs", "assay run"),
         ("/ui/experiments", "empty-experiments", "assay optimize"),
         ("/ui/simulations", "empty-simulations", "assay simulate"),
+        ("/ui/redteam", "empty-redteam", "assay redteam"),
     ] {
         let p = get(&s, page, None).await;
         assert_eq!(p.status, StatusCode::OK, "{page}: {}", p.body);

@@ -8,6 +8,7 @@ mod dashboard;
 mod drafts;
 mod errors;
 mod experiments;
+mod redteam;
 mod runs;
 mod simulations;
 mod support;

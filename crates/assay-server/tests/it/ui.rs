@@ -133,6 +133,7 @@ async fn every_page_renders_read_only_without_a_token() {
         "/ui/bulk",
         "/ui/stats",
         "/ui/runs",
+        "/ui/redteam",
         "/ui/login",
     ] {
         let p = get(&s, uri, None).await;
