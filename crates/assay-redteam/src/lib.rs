@@ -273,12 +273,8 @@ pub fn list_runs(runs: &Path) -> Vec<RunFolder> {
 
 /// The newest finished run under `runs` (its folder).
 pub fn latest_report(runs: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join(journal::REPORT_JSON).is_file())
-        .collect();
-    dirs.sort();
-    dirs.pop()
+    list_runs(runs)
+        .into_iter()
+        .find(|r| r.finished)
+        .map(|r| r.path)
 }

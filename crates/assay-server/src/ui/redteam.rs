@@ -73,7 +73,7 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
                 let families: Vec<&str> = h.families.iter().map(|f| f.name()).collect();
                 let _ = write!(
                     body,
-                    "<tr><td class=\"nowrap\"><a href=\"{}\">{}</a><br><span class=\"muted\">{}, seed {}</span></td><td>{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                    "<tr><td class=\"nowrap\"><a href=\"{}\">{}</a><br><span class=\"muted\">{}, seed {}</span></td><td>{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{} {}</td></tr>",
                     esc(&href),
                     esc(id),
                     esc(&h.started_at),
@@ -83,11 +83,8 @@ async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html,
                     esc(&h.target),
                     esc(&r.total.statement),
                     r.findings.len(),
-                    if r.passed {
-                        format!("✓ {}", esc(&r.verdict()))
-                    } else {
-                        format!("✗ {}", esc(&r.verdict()))
-                    }
+                    if r.passed { "✓" } else { "✗" },
+                    esc(&r.verdict())
                 );
             }
             Some(Err(e)) => {
