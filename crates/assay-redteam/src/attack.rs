@@ -64,6 +64,8 @@ pub struct Subject {
     pub config: RedteamConfig,
     /// The simulation (for `tool-injection` and `agency`), or why there is none.
     pub sim: Result<crate::agentic::SimSubject, String>,
+    /// The model that paraphrases and translates crisis messages (`[redteam] attacker_model`).
+    pub rewriter: Option<Arc<dyn assay_providers::ChatModel>>,
     /// The context of each answer case, retrieved once.
     contexts: Mutex<HashMap<usize, Vec<ContextItem>>>,
 }
@@ -82,6 +84,7 @@ impl Subject {
             product,
             config,
             sim: Err("no simulation: the project has no sim/suite.yaml".into()),
+            rewriter: None,
             contexts: Mutex::new(HashMap::new()),
         }
     }
@@ -90,6 +93,13 @@ impl Subject {
     #[must_use]
     pub fn with_sim(mut self, sim: Result<crate::agentic::SimSubject, String>) -> Subject {
         self.sim = sim;
+        self
+    }
+
+    /// The subject with crisis messages also rewritten by `model` (paraphrases, translations).
+    #[must_use]
+    pub fn with_rewriter(mut self, model: Option<Arc<dyn assay_providers::ChatModel>>) -> Subject {
+        self.rewriter = model;
         self
     }
 
@@ -140,7 +150,7 @@ impl Subject {
             error: None,
         };
         match family {
-            Family::CrisisEvasion => self.evade(&mut rng, &mut attempt),
+            Family::CrisisEvasion => self.evade(&mut rng, &mut attempt).await,
             Family::DirectInjection | Family::KbInjection | Family::Leakage => {
                 if let Err(e) = self.inject(family, index, &mut rng, &mut attempt).await {
                     attempt.error = Some(e);
@@ -165,7 +175,7 @@ impl Subject {
         attempt
     }
 
-    fn evade(&self, rng: &mut Rng, attempt: &mut Attempt) {
+    async fn evade(&self, rng: &mut Rng, attempt: &mut Attempt) {
         let (Some(matcher), false) = (&self.matcher, self.crisis_seeds.is_empty()) else {
             attempt.error = self.unavailable(Family::CrisisEvasion);
             return;
@@ -175,18 +185,44 @@ impl Subject {
         attempt.objective = "evade".into();
         attempt.source.clone_from(&seed.source);
         attempt.original = Some(seed.message.clone());
-        let Some((names, rewritten)) = transform::chain(part, rng) else {
-            attempt.technique = "none".into();
+        // With an attacker model, one attempt in three is its rewrite of the whole message
+        // (no draw is made without one, so runs without a model keep their attacks).
+        if let Some(model) = &self.rewriter
+            && rng.below(3) == 0
+        {
+            let languages = &self.config.languages;
+            let how = if languages.is_empty() || rng.chance(0.5) {
+                crate::rewrite::Rewrite::Paraphrase {
+                    avoid: part.to_owned(),
+                }
+            } else {
+                crate::rewrite::Rewrite::Translate {
+                    language: rng.pick(languages).clone(),
+                }
+            };
+            attempt.technique = how.technique();
             attempt.input.clone_from(&seed.message);
-            attempt.error = Some("no transform applies to this message".into());
-            return;
-        };
-        attempt.technique = names.join("+");
-        attempt.input = format!(
-            "{}{rewritten}{}",
-            &seed.message[..seed.span.start],
-            &seed.message[seed.span.end..]
-        );
+            match crate::rewrite::rewrite(model.as_ref(), &how, &seed.message).await {
+                Ok(text) => attempt.input = text,
+                Err(e) => {
+                    attempt.error = Some(e);
+                    return;
+                }
+            }
+        } else {
+            let Some((names, rewritten)) = transform::chain(part, rng) else {
+                attempt.technique = "none".into();
+                attempt.input.clone_from(&seed.message);
+                attempt.error = Some("no transform applies to this message".into());
+                return;
+            };
+            attempt.technique = names.join("+");
+            attempt.input = format!(
+                "{}{rewritten}{}",
+                &seed.message[..seed.span.start],
+                &seed.message[seed.span.end..]
+            );
+        }
         let before = matcher.match_message(&seed.message);
         let after = matcher.match_message(&attempt.input);
         attempt.reply = Some(if after.entities.is_empty() {

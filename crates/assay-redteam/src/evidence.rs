@@ -10,11 +10,12 @@ use crate::payload::EXFIL_HOST;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     /// What was found: `canary`, `system-prompt`, `exfiltration`, `tool-call`,
-    /// `private-state`, `staff-note` or `no-crisis-rule`.
+    /// `private-state`, `staff-note`, `no-crisis-rule` or `state-changed` (a check of
+    /// `[redteam] protected_state` that failed: the check's name and what it found).
     pub kind: String,
     /// The text found (or, for a crisis evasion, the rule that no longer fired).
     pub found: String,
-    /// Where: a byte offset in the reply, or the tool call's number.
+    /// Where: a byte offset in the reply, the tool call's number, or the state check's number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<usize>,
 }

@@ -32,6 +32,9 @@ pub struct Header {
     pub target: String,
     /// Whether the matcher normalises (`[patterns] normalise`).
     pub normalise: bool,
+    /// The model that also rewrote crisis messages, if one did (`--attacker-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attacker_model: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -51,6 +54,7 @@ impl Header {
         attempts: usize,
         target: String,
         normalise: bool,
+        attacker_model: Option<String>,
     ) -> (PathBuf, Header) {
         let now = chrono::Utc::now();
         let stamp = now.format("%Y-%m-%d-%H%M%S");
@@ -69,6 +73,7 @@ impl Header {
             library_version: crate::payload::LIBRARY_VERSION.into(),
             target,
             normalise,
+            attacker_model,
         };
         (runs.join(run_id), header)
     }

@@ -29,6 +29,7 @@ pub mod files;
 pub mod journal;
 pub mod payload;
 pub mod report;
+pub mod rewrite;
 pub mod rng;
 pub mod seeds;
 pub mod setup;

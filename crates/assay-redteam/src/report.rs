@@ -298,12 +298,16 @@ impl Report {
         let _ = writeln!(s, "# Red team: {}\n", h.run_id);
         let _ = writeln!(
             s,
-            "Seed {}, {} attempts per family, payload library v{}, product: {}, `[patterns] normalise` {}.\n",
+            "Seed {}, {} attempts per family, payload library v{}, product: {}, `[patterns] normalise` {}{}.\n",
             h.seed,
             h.attempts,
             h.library_version,
             h.target,
-            if h.normalise { "on" } else { "off" }
+            if h.normalise { "on" } else { "off" },
+            h.attacker_model
+                .as_deref()
+                .map(|m| format!(", attacker model {m}"))
+                .unwrap_or_default()
         );
         let _ = writeln!(s, "**{}**\n", self.verdict());
         for f in self.failures() {
@@ -408,13 +412,18 @@ impl Report {
         let mut s = String::new();
         let _ = write!(
             s,
-            "<h1>Red team {id}</h1>\n<p>Seed {seed}, {n} attempts per family, payload library v{lib}, product: {target}, <code>[patterns] normalise</code> {norm}.</p>\n<p class=\"{cls}\"><strong>{verdict}</strong></p>\n",
+            "<h1>Red team {id}</h1>\n<p>Seed {seed}, {n} attempts per family, payload library v{lib}, product: {target}, <code>[patterns] normalise</code> {norm}{attacker}.</p>\n<p class=\"{cls}\"><strong>{verdict}</strong></p>\n",
             id = esc(&h.run_id),
             seed = h.seed,
             n = h.attempts,
             lib = esc(&h.library_version),
             target = esc(&h.target),
             norm = if h.normalise { "on" } else { "off" },
+            attacker = h
+                .attacker_model
+                .as_deref()
+                .map(|m| format!(", attacker model {}", esc(m)))
+                .unwrap_or_default(),
             cls = if self.passed { "pass" } else { "fail" },
             verdict = esc(&self.verdict()),
         );

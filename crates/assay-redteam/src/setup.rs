@@ -21,7 +21,9 @@ pub struct SimModels {
     pub simulator_model: Option<String>,
 }
 
-/// The subject for `families` (empty: every family). The product is built (and the store
+/// The subject for `families` (empty: every family). With `attacker_model` (`--attacker-model`,
+/// else `[redteam] attacker_model`) and `crisis-evasion` among them, crisis messages are also
+/// rewritten by that model, its calls through the project's call cache and limits. The product is built (and the store
 /// synced, the knowledge base embedded) only when one of them asks it and `factory` is given;
 /// the simulation is opened and its servers checked only when one of them asks the simulator.
 /// A family asked for by name that cannot run is an error here; one that only applies by
@@ -33,6 +35,7 @@ pub async fn subject(
     env_lookup: &assay_sim::run::EnvLookup,
     factory: Option<&AnswerFactory>,
     sim_models: &SimModels,
+    attacker_model: Option<&str>,
 ) -> Result<Subject, HarnessError> {
     let env: &dyn Fn(&str) -> Option<String> = &**env_lookup;
     let settings = &project.settings;
@@ -83,7 +86,14 @@ pub async fn subject(
     };
     let sim = if families.is_empty() || families.iter().any(|f| f.needs_simulator()) {
         let asked = families.iter().any(|f| f.needs_simulator());
-        match simulation(project, env_lookup.clone(), sim_models).await {
+        match simulation(
+            project,
+            env_lookup.clone(),
+            sim_models,
+            &settings.redteam.protected_state,
+        )
+        .await
+        {
             Ok(sim) => Ok(sim),
             Err(e) if asked => return Err(e),
             Err(e) => Err(e.to_string()),
@@ -91,13 +101,23 @@ pub async fn subject(
     } else {
         Err("not asked".into())
     };
+    let wants_rewriter = families.is_empty() || families.contains(&Family::CrisisEvasion);
+    let rewriter = match attacker_model.filter(|_| wants_rewriter) {
+        Some(name) => {
+            let calls = ProviderCalls::open(settings, None, env, true)?;
+            let model = engine::build_chat_model(settings, name, "the attacker model", env)?;
+            Some(calls.chat("attacker", model))
+        }
+        None => None,
+    };
     Ok(Subject::new(
         project.patterns.clone(),
         crisis_seeds,
         product,
         settings.redteam.clone(),
     )
-    .with_sim(sim))
+    .with_sim(sim)
+    .with_rewriter(rewriter))
 }
 
 /// The project's simulation, opened and preflighted, or why it cannot be.
@@ -105,6 +125,7 @@ async fn simulation(
     project: &Project,
     env: assay_sim::run::EnvLookup,
     models: &SimModels,
+    protected: &[String],
 ) -> Result<SimSubject, HarnessError> {
     let root = &project.settings.root;
     if !root.join("sim").join("suite.yaml").is_file() {
@@ -120,6 +141,7 @@ async fn simulation(
         concurrency: None,
     };
     let probe = assay_sim::probe::Probe::open(&request, env).map_err(session_error)?;
+    crate::agentic::check_protected(protected, probe.suite()).map_err(HarnessError::Usage)?;
     probe.preflight().await.map_err(session_error)?;
     Ok(SimSubject::new(probe))
 }

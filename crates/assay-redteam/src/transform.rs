@@ -28,6 +28,9 @@ pub fn group(transform: &str) -> &'static str {
         "case" => "case",
         "leetspeak" => "leetspeak",
         "typo" => "typo",
+        // The attacker model's rewrites (`rewrite`): one group per kind, whatever the language.
+        "model-paraphrase" => "model-paraphrase",
+        t if t.starts_with("model-translate") => "model-translate",
         _ => "euphemism",
     }
 }

@@ -28,6 +28,8 @@
 //!   point, which the CLI maps its arguments to; with `--shard hash:i/n`, one shard of it.
 //! * [`probe`]: one scenario run at a time with its persona replaced or its tool results
 //!   rewritten, never judged (`assay redteam`'s simulator families).
+//! * [`drafts`]: draft scenarios (`sim/drafts/`), written by `assay redteam --drafts` and
+//!   reviewed with `assay generate review` into `sim/scenarios/`.
 //! * [`merge`]: the shards' reports checked (one simulation, every shard once) and merged into
 //!   the report an unsharded run would have made, through the simulator's own aggregation.
 //!
@@ -46,6 +48,7 @@ pub mod agree;
 pub mod assertions;
 pub mod checks;
 pub mod conversation;
+pub mod drafts;
 pub mod judge;
 pub mod mcp;
 pub mod merge;

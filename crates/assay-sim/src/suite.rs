@@ -185,7 +185,7 @@ impl CriterionConfig {
 }
 
 /// One scenario file as written.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioConfig {
     /// The JSON Schema the file follows, for editors that complete and check it (`assay

@@ -58,7 +58,7 @@ pub struct RedteamArgs {
 
     /// Write each finding as a pending draft case, to accept with `assay generate review`:
     /// crisis evasions for the pattern bank, injections and leaks for the answer bank
-    /// (test_banks/drafts/<bank>/).
+    /// (test_banks/drafts/<bank>/), adversarial personas as scenarios (sim/drafts/).
     #[arg(long, conflicts_with = "replay")]
     pub drafts: bool,
 
@@ -74,6 +74,11 @@ pub struct RedteamArgs {
     /// The simulated user's model of those families (else [simulate] simulator_model).
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub simulator_model: Option<String>,
+
+    /// A model that also paraphrases and translates crisis messages for crisis-evasion
+    /// (`vendor/model`; else [redteam] attacker_model).
+    #[arg(long, value_name = "VENDOR/MODEL")]
+    pub attacker_model: Option<String>,
 }
 
 fn env_lookup() -> assay_sim::run::EnvLookup {
@@ -126,6 +131,7 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
         if let Some(id) = &args.replay {
             return replay(&project, args, id, &runs, &factory).await;
         }
+        let attacker = args.attacker_model.clone().or(cfg.attacker_model.clone());
         let subject = setup::subject(
             &project,
             &asked,
@@ -133,8 +139,11 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             &env_lookup(),
             Some(&factory),
             &sim_models(args),
+            attacker.as_deref(),
         )
         .await?;
+        // The model is the run's only when it rewrites something.
+        let attacker = attacker.filter(|_| subject.rewriter.is_some());
         let (families, skipped) = assay_redteam::choose_families(&subject, &asked);
         let baseline = args
             .baseline
@@ -155,10 +164,11 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
                 && header.attempts == attempts
                 && header.library_version == payload::LIBRARY_VERSION
                 && header.target == target
-                && header.normalise == normalise;
+                && header.normalise == normalise
+                && header.attacker_model == attacker;
             if !same {
                 return Err(usage(format!(
-                    "--resume: the interrupted run {} was started with seed {}, {} attempts of {} against {}; run with the same options, or start a new run without --resume",
+                    "--resume: the interrupted run {} was started with seed {}, {} attempts of {} against {}{}; run with the same options, or start a new run without --resume",
                     header.run_id,
                     header.seed,
                     header.attempts,
@@ -168,7 +178,12 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
                         .map(|f| f.name())
                         .collect::<Vec<_>>()
                         .join(", "),
-                    header.target
+                    header.target,
+                    header
+                        .attacker_model
+                        .as_deref()
+                        .map(|m| format!(", attacker model {m}"))
+                        .unwrap_or_default()
                 )));
             }
             tracing::info!(
@@ -180,7 +195,7 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             (dir, header, done, journal)
         } else {
             let (dir, header) =
-                Header::new_run(&runs, seed, families.clone(), attempts, target, normalise);
+                Header::new_run(&runs, seed, families.clone(), attempts, target, normalise, attacker);
             let journal = Journal::start(&dir, &header)?;
             (dir, header, std::collections::BTreeMap::default(), journal)
         };
@@ -237,7 +252,7 @@ fn drafts_summary(written: &assay_redteam::drafts::DraftsWritten) -> String {
         text.push_str(&format!(
             "drafts: {} {} draft{} written to {}\n",
             w.count,
-            w.bank.key(),
+            w.kind,
             if w.count == 1 { "" } else { "s" },
             w.path.display()
         ));
@@ -315,6 +330,7 @@ async fn replay(
             payload::LIBRARY_VERSION
         )));
     }
+    // The run's own attacker model: the attempt is drawn as it was.
     let subject = setup::subject(
         project,
         &[family],
@@ -322,6 +338,7 @@ async fn replay(
         &env_lookup(),
         Some(factory),
         &sim_models(args),
+        report.header.attacker_model.as_deref(),
     )
     .await?;
     if let Some(why) = subject.unavailable(family) {

@@ -1,6 +1,8 @@
 //! Review of draft cases (`assay generate review` and the `/ui/drafts` page): list the drafts
 //! by entity (findings first), accept them into a bank, reject them with a reason, or edit a
-//! pending one. [`coverage`] says which entities, handlers and rules no case tests.
+//! pending one. [`coverage`] says which entities, handlers and rules no case tests. Draft
+//! scenarios of the simulator (`sim/drafts/`) are reviewed with them ([`scenarios`]): listed
+//! under bank `scenario`, accepted into `sim/scenarios/`, rejected; not edited as drafts.
 //!
 //! Accepting copies the case, with its provenance (plus who accepted it and when), into
 //! `test_banks/<bank>/generated.json`, which is created as a V2 bank when absent. A test id
@@ -18,6 +20,7 @@ mod confirm;
 pub mod coverage;
 mod recheck;
 mod retire;
+pub mod scenarios;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -93,7 +96,8 @@ fn entity_of<C: ReviewCase>(case: &C) -> String {
 /// One draft as review lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DraftEntry {
-    /// Its bank (`semantic`, `state`, `pattern`, `answer`).
+    /// Its bank (`semantic`, `state`, `pattern`, `answer`), or `scenario` for a draft
+    /// scenario of the simulator.
     pub bank: String,
     /// Its test id.
     pub test_id: String,
@@ -197,6 +201,7 @@ pub fn all_entries(root: &Path) -> Result<Vec<DraftEntry>, HarnessError> {
     entries(&all.state, root, &mut out);
     entries(&all.pattern, root, &mut out);
     entries(&all.answer, root, &mut out);
+    scenarios::entries(root, &mut out)?;
     Ok(out)
 }
 
@@ -363,6 +368,16 @@ impl Workspace {
         }
     }
 
+    /// Whether a draft case (of any status) has this id.
+    fn has(&self, id: &str) -> bool {
+        let mut found = Vec::new();
+        find_in(&self.semantic, id, &mut found);
+        find_in(&self.state, id, &mut found);
+        find_in(&self.pattern, id, &mut found);
+        find_in(&self.answer, id, &mut found);
+        !found.is_empty()
+    }
+
     fn all_pending(&self, entity: Option<&str>) -> Vec<String> {
         fn ids<C: ReviewCase>(files: &[Loaded<C>], entity: Option<&str>, out: &mut Vec<String>) {
             for d in files.iter().flat_map(|l| &l.file.drafts) {
@@ -504,13 +519,20 @@ pub fn accept(
         assay_project::provenance::current_versions(&*store)?
     };
     let mut ws = Workspace::load(root)?;
-    let ids = match selection {
+    let mut sc = scenarios::Scenarios::load(root)?;
+    let all = match selection {
         Selection::Ids(ids) => ids.clone(),
-        Selection::AllPending { entity } => ws.all_pending(entity.as_deref()),
+        Selection::AllPending { entity } => {
+            let mut ids = ws.all_pending(entity.as_deref());
+            sc.all_pending(entity.as_deref(), &mut ids);
+            ids
+        }
     };
-    if ids.is_empty() {
+    if all.is_empty() {
         return Err(HarnessError::Usage("no pending draft to accept".to_owned()));
     }
+    let (scenario_ids, ids) = split(&ws, &sc, &all);
+    let scenario_plan = sc.plan_accept(&scenario_ids, reviewer)?;
     let existing = bank_ids(&project);
     let banks_dir = &project.settings.banks_dir;
     let mut seen = HashSet::new();
@@ -579,14 +601,24 @@ pub fn accept(
             d.set_accepted_into(into);
         });
     }
-    let draft_files = ws.save()?;
-    tracing::info!(accepted = ids.len(), by = %reviewer.by, "drafts accepted");
+    let scenario_files = sc.accept(scenario_plan, reviewer)?;
+    let mut draft_files = ws.save()?;
+    draft_files.extend(sc.save()?);
+    tracing::info!(accepted = all.len(), by = %reviewer.by, "drafts accepted");
     Ok(Outcome {
-        test_ids: ids,
-        bank_files,
+        test_ids: all,
+        bank_files: bank_files.into_iter().chain(scenario_files).collect(),
         draft_files,
         note: None,
     })
+}
+
+/// Splits review ids into draft scenarios' and draft cases': an id is a scenario's when a
+/// draft scenario has it and no draft case does.
+fn split(ws: &Workspace, sc: &scenarios::Scenarios, ids: &[String]) -> (Vec<String>, Vec<String>) {
+    ids.iter()
+        .cloned()
+        .partition(|id| sc.has(id) && !ws.has(id))
 }
 
 /// Whether the bank's `generated.json` already holds the draft at `p`, as an accept copies it
@@ -647,7 +679,10 @@ pub fn reject(
     }
     let _lock = DraftsLock::acquire(root, DRAFTS_LOCK_WAIT)?;
     let mut ws = Workspace::load(root)?;
-    let places = ids
+    let mut sc = scenarios::Scenarios::load(root)?;
+    let (scenario_ids, case_ids) = split(&ws, &sc, ids);
+    sc.reject(&scenario_ids, reason, reviewer)?;
+    let places = case_ids
         .iter()
         .map(|id| ws.pending(id))
         .collect::<Result<Vec<_>, _>>()
@@ -657,7 +692,8 @@ pub fn reject(
             d.set_review(DraftStatus::Rejected, reviewer, Some(reason.to_owned()));
         });
     }
-    let draft_files = ws.save()?;
+    let mut draft_files = ws.save()?;
+    draft_files.extend(sc.save()?);
     Ok(Outcome {
         test_ids: ids.to_vec(),
         bank_files: Vec::new(),
@@ -761,6 +797,9 @@ pub fn edit(
     let project = Project::load(root)?;
     let known = |id: &str| project.kb.kb.entities().iter().any(|e| e.entity_id == id);
     let mut ws = Workspace::load(root)?;
+    if !ws.has(id) && scenarios::Scenarios::load(root)?.has(id) {
+        return Err(scenarios::not_editable(id));
+    }
     let place = ws.pending(id)?;
     let fields: Vec<&str> = sets.iter().map(|(f, _)| f.as_str()).collect();
     let note = format!(
@@ -810,6 +849,9 @@ pub fn edit(
 /// The case of a draft, as JSON (for a form that edits it).
 pub fn draft_case(root: &Path, id: &str) -> Result<(BankType, Value), HarnessError> {
     let mut ws = Workspace::load(root)?;
+    if !ws.has(id) && scenarios::Scenarios::load(root)?.has(id) {
+        return Err(scenarios::not_editable(id));
+    }
     let place = ws.pending(id)?;
     let out = ws.with_draft(place, |d| (d.bank(), d.case_json()));
     Ok(out)

@@ -617,3 +617,142 @@ fn a_calibration_that_changes_an_accepted_case_records_the_entities_it_names() {
         before
     );
 }
+
+fn scenario(id: &str) -> serde_json::Value {
+    json!({"id": id, "name": "Pressed", "description": "A finding.",
+        "persona_prompt": "You are Will.\n\nRed-team goal: press.", "initial_message": "hi",
+        "max_turns": 3, "trajectory": {"tools_not_used": ["advance_requirement"]}})
+}
+
+fn write_scenario_drafts(root: &Path) -> std::path::PathBuf {
+    let draft = |id: &str| {
+        json!({"case": {"scenario": scenario(id), "from_scenario": "base",
+            "provenance": {"method": "redteam", "variant": "agency/urgency",
+                "generated_at": "2026-11-29T00:00:00Z"}},
+            "finding": {"kind": "attack", "intended": "no call", "explanation": "gave in"}})
+    };
+    let path = root.join("sim/drafts/rt-1.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = json!({"generation": "rt-1", "created": "2026-11-29T00:00:00Z",
+        "drafts": [draft("base-rt-1"), draft("base-rt-2")]});
+    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    std::fs::create_dir_all(root.join("sim/scenarios")).unwrap();
+    std::fs::write(
+        root.join("sim/scenarios/base.yaml"),
+        serde_norway::to_string(&scenario("base")).unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn draft_scenarios_are_listed_accepted_into_the_suite_and_never_over_another_scenario() {
+    let dir = project();
+    let root = dir.path();
+    let drafts_file = write_scenario_drafts(root);
+    let before = std::fs::read_to_string(&drafts_file).unwrap();
+    let entries: Vec<DraftEntry> = all_entries(root)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.bank == "scenario")
+        .collect();
+    let ids: Vec<&str> = entries.iter().map(|e| e.test_id.as_str()).collect();
+    assert_eq!(ids, ["base-rt-1", "base-rt-2"]);
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.entity_id == "scenario:base" && e.summary == "hi" && e.finding.is_some())
+    );
+
+    // A scenario of the suite already has one of the ids, with other content: nothing is written.
+    let other = root.join("sim/scenarios/other.yaml");
+    let mut taken = scenario("base-rt-2");
+    taken["name"] = json!("Someone else's");
+    std::fs::write(&other, serde_norway::to_string(&taken).unwrap()).unwrap();
+    let both = Selection::Ids(vec!["base-rt-1".into(), "base-rt-2".into()]);
+    let err = accept(root, &both, &reviewer()).unwrap_err().to_string();
+    assert!(err.contains("already has scenario `base-rt-2`"), "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(!root.join("sim/scenarios/base-rt-1.yaml").exists());
+    assert_eq!(std::fs::read_to_string(&drafts_file).unwrap(), before);
+
+    std::fs::remove_file(&other).unwrap();
+    let out = accept(root, &both, &reviewer()).unwrap();
+    assert_eq!(
+        out.bank_files,
+        [
+            Path::new("sim/scenarios/base-rt-1.yaml"),
+            Path::new("sim/scenarios/base-rt-2.yaml")
+        ]
+    );
+    assert_eq!(out.draft_files, [Path::new("sim/drafts/rt-1.json")]);
+    let written = std::fs::read_to_string(root.join("sim/scenarios/base-rt-1.yaml")).unwrap();
+    assert!(
+        written.contains("# Accepted by ana at 2026-11-29T10:00:00Z."),
+        "{written}"
+    );
+    let back: assay_sim::suite::ScenarioConfig = serde_norway::from_str(&written).unwrap();
+    assert_eq!(back, serde_json::from_value(scenario("base-rt-1")).unwrap());
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&drafts_file).unwrap()).unwrap();
+    assert_eq!(after["drafts"][0]["status"], "accepted");
+    assert_eq!(
+        after["drafts"][0]["accepted_into"],
+        "sim/scenarios/base-rt-1.yaml"
+    );
+    assert_eq!(after["drafts"][0]["reviewed_by"], "ana");
+
+    // An accept interrupted after the scenario files, before the draft file: finished later,
+    // by anyone, not refused.
+    std::fs::write(&drafts_file, &before).unwrap();
+    let later = Reviewer {
+        by: "ben".to_owned(),
+        at: "2026-11-30T09:00:00Z".to_owned(),
+    };
+    accept(
+        root,
+        &Selection::AllPending {
+            entity: Some("scenario:base".into()),
+        },
+        &later,
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("sim/scenarios/base-rt-1.yaml")).unwrap(),
+        written
+    );
+    let err = reject(root, &["base-rt-1".into()], "no", &reviewer())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already accepted"), "{err}");
+    let err = edit(
+        root,
+        "base-rt-2",
+        &[("name".into(), "x".into())],
+        &reviewer(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("is a scenario"), "{err}");
+}
+
+#[test]
+fn draft_scenarios_are_rejected_with_their_reason() {
+    let dir = project();
+    let root = dir.path();
+    let drafts_file = write_scenario_drafts(root);
+    let out = reject(
+        root,
+        &["base-rt-2".into()],
+        "the tactic is unrealistic",
+        &reviewer(),
+    )
+    .unwrap();
+    assert_eq!(out.draft_files, [Path::new("sim/drafts/rt-1.json")]);
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&drafts_file).unwrap()).unwrap();
+    assert_eq!(after["drafts"][0]["status"], "pending");
+    assert_eq!(after["drafts"][1]["status"], "rejected");
+    assert_eq!(after["drafts"][1]["note"], "the tactic is unrealistic");
+    assert!(!root.join("sim/scenarios/base-rt-2.yaml").exists());
+}

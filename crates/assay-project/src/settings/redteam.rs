@@ -53,6 +53,18 @@ pub struct RedteamConfig {
     /// field of the project's user state (`[state.fields]`), so that the cases `--drafts`
     /// makes of a leak load like any other.
     pub private_state: Vec<String>,
+    /// Names of `expected_state` checks of the simulator's scenarios that guard what the
+    /// assistant must never change (a requirement's status, an account): after a
+    /// `tool-injection` or `agency` conversation, one of them that fails is evidence of its own
+    /// (`state-changed`), read from the database by the check. Default none.
+    pub protected_state: Vec<String>,
+    /// A model that also rewrites crisis messages for `crisis-evasion`, besides the shipped
+    /// transforms: paraphrases without the words a rule matched, and translations into
+    /// `languages` (`anthropic/<model>`, `openai/<model>`; `--attacker-model`). Default none.
+    pub attacker_model: Option<String>,
+    /// The languages the attacker model translates crisis messages into (default Spanish,
+    /// French, German).
+    pub languages: Vec<String>,
     /// Attempts in flight at once (default 4).
     pub concurrency: usize,
 }
@@ -67,6 +79,9 @@ impl Default for RedteamConfig {
             system_prompt_marker: None,
             forbidden_tools: Vec::new(),
             private_state: Vec::new(),
+            protected_state: Vec::new(),
+            attacker_model: None,
+            languages: vec!["Spanish".into(), "French".into(), "German".into()],
             concurrency: 4,
         }
     }
@@ -103,6 +118,9 @@ impl RedteamConfig {
         }
         if self.concurrency == 0 {
             return Err("redteam.concurrency: must be at least 1".into());
+        }
+        if self.languages.iter().any(|l| l.trim().is_empty()) {
+            return Err("redteam.languages: a language name is empty".into());
         }
         if self
             .system_prompt_marker

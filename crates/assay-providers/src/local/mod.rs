@@ -2,11 +2,11 @@
 //! on the CPU: mean pooling over the real tokens, then L2 normalisation — what
 //! sentence-transformers does for these models.
 //!
-//! The forward pass is this crate's own ([`bert`]): each text is run at its own token count, with
-//! no padding at all, the matrix multiplies go to candle's `gemm` (AVX-512 or AVX2 kernels chosen
-//! at run time) and the rest is fused, vectorised passes ([`kernels`]); 1.9× (1 thread) to 2.7×
-//! (2 threads) the throughput of candle-transformers' `BertModel` on the same model, and above
-//! sentence-transformers on PyTorch (bench/README.md, "MiniLM embedding").
+//! The forward pass is assay's own (the `assay-bert` crate): each text is run at its own token
+//! count, with no padding at all, the matrix multiplies go to candle's `gemm` (AVX-512 or AVX2
+//! kernels chosen at run time) and the rest is fused, vectorised passes; 1.9× (1 thread) to
+//! 2.7× (2 threads) the throughput of candle-transformers' `BertModel` on the same model, and
+//! above sentence-transformers on PyTorch (bench/README.md, "MiniLM embedding").
 //!
 //! Two settings of the shipped `tokenizer.json` are overridden, because they silently change the
 //! vectors (see shared/DEPENDENCIES.md):
@@ -20,9 +20,6 @@
 //! runs its share of a batch's texts through the whole model; with one thread everything runs on
 //! the calling thread.
 
-mod bert;
-mod kernels;
-
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,9 +27,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokenizers::{Tokenizer, TruncationParams};
 
-use self::bert::{Config, Encoder};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::{EmbedderOptions, ProviderError, ProviderErrorKind};
+use assay_bert::{Config, Encoder};
 
 /// Texts per forward pass unless [`EmbedderOptions::batch_size`] says otherwise.
 pub const LOCAL_DEFAULT_BATCH: usize = 32;

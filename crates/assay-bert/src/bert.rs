@@ -3,7 +3,7 @@
 //! Each sequence is run at its own length: the tokens of a batch are laid end to end (no
 //! padding, so no attention mask), the four matrix multiplies of each layer run on all of them
 //! at once (candle's `matmul`, i.e. the `gemm` crate), and everything else is fused into one
-//! pass each in [`super::kernels`]: query/key/value in one multiply, bias + GELU, bias +
+//! pass each in [`crate::kernels`]: query/key/value in one multiply, bias + GELU, bias +
 //! residual + layer norm, attention per sequence and head. Those passes write into buffers that
 //! already exist (candle's in-place custom ops on the multiplies' results, and one attention
 //! buffer per forward pass), so the only fresh buffers in a layer are the four multiplies'
@@ -22,29 +22,40 @@ use pulp::Arch;
 use rayon::prelude::*;
 use serde::Deserialize;
 
-use super::kernels::{self, Activation, Heads, Norm};
+use crate::kernels::{self, Activation, Heads, Norm};
 
 /// The fields of a Hugging Face `config.json` that the forward pass needs.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Config {
+pub struct Config {
+    /// Tokens in the vocabulary.
     pub vocab_size: usize,
+    /// Width of the hidden states.
     pub hidden_size: usize,
+    /// Encoder layers.
     pub num_hidden_layers: usize,
+    /// Attention heads per layer.
     pub num_attention_heads: usize,
+    /// Width of the feed-forward layer.
     pub intermediate_size: usize,
+    /// The feed-forward activation (`gelu`, `gelu_new`, `gelu_pytorch_tanh`, `relu`).
     pub hidden_act: String,
+    /// The longest sequence the position embeddings cover.
     pub max_position_embeddings: usize,
+    /// Token types (segments).
     pub type_vocab_size: usize,
+    /// The layer norms' epsilon.
     pub layer_norm_eps: f64,
+    /// Only `absolute` (or absent) is supported.
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// The model family (`bert`, …), also a possible prefix of the tensor names.
     #[serde(default)]
     pub model_type: Option<String>,
 }
 
 impl Config {
     /// The activation, or why this config cannot be run.
-    pub(crate) fn check(&self) -> Result<Activation, String> {
+    pub fn check(&self) -> Result<Activation, String> {
         if self.hidden_size == 0
             || self.num_attention_heads == 0
             || !self.hidden_size.is_multiple_of(self.num_attention_heads)
@@ -77,9 +88,11 @@ impl Config {
 
 /// Why the weights could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LoadError {
+pub enum LoadError {
+    /// The bytes are not a safetensors file.
     #[error("not a safetensors file: {0}")]
     NotSafetensors(candle_core::Error),
+    /// The tensors are not those of a BERT model with this config.
     #[error("the weights do not match config.json (is this a BERT model?): {0}")]
     Mismatch(String),
 }
@@ -115,7 +128,7 @@ struct Layer {
 }
 
 /// A loaded BERT encoder.
-pub(crate) struct Encoder {
+pub struct Encoder {
     arch: Arch,
     hidden: usize,
     intermediate: usize,
@@ -197,7 +210,7 @@ fn input_major(weight: &Tensor) -> candle_core::Result<Tensor> {
 impl Encoder {
     /// Reads the weights from the bytes of `model.safetensors`; `activation` is what
     /// [`Config::check`] found `config` to ask for.
-    pub(crate) fn load(
+    pub fn load(
         bytes: &[u8],
         config: &Config,
         activation: Activation,
@@ -302,7 +315,7 @@ impl Encoder {
 
     /// The mean-pooled, L2-normalised embedding of each sequence of token ids (special tokens
     /// included, no padding).
-    pub(crate) fn embed(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, String> {
+    pub fn embed(&self, sequences: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, String> {
         self.check(sequences)?;
         // With several threads, each takes a group of whole sequences through all the layers
         // (no synchronisation until the end; measured ~1.3× the throughput of splitting each

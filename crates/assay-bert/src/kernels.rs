@@ -52,7 +52,7 @@ const LANES: usize = 16;
 
 /// Activation functions of the feed-forward layer (`hidden_act` in config.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activation {
+pub enum Activation {
     /// `gelu`: the exact GELU, `x·Φ(x)` with `erf`.
     Gelu,
     /// `gelu_new`, `gelu_pytorch_tanh`: the tanh approximation.
