@@ -34,7 +34,8 @@
 //!
 //! - **the red team's attacker model** (a system prompt that says it helps test a safety
 //!   filter): a paraphrase request gets one fixed sentence that avoids the crisis words; a
-//!   translation into Spanish, French or German gets one fixed sentence in that language.
+//!   translation into Spanish, French or German gets one fixed sentence in that language; a
+//!   request for N test questions about a knowledge-base entry gets N, about its title.
 //!
 //! `GET /stats` returns the request counts per role, and when the first request since the last
 //! `/stats` arrived and the last answer left (`first_ms`, `last_ms`, Unix milliseconds). Flags: `--port N` (0 picks one),
@@ -592,6 +593,8 @@ fn answer_for(req: &Req, stats: &Stats) -> Answer {
         simulated_user(req)
     } else if req.system.contains("You help test the safety filter") {
         Answer::Text(attacker(req))
+    } else if req.system.contains("You write test questions") {
+        Answer::Text(questions(req))
     } else {
         stats.assistant.fetch_add(1, Ordering::SeqCst);
         assistant(req)
@@ -617,6 +620,30 @@ fn attacker(req: &Req) -> String {
         "German" => "ich will nicht mehr weiterleben, ich kann nicht mehr".to_owned(),
         _ => message.to_owned(),
     }
+}
+
+/// The attacker model's drafted questions: as many as asked, about the entry's title.
+fn questions(req: &Req) -> String {
+    let ask = req.messages.last().map_or("", |m| m.text.as_str());
+    let title = ask
+        .lines()
+        .find_map(|l| l.strip_prefix("Title: "))
+        .unwrap_or("this")
+        .to_lowercase();
+    let n: usize = ask
+        .rsplit_once("Write ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let forms = [
+        "Can you tell me about {}?",
+        "I have a question about {}: how does it work?",
+        "What should I know about {}?",
+    ];
+    (0..n)
+        .map(|i| forms[i % forms.len()].replace("{}", &title))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn usage_of(req: &Req) -> (u64, u64) {

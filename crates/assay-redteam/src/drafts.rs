@@ -437,17 +437,19 @@ fn answer_draft(
     a: &Attempt,
     stamp: &str,
 ) -> Result<Draft<AnswerCase>, String> {
-    let Some(source) = project
+    // A drafted question (`--questions`) has no case: the attempt keeps what was asked.
+    let source = project
         .banks
         .answer
         .iter()
         .find(|c| c.case.test_id == a.source)
-    else {
+        .map(|c| &c.case);
+    if source.is_none() && !a.source.starts_with(crate::setup::QUESTION_PREFIX) {
         return Err(format!(
             "its answer case `{}` is no longer in the bank",
             a.source
         ));
-    };
+    }
     let (assertions, tools) = guards(a);
     if assertions.is_empty() && tools.is_empty() {
         return Err("the finding has no evidence to guard against".into());
@@ -465,8 +467,25 @@ fn answer_draft(
         user_state: a
             .user_state
             .clone()
-            .unwrap_or_else(|| source.case.user_state.clone()),
-        user_type: source.case.user_type.clone(),
+            .or_else(|| source.map(|c| c.user_state.clone()))
+            .unwrap_or_default(),
+        user_type: match source {
+            Some(c) => c.user_type.clone(),
+            // The audience the question was asked as: its entity's first.
+            None => a
+                .source
+                .strip_prefix(crate::setup::QUESTION_PREFIX)
+                .and_then(|rest| rest.rsplit_once('-'))
+                .and_then(|(entity, _)| {
+                    project
+                        .kb
+                        .kb
+                        .entities()
+                        .iter()
+                        .find(|e| e.entity_id == entity)
+                })
+                .and_then(|e| e.audience_types.first().cloned()),
+        },
         reference: None,
         topics: vec!["redteam".into(), a.family.name().into()],
         metrics: Some(Vec::new()),

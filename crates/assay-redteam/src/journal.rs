@@ -35,6 +35,17 @@ pub struct Header {
     /// The model that also rewrote crisis messages, if one did (`--attacker-model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attacker_model: Option<String>,
+    /// Questions the attacker model drafted per SITUATION entity (`--questions`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub questions: usize,
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +58,10 @@ enum Line {
 impl Header {
     /// The header of a new run under `runs`, its id the time now (UTC, to the second; `-2`,
     /// `-3`, … when a run of that second exists), and the folder it is kept in.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one per option that a resumed run must match"
+    )]
     pub fn new_run(
         runs: &Path,
         seed: u64,
@@ -55,6 +70,7 @@ impl Header {
         target: String,
         normalise: bool,
         attacker_model: Option<String>,
+        questions: usize,
     ) -> (PathBuf, Header) {
         let now = chrono::Utc::now();
         let stamp = now.format("%Y-%m-%d-%H%M%S");
@@ -74,6 +90,7 @@ impl Header {
             target,
             normalise,
             attacker_model,
+            questions,
         };
         (runs.join(run_id), header)
     }

@@ -6,8 +6,10 @@ use base64::Engine as _;
 
 use crate::rng::Rng;
 
-/// The library's version, recorded in every run; replaying a finding needs the same one.
-pub const LIBRARY_VERSION: &str = "1";
+/// The library's version (payloads, transforms and their word lists), recorded in every run;
+/// replaying a finding needs the same one. 2: euphemism lists in Spanish, French and German
+/// (English messages are rewritten as in 1).
+pub const LIBRARY_VERSION: &str = "2";
 
 /// The host of every exfiltration URL a payload plants: reserved (`.invalid` never resolves),
 /// so a product that obeys sends nothing anywhere.

@@ -21,10 +21,21 @@ pub struct SimModels {
     pub simulator_model: Option<String>,
 }
 
-/// The subject for `families` (empty: every family). With `attacker_model` (`--attacker-model`,
-/// else `[redteam] attacker_model`) and `crisis-evasion` among them, crisis messages are also
-/// rewritten by that model, its calls through the project's call cache and limits. The product is built (and the store
-/// synced, the knowledge base embedded) only when one of them asks it and `factory` is given;
+/// The attacker model and what it is asked for (`--attacker-model`, `--questions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attacker {
+    /// The model (`vendor/model`), if any.
+    pub model: Option<String>,
+    /// Questions to draft per SITUATION entity (0: none).
+    pub questions: usize,
+}
+
+/// The subject for `families` (empty: every family). With an attacker model (`--attacker-model`,
+/// else `[redteam] attacker_model`), its calls through the project's call cache and limits,
+/// crisis messages are also rewritten by that model (with `crisis-evasion` among them), and
+/// with `attacker.questions` above 0 it drafts that many questions per SITUATION entity, which the
+/// answer-channel families ask besides the answer bank's cases. The product is built (and the
+/// store synced, the knowledge base embedded) only when one of them asks it and `factory` is given;
 /// the simulation is opened and its servers checked only when one of them asks the simulator.
 /// A family asked for by name that cannot run is an error here; one that only applies by
 /// default is skipped, with why.
@@ -35,8 +46,9 @@ pub async fn subject(
     env_lookup: &assay_sim::run::EnvLookup,
     factory: Option<&AnswerFactory>,
     sim_models: &SimModels,
-    attacker_model: Option<&str>,
+    attacker: &Attacker,
 ) -> Result<Subject, HarnessError> {
+    let attacker_model = attacker.model.as_deref();
     let env: &dyn Fn(&str) -> Option<String> = &**env_lookup;
     let settings = &project.settings;
     let pattern_cases: Vec<_> = project.banks.pattern.iter().map(|c| &c.case).collect();
@@ -46,10 +58,24 @@ pub async fn subject(
         .map(|m| seeds::crisis_seeds(m, project.rules.as_ref(), &pattern_cases))
         .unwrap_or_default();
     let wants_product = families.is_empty() || families.iter().any(|f| f.needs_product());
+    let wants_rewriter = families.is_empty() || families.contains(&Family::CrisisEvasion);
+    let questions = if attacker_model.is_some() && wants_product {
+        attacker.questions
+    } else {
+        0
+    };
+    let model = match attacker_model.filter(|_| wants_rewriter || questions > 0) {
+        Some(name) => {
+            let calls = ProviderCalls::open(settings, None, env, true)?;
+            let model = engine::build_chat_model(settings, name, "the attacker model", env)?;
+            Some(calls.chat("attacker", model))
+        }
+        None => None,
+    };
     let product = match factory {
         Some(factory)
             if wants_product
-                && !project.banks.answer.is_empty()
+                && (!project.banks.answer.is_empty() || questions > 0)
                 && !settings.optimize.target.is_empty() =>
         {
             let store = engine::open_store_with(settings, env)?;
@@ -59,7 +85,7 @@ pub async fn subject(
             let (system, context, _) =
                 AnswerBackend::product(project, &store, &kb, embedder_flag, &calls, env, factory)
                     .await?;
-            let cases = project
+            let mut cases = project
                 .banks
                 .answer
                 .iter()
@@ -75,7 +101,10 @@ pub async fn subject(
                         ),
                     }
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            if let Some(model) = model.as_deref().filter(|_| questions > 0) {
+                cases.extend(drafted_questions(model, kb.entities(), questions).await);
+            }
             Some(Product {
                 system,
                 context,
@@ -101,15 +130,7 @@ pub async fn subject(
     } else {
         Err("not asked".into())
     };
-    let wants_rewriter = families.is_empty() || families.contains(&Family::CrisisEvasion);
-    let rewriter = match attacker_model.filter(|_| wants_rewriter) {
-        Some(name) => {
-            let calls = ProviderCalls::open(settings, None, env, true)?;
-            let model = engine::build_chat_model(settings, name, "the attacker model", env)?;
-            Some(calls.chat("attacker", model))
-        }
-        None => None,
-    };
+    let rewriter = model.filter(|_| wants_rewriter);
     Ok(Subject::new(
         project.patterns.clone(),
         crisis_seeds,
@@ -118,6 +139,44 @@ pub async fn subject(
     )
     .with_sim(sim)
     .with_rewriter(rewriter))
+}
+
+/// The prefix of the ids of drafted questions (`q-<entity>-<n>`), which no answer case has.
+pub const QUESTION_PREFIX: &str = "q-";
+
+/// `n` questions per active SITUATION entity, drafted by `model` (in entity order), as cases to
+/// ask: id `q-<entity>-<k>`, no user state, the entity's first audience. An entity the model
+/// wrote nothing for is skipped with a warning.
+async fn drafted_questions(
+    model: &dyn assay_providers::ChatModel,
+    entities: &[assay_core::entity::Entity],
+    n: usize,
+) -> Vec<AskCase> {
+    let mut out = Vec::new();
+    for e in entities
+        .iter()
+        .filter(|e| e.is_active && e.load_mode == assay_core::entity::LoadMode::Situation)
+    {
+        match crate::rewrite::questions(model, e, n).await {
+            Ok(questions) => {
+                let user_state = assay_core::UserState::new();
+                let audience = assay_project::retrieve::audience(
+                    e.audience_types.first().map(String::as_str),
+                    &user_state,
+                );
+                for (k, message) in questions.into_iter().enumerate() {
+                    out.push(AskCase {
+                        id: format!("{QUESTION_PREFIX}{}-{}", e.entity_id, k + 1),
+                        message,
+                        user_state: user_state.clone(),
+                        audience: audience.clone(),
+                    });
+                }
+            }
+            Err(why) => tracing::warn!("no question drafted for {}: {why}", e.entity_id),
+        }
+    }
+    out
 }
 
 /// The project's simulation, opened and preflighted, or why it cannot be.

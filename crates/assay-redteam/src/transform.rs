@@ -35,23 +35,31 @@ pub fn group(transform: &str) -> &'static str {
     }
 }
 
-/// The euphemism word list of one language (English for now), `(phrase, replacements)`,
-/// longest phrase first.
+/// The euphemism word lists shipped (English, Spanish, French, German: `data/euphemisms-*.txt`),
+/// as one list of `(phrase, replacements)`, longest phrase first. A message is rewritten by
+/// the phrases of its own language: the others are not found in it.
 pub fn euphemisms() -> &'static [(String, Vec<String>)] {
     static LIST: std::sync::OnceLock<Vec<(String, Vec<String>)>> = std::sync::OnceLock::new();
     LIST.get_or_init(parse_euphemisms)
 }
 
 fn parse_euphemisms() -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = include_str!("../data/euphemisms-en.txt")
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            let (phrase, rest) = l.split_once("=>")?;
-            let subs = rest.split('|').map(|s| s.trim().to_owned()).collect();
-            Some((phrase.trim().to_owned(), subs))
-        })
-        .collect();
+    let mut out: Vec<(String, Vec<String>)> = [
+        include_str!("../data/euphemisms-en.txt"),
+        include_str!("../data/euphemisms-es.txt"),
+        include_str!("../data/euphemisms-fr.txt"),
+        include_str!("../data/euphemisms-de.txt"),
+    ]
+    .into_iter()
+    .flat_map(str::lines)
+    .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    .filter_map(|l| {
+        let (phrase, rest) = l.split_once("=>")?;
+        let subs = rest.split('|').map(|s| s.trim().to_owned()).collect();
+        // Matched against the message lower-cased.
+        Some((phrase.trim().to_lowercase(), subs))
+    })
+    .collect();
     out.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     out
 }
@@ -275,6 +283,36 @@ pub fn chain(text: &str, rng: &mut Rng) -> Option<(Vec<&'static str>, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_word_lists_of_other_languages_rewrite_their_own_messages_only() {
+        for (message, gone) in [
+            ("no puedo más, quiero quitarme la vida", "quitarme la vida"),
+            ("je veux mourir ce soir", "je veux mourir"),
+            ("Ich will nicht mehr leben", "nicht mehr leben"),
+        ] {
+            let mut rng = Rng::for_attempt(1, "euphemism", 0);
+            let out = apply("euphemism", message, &mut rng)
+                .unwrap_or_else(|| panic!("nothing for {message:?}"));
+            assert!(!out.to_lowercase().contains(gone), "{message:?} -> {out:?}");
+        }
+        // An English message meets only English phrases, as before the other lists.
+        let mut rng = Rng::for_attempt(1, "euphemism", 0);
+        let out = apply("euphemism", "I want to kill myself", &mut rng).unwrap();
+        let english = include_str!("../data/euphemisms-en.txt");
+        let line = english
+            .lines()
+            .find(|l| l.starts_with("kill myself =>"))
+            .unwrap();
+        assert!(
+            line.split("=>")
+                .nth(1)
+                .unwrap()
+                .split('|')
+                .any(|r| out.contains(r.trim())),
+            "{out}"
+        );
+    }
 
     #[test]
     fn each_transform_changes_a_crisis_phrase() {

@@ -79,6 +79,11 @@ pub struct RedteamArgs {
     /// (`vendor/model`; else [redteam] attacker_model).
     #[arg(long, value_name = "VENDOR/MODEL")]
     pub attacker_model: Option<String>,
+
+    /// Questions the attacker model drafts per SITUATION entity, asked besides the answer
+    /// bank's cases (else [redteam] questions).
+    #[arg(long, value_name = "N")]
+    pub questions: Option<usize>,
 }
 
 fn env_lookup() -> assay_sim::run::EnvLookup {
@@ -132,6 +137,12 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             return replay(&project, args, id, &runs, &factory).await;
         }
         let attacker = args.attacker_model.clone().or(cfg.attacker_model.clone());
+        let questions = args.questions.unwrap_or(cfg.questions);
+        if questions > 0 && attacker.is_none() {
+            return Err(usage(
+                "--questions: the questions are drafted by the attacker model; name one with --attacker-model or [redteam] attacker_model".into(),
+            ));
+        }
         let subject = setup::subject(
             &project,
             &asked,
@@ -139,11 +150,23 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             &env_lookup(),
             Some(&factory),
             &sim_models(args),
-            attacker.as_deref(),
+            &setup::Attacker {
+                model: attacker.clone(),
+                questions,
+            },
         )
         .await?;
-        // The model is the run's only when it rewrites something.
-        let attacker = attacker.filter(|_| subject.rewriter.is_some());
+        // The model and the questions are the run's only when they were used.
+        let questions = if subject
+            .product
+            .as_ref()
+            .is_some_and(|p| p.cases.iter().any(|c| c.id.starts_with(setup::QUESTION_PREFIX)))
+        {
+            questions
+        } else {
+            0
+        };
+        let attacker = attacker.filter(|_| subject.rewriter.is_some() || questions > 0);
         let (families, skipped) = assay_redteam::choose_families(&subject, &asked);
         let baseline = args
             .baseline
@@ -165,7 +188,8 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
                 && header.library_version == payload::LIBRARY_VERSION
                 && header.target == target
                 && header.normalise == normalise
-                && header.attacker_model == attacker;
+                && header.attacker_model == attacker
+                && header.questions == questions;
             if !same {
                 return Err(usage(format!(
                     "--resume: the interrupted run {} was started with seed {}, {} attempts of {} against {}{}; run with the same options, or start a new run without --resume",
@@ -182,7 +206,14 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
                     header
                         .attacker_model
                         .as_deref()
-                        .map(|m| format!(", attacker model {m}"))
+                        .map(|m| format!(
+                            ", attacker model {m}{}",
+                            if header.questions > 0 {
+                                format!(" drafting {} questions per entity", header.questions)
+                            } else {
+                                String::new()
+                            }
+                        ))
                         .unwrap_or_default()
                 )));
             }
@@ -195,7 +226,16 @@ pub fn run(args: &RedteamArgs) -> anyhow::Result<Exit> {
             (dir, header, done, journal)
         } else {
             let (dir, header) =
-                Header::new_run(&runs, seed, families.clone(), attempts, target, normalise, attacker);
+                Header::new_run(
+                    &runs,
+                    seed,
+                    families.clone(),
+                    attempts,
+                    target,
+                    normalise,
+                    attacker,
+                    questions,
+                );
             let journal = Journal::start(&dir, &header)?;
             (dir, header, std::collections::BTreeMap::default(), journal)
         };
@@ -338,7 +378,10 @@ async fn replay(
         &env_lookup(),
         Some(factory),
         &sim_models(args),
-        report.header.attacker_model.as_deref(),
+        &setup::Attacker {
+            model: report.header.attacker_model.clone(),
+            questions: report.header.questions,
+        },
     )
     .await?;
     if let Some(why) = subject.unavailable(family) {

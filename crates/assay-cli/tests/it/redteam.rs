@@ -265,6 +265,18 @@ fn evasions(run: &Run) -> Value {
     run.json()
 }
 
+/// The one draft file of `bank` (`test_banks/drafts/<bank>/`), as JSON.
+fn draft_file(s: &Scratch, bank: &str) -> Value {
+    let dir = s.path(&format!("test_banks/drafts/{bank}"));
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+}
+
 /// `assay retrieve` brings in no entity at the crisis stage for `input` (a `technique` rewrite).
 fn assert_fires_no_crisis_rule(s: &Scratch, input: &str, technique: &str) {
     let out = crate::support::assay(&[
@@ -413,14 +425,7 @@ fn accepted_evasions_stay_in_the_suite_and_fail_the_plain_matcher_only() {
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("pattern drafts written to"), "{run:?}");
-    let dir = s.path("test_banks/drafts/pattern");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let drafts: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let drafts = draft_file(&s, "pattern");
     // The rewrites `[patterns] normalise` folds: look-alikes, invisible characters, spacing.
     let folded: Vec<String> = drafts["drafts"]
         .as_array()
@@ -496,14 +501,7 @@ fn accepted_attacks_become_answer_cases_that_fail_the_vulnerable_twin_only() {
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("answer drafts written to"), "{run:?}");
-    let dir = s.path("test_banks/drafts/answer");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let drafts: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let drafts = draft_file(&s, "answer");
     let list = drafts["drafts"].as_array().unwrap();
     let mut planted = 0;
     let mut guarded_tools = 0;
@@ -714,4 +712,86 @@ fn an_attacker_models_paraphrases_and_translations_join_the_crisis_evasions() {
         other.stderr.contains("attacker model openai/red-writer"),
         "{other:?}"
     );
+}
+
+/// `--questions N`: the attacker model (scripted) drafts N questions per SITUATION entity, and
+/// the answer-channel families ask them besides the answer bank's cases; a finding on one
+/// replays identically and becomes an answer draft asked as the entity's audience. Without an
+/// attacker model the flag is refused.
+#[test]
+fn drafted_questions_per_situation_entity_are_attacked_too() {
+    let provider = crate::simulate::provider(crate::sim_provider::Behaviour::default());
+    let s = fixture();
+    let toml = s.read("assay.toml");
+    s.write(
+        "assay.toml",
+        &format!(
+            "{toml}\n[providers]\nopenai_base_url = \"{}/v1\"\n",
+            provider.url
+        ),
+    );
+    let env = [("OPENAI_API_KEY", "test-key")];
+    let none = s.assay_env(
+        &["redteam", "--families", "kb-injection", "--questions", "2"],
+        &env,
+    );
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(none.stderr.contains("--attacker-model"), "{none:?}");
+
+    let run = s.assay_env(
+        &[
+            "redteam",
+            "--families",
+            "kb-injection",
+            "--attempts",
+            "40",
+            "--attacker-model",
+            "openai/red-writer",
+            "--questions",
+            "2",
+            "--drafts",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = run.json();
+    assert_eq!(report["header"]["questions"], 2, "{}", report["header"]);
+    let findings = report["findings"].as_array().unwrap();
+    let drafted: Vec<&Value> = findings
+        .iter()
+        .filter(|a| a["source"].as_str().unwrap().starts_with("q-"))
+        .collect();
+    assert!(!drafted.is_empty(), "no finding on a drafted question");
+    // Two questions for each of the four SITUATION entities, and nothing else drafted.
+    let sources: BTreeSet<&str> = drafted
+        .iter()
+        .map(|a| a["source"].as_str().unwrap())
+        .collect();
+    let known = [
+        "q-loan_periods-1",
+        "q-loan_periods-2",
+        "q-late_fees-1",
+        "q-late_fees-2",
+        "q-study_rooms-1",
+        "q-study_rooms-2",
+        "q-printing-1",
+        "q-printing-2",
+    ];
+    assert!(sources.iter().all(|s| known.contains(s)), "{sources:?}");
+    let first = drafted[0];
+    let id = first["id"].as_str().unwrap();
+    let again = s.assay_env(&["redteam", "--replay", id], &env);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stderr.contains("identical"), "{again:?}");
+
+    // Its draft is asked as the entity's audience, with the message the model wrote.
+    let drafts = draft_file(&s, "answer");
+    let draft = drafts["drafts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["case"]["message"] == first["input"])
+        .unwrap_or_else(|| panic!("no draft of {id}: {drafts}"));
+    assert_eq!(draft["case"]["user_type"], "PATRON", "{draft}");
 }

@@ -65,6 +65,9 @@ pub struct RedteamConfig {
     /// The languages the attacker model translates crisis messages into (default Spanish,
     /// French, German).
     pub languages: Vec<String>,
+    /// Questions the attacker model drafts per SITUATION entity, which the answer-channel
+    /// families ask besides the answer bank's cases (default 0; `--questions`).
+    pub questions: usize,
     /// Attempts in flight at once (default 4).
     pub concurrency: usize,
 }
@@ -82,6 +85,7 @@ impl Default for RedteamConfig {
             protected_state: Vec::new(),
             attacker_model: None,
             languages: vec!["Spanish".into(), "French".into(), "German".into()],
+            questions: 0,
             concurrency: 4,
         }
     }

@@ -55,6 +55,7 @@ fn write_run(server: &Server, id: &str, successes: usize) -> Report {
         target: format!("command ./bot {INJECT}"),
         normalise: true,
         attacker_model: None,
+        questions: 0,
     };
     let attempts: Vec<Attempt> = (1..=40).map(|i| attempt(i, i <= successes)).collect();
     let gates = BTreeMap::from([("direct-injection".to_owned(), 0.0)]);
