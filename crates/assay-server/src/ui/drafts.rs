@@ -207,11 +207,22 @@ fn row(ctx: &Ctx, d: &DraftEntry) -> String {
         let _ = write!(
             out,
             "<form method=\"post\" action=\"/ui/drafts/accept\">{csrf}<input type=\"hidden\" name=\"test_id\" value=\"{id}\"><button type=\"submit\"{disabled}>Accept</button></form>\
-             <form method=\"post\" action=\"/ui/drafts/reject\">{csrf}<input type=\"hidden\" name=\"test_id\" value=\"{id}\"><input type=\"text\" name=\"reason\" required placeholder=\"reason\" aria-label=\"Reason to reject {id}\"><button type=\"submit\"{disabled}>Reject</button></form>\
-             <a href=\"/ui/drafts/{}/edit\">Edit</a>",
-            url_encode(&d.test_id),
+             <form method=\"post\" action=\"/ui/drafts/reject\">{csrf}<input type=\"hidden\" name=\"test_id\" value=\"{id}\"><input type=\"text\" name=\"reason\" required placeholder=\"reason\" aria-label=\"Reason to reject {id}\"><button type=\"submit\"{disabled}>Reject</button></form>",
             csrf = ctx.csrf_field(),
         );
+        // A draft scenario is edited as YAML once accepted, not as a draft.
+        if d.bank == review::scenarios::BANK {
+            let _ = write!(
+                out,
+                "<span class=\"hint\">a scenario: edit sim/scenarios/{id}.yaml once accepted</span>"
+            );
+        } else {
+            let _ = write!(
+                out,
+                "<a href=\"/ui/drafts/{}/edit\">Edit</a>",
+                url_encode(&d.test_id)
+            );
+        }
     }
     out.push_str("</td></tr>");
     out

@@ -252,3 +252,55 @@ async fn the_api_lists_and_reviews_with_the_bearer_token() {
     assert_eq!(status, StatusCode::OK, "{c}");
     assert!(c["entities"].as_array().unwrap().len() > 10);
 }
+
+/// A draft scenario (`sim/drafts/`, from `assay redteam --drafts`) is listed with the draft
+/// cases, offers no draft edit, and is accepted by form into `sim/scenarios/`.
+#[tokio::test]
+async fn draft_scenarios_are_listed_and_accepted_into_the_suite() {
+    let s = Server::with_env(&[("ASSAY_ADMIN_TOKEN", TOKEN)]);
+    let scenario = json!({"id": "base-rt-1", "name": "Pressed", "description": "A finding.",
+        "persona_prompt": "You are Will.", "initial_message": format!("hi {INJECT}"),
+        "max_turns": 3, "trajectory": {"tools_not_used": ["advance_requirement"]}});
+    let file = json!({"generation": "rt-1", "created": "2026-11-29T00:00:00Z",
+        "drafts": [{"case": {"scenario": scenario, "from_scenario": "base",
+            "provenance": {"method": "redteam", "generated_at": "2026-11-29T00:00:00Z"}},
+            "finding": {"kind": "attack", "intended": "no call", "explanation": "gave in"}}]});
+    s.write(
+        "sim/drafts/rt-1.json",
+        &serde_json::to_string_pretty(&file).unwrap(),
+    );
+    let page = get(&s, "/ui/drafts", None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_inert(&page, "drafts page with a scenario");
+    assert!(
+        page.body.contains("id=\"draft-base-rt-1\""),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("scenario:base"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("edit sim/scenarios/base-rt-1.yaml once accepted")
+            && !page.body.contains("/ui/drafts/base-rt-1/edit"),
+        "{}",
+        page.body
+    );
+    let cookie = sign_in(&s).await;
+    let page = get(&s, "/ui/drafts", Some(&cookie)).await;
+    let token = csrf(&page.body);
+    let fields = [("csrf", token.as_str()), ("test_id", "base-rt-1")];
+    let r = post(
+        &s,
+        "/ui/drafts/accept",
+        &fields,
+        Some(&cookie),
+        Some(ORIGIN),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let yaml = std::fs::read_to_string(s.root.join("sim/scenarios/base-rt-1.yaml")).unwrap();
+    assert!(
+        yaml.starts_with("# Made by redteam from scenario `base`"),
+        "{yaml}"
+    );
+}
