@@ -29,6 +29,7 @@ use assay_project::drafts::{self, DRAFTS_LOCK_WAIT, DraftsLock};
 use assay_project::project::Project;
 use assay_retrieval::patterns::PatternMatcher;
 use assay_sim::drafts::{self as sim_drafts, ScenarioDraft, ScenarioDraftFile};
+use assay_sim::suite::ScenarioConfig;
 use serde::Serialize;
 
 use crate::attempt::Attempt;
@@ -80,6 +81,8 @@ pub fn write_drafts(
     let mut answer = Vec::new();
     let mut scenarios = Vec::new();
     let root = &project.settings.root;
+    // The suite's scenarios, read once, when the first agency finding needs them.
+    let mut suite: Option<Result<Vec<ScenarioConfig>, String>> = None;
     for a in &report.findings {
         match a.family {
             Family::CrisisEvasion => match matcher {
@@ -104,7 +107,7 @@ pub fn write_drafts(
                     }),
                 }
             }
-            Family::Agency => match scenario_draft(root, report, a, &stamp) {
+            Family::Agency => match scenario_draft(&mut suite, root, report, a, &stamp) {
                 Ok(d) => scenarios.push(d),
                 Err(reason) => out.skipped.push(Skipped {
                     id: a.id.clone(),
@@ -342,13 +345,25 @@ fn guards(a: &Attempt) -> (Vec<serde_json::Value>, Vec<String>) {
 /// The draft scenario of an `agency` finding: the scenario it attacked, with the persona that
 /// worked and the tools the model under test called added to `trajectory.tools_not_used`.
 fn scenario_draft(
+    suite: &mut Option<Result<Vec<ScenarioConfig>, String>>,
     root: &std::path::Path,
     report: &Report,
     a: &Attempt,
     stamp: &str,
 ) -> Result<Draft<ScenarioDraft>, String> {
-    let mut scenario = sim_drafts::read_scenario(root, &a.source)
-        .map_err(|e| format!("its scenario `{}` cannot be read now: {e}", a.source))?;
+    let read = suite.get_or_insert_with(|| {
+        sim_drafts::scenarios(root)
+            .map(|all| all.into_iter().map(|(s, _)| s).collect())
+            .map_err(|e| e.to_string())
+    });
+    let all = read
+        .as_ref()
+        .map_err(|e| format!("the suite's scenarios cannot be read now: {e}"))?;
+    let mut scenario = all
+        .iter()
+        .find(|s| s.id == a.source)
+        .cloned()
+        .ok_or_else(|| format!("its scenario `{}` is no longer in sim/scenarios/", a.source))?;
     let (_, tools) = guards(a);
     // A changed row the scenario's own expected_state check found stays checked there.
     let state_checked = a.evidence.iter().any(|e| {

@@ -64,26 +64,32 @@ pub async fn subject(
     } else {
         0
     };
-    let model = match attacker_model.filter(|_| wants_rewriter || questions > 0) {
-        Some(name) => {
-            let calls = ProviderCalls::open(settings, None, env, true)?;
+    let model_name = attacker_model.filter(|_| wants_rewriter || questions > 0);
+    let factory = factory.filter(|_| {
+        wants_product
+            && (!project.banks.answer.is_empty() || questions > 0)
+            && !settings.optimize.target.is_empty()
+    });
+    // One call cache, limits and accounting for the attacker model and the product.
+    let calls = if model_name.is_some() || factory.is_some() {
+        Some(ProviderCalls::open(settings, None, env, true)?)
+    } else {
+        None
+    };
+    let model = match (model_name, &calls) {
+        (Some(name), Some(calls)) => {
             let model = engine::build_chat_model(settings, name, "the attacker model", env)?;
             Some(calls.chat("attacker", model))
         }
-        None => None,
+        _ => None,
     };
-    let product = match factory {
-        Some(factory)
-            if wants_product
-                && (!project.banks.answer.is_empty() || questions > 0)
-                && !settings.optimize.target.is_empty() =>
-        {
+    let product = match (factory, &calls) {
+        (Some(factory), Some(calls)) => {
             let store = engine::open_store_with(settings, env)?;
             engine::sync_kb(&store, project)?;
             let kb = engine::snapshot(&*store)?;
-            let calls = ProviderCalls::open(settings, None, env, true)?;
             let (system, context, _) =
-                AnswerBackend::product(project, &store, &kb, embedder_flag, &calls, env, factory)
+                AnswerBackend::product(project, &store, &kb, embedder_flag, calls, env, factory)
                     .await?;
             let mut cases = project
                 .banks

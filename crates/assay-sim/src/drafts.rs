@@ -110,41 +110,37 @@ pub fn write(path: &Path, file: &ScenarioDraftFile) -> std::io::Result<()> {
     assay_project::results::write_replace(path, to_text(file).as_bytes())
 }
 
-/// The ids of the suite's scenarios (`sim/scenarios/*`) of the project at `root`, each with
-/// its file. A file that cannot be read as a scenario is an error naming it.
-pub fn scenario_ids(root: &Path) -> Result<Vec<(String, PathBuf)>, DataError> {
+/// The suite's scenarios (`sim/scenarios/*`) of the project at `root` as written, each with
+/// its file, by file name (none without the folder). A file that cannot be read as a scenario
+/// is an error naming it.
+pub fn scenarios(root: &Path) -> Result<Vec<(ScenarioConfig, PathBuf)>, DataError> {
     let dir = root.join("sim").join(SCENARIOS_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(DataError::new(&dir, format!("cannot read the folder: {e}"))),
     };
+    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
     let mut out = Vec::new();
-    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+    for path in paths {
         let Some(format) = Format::from_path(&path) else {
             continue;
         };
         let text = std::fs::read_to_string(&path)
             .map_err(|e| DataError::new(&path, format!("cannot read: {e}")))?;
         let scenario: ScenarioConfig = datafile::parse(&path, &text, format, &mut |_| {})?;
-        out.push((scenario.id, path));
+        out.push((scenario, path));
     }
-    out.sort();
     Ok(out)
 }
 
-/// The suite's scenario `id` as written in its file under `sim/scenarios/`.
-pub fn read_scenario(root: &Path, id: &str) -> Result<ScenarioConfig, DataError> {
-    let Some((_, path)) = scenario_ids(root)?.into_iter().find(|(i, _)| i == id) else {
-        return Err(DataError::new(
-            root.join("sim").join(SCENARIOS_DIR),
-            format!("no scenario `{id}`"),
-        ));
-    };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| DataError::new(&path, format!("cannot read: {e}")))?;
-    let format = Format::from_path(&path).unwrap_or(Format::Yaml);
-    datafile::parse(&path, &text, format, &mut |_| {})
+/// The ids of the suite's scenarios, each with its file ([`scenarios`]).
+pub fn scenario_ids(root: &Path) -> Result<Vec<(String, PathBuf)>, DataError> {
+    Ok(scenarios(root)?
+        .into_iter()
+        .map(|(s, path)| (s.id, path))
+        .collect())
 }
 
 /// The path an accepted draft is written to: `sim/scenarios/<id>.yaml`.

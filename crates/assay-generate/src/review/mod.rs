@@ -444,14 +444,25 @@ trait DraftAccess {
     fn append_note(&mut self, note: &str);
 }
 
+/// Records a review on a draft of any kind (a case's or a scenario's): its status, who and when,
+/// and the note when one is given.
+fn set_review<C>(
+    draft: &mut assay_core::draft::Draft<C>,
+    status: DraftStatus,
+    reviewer: &Reviewer,
+    note: Option<String>,
+) {
+    draft.status = status;
+    draft.reviewed_by = Some(reviewer.by.clone());
+    draft.reviewed_at = Some(reviewer.at.clone());
+    if note.is_some() {
+        draft.note = note;
+    }
+}
+
 impl<C: ReviewCase> DraftAccess for assay_core::draft::Draft<C> {
     fn set_review(&mut self, status: DraftStatus, reviewer: &Reviewer, note: Option<String>) {
-        self.status = status;
-        self.reviewed_by = Some(reviewer.by.clone());
-        self.reviewed_at = Some(reviewer.at.clone());
-        if note.is_some() {
-            self.note = note;
-        }
+        set_review(self, status, reviewer, note);
     }
     fn set_accepted_into(&mut self, into: String) {
         self.accepted_into = Some(into);

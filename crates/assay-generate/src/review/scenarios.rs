@@ -11,7 +11,7 @@ use assay_core::draft::DraftStatus;
 use assay_sim::drafts::{self as sim, Loaded};
 use serde_json::Value;
 
-use super::{DraftEntry, Reviewer, relative};
+use super::{DraftEntry, Reviewer, relative, set_review};
 use crate::HarnessError;
 
 /// The bank name scenario drafts are listed under.
@@ -165,9 +165,7 @@ impl Scenarios {
                 .to_string_lossy()
                 .replace('\\', "/");
             let draft = &mut self.files[f].file.drafts[d];
-            draft.status = DraftStatus::Accepted;
-            draft.reviewed_by = Some(reviewer.by.clone());
-            draft.reviewed_at = Some(reviewer.at.clone());
+            set_review(draft, DraftStatus::Accepted, reviewer, None);
             draft.accepted_into = Some(into);
             if !self.dirty.contains(&f) {
                 self.dirty.push(f);
@@ -190,11 +188,12 @@ impl Scenarios {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| HarnessError::Usage(format!("{e}; nothing was written")))?;
         for (f, d) in places {
-            let draft = &mut self.files[f].file.drafts[d];
-            draft.status = DraftStatus::Rejected;
-            draft.reviewed_by = Some(reviewer.by.clone());
-            draft.reviewed_at = Some(reviewer.at.clone());
-            draft.note = Some(reason.to_owned());
+            set_review(
+                &mut self.files[f].file.drafts[d],
+                DraftStatus::Rejected,
+                reviewer,
+                Some(reason.to_owned()),
+            );
             if !self.dirty.contains(&f) {
                 self.dirty.push(f);
             }
