@@ -9,6 +9,17 @@ The wheel puts the `assay` executable in the environment's scripts directory (`b
     subprocess.run([find_assay_bin(), "run", "my-project"], check=False)
 
 `python -m assay_eval ARGS` runs it too.
+
+:func:`check` checks a reply against assertions (docs/assertions.md) with the binary, from
+any Python test::
+
+    from assay_eval import check
+
+    result = check("Paris is the capital.", [{"type": "icontains", "value": "paris"}])
+    assert result, result  # the message lists each failed assertion and why
+
+``python -m assay_eval.worker pkg.module:function`` serves a Python function to assay as the
+product under test (docs/python-worker.md).
 """
 
 from __future__ import annotations
@@ -18,7 +29,32 @@ import shutil
 import sys
 import sysconfig
 
-__all__ = ["ASSAY_BIN_ENV", "find_assay_bin"]
+from assay_eval._check import AssertionOutcome, CheckResult, check
+
+__all__ = [
+    "ASSAY_BIN_ENV",
+    "AssertionOutcome",
+    "CheckResult",
+    "__version__",
+    "check",
+    "find_assay_bin",
+]
+
+
+def _version() -> str:
+    """The installed distribution's version, or ``0.0.0+unknown`` (run from a checkout)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python 3.8 has importlib.metadata
+        return "0.0.0+unknown"
+    try:
+        return version("assay-eval")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+#: The version of the installed ``assay-eval`` package (``0.0.0+unknown`` when not installed).
+__version__ = _version()
 
 #: The environment variable that names the binary to use instead of the installed one.
 ASSAY_BIN_ENV = "ASSAY_BIN"

@@ -67,9 +67,9 @@ impl TargetAnswers {
     ) -> Result<TargetAnswers, SessionError> {
         let prompts = production_prompts(dir)?;
         let kind = settings.optimize.target.as_str();
-        if prompts.is_empty() && kind != "command" && kind != "http" {
+        if prompts.is_empty() && kind == "chain" {
             return Err(ExperimentError::Usage(format!(
-                "{}: the built-in chain target (`[optimize] target = \"{kind}\"`) needs the production prompts, one <agent>_system_prompt.txt per agent; add them, or set `[optimize] target` to \"command\" or \"http\" to ask your own product",
+                "{}: the built-in chain target (`[optimize] target = \"{kind}\"`) needs the production prompts, one <agent>_system_prompt.txt per agent; add them, or set `[optimize] target` to \"command\", \"http\", \"worker\" or a function (python:… or node:…) to ask your own product",
                 dir.join(PRODUCTION_PROMPTS).display()
             ))
             .into());
@@ -122,6 +122,10 @@ impl AnswerSystem for TargetAnswers {
 
     fn stateless(&self) -> bool {
         self.target.stateless()
+    }
+
+    async fn close(&self) {
+        self.target.close().await;
     }
 
     async fn respond(&self, ask: &AnswerAsk<'_>) -> Result<AnswerReply, String> {

@@ -30,7 +30,9 @@ use crate::correct::{Checker, Correctness};
 use crate::error::ExperimentError;
 use crate::prompts::{PromptLists, load_prompt_lists, load_prompt_lists_for, read_prompt_dir};
 use crate::run::{self, CaseData, Experiment, Layout, Options, Progress, RunError, Services};
-use crate::target::{ChainTarget, CommandTarget, HttpTarget, Target, TargetError};
+use crate::target::{
+    ChainTarget, CommandTarget, FunctionTarget, HttpTarget, Target, TargetError, WorkerTarget,
+};
 use crate::testdata::{self, Kind};
 use crate::tracking::{self, TrackingError};
 
@@ -263,7 +265,8 @@ pub struct TargetBuild {
     pub models: Vec<(String, Arc<dyn ChatModel>)>,
 }
 
-/// Builds the target `[optimize] target` names — `command`, `http` or the built-in chain —
+/// Builds the target `[optimize] target` names — `command`, `http`, a worker (`worker`,
+/// `python:…`, `node:…`) or the built-in chain —
 /// the one way the optimizer and the answer bank of `assay run` both reach the product. The
 /// chain runs `agents` (the agents that have prompts) in `[optimize] chain`'s order, each on
 /// its model (`[optimize.agent_models]`, else `[optimize] model`) wrapped by `calls` under
@@ -291,6 +294,37 @@ pub fn build_target(
             }),
             0,
         ),
+        "worker" => (
+            Arc::new(WorkerTarget::new(
+                format!("worker `{}`", o.command.join(" ")),
+                o.command.clone(),
+                dir.to_owned(),
+                o.workers,
+                timeout,
+                o.stateless,
+                settings.answer.max_reply_bytes,
+            )),
+            0,
+        ),
+        function if FunctionTarget::parse(function).is_some() => {
+            let f = FunctionTarget::parse(function)
+                .and_then(Result::ok)
+                .ok_or_else(|| {
+                    HarnessError::Usage(format!("optimize.target: bad function `{function}`"))
+                })?;
+            (
+                Arc::new(WorkerTarget::new(
+                    function.to_owned(),
+                    f.command(dir, None),
+                    dir.to_owned(),
+                    o.workers,
+                    timeout,
+                    o.stateless,
+                    settings.answer.max_reply_bytes,
+                )),
+                0,
+            )
+        }
         "http" => (
             Arc::new(HttpTarget {
                 max_reply_bytes: settings.answer.max_reply_bytes,
@@ -960,7 +994,9 @@ pub async fn optimize(
         options: &options,
         services: &services,
     };
-    let report = run::optimize(&experiment).await?;
+    let report = run::optimize(&experiment).await;
+    built.target.close().await;
+    let report = report?;
     let files = write_reports(&layout, &report)?;
     track(
         request.mlflow_uri.as_deref(),
@@ -1049,7 +1085,9 @@ pub async fn evaluate(
         options: &options,
         services: &services,
     };
-    let (step, baseline, comparison) = run::evaluate(&experiment, &prompts).await?;
+    let evaluated = run::evaluate(&experiment, &prompts).await;
+    built.target.close().await;
+    let (step, baseline, comparison) = evaluated?;
     Ok(Evaluated {
         evaluation: step,
         baseline,

@@ -483,16 +483,24 @@ impl Default for SimulateConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OptimizeConfig {
     /// The system under test: `chain` (the built-in multi-agent chain, default), `command`
-    /// or `http`.
+    /// (a program run once per case), `http` (an endpoint), `worker` (a program started once
+    /// and sent every case as a JSON line, docs/worker.md), `python:package.module:function`
+    /// or `node:./path/to/module.js#export` (a function, served by the worker assay ships
+    /// for that language).
     pub target: String,
-    /// `target = "command"`: the program and its arguments, run in the project directory.
+    /// `target = "command"` or `"worker"`: the program and its arguments, run in the project
+    /// directory.
     pub command: Vec<String>,
+    /// Worker processes of a `worker`, `python:` or `node:` target (default 1), each started
+    /// once; with `stateless = true` that many cases run at once.
+    pub workers: usize,
     /// `target = "http"`: the URL requests are POSTed to.
     pub url: Option<String>,
-    /// Seconds one command or HTTP execution may take (default 300).
+    /// Seconds one command, HTTP or worker request may take (default 300).
     pub timeout_seconds: f64,
-    /// The command or endpoint keeps no state between executions, so `--max-concurrency`
-    /// may run several cases of a trial at once (default false; the chain is stateless).
+    /// The command, endpoint or worker keeps no state between requests, so cases may run
+    /// at once (`--max-concurrency`, `[answer] concurrency`; default false; the chain is
+    /// stateless).
     pub stateless: bool,
     /// The chain's agent order (default: planner, researcher, expert, critic_planner,
     /// critic_researcher, critic_expert, finalizer when those are exactly the agents, else the
@@ -586,6 +594,7 @@ impl Default for OptimizeConfig {
         OptimizeConfig {
             target: "chain".into(),
             command: Vec::new(),
+            workers: 1,
             url: None,
             timeout_seconds: 300.0,
             stateless: false,
@@ -1237,15 +1246,30 @@ impl ProjectSettings {
                     "optimize.command: `target = \"command\"` needs the program to run".into(),
                 );
             }
+            "worker" if o.command.is_empty() => {
+                return Err(
+                    "optimize.command: `target = \"worker\"` needs the program to start".into(),
+                );
+            }
             "http" if o.url.is_none() => {
                 return Err("optimize.url: `target = \"http\"` needs the URL".into());
             }
-            "chain" | "command" | "http" => {}
-            other => {
-                return Err(format!(
-                    "optimize.target: unknown target `{other}` (expected chain, command or http)"
-                ));
-            }
+            "chain" | "command" | "http" | "worker" => {}
+            other => match assay_providers::target::FunctionTarget::parse(other) {
+                Some(Ok(_)) => {}
+                Some(Err(problem)) => return Err(format!("optimize.target: {problem}")),
+                None => {
+                    return Err(format!(
+                        "optimize.target: unknown target `{other}` (expected chain, command, http, worker, python:package.module:function or node:./module.js#export)"
+                    ));
+                }
+            },
+        }
+        if o.workers == 0 || o.workers > 256 {
+            return Err(format!(
+                "optimize.workers: must be from 1 to 256, found {}",
+                o.workers
+            ));
         }
         if !(o.timeout_seconds.is_finite() && o.timeout_seconds > 0.0) {
             return Err("optimize.timeout_seconds: must be more than 0".into());

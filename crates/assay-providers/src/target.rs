@@ -224,6 +224,17 @@ pub enum TargetError {
         /// Its stderr (the last 2,000 characters).
         stderr: String,
     },
+    /// A long-lived worker could not start, stopped, wrote something that is not a reply,
+    /// timed out, or said the product failed on the request.
+    #[error("{target}: {problem}{}", stderr_note(.stderr))]
+    Worker {
+        /// The target in words.
+        target: String,
+        /// What happened.
+        problem: String,
+        /// The tail of the worker's stderr, when it says something.
+        stderr: String,
+    },
     /// The endpoint could not be reached, answered non-2xx or timed out.
     #[error("POST {url}: {problem}")]
     Http {
@@ -258,7 +269,10 @@ impl TargetError {
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
-            TargetError::Provider { .. } | TargetError::Command { .. } | TargetError::Http { .. }
+            TargetError::Provider { .. }
+                | TargetError::Command { .. }
+                | TargetError::Http { .. }
+                | TargetError::Worker { .. }
         )
     }
 
@@ -269,6 +283,7 @@ impl TargetError {
         match self {
             TargetError::Provider { .. } => true,
             TargetError::Command { problem, .. } => problem.contains("timed out"),
+            TargetError::Worker { problem, .. } => problem.starts_with("timed out"),
             TargetError::Http { problem, .. } => {
                 problem == "timed out" || problem.starts_with("cannot reach it")
             }
@@ -353,6 +368,10 @@ pub trait Target: fmt::Debug + Send + Sync {
 
     /// Checks that each of `agents`' prompts reaches the target (see the module docs).
     async fn dry_check(&self, agents: &[String]) -> Result<(), TargetError>;
+
+    /// Stops what the target keeps running between cases (a worker's processes), cleanly;
+    /// called at the end of a run. Nothing for the others.
+    async fn close(&self) {}
 }
 
 /// A final answer and the agents' outputs that led to it.
@@ -706,6 +725,8 @@ pub trait Wire: fmt::Debug + Send + Sync {
     fn is_stateless(&self) -> bool;
     /// Sends one request and returns the reply's body.
     async fn exchange(&self, body: &Value) -> Result<String, TargetError>;
+    /// Stops what it keeps running ([`Target::close`]).
+    async fn close(&self) {}
 }
 
 #[async_trait]
@@ -733,6 +754,10 @@ impl<W: Wire> Target for W {
         body["dry_run"] = Value::Bool(true);
         let out = self.exchange(&body).await?;
         check_hashes(self.name(), &out, &markers)
+    }
+
+    async fn close(&self) {
+        Wire::close(self).await;
     }
 }
 
@@ -980,6 +1005,11 @@ impl Wire for HttpTarget {
         Ok(text)
     }
 }
+
+mod worker;
+pub use worker::{
+    FunctionTarget, NODE_WORKER, PYTHON_WORKER, WorkerTarget, find_node, find_python,
+};
 
 #[cfg(test)]
 mod tests;

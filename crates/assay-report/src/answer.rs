@@ -646,6 +646,7 @@ pub(crate) mod tests {
             filters: RunFilters {
                 banks: vec![BankType::Answer],
                 test: None,
+                tests: Vec::new(),
                 topic: None,
                 changed_since: None,
                 drafts: None,

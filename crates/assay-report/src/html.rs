@@ -228,6 +228,9 @@ pub fn body_with(log: &RunLog, links: &dyn CaseLinks) -> String {
     if let Some(t) = &log.filters.test {
         let _ = write!(meta, " · case <code>{}</code>", escape(t));
     }
+    if !log.filters.tests.is_empty() {
+        let _ = write!(meta, " · {} cases by id", log.filters.tests.len());
+    }
     if let Some(t) = &log.filters.topic {
         let _ = write!(meta, " · topic <code>{}</code>", escape(t));
     }
@@ -1023,6 +1026,7 @@ pub(crate) mod tests {
             filters: RunFilters {
                 banks: vec![BankType::Semantic, BankType::Pattern, BankType::Always],
                 test: None,
+                tests: Vec::new(),
                 topic: Some(format!("custody{inject}")),
                 changed_since: None,
                 drafts: None,

@@ -108,6 +108,13 @@ pub fn render(log: &RunLog) -> String {
     if let Some(t) = &log.filters.test {
         let _ = writeln!(out, "**Case:** `{t}`  ");
     }
+    if !log.filters.tests.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Cases:** {} selected by id  ",
+            log.filters.tests.len()
+        );
+    }
     if let Some(t) = &log.filters.topic {
         let _ = writeln!(out, "**Topic:** `{t}`  ");
     }

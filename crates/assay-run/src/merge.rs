@@ -294,7 +294,11 @@ pub fn merge(project: &Project, mut shards: Vec<ShardFile>) -> Result<Merged, Ha
     let banks = filters.banks.clone();
     let request = RunRequest {
         banks: banks.clone(),
-        test: filters.test.clone(),
+        tests: filters
+            .selected_tests()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
         topic: filters.topic.clone(),
         shard: None,
         changed: None,

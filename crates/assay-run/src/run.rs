@@ -28,8 +28,9 @@ use assay_project::project::Project;
 pub struct RunRequest {
     /// The banks to run; empty means all four.
     pub banks: Vec<BankType>,
-    /// Only the case with this id.
-    pub test: Option<String>,
+    /// Only the cases with these ids (`--test`, repeatable, and `--tests-from`); empty for
+    /// every case.
+    pub tests: std::collections::BTreeSet<String>,
     /// Only semantic cases with this topic (other banks are not run).
     pub topic: Option<String>,
     /// Only the cases of this shard of the suite (`--shard hash:i/n`): each case by a hash of
@@ -41,6 +42,13 @@ pub struct RunRequest {
     /// The pending drafts the project's banks include (`--include-drafts`,
     /// [`crate::freshness::include_drafts`]), recorded in the RunLog's filters.
     pub drafts: Option<usize>,
+}
+
+impl RunRequest {
+    /// Whether the request's case ids (if any) hold `test_id`.
+    pub fn wants(&self, test_id: &str) -> bool {
+        self.tests.is_empty() || self.tests.contains(test_id)
+    }
 }
 
 /// The stable key a case is sharded by: `<bank>/<test_id>`.
@@ -157,7 +165,7 @@ fn selected<'a, C: Case>(
     cases
         .iter()
         .map(|l| &l.case)
-        .filter(|c| request.test.as_deref().is_none_or(|t| id(c) == t))
+        .filter(|c| request.wants(id(c)))
         .filter(|c| extra(c))
         .filter(|c| request.changed.as_ref().is_none_or(|ch| ch.selects(*c)))
         .filter(|c| in_shard(request, bank, id(c), sharded))
@@ -278,26 +286,40 @@ pub async fn run(
     if answer_cases.is_empty() && !suite_answers && !request.banks.contains(&BankType::Answer) {
         banks.retain(|b| *b != BankType::Answer);
     }
-    if let Some(test) = &request.test {
-        // Run only the bank that holds the case.
-        let holder = [
-            (BankType::Semantic, !semantic_cases.is_empty()),
-            (BankType::State, !state_cases.is_empty()),
-            (BankType::Pattern, !pattern_cases.is_empty()),
-            (BankType::Always, !always_cases.is_empty()),
-            (BankType::Answer, !answer_cases.is_empty()),
-        ]
-        .into_iter()
-        .find(|(bank, found)| *found && banks.contains(bank));
-        match holder {
-            Some((bank, _)) => banks = vec![bank],
-            None => {
-                return Err(HarnessError::Usage(format!(
-                    "no case with test_id `{test}` in the selected banks ({})",
-                    banks.iter().map(|b| b.key()).collect::<Vec<_>>().join(", ")
-                )));
+    if !request.tests.is_empty() {
+        // Run only the banks that hold the cases; every id must name a case of the selected
+        // banks (whatever its shard: shards of one selection agree on their banks).
+        let mut holders: Vec<BankType> = Vec::new();
+        let mut known: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for bank in BankType::ALL {
+            if banks.contains(&bank) {
+                let held = held_ids(project, request, bank);
+                if !held.is_empty() {
+                    holders.push(bank);
+                }
+                known.extend(held);
             }
         }
+        let unknown: Vec<&str> = request
+            .tests
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !known.contains(t))
+            .collect();
+        if !unknown.is_empty() {
+            let shown: Vec<String> = unknown.iter().take(5).map(|t| format!("`{t}`")).collect();
+            return Err(HarnessError::Usage(format!(
+                "no case with test_id {}{} in the selected banks ({})",
+                shown.join(", "),
+                if unknown.len() > 5 {
+                    format!(" (and {} more)", unknown.len() - 5)
+                } else {
+                    String::new()
+                },
+                banks.iter().map(|b| b.key()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        banks = holders;
     }
     if let Some(topic) = &request.topic
         && semantic_cases.is_empty()
@@ -307,7 +329,7 @@ pub async fn run(
         )));
     }
     if banks.contains(&BankType::Semantic) && semantic.is_none() {
-        if explicit || request.test.is_some() {
+        if explicit || !request.tests.is_empty() {
             return Err(HarnessError::Usage(
                 "the semantic bank needs a retriever (embedder and reranker), and none is configured".into(),
             ));
@@ -321,7 +343,7 @@ pub async fn run(
         }
     }
     if banks.contains(&BankType::Answer) && backends.answer.is_none() && !answer_cases.is_empty() {
-        if request.banks.contains(&BankType::Answer) || request.test.is_some() {
+        if request.banks.contains(&BankType::Answer) || !request.tests.is_empty() {
             return Err(HarnessError::Usage(
                 "the answer bank needs the product (the `[optimize]` target) and a judge (`[answer] judge_model`), and this run has none".into(),
             ));
@@ -386,7 +408,10 @@ pub async fn run(
         None => None,
     };
     let selected_total: usize = banks.iter().map(bank_total).sum();
-    if selected_total == 0 {
+    // A shard of a selection by id may hold none of it (two shards, one case): it runs no case
+    // and merges with its siblings.
+    let empty_shard_of_selection = request.shard.is_some() && !request.tests.is_empty();
+    if selected_total == 0 && !empty_shard_of_selection {
         if let Some(changed) = &request.changed {
             return Err(HarnessError::Usage(format!(
                 "--changed-since {}: no case of the selected banks names the {} entities changed since",
@@ -526,7 +551,7 @@ pub async fn run(
                 } else {
                     1
                 };
-                held_bank(
+                let ran = held_bank(
                     *bank,
                     &answer_cases,
                     in_flight,
@@ -539,7 +564,9 @@ pub async fn run(
                         JournalEntry::Answer(crate::answer::run_case(backend, case).await)
                     },
                 )
-                .await?;
+                .await;
+                backend.system.close().await;
+                ran?;
             }
         }
     }
@@ -563,13 +590,18 @@ pub async fn run(
                     .collect()
             })
             .unwrap_or_default(),
-        filters: RunFilters {
-            banks,
-            test: request.test.clone(),
-            topic: request.topic.clone(),
-            changed_since,
-            drafts: request.drafts,
-            banks_left_out: banks_left_out(project, request),
+        filters: {
+            let mut filters = RunFilters {
+                banks,
+                test: None,
+                tests: Vec::new(),
+                topic: request.topic.clone(),
+                changed_since,
+                drafts: request.drafts,
+                banks_left_out: banks_left_out(project, request),
+            };
+            filters.set_tests(&request.tests);
+            filters
         },
         summary,
         semantic: results.semantic,
@@ -662,6 +694,88 @@ where
     Ok(())
 }
 
+/// The test ids of the cases `request` selects in a bank held whole (the semantic and answer
+/// banks, or any bank of a project loaded whole), whatever their shard, in file order; none for
+/// a bank read case by case.
+fn held_ids<'a>(project: &'a Project, request: &RunRequest, bank: BankType) -> Vec<&'a str> {
+    let b = &project.banks;
+    let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
+    match bank {
+        BankType::Semantic => selected(
+            &b.semantic,
+            bank,
+            |c| &c.test_id,
+            request,
+            |c| topic_ok(&c.topics),
+            false,
+        )
+        .into_iter()
+        .map(|c| c.test_id.as_str())
+        .collect(),
+        BankType::State => selected(&b.state, bank, |c| &c.test_id, request, |_| true, false)
+            .into_iter()
+            .map(|c| c.test_id.as_str())
+            .collect(),
+        BankType::Pattern => selected(&b.pattern, bank, |c| &c.test_id, request, |_| true, false)
+            .into_iter()
+            .map(|c| c.test_id.as_str())
+            .collect(),
+        BankType::Always => selected(&b.always, bank, |c| &c.test_id, request, |_| true, false)
+            .into_iter()
+            .map(|c| c.test_id.as_str())
+            .collect(),
+        BankType::Answer => selected(&b.answer, bank, |c| &c.test_id, request, |_| true, false)
+            .into_iter()
+            .map(|c| c.test_id.as_str())
+            .collect(),
+    }
+}
+
+/// The cases `request` selects, in the order a run takes them (`assay run --list`): its
+/// banks (all by default, semantic only with a topic), its case ids (each must name a case, as
+/// for a run), its shard.
+pub fn list_cases(
+    project: &Project,
+    request: &RunRequest,
+) -> Result<Vec<(BankType, String)>, HarnessError> {
+    let banks: Vec<BankType> = if request.topic.is_some() {
+        vec![BankType::Semantic]
+    } else if request.banks.is_empty() {
+        BankType::ALL.to_vec()
+    } else {
+        BankType::ALL
+            .into_iter()
+            .filter(|b| request.banks.contains(b))
+            .collect()
+    };
+    let mut cases = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for_each_suite_case(project, request, &banks, &mut |bank, test_id, _| {
+        seen.insert(test_id.to_owned());
+        if in_shard(request, bank, test_id, true) {
+            cases.push((bank, test_id.to_owned()));
+        }
+    })?;
+    let unknown: Vec<&str> = request
+        .tests
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !seen.contains(*t))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(HarnessError::Usage(format!(
+            "no case with test_id {} in the selected banks",
+            unknown
+                .iter()
+                .take(5)
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(cases)
+}
+
 /// Calls `each` with the bank and test id of every case `request` selects in `banks`, whatever
 /// its shard, in the order a run takes them: bank by bank, each bank's cases in file order
 /// (`streamed` says whether the case comes from a bank read case by case). What a shard
@@ -676,40 +790,8 @@ pub fn for_each_suite_case(
     struct IdOnly {
         test_id: String,
     }
-    let b = &project.banks;
-    let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
     for &bank in banks {
-        let ids: Vec<&str> = match bank {
-            BankType::Semantic => selected(
-                &b.semantic,
-                bank,
-                |c| &c.test_id,
-                request,
-                |c| topic_ok(&c.topics),
-                false,
-            )
-            .into_iter()
-            .map(|c| c.test_id.as_str())
-            .collect(),
-            BankType::State => selected(&b.state, bank, |c| &c.test_id, request, |_| true, false)
-                .into_iter()
-                .map(|c| c.test_id.as_str())
-                .collect(),
-            BankType::Pattern => {
-                selected(&b.pattern, bank, |c| &c.test_id, request, |_| true, false)
-                    .into_iter()
-                    .map(|c| c.test_id.as_str())
-                    .collect()
-            }
-            BankType::Always => selected(&b.always, bank, |c| &c.test_id, request, |_| true, false)
-                .into_iter()
-                .map(|c| c.test_id.as_str())
-                .collect(),
-            BankType::Answer => selected(&b.answer, bank, |c| &c.test_id, request, |_| true, false)
-                .into_iter()
-                .map(|c| c.test_id.as_str())
-                .collect(),
-        };
+        let ids = held_ids(project, request, bank);
         for test_id in ids {
             each(bank, test_id, false);
         }
@@ -722,7 +804,7 @@ pub fn for_each_suite_case(
         let mut quiet = |_: String| {};
         for path in &streamed.files {
             let mut one = |_: usize, case: IdOnly| {
-                if request.test.as_deref().is_none_or(|t| case.test_id == t) {
+                if request.wants(&case.test_id) {
                     each(bank, &case.test_id, true);
                 }
                 Ok(())
@@ -950,10 +1032,7 @@ fn stream_bank<C: serde::de::DeserializeOwned + Case>(
     for path in &streamed.files {
         let mut failure: Option<HarnessError> = None;
         let mut run_one = |_: usize, case: C| {
-            if request
-                .test
-                .as_deref()
-                .is_some_and(|t| Case::test_id(&case) != t)
+            if !request.wants(Case::test_id(&case))
                 || !in_shard(request, bank, Case::test_id(&case), true)
                 || request
                     .changed
@@ -1118,6 +1197,21 @@ pub fn kb_fingerprint(kb: &dyn KnowledgeBase) -> Result<KbFingerprint, HarnessEr
     })
 }
 
+/// The case ids of a request as its key records them: `*` for every case, the ids joined by
+/// commas when they are few, else their count and a hash of them.
+fn tests_key(tests: &std::collections::BTreeSet<String>) -> String {
+    if tests.is_empty() {
+        return "*".into();
+    }
+    if tests.len() <= 3 {
+        return tests.iter().cloned().collect::<Vec<_>>().join(",");
+    }
+    let joined: Vec<&str> = tests.iter().map(String::as_str).collect();
+    let hash = assay_providers::target::sha256_hex(&joined.join("\0"));
+    let hex = &hash[..16];
+    format!("{}ids:{hex}", tests.len())
+}
+
 /// `banks=…;test=…;topic=…`: a request as the journal header records it.
 pub fn request_key(request: &RunRequest) -> String {
     let mut banks: Vec<&str> = request.banks.iter().map(|b| b.key()).collect();
@@ -1129,7 +1223,7 @@ pub fn request_key(request: &RunRequest) -> String {
         } else {
             banks.join(",")
         },
-        request.test.as_deref().unwrap_or("*"),
+        tests_key(&request.tests),
         request.topic.as_deref().unwrap_or("*"),
     );
     if let Some(shard) = request.shard {

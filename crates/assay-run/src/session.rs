@@ -101,10 +101,8 @@ fn any_selected<C: assay_core::bank::Case>(
     cases: &[assay_project::banks::Located<C>],
     request: &RunRequest,
 ) -> bool {
-    let case_selected = request
-        .test
-        .as_ref()
-        .is_none_or(|t| cases.iter().any(|c| c.case.test_id() == t));
+    let case_selected =
+        request.tests.is_empty() || cases.iter().any(|c| request.wants(c.case.test_id()));
     let changed_selected = request
         .changed
         .as_ref()
@@ -379,6 +377,16 @@ pub async fn execute(
         Some(saved)
     } else {
         log.cases = None;
+        // An unsaved shard lists every case; their digest lets `assay runs merge` take its
+        // RunLog (`--json`) as it takes a saved one.
+        if log.shard.is_some() {
+            let digest = caselog::cases_digest(&log, None).map_err(|e| {
+                HarnessError::Infrastructure(format!("cannot digest the run's cases: {e}"))
+            })?;
+            if let Some(shard) = log.shard.as_mut() {
+                shard.cases_sha256 = Some(digest);
+            }
+        }
         json = assay_report::json(&log);
         None
     };
@@ -544,7 +552,7 @@ fn selected_prompts(project: &Project, request: &RunRequest) -> Vec<String> {
         .semantic
         .iter()
         .map(|l| &l.case)
-        .filter(|c| request.test.as_deref().is_none_or(|t| c.test_id == t))
+        .filter(|c| request.wants(&c.test_id))
         .filter(|c| request.topic.as_ref().is_none_or(|t| c.topics.contains(t)))
         .filter(|c| run::in_shard(request, BankType::Semantic, &c.test_id, true))
         .filter(|c| request.changed.as_ref().is_none_or(|ch| ch.selects(*c)))

@@ -197,7 +197,7 @@ pub async fn run_test(
         })?;
         let request = RunRequest {
             banks: vec![bank],
-            test: Some(test_id.clone()),
+            tests: [test_id.clone()].into_iter().collect(),
             topic: None,
             shard: None,
             ..RunRequest::default()
@@ -248,7 +248,6 @@ pub async fn run_topic(
         }
         let request = RunRequest {
             banks: vec![BankType::Semantic],
-            test: None,
             topic: Some(topic.clone()),
             shard: None,
             ..RunRequest::default()

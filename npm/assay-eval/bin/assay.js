@@ -12,7 +12,9 @@ const PACKAGES = {
   "darwin-arm64": "@assay-eval/darwin-arm64",
   "darwin-x64": "@assay-eval/darwin-x64",
   "linux-arm64-glibc": "@assay-eval/linux-arm64-gnu",
+  "linux-arm64-musl": "@assay-eval/linux-arm64-musl",
   "linux-x64-glibc": "@assay-eval/linux-x64-gnu",
+  "linux-x64-musl": "@assay-eval/linux-x64-musl",
   "win32-x64": "@assay-eval/win32-x64",
 };
 

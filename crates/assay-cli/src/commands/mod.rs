@@ -4,6 +4,7 @@
 
 mod banks;
 mod calibrate;
+mod check;
 mod data;
 mod embed;
 mod expectations;
@@ -35,6 +36,7 @@ use clap::{Parser, Subcommand};
 
 use banks::BanksCommand;
 use calibrate::CalibrateArgs;
+use check::CheckArgs;
 use data::DataCommand;
 use embed::EmbedArgs;
 use expectations::ExpectationsArgs;
@@ -150,6 +152,12 @@ pub enum Command {
     /// stay in force. Raw replies go to calibration/opus_responses/ and the run is logged in
     /// calibration/calibration_log.json. Nothing existing is modified; --dry-run writes nothing.
     Calibrate(CalibrateArgs),
+    /// Check one reply against assertions (docs/assertions.md), outside a run: the JSON on
+    /// stdin (or --input) is `{"reply": "…", "assert": [...]}`, with optional `threshold`,
+    /// `latency_ms` and `cost_usd`. What `assay_eval.check` calls from Python.
+    ///
+    /// Exit codes: 0 the assertions passed; 1 they did not; 2 bad input (the field named).
+    Check(CheckArgs),
     /// Work with bank files.
     Banks {
         #[command(subcommand)]
@@ -312,7 +320,8 @@ fn dispatch_command(command: Command) -> anyhow::Result<Exit> {
         } => banks::migrate(&args.dir),
         Command::Validate(args) => validate::run(&args.dir),
         Command::Schema { kind, markdown } => schema::run(kind.as_deref(), markdown),
-        Command::Init(args) => init::run(&args.dir),
+        Command::Check(args) => check::run(&args),
+        Command::Init(args) => init::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Optimize(args) => optimize::optimize(&args),

@@ -30,9 +30,20 @@ pub struct RunArgs {
     #[arg(long, default_value = "all", value_name = "BANKS")]
     pub banks: String,
 
-    /// Run only the case with this test_id (in whichever bank holds it).
+    /// Run only the case with this test_id (in whichever bank holds it); repeat it for more
+    /// cases.
     #[arg(long, value_name = "ID")]
-    pub test: Option<String>,
+    pub test: Vec<String>,
+
+    /// Run only the cases whose test_ids this file lists, one a line (blank lines and lines
+    /// starting with `#` are skipped); with --test, the cases of both.
+    #[arg(long, value_name = "FILE")]
+    pub tests_from: Option<PathBuf>,
+
+    /// List the cases the other options select (`bank::test_id`, one a line; with --json, a
+    /// JSON object) without running anything or writing anything.
+    #[arg(long, conflicts_with_all = ["resume", "baseline", "junit", "changed_since", "no_save", "all", "failures_only"])]
+    pub list: bool,
 
     /// Run only the semantic cases with this topic.
     #[arg(long, value_name = "TOPIC")]
@@ -101,8 +112,14 @@ pub struct RunArgs {
     /// shard i of n (from 1), so n machines run a suite between them and adding a case moves
     /// no other. Each shard saves its own run; `assay runs merge` makes them one run, where
     /// the baseline gate belongs (so --baseline is refused here).
-    #[arg(long, value_name = "hash:i/n", value_parser = parse_shard, conflicts_with_all = ["test", "baseline"])]
+    #[arg(long, value_name = "hash:i/n", value_parser = parse_shard, conflicts_with_all = ["baseline"])]
     pub shard: Option<assay_core::shard::Shard>,
+
+    /// Keep no journal (.assay/journal.jsonl): the run cannot be resumed. With --no-save it
+    /// writes nothing in the project and takes no run lock, so such runs may go side by side
+    /// (the shards pytest-xdist's workers run, whose --json RunLogs `assay runs merge` takes).
+    #[arg(long, conflicts_with = "resume")]
+    pub no_journal: bool,
 
     /// Also run the pending drafts under test_banks/drafts/ (`assay generate`).
     #[arg(long)]
@@ -130,7 +147,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     let mut request = RunRequest {
         banks: parse_banks(&args.banks)?,
-        test: args.test.clone(),
+        tests: selected_tests(args)?,
         topic: args.topic.clone(),
         shard: args.shard,
         changed: None,
@@ -138,16 +155,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     };
     // A run streams its state, pattern and always banks from their files (memory that does
     // not grow with them); one case by id is looked up in the banks held whole.
-    let mut project = if args.test.is_some() {
-        Project::load(&args.dir)?
-    } else {
+    let mut project = if request.tests.is_empty() {
         Project::load_for_run(&args.dir)?
+    } else {
+        Project::load(&args.dir)?
     };
     // Drafts are read only when asked for, strictly, and join their banks as cases.
     if args.include_drafts {
         request.drafts = Some(freshness::include_drafts(&mut project)?);
     }
     log_warnings(&project.warnings);
+    if args.list {
+        let cases = assay_run::run::list_cases(&project, &request)?;
+        out(&listing(&cases, args.json));
+        return Ok(Exit::Success);
+    }
     // --changed-since: the run is found and compared with the knowledge base before anything
     // runs; nothing changed, or no case naming what changed, runs nothing.
     if let Some(spec) = args.changed_since.as_deref() {
@@ -183,7 +205,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         reranker: args.reranker.clone(),
         cache: args.cache.clone(),
         concurrency: args.concurrency,
-        journal: if args.resume {
+        journal: if args.no_journal {
+            JournalMode::Off
+        } else if args.resume {
             JournalMode::Resume
         } else {
             JournalMode::Start
@@ -215,6 +239,59 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         run_log: None,
     };
     finish(&project, &outcome, &output)
+}
+
+/// The case ids of `--test` and `--tests-from`.
+fn selected_tests(args: &RunArgs) -> Result<std::collections::BTreeSet<String>, HarnessError> {
+    let mut tests: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for t in &args.test {
+        if t.trim().is_empty() {
+            return Err(HarnessError::Usage("--test: the case id is empty".into()));
+        }
+        tests.insert(t.trim().to_owned());
+    }
+    if let Some(path) = &args.tests_from {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            HarnessError::Usage(format!(
+                "--tests-from {}: cannot read it: {e}",
+                path.display()
+            ))
+        })?;
+        let before = tests.len();
+        for line in text.lines() {
+            let id = line.trim();
+            if !id.is_empty() && !id.starts_with('#') {
+                tests.insert(id.to_owned());
+            }
+        }
+        if tests.len() == before && args.test.is_empty() {
+            return Err(HarnessError::Usage(format!(
+                "--tests-from {}: lists no case id (one a line)",
+                path.display()
+            )));
+        }
+    }
+    Ok(tests)
+}
+
+/// `--list`'s output: `bank::test_id` lines, or `{"cases": [{"bank", "test_id"}], "count"}`.
+fn listing(cases: &[(BankType, String)], json: bool) -> String {
+    if json {
+        let cases: Vec<serde_json::Value> = cases
+            .iter()
+            .map(|(b, t)| serde_json::json!({"bank": b.key(), "test_id": t}))
+            .collect();
+        let n = cases.len();
+        return format!("{:#}\n", serde_json::json!({"cases": cases, "count": n}));
+    }
+    let mut text = String::new();
+    for (b, t) in cases {
+        text.push_str(b.key());
+        text.push_str("::");
+        text.push_str(t);
+        text.push('\n');
+    }
+    text
 }
 
 /// What `--changed-since` says when it runs nothing (exit 0): nothing changed, or no case of

@@ -75,7 +75,8 @@ pub enum RunsCommand {
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// The shards' results files (`results/results_<stamp>.json` of each shard's run, with
-    /// its `cases_<stamp>.jsonl` beside it when it has one), in any order.
+    /// its `cases_<stamp>.jsonl` beside it when it has one; a saved run's stamp or run_id; or
+    /// the RunLog `assay run --shard … --no-save --json` printed), in any order.
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,
 
@@ -285,7 +286,13 @@ fn merge(dir: &Path, args: &MergeArgs) -> anyhow::Result<Exit> {
     let settings = &project.settings;
     let mut shards = Vec::new();
     for path in &args.logs {
-        shards.push(assay_run::merge::ShardFile::read(path)?);
+        // A file, or a saved shard run named by its stamp or run_id.
+        let path = if path.exists() {
+            path.clone()
+        } else {
+            baseline::resolve(&settings.results_dir, &path.to_string_lossy())?
+        };
+        shards.push(assay_run::merge::ShardFile::read(&path)?);
     }
     // Checked before the baseline is looked for or anything is written.
     assay_run::merge::check(&shards)?;

@@ -46,6 +46,7 @@ mod pytest_plugin;
 mod quality;
 mod redteam;
 mod redteam_sim;
+mod release;
 mod retrieve;
 mod run;
 mod scale;
@@ -71,3 +72,4 @@ mod ui_browser;
 #[path = "../../examples/ui_fixtures.rs"]
 mod ui_fixtures;
 mod verdicts;
+mod workers;

@@ -294,6 +294,36 @@ fn the_wheel_installs_assay_into_a_virtualenv_without_rust() {
         "{origin}"
     );
 
+    // A product written as a Python function (the rag template's, plus a case it fails), run
+    // by the installed `assay`: its worker runs in this environment's Python, the one beside
+    // the binary. The installed plugin runs the selected cases; `check` and `__version__`
+    // come from the installed package.
+    let rag = crate::workers::rag_project();
+    let (code, stdout, stderr) = run(clean("assay", &[&bin], &home)
+        .args(["run", "--json", "--no-save"])
+        .arg(rag.root()));
+    assert_eq!(code, 0, "HD-5 fails, the gate passes: {stderr}");
+    let log: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(crate::workers::failed_ids(&log), ["HD-5"]);
+    let (code, stdout, stderr) = run(clean(bin.join("python"), &[&bin], &home)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "HD-1 or HD-2",
+        ])
+        .current_dir(rag.root()));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("2 passed"), "{stdout}");
+    let checked = ok(clean(bin.join("python"), &[], &home).args([
+        "-c",
+        "import assay_eval; r = assay_eval.check('50p a page', [{'type': 'contains', 'value': '50p'}]); print(r.passed, assay_eval.__version__)",
+    ]));
+    assert_eq!(checked.trim(), format!("True {VERSION}"));
+
     // Without the binary, the error names where it looked.
     std::fs::remove_file(bin.join("assay")).unwrap();
     let (code, _, stderr) = run(clean(bin.join("python"), &[], &home)
@@ -387,6 +417,24 @@ fn the_npm_packages_install_offline_and_pass_exit_codes_and_signals_through() {
         stdout.contains("(semantic, state, pattern, always)"),
         "{stdout}"
     );
+
+    // A JavaScript async function as the product, through `npx assay run`: the verdicts of
+    // the Python function it mirrors (HD-5 fails, the rest pass).
+    let rag = crate::workers::rag_project();
+    rag.write(
+        "bot.mjs",
+        &format!("{}\nexport {{ answer }};\n", crate::workers::BOT_JS),
+    );
+    rag.edit(
+        "assay.toml",
+        "target = \"python:helpdesk.bot:answer\"",
+        "target = \"node:./bot.mjs#answer\"",
+    );
+    let (code, stdout, stderr) = npx(&["run", rag.root().to_str().unwrap(), "--json", "--no-save"]);
+    assert_eq!(code, 0, "{stderr}");
+    let log: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(crate::workers::failed_ids(&log), ["HD-5"]);
+    assert_eq!(log["summary"]["total_tests"], 5, "{}", log["summary"]);
 
     // SIGTERM to the shim reaches `assay serve`, which shuts down and exits 0; so does the shim.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

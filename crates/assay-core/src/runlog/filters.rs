@@ -30,9 +30,13 @@ pub struct RunFilters {
     /// The banks selected, as lower-case keys (`semantic`, `state`, …).
     #[serde(with = "bank_keys")]
     pub banks: Vec<BankType>,
-    /// `--test`, when given.
+    /// `--test`, when it selected one case id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test: Option<String>,
+    /// The case ids `--test` (repeated) and `--tests-from` selected, when they are more than
+    /// one (sorted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<String>,
     /// `--topic`, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
@@ -65,6 +69,9 @@ impl RunFilters {
         if let Some(test) = &self.test {
             why.push(format!("--test {test}"));
         }
+        if !self.tests.is_empty() {
+            why.push(format!("--test ({} case ids)", self.tests.len()));
+        }
         if let Some(topic) = &self.topic {
             why.push(format!("--topic {topic}"));
         }
@@ -86,6 +93,29 @@ impl RunFilters {
             ));
         }
         why
+    }
+
+    /// The case ids the run was limited to (`--test`, `--tests-from`); empty for none.
+    pub fn selected_tests(&self) -> Vec<&str> {
+        self.test
+            .iter()
+            .chain(&self.tests)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Records the case ids a run was limited to: one in `test`, more in `tests`.
+    pub fn set_tests<'a>(&mut self, ids: impl IntoIterator<Item = &'a String>) {
+        let mut ids: Vec<String> = ids.into_iter().cloned().collect();
+        ids.sort();
+        ids.dedup();
+        if ids.len() == 1 {
+            self.test = ids.pop();
+            self.tests.clear();
+        } else {
+            self.test = None;
+            self.tests = ids;
+        }
     }
 
     /// Whether the run's banks included pending drafts (`--include-drafts` when there were

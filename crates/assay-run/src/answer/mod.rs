@@ -80,6 +80,9 @@ pub trait AnswerSystem: Send + Sync {
     fn stateless(&self) -> bool;
     /// Asks the product.
     async fn respond(&self, ask: &AnswerAsk<'_>) -> Result<AnswerReply, String>;
+    /// Stops what the product keeps running between cases (a worker's processes), at the
+    /// end of the bank.
+    async fn close(&self) {}
 }
 
 /// Where an answer case's context comes from: assay's own pipeline, as `assay retrieve`

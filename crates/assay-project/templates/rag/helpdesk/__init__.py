@@ -1,0 +1,1 @@
+"""The workshop helpdesk: the product under test (see bot.py)."""
