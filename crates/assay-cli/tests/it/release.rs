@@ -165,6 +165,10 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
                 .current_dir(&root)
                 .env("PATH", &path)
                 .env("GITHUB_REF_NAME", format!("v{}", env!("CARGO_PKG_VERSION")))
+                // A runner has none of this checkout's build settings.
+                .env_remove("RUSTC_WORKSPACE_WRAPPER")
+                .env_remove("CLIPPY_ARGS")
+                .env_remove("CARGO_TARGET_DIR")
                 .output()
                 .unwrap();
             eprintln!(
