@@ -185,28 +185,46 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
         }
     }
     let version = env!("CARGO_PKG_VERSION");
-    let tags = [
+    // The platform tags each wheel's name must carry (in any order), and its ELF machine.
+    let tags: [(&str, &[&str], u16); 4] = [
         (
             "x86_64-unknown-linux-gnu",
-            "manylinux_2_17_x86_64.manylinux2014_x86_64",
+            &["manylinux2014_x86_64", "manylinux_2_17_x86_64"],
             62,
         ),
         (
             "aarch64-unknown-linux-gnu",
-            "manylinux_2_17_aarch64.manylinux2014_aarch64",
+            &["manylinux2014_aarch64", "manylinux_2_17_aarch64"],
             183,
         ),
-        ("x86_64-unknown-linux-musl", "musllinux_1_2_x86_64", 62),
-        ("aarch64-unknown-linux-musl", "musllinux_1_2_aarch64", 183),
+        ("x86_64-unknown-linux-musl", &["musllinux_1_2_x86_64"], 62),
+        (
+            "aarch64-unknown-linux-musl",
+            &["musllinux_1_2_aarch64"],
+            183,
+        ),
     ];
+    let prefix = format!("assay_eval-{version}-py3-none-");
+    let mut wheels = std::collections::BTreeMap::new();
     for (target, tag, machine) in tags {
         let dist = root.join("dist").join(target);
         let files: Vec<String> = std::fs::read_dir(&dist)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        let wheel = dist.join(format!("assay_eval-{version}-py3-none-{tag}.whl"));
-        assert!(wheel.is_file(), "{target}: {files:?}");
+        let named: Vec<&String> = files.iter().filter(|f| f.starts_with(&prefix)).collect();
+        assert_eq!(named.len(), 1, "{target}: one wheel: {files:?}");
+        let mut found: Vec<&str> = named[0]
+            .trim_start_matches(&prefix)
+            .trim_end_matches(".whl")
+            .split('.')
+            .collect();
+        found.sort_unstable();
+        let mut wanted = tag.to_vec();
+        wanted.sort_unstable();
+        assert_eq!(found, wanted, "{target}: {}", named[0]);
+        let wheel = dist.join(named[0]);
+        wheels.insert(target, wheel.clone());
         assert!(
             files.contains(&format!("assay-eval-{version}.tgz")),
             "{files:?}"
@@ -255,12 +273,10 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
             .unwrap()
             .success()
     );
-    let wheel = root.join(format!(
-        "dist/x86_64-unknown-linux-gnu/assay_eval-{version}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
-    ));
+    let wheel = &wheels["x86_64-unknown-linux-gnu"];
     let pip = Command::new(fresh.join("bin/python"))
         .args(["-m", "pip", "install", "--no-index", "--quiet"])
-        .arg(&wheel)
+        .arg(wheel)
         .output()
         .unwrap();
     assert!(pip.status.success(), "{pip:?}");

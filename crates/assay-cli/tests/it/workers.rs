@@ -117,8 +117,8 @@ fn a_python_function_gives_the_verdicts_of_the_same_product_behind_a_command() {
     let packages = elsewhere.path().join("src");
     std::fs::create_dir_all(&packages).unwrap();
     std::fs::rename(scratch.path("helpdesk"), packages.join("helpdesk")).unwrap();
-    let python = venv_with(elsewhere.path(), &packages);
-    let py = python.to_str().unwrap();
+    let venv_python = venv_with(elsewhere.path(), &packages);
+    let py = venv_python.to_str().unwrap();
 
     let worker = scratch.assay_env(&["run", "--json", "--no-save"], &[("ASSAY_PYTHON", py)]);
     // HD-5 fails; one failed case of five leaves the gate passed (exit 0).
@@ -142,6 +142,27 @@ fn a_python_function_gives_the_verdicts_of_the_same_product_behind_a_command() {
         "{}",
         worker.json()["setup"]
     );
+
+    // pytest on the same project: an item per case, failing exactly where the run failed.
+    if let Some(pytest_python) = python() {
+        let junit = scratch.path("pytest.xml");
+        let out = pytest(
+            &pytest_python,
+            scratch.root(),
+            &["-q", "--junitxml", junit.to_str().unwrap()],
+            &[("ASSAY_PYTHON", py)],
+        );
+        assert_eq!(out.code, 1, "HD-5's item fails: {out:?}");
+        let items = testcases(&std::fs::read_to_string(&junit).unwrap());
+        let failed: BTreeMap<String, bool> = items
+            .iter()
+            .filter(|c| c.name.starts_with("HD-"))
+            .map(|c| (c.name.clone(), c.outcome == "failure"))
+            .collect();
+        let expected: BTreeMap<String, bool> =
+            by_worker.iter().map(|(id, v)| (id.clone(), v.0)).collect();
+        assert_eq!(failed, expected, "{items:?}");
+    }
 
     // The same function behind the command target: a script that reads the request on stdin.
     scratch.write(
