@@ -184,6 +184,13 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
             );
         }
     }
+    // auditwheel checks what the jobs made (the workflow itself relies on maturin's audit).
+    let pip = Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .arg("auditwheel==6.8.2")
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "{pip:?}");
     let version = env!("CARGO_PKG_VERSION");
     // The platform tags each wheel's name must carry (in any order), and its ELF machine.
     let tags: [(&str, &[&str], u16); 4] = [
@@ -244,6 +251,7 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&shown.stdout).replace('\n', " ");
+        assert!(shown.status.success(), "{target}: {shown:?}");
         let policy = if target.ends_with("musl") {
             "musllinux_1_2"
         } else {
