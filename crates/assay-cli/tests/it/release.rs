@@ -186,7 +186,13 @@ fn the_linux_jobs_build_the_four_wheels_and_the_npm_packages_here() {
     }
     // auditwheel checks what the jobs made (the workflow itself relies on maturin's audit).
     let pip = Command::new(venv.join("bin/python"))
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
         .arg("auditwheel==6.8.2")
         .output()
         .unwrap();
