@@ -300,25 +300,7 @@ pub async fn run(
                 known.extend(held);
             }
         }
-        let unknown: Vec<&str> = request
-            .tests
-            .iter()
-            .map(String::as_str)
-            .filter(|t| !known.contains(t))
-            .collect();
-        if !unknown.is_empty() {
-            let shown: Vec<String> = unknown.iter().take(5).map(|t| format!("`{t}`")).collect();
-            return Err(HarnessError::Usage(format!(
-                "no case with test_id {}{} in the selected banks ({})",
-                shown.join(", "),
-                if unknown.len() > 5 {
-                    format!(" (and {} more)", unknown.len() - 5)
-                } else {
-                    String::new()
-                },
-                banks.iter().map(|b| b.key()).collect::<Vec<_>>().join(", ")
-            )));
-        }
+        check_tests_known(request, |t| known.contains(t), &banks)?;
         banks = holders;
     }
     if let Some(topic) = &request.topic
@@ -700,35 +682,53 @@ where
 fn held_ids<'a>(project: &'a Project, request: &RunRequest, bank: BankType) -> Vec<&'a str> {
     let b = &project.banks;
     let topic_ok = |topics: &[String]| request.topic.as_ref().is_none_or(|t| topics.contains(t));
-    match bank {
-        BankType::Semantic => selected(
-            &b.semantic,
-            bank,
-            |c| &c.test_id,
-            request,
-            |c| topic_ok(&c.topics),
-            false,
-        )
-        .into_iter()
-        .map(|c| c.test_id.as_str())
-        .collect(),
-        BankType::State => selected(&b.state, bank, |c| &c.test_id, request, |_| true, false)
+    fn ids<'a, C: Case>(
+        cases: &'a [assay_project::banks::Located<C>],
+        bank: BankType,
+        request: &RunRequest,
+        extra: impl Fn(&C) -> bool,
+    ) -> Vec<&'a str> {
+        selected(cases, bank, C::test_id, request, extra, false)
             .into_iter()
-            .map(|c| c.test_id.as_str())
-            .collect(),
-        BankType::Pattern => selected(&b.pattern, bank, |c| &c.test_id, request, |_| true, false)
-            .into_iter()
-            .map(|c| c.test_id.as_str())
-            .collect(),
-        BankType::Always => selected(&b.always, bank, |c| &c.test_id, request, |_| true, false)
-            .into_iter()
-            .map(|c| c.test_id.as_str())
-            .collect(),
-        BankType::Answer => selected(&b.answer, bank, |c| &c.test_id, request, |_| true, false)
-            .into_iter()
-            .map(|c| c.test_id.as_str())
-            .collect(),
+            .map(C::test_id)
+            .collect()
     }
+    match bank {
+        BankType::Semantic => ids(&b.semantic, bank, request, |c| topic_ok(&c.topics)),
+        BankType::State => ids(&b.state, bank, request, |_| true),
+        BankType::Pattern => ids(&b.pattern, bank, request, |_| true),
+        BankType::Always => ids(&b.always, bank, request, |_| true),
+        BankType::Answer => ids(&b.answer, bank, request, |_| true),
+    }
+}
+
+/// Refuses a request whose case ids (`--test`, `--tests-from`) name cases that are not in
+/// `banks` (`known` says which are), naming the first five.
+fn check_tests_known(
+    request: &RunRequest,
+    known: impl Fn(&str) -> bool,
+    banks: &[BankType],
+) -> Result<(), HarnessError> {
+    let unknown: Vec<&str> = request
+        .tests
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !known(t))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = unknown.iter().take(5).map(|t| format!("`{t}`")).collect();
+    Err(HarnessError::Usage(format!(
+        "no case with test_id {}{} in the selected banks ({})",
+        shown.join(", "),
+        if unknown.len() > 5 {
+            format!(" (and {} more)", unknown.len() - 5)
+        } else {
+            String::new()
+        },
+        banks.iter().map(|b| b.key()).collect::<Vec<_>>().join(", ")
+    )))
 }
 
 /// The cases `request` selects, in the order a run takes them (`assay run --list`): its
@@ -756,23 +756,7 @@ pub fn list_cases(
             cases.push((bank, test_id.to_owned()));
         }
     })?;
-    let unknown: Vec<&str> = request
-        .tests
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !seen.contains(*t))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(HarnessError::Usage(format!(
-            "no case with test_id {} in the selected banks",
-            unknown
-                .iter()
-                .take(5)
-                .map(|t| format!("`{t}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+    check_tests_known(request, |t| seen.contains(t), &banks)?;
     Ok(cases)
 }
 
