@@ -42,6 +42,8 @@
 #   REQUEST_BURST  the request bucket's size (default RPS: one second's worth)
 #   HEADERS        what the provider sends: all (default), retry-after (only retry-after and
 #                  retry-after-ms on a 429), rate (only the rate-limit headers) or none
+#   SLOW_START     assay's providers.slow_start (default true; false: every limiter starts at
+#                  the full concurrency, as before issue 45)
 #   POOL           assay's providers.pool_shared_limits (default true; false: a limiter per
 #                  model unless declared)
 #   MEMORY         cold (default): each assay run starts without the limits earlier runs
@@ -53,6 +55,8 @@
 #                  inspect simulate simulate-3models latency
 #   BASELINE_ASSAY another assay binary (e.g. built from main) to time beside this one in the
 #                  latency bench, alternating, for "no slower than before"
+#   COMPARE_SLOW_START=1 also time the same binary with slow start off in the latency bench
+#                  (tool `no-slow-start`), alternating
 #   SKIP_BUILD=1   use the binaries already built; CARGO_TARGET_DIR as for cargo; ASSAY_BIN
 #                  the assay binary to measure (default: the one built); PROFILE release
 #                  (default) or debug (a quicker build: the rates are the provider's, not
@@ -76,6 +80,7 @@ LAT_CONCURRENCY="${LAT_CONCURRENCY:-1 2 4 8 16}"
 LAT_MS="${LAT_MS:-200}"
 HEADERS="${HEADERS:-all}"
 POOL="${POOL:-true}"
+SLOW_START="${SLOW_START:-true}"
 PROFILE="${PROFILE:-release}"
 MEMORY="${MEMORY:-cold}"
 # The tool name assay's runs are recorded under, and whether they start from the limits the run
@@ -185,7 +190,10 @@ EOF
 }
 
 # The pooling key, only when it is not the default (an older assay does not know it).
-pool_line() { [[ "$POOL" == true ]] || echo "pool_shared_limits = $POOL"; }
+pool_line() {
+    [[ "$POOL" == true ]] || echo "pool_shared_limits = $POOL"
+    [[ "$SLOW_START" == true ]] || echo "slow_start = $SLOW_START"
+}
 
 sim_project() {
     local dir="$1"
@@ -504,17 +512,29 @@ if ! skip latency; then
     echo "== latency: no limit, $LAT_MS ms a call, concurrency $LAT_CONCURRENCY" >&2
     start_provider --rps 100000 --latency-ms "$LAT_MS"
     semantic_project "$OUT/semantic-latency" openai
-    binaries=("assay=$ASSAY")
-    [[ -n "${BASELINE_ASSAY:-}" ]] && binaries+=("baseline=$BASELINE_ASSAY")
+    # tool=binary=project
+    binaries=("assay=$ASSAY=$OUT/semantic-latency")
+    [[ -n "${BASELINE_ASSAY:-}" ]] && binaries+=("baseline=$BASELINE_ASSAY=$OUT/semantic-latency")
+    if [[ "${COMPARE_SLOW_START:-0}" == 1 ]]; then
+        # The same binary with slow start off: every limiter at the full concurrency at once.
+        rm -rf "$OUT/semantic-latency-nss"
+        cp -r "$OUT/semantic-latency" "$OUT/semantic-latency-nss"
+        sed -i 's/^\[providers\]$/[providers]\nslow_start = false/' "$OUT/semantic-latency-nss/assay.toml"
+        binaries+=("no-slow-start=$ASSAY=$OUT/semantic-latency-nss")
+    fi
     for c in $LAT_CONCURRENCY; do
-        sed -i "s/^concurrency = .*/concurrency = $c/; s/^max_concurrency = .*/max_concurrency = $c/" \
-            "$OUT/semantic-latency/assay.toml"
+        for dir in "$OUT/semantic-latency" "$OUT/semantic-latency-nss"; do
+            [[ -d "$dir" ]] || continue
+            sed -i "s/^concurrency = .*/concurrency = $c/; s/^max_concurrency = .*/max_concurrency = $c/" \
+                "$dir/assay.toml"
+        done
         for i in $(seq "$N"); do
-          for pair in "${binaries[@]}"; do
-            tool="${pair%%=*}" bin="${pair#*=}"
+          for triple in "${binaries[@]}"; do
+            tool="${triple%%=*}" rest="${triple#*=}"
+            bin="${rest%%=*}" dir="${rest#*=}"
             reset
             start=$(now_ms)
-            "$bin" run "$OUT/semantic-latency" --banks semantic --no-save --json \
+            "$bin" run "$dir" --banks semantic --no-save --json \
                 > "$OUT/runlog.json" 2> "$OUT/assay.err" || [[ $? -le 1 ]] || die "$tool run failed"
             end=$(now_ms)
             s="$(stats)"

@@ -3,19 +3,27 @@
 # local sink that answers at once) against the same run with export off, on two suites:
 #
 #   scale     the SIZE-case project of bench/scale/make_project.py (default 100,000: the
-#             example's state and pattern cases repeated; deterministic banks, no provider):
-#             a case span and a retrieval span with an evaluation event per case
+#             example's state and pattern cases repeated; deterministic banks, no provider;
+#             every FAIL_EVERY-th state case made to fail): a case span and a retrieval span
+#             with an evaluation event per exported case
 #   semantic  the 94-case semantic bank of examples/coparent with the LLM reranker, against the
 #             zero-latency provider of bench/harness, call cache off (every case makes its
 #             reranker call): also a chat span per case and the embeddings spans
+#
+# Export on means the standard sampler variables a large suite would set: OTEL_TRACES_SAMPLER=
+# $SAMPLER with OTEL_TRACES_SAMPLER_ARG=$SAMPLER_ARG (default parentbased_traceidratio, 0.01).
+# assay applies them to passing deterministic cases only: failing cases, errors and model calls
+# are always exported, which the counted runs check at the receiver.
 #
 # For each suite: REPEAT rounds of one run with export off and one with export on (protobuf),
 # their order alternating by round; each `assay run DIR --no-save --json` is timed as a whole
 # process (start to exit, the final flush included) under GNU time -v (peak RSS). Overhead =
 # median(on) / median(off) - 1, and the median of the per-round ratios. Then, untimed: one run
 # per protocol against a second sink that decodes what it gets (--count-spans) with -vv (the
-# run's own count of spans exported), and JSON_RUNS timed runs with OTEL_EXPORTER_OTLP_PROTOCOL
-# =http/json, for information. Every run's JSON, less the fields that differ between any two
+# run's own count of spans exported, the failing case spans and model-call spans received
+# against the run's failed and errored cases and the provider's requests), JSON_RUNS timed runs
+# with OTEL_EXPORTER_OTLP_PROTOCOL=http/json and ALL_RUNS timed runs exporting every case
+# (OTEL_TRACES_SAMPLER=always_on), for information. Every run's JSON, less the fields that differ between any two
 # runs (run id, timestamps, durations), must be the same as the first export-off run's.
 # See bench/README.md ("telemetry: export overhead").
 #
@@ -26,6 +34,10 @@
 #   SIZE               cases of the scale suite (default 100000)
 #   SUITES             which suites (default "scale semantic")
 #   JSON_RUNS          timed http/json runs per suite, for information (default 1; 0 = none)
+#   ALL_RUNS           timed always_on runs per suite, for information (default 1; 0 = none)
+#   SAMPLER            OTEL_TRACES_SAMPLER of the export-on runs (default
+#                      parentbased_traceidratio); SAMPLER_ARG its argument (default 0.01)
+#   FAIL_EVERY         every K-th state case of the scale suite fails (default 100; 0 = none)
 #   AIM                the overhead aim in % (default 3)
 #   SKIP_BUILD=1       use the binaries already in the target directory
 #   CARGO_TARGET_DIR   as for cargo (default: target/ in the workspace)
@@ -49,6 +61,10 @@ REPEAT="${REPEAT:-5}"
 SIZE="${SIZE:-100000}"
 SUITES="${SUITES:-scale semantic}"
 JSON_RUNS="${JSON_RUNS:-1}"
+ALL_RUNS="${ALL_RUNS:-1}"
+SAMPLER="${SAMPLER:-parentbased_traceidratio}"
+SAMPLER_ARG="${SAMPLER_ARG:-0.01}"
+FAIL_EVERY="${FAIL_EVERY:-100}"
 AIM="${AIM:-3}"
 EXTRA_ENV="${EXTRA_ENV:-}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -112,7 +128,7 @@ stat_of() { curl -fsS "$1/stats"; }
 
 # -------------------------------------------------------------------------------- projects
 make_scale() {
-    "$PYTHON" bench/scale/make_project.py examples/coparent "$OUT/scale" "$SIZE" >&2
+    "$PYTHON" bench/scale/make_project.py examples/coparent "$OUT/scale" "$SIZE" "$FAIL_EVERY" >&2
 }
 # The semantic bank alone, pointed at the provider as bench/harness does, cache off.
 make_semantic() {
@@ -202,8 +218,10 @@ PY
     tail -n1 "$RUNS" >&2
 }
 
-ON=(OTEL_EXPORTER_OTLP_ENDPOINT="$SINK_URL")
+SAMPLING=(OTEL_TRACES_SAMPLER="$SAMPLER" OTEL_TRACES_SAMPLER_ARG="$SAMPLER_ARG")
+ON=(OTEL_EXPORTER_OTLP_ENDPOINT="$SINK_URL" "${SAMPLING[@]}")
 JSON_ON=("${ON[@]}" OTEL_EXPORTER_OTLP_PROTOCOL=http/json)
+ALL_ON=(OTEL_EXPORTER_OTLP_ENDPOINT="$SINK_URL" OTEL_TRACES_SAMPLER=always_on)
 # shellcheck disable=SC2206
 EXTRA=($EXTRA_ENV)
 
@@ -212,33 +230,46 @@ COUNTS="$OUT/counts.jsonl"
 # counted SUITE PROTOCOL: an untimed run against the counting sink with -vv; records what the
 # sink decoded and what the run says it exported.
 counted() {
-    local suite="$1" protocol="$2" before after
+    local suite="$1" protocol="$2" before after calls_before calls_after
     local base="$OUT/$suite-count-${protocol#http/}"
     before="$(stat_of "$COUNT_URL")"
+    calls_before="$(stat_of "${BASE%/v1}")"
     set +e
     env OTEL_EXPORTER_OTLP_ENDPOINT="$COUNT_URL" OTEL_EXPORTER_OTLP_PROTOCOL="$protocol" \
-        "$ASSAY" -vv run "$OUT/$suite" --no-save --json > "$base.json" 2> "$base.err"
+        "${SAMPLING[@]}" "$ASSAY" -vv run "$OUT/$suite" --no-save --json > "$base.json" 2> "$base.err"
     local code=$?
     set -e
     [[ "$code" -le 1 ]] || die "$suite counted run ($protocol): exit $code"
     after="$(stat_of "$COUNT_URL")"
-    "$PYTHON" - "$suite" "$protocol" "$before" "$after" "$base.err" \
-        >> "$COUNTS" <<'PY' || die "$suite counted run ($protocol): bad counts"
+    calls_after="$(stat_of "${BASE%/v1}")"
+    "$PYTHON" - "$suite" "$protocol" "$before" "$after" "$base.err" "$base.json" \
+        "$calls_before" "$calls_after" >> "$COUNTS" <<'PY' || die "$suite counted run ($protocol): bad counts"
 import json, re, sys
 suite, protocol = sys.argv[1], sys.argv[2]
 b, a = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 text = open(sys.argv[5], encoding="utf-8", errors="replace").read()
+log = json.load(open(sys.argv[6], encoding="utf-8"))
+cb, ca = json.loads(sys.argv[7]), json.loads(sys.argv[8])
 m = re.search(r"telemetry: (\d+) spans exported", text)
 lost = re.search(r"telemetry: (\d+) of (\d+) spans did not reach", text)
+# The run's failing cases (failed or errored) and the model calls the provider answered.
+verdicts = log["summary"]["verdicts"]
+failing = verdicts["failed"] + verdicts["errors"]
+calls = sum(ca[k] - cb[k] for k in ("chat_requests", "embeddings_requests"))
 row = {"suite": suite, "protocol": protocol,
-       **{k: a[k] - b[k] for k in ("requests", "bytes", "spans", "events", "decode_errors")},
+       **{k: a[k] - b[k] for k in ("requests", "bytes", "spans", "events", "failing_cases",
+                                   "model_calls", "decode_errors")},
+       "cases": log["summary"]["total_tests"], "run_failing": failing, "provider_calls": calls,
        "run_says_exported": int(m.group(1)) if m else None,
        "run_says_lost": int(lost.group(1)) if lost else 0}
 print(json.dumps(row))
 # Lost spans are reported in the table (and fail the script at the end for protobuf); a count
-# that disagrees with the run's own is a broken bench.
+# that disagrees with the run's own is a broken bench. Every failing case and every model call
+# must be there, whatever the sampler.
 if row["decode_errors"] or not row["spans"] or (not lost and row["spans"] != row["run_says_exported"]):
     sys.exit(f"spans miscounted: {row}")
+if not lost and (row["failing_cases"] != failing or row["model_calls"] != calls):
+    sys.exit(f"failing cases or model calls missing at the receiver: {row}")
 PY
     tail -n1 "$COUNTS" >&2
 }
@@ -265,6 +296,9 @@ for suite in $SUITES; do
     for r in $(seq "$JSON_RUNS"); do
         one "$suite" json "$r" "${JSON_ON[@]}" "${EXTRA[@]}"
     done
+    for r in $(seq "$ALL_RUNS"); do
+        one "$suite" all "$r" "${ALL_ON[@]}" "${EXTRA[@]}"
+    done
     echo "== $suite: counted runs (untimed, decoding sink, -vv)" >&2
     counted "$suite" http/protobuf
     counted "$suite" http/json
@@ -272,11 +306,12 @@ done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ------------------------------------------------------------------ same results, the table
-"$PYTHON" - "$OUT" "$RUNS" "$COUNTS" "$AIM" "$LOAD_AFTER" "$REPEAT" "$EXTRA_ENV" > "$TABLE.tmp" <<'PY'
+"$PYTHON" - "$OUT" "$RUNS" "$COUNTS" "$AIM" "$LOAD_AFTER" "$REPEAT" "$EXTRA_ENV" \
+    "$SAMPLER $SAMPLER_ARG" > "$TABLE.tmp" <<'PY'
 import glob, json, os, platform, statistics, subprocess, sys
 from datetime import datetime
 
-out, runs_file, counts_file, aim, load_after, repeat, extra = sys.argv[1:8]
+out, runs_file, counts_file, aim, load_after, repeat, extra, sampler = sys.argv[1:9]
 aim = float(aim)
 runs = [json.loads(l) for l in open(runs_file, encoding="utf-8")]
 counts = [json.loads(l) for l in open(counts_file, encoding="utf-8")]
@@ -326,13 +361,15 @@ lines = [f"# telemetry: export overhead ({datetime.now():%Y-%m-%d %H:%M})", "",
 verdicts = []
 for suite in suites:
     rs = [r for r in runs if r["suite"] == suite]
-    by = {m: [r for r in rs if r["mode"] == m] for m in ("off", "on", "json")}
+    by = {m: [r for r in rs if r["mode"] == m] for m in ("off", "on", "json", "all")}
     med = {m: statistics.median(r["wall_s"] for r in v) for m, v in by.items() if v}
     rounds = {}
     for r in by["off"] + by["on"]:
         rounds.setdefault(r["round"], {})[r["mode"]] = r["wall_s"]
     per_round = [v["on"] / v["off"] - 1 for v in rounds.values() if len(v) == 2]
-    for mode, label in (("off", "off"), ("on", "on (protobuf)"), ("json", "on (JSON), info")):
+    for mode, label in (("off", "off"), ("on", f"on (protobuf, {sampler})"),
+                        ("json", f"on (JSON, {sampler}), info"),
+                        ("all", "on (protobuf, always_on), info")):
         v = by.get(mode) or []
         if not v:
             continue
@@ -352,13 +389,15 @@ for suite in suites:
         verdicts.append(f"{suite}: {o:+.1f} % ({'within' if o < aim else 'ABOVE'} the {aim:g} % aim)")
 lines += ["", "Spans delivered (untimed runs against the decoding sink, `-vv`):", "",
           "| suite | protocol | requests | bytes | spans received | events | the run's count exported "
-          "| the run's count lost |",
-          "|---|---|---:|---:|---:|---:|---:|---:|"]
+          "| the run's count lost | failing cases received / in the run | model-call spans received "
+          "/ provider requests |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for c in counts:
     said = c["run_says_exported"]
     lines.append(f"| {c['suite']} | {c['protocol']} | {c['requests']} | {c['bytes']:,} "
                  f"| {c['spans']:,} | {c['events']:,} | {'–' if said is None else f'{said:,}'} "
-                 f"| {c['run_says_lost']:,} |")
+                 f"| {c['run_says_lost']:,} | {c['failing_cases']:,} / {c['run_failing']:,} "
+                 f"| {c['model_calls']:,} / {c['provider_calls']:,} |")
 lines += ["", "Every run's JSON equals the export-off run's (less run id, timestamps, durations).",
           "", "Verdict: " + "; ".join(verdicts)]
 print("\n".join(lines))

@@ -10,8 +10,10 @@
 //!   `serde_json`) and counts spans and span events; off by default, so that what the timed runs
 //!   share the CPU with is a byte counter.
 //! - `GET /stats`: `{"requests", "bytes", "protobuf_requests", "json_requests",
-//!   "other_requests", "spans", "events", "decode_errors", "count_spans"}` so far (`spans`,
-//!   `events` and `decode_errors` stay 0 without `--count-spans`).
+//!   "other_requests", "spans", "events", "failing_cases", "model_calls", "decode_errors",
+//!   "count_spans"}` so far (the decoded counts stay 0 without `--count-spans`). `failing_cases`
+//!   counts spans whose `assay.case.verdict` is `fail` or `error`; `model_calls` spans whose
+//!   `gen_ai.operation.name` is `chat` or `embeddings`.
 //!
 //! ```sh
 //! cargo run --release -p assay-cli --example otlp_sink -- --port 0 [--count-spans]
@@ -43,26 +45,48 @@ struct Counters {
     other_requests: AtomicU64,
     spans: AtomicU64,
     events: AtomicU64,
+    failing_cases: AtomicU64,
+    model_calls: AtomicU64,
     decode_errors: AtomicU64,
+}
+
+/// What a request held.
+#[derive(Default)]
+struct Counted {
+    spans: u64,
+    events: u64,
+    failing_cases: u64,
+    model_calls: u64,
 }
 
 type Shared = Arc<Counters>;
 
-/// Spans and span events of a protobuf `ExportTraceServiceRequest`.
-fn count_proto(body: &[u8]) -> Option<(u64, u64)> {
+/// Spans, span events, failing case spans and model-call spans of a protobuf
+/// `ExportTraceServiceRequest`.
+fn count_proto(body: &[u8]) -> Option<Counted> {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
     let request = ExportTraceServiceRequest::decode(body).ok()?;
-    let (mut spans, mut events) = (0u64, 0u64);
+    let mut c = Counted::default();
     for resource in &request.resource_spans {
         for scope in &resource.scope_spans {
-            spans += scope.spans.len() as u64;
-            events += scope
-                .spans
-                .iter()
-                .map(|s| s.events.len() as u64)
-                .sum::<u64>();
+            for span in &scope.spans {
+                c.spans += 1;
+                c.events += span.events.len() as u64;
+                for kv in &span.attributes {
+                    let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+                    let Some(Any::StringValue(value)) = value else {
+                        continue;
+                    };
+                    match (kv.key.as_str(), value.as_str()) {
+                        ("assay.case.verdict", "fail" | "error") => c.failing_cases += 1,
+                        ("gen_ai.operation.name", "chat" | "embeddings") => c.model_calls += 1,
+                        _ => {}
+                    }
+                }
+            }
         }
     }
-    Some((spans, events))
+    Some(c)
 }
 
 /// Spans and span events of a JSON `ExportTraceServiceRequest`, by counting its `"spanId":`
@@ -71,13 +95,23 @@ fn count_proto(body: &[u8]) -> Option<(u64, u64)> {
 /// value is escaped (`\"spanId\":`) and does not count. Scanning, not parsing: a 2,048-span
 /// batch is megabytes of JSON and the sink shares the CPU with the run. `None` when the body is
 /// not a JSON object.
-fn count_json(body: &[u8]) -> Option<(u64, u64)> {
+fn count_json(body: &[u8]) -> Option<Counted> {
     let start = body.iter().position(|b| !b.is_ascii_whitespace())?;
     if body[start] != b'{' {
         return None;
     }
     let count = |needle: &[u8]| body.windows(needle.len()).filter(|w| *w == needle).count() as u64;
-    Some((count(br#""spanId":"#), count(br#""timeUnixNano":"#)))
+    let attribute = |key: &str, value: &str| {
+        count(format!(r#"{{"key":"{key}","value":{{"stringValue":"{value}"}}}}"#).as_bytes())
+    };
+    Some(Counted {
+        spans: count(br#""spanId":"#),
+        events: count(br#""timeUnixNano":"#),
+        failing_cases: attribute("assay.case.verdict", "fail")
+            + attribute("assay.case.verdict", "error"),
+        model_calls: attribute("gen_ai.operation.name", "chat")
+            + attribute("gen_ai.operation.name", "embeddings"),
+    })
 }
 
 async fn traces(
@@ -110,9 +144,15 @@ async fn traces(
             count_proto(&body)
         };
         match counted {
-            Some((spans, events)) => {
-                counters.spans.fetch_add(spans, Ordering::Relaxed);
-                counters.events.fetch_add(events, Ordering::Relaxed);
+            Some(c) => {
+                counters.spans.fetch_add(c.spans, Ordering::Relaxed);
+                counters.events.fetch_add(c.events, Ordering::Relaxed);
+                counters
+                    .failing_cases
+                    .fetch_add(c.failing_cases, Ordering::Relaxed);
+                counters
+                    .model_calls
+                    .fetch_add(c.model_calls, Ordering::Relaxed);
             }
             None => {
                 counters.decode_errors.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +181,8 @@ async fn stats(State(counters): State<Shared>) -> Json<Value> {
         "other_requests": get(&counters.other_requests),
         "spans": get(&counters.spans),
         "events": get(&counters.events),
+        "failing_cases": get(&counters.failing_cases),
+        "model_calls": get(&counters.model_calls),
         "decode_errors": get(&counters.decode_errors),
         "count_spans": counters.count_spans,
     }))
@@ -193,30 +235,52 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
     use opentelemetry_proto::tonic::trace::v1::span::Event;
     use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
+    fn tuple(c: Option<Counted>) -> Option<(u64, u64, u64, u64)> {
+        c.map(|c| (c.spans, c.events, c.failing_cases, c.model_calls))
+    }
+
     #[test]
-    fn counts_spans_and_events_in_both_encodings() {
-        let span = |events: usize| Span {
+    fn counts_spans_events_failing_cases_and_model_calls_in_both_encodings() {
+        let attribute = |key: &str, value: &str| KeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.to_owned())),
+            }),
+            ..KeyValue::default()
+        };
+        let span = |events: usize, attributes: Vec<KeyValue>| Span {
             events: vec![Event::default(); events],
+            attributes,
             ..Span::default()
         };
         let request = ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
                 scope_spans: vec![ScopeSpans {
-                    spans: vec![span(1), span(0), span(2)],
+                    spans: vec![
+                        span(1, vec![attribute("assay.case.verdict", "fail")]),
+                        span(0, vec![attribute("assay.case.verdict", "pass")]),
+                        span(2, vec![attribute("gen_ai.operation.name", "chat")]),
+                        span(0, vec![attribute("gen_ai.operation.name", "retrieval")]),
+                    ],
                     ..ScopeSpans::default()
                 }],
                 ..ResourceSpans::default()
             }],
         };
-        assert_eq!(count_proto(&request.encode_to_vec()), Some((3, 3)));
+        assert_eq!(
+            tuple(count_proto(&request.encode_to_vec())),
+            Some((4, 3, 1, 1))
+        );
         let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[
             {"spanId":"01","parentSpanId":"02","startTimeUnixNano":"1",
+             "attributes":[{"key":"assay.case.verdict","value":{"stringValue":"error"}}],
              "events":[{"timeUnixNano":"2","name":"x \"spanId\": y"}]},
-            {"spanId":"03","events":[]}]}]}]}"#;
-        assert_eq!(count_json(body), Some((2, 1)));
-        assert_eq!(count_json(b"not json"), None);
+            {"spanId":"03","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"embeddings"}}],"events":[]}]}]}]}"#;
+        assert_eq!(tuple(count_json(body)), Some((2, 1, 1, 1)));
+        assert!(count_json(b"not json").is_none());
     }
 }

@@ -25,7 +25,9 @@
 //! * A blame call (`response_format` json_schema `agent_blame`) reads each case's steps and
 //!   names, per case, the first agent whose output is `note:meh`, else (the notes all good)
 //!   the agent that wrote the `FINAL ANSWER:` line, its reason naming the missing unit for a
-//!   `[needs:UNITS]` case. `fake-proposer-garbage` answers it with a line of noise (the
+//!   `[needs:UNITS]` case. Without steps (a target that reports no trace: the prompt lists the
+//!   agents' instructions once, in the order they run), the first agent listed whose
+//!   instructions lack `[[GOOD]]`, else the last. `fake-proposer-garbage` answers it with a line of noise (the
 //!   fallback); a `[held-out]` case is a leak as above.
 //!
 //! * The last agent's answer is distorted when its system prompt holds `[[NOISY]]` (a `1` before
@@ -139,7 +141,26 @@ fn blame(model: &str, user: &str) -> String {
             })
             .collect();
         let meh = steps.iter().find(|(_, out)| out.contains("note:meh"));
-        let (agent, reason) = if let Some((who, _)) = meh {
+        let (agent, reason) = if steps.is_empty() {
+            // No trace: judged from the instructions listed once, in the order the agents run:
+            // the first without the marker, else the last.
+            let agents: Vec<(&str, &str)> = user
+                .split("\n## ")
+                .skip(1)
+                .take_while(|a| !a.starts_with("Case "))
+                .filter_map(|a| {
+                    let (head, rest) = a.split_once('\n')?;
+                    Some((head.split_once(". ")?.1, rest))
+                })
+                .collect();
+            match agents.iter().find(|(_, text)| !text.contains("[[GOOD]]")) {
+                Some((who, _)) => (*who, "its instructions lack the marker"),
+                None => (
+                    agents.last().map_or("", |(who, _)| *who),
+                    "every instruction has the marker: the last agent answers",
+                ),
+            }
+        } else if let Some((who, _)) = meh {
             (*who, "its note is meh")
         } else {
             let last = steps

@@ -292,6 +292,8 @@ pub fn write_experiment(project: &Path, spec: &ExperimentSpec) -> ExperimentRepo
             note: None,
             origin: origin.into(),
             duration_s: 3.0 + rng.unit(),
+            worker: None,
+            retried: Vec::new(),
         };
         if let Some(&earlier) = seen.get(&key).filter(|_| number > 0) {
             let e = &trials[earlier];

@@ -271,6 +271,25 @@ pub struct TrialRecord {
     /// Seconds it took.
     #[serde(default)]
     pub duration_s: f64,
+    /// The worker that ran it, in a study shared by several (`[optimize] storage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Earlier attempts that did not finish (a worker that stopped heart-beating), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<String>,
+}
+
+/// A worker's part of a study another worker finishes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinedStudy {
+    /// The experiment.
+    pub name: String,
+    /// This worker's name.
+    pub worker: String,
+    /// The trials it ran, by number.
+    pub trials: Vec<usize>,
+    /// The worker that runs the finish, when another one is running it now.
+    pub finisher: Option<String>,
 }
 
 /// McNemar's test on paired factually-correct outcomes.

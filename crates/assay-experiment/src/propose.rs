@@ -323,10 +323,38 @@ output that is wrong, misses what the later agents needed, or loses what the exp
 requires. Give a short reason. Answer with the JSON object the schema describes and nothing \
 else.";
 
+/// The blame request's system text when the target reports no trace: the agents'
+/// instructions and the failing cases only.
+const BLAME_UNTRACED_SYSTEM: &str = "You find which agent is most likely at fault in a system \
+of language-model agents that answer questions together, each agent reading the question, its \
+files and the outputs of the agents before it. Their outputs were not recorded: you are shown \
+each agent's instructions, in the order the agents run, and cases the system got wrong, each \
+with its question, the final answer and the answer that was expected. For each case, name the \
+agent whose instructions most likely led to the wrong answer: the earliest agent whose \
+instructions miss, mislead or lose what the expected answer requires. Give a short reason. \
+Answer with the JSON object the schema describes and nothing else.";
+
 /// The blame request's prompt: each case's whole trace, every agent's instructions (`prompts`),
-/// what it read and what it wrote, in order.
-pub fn blame_prompt(shown: &[Shown<'_>], prompts: &BTreeMap<String, String>) -> String {
-    let mut out = String::from("# Cases\n");
+/// what it read and what it wrote, in order. When no case has a trace (the target reports no
+/// agent outputs), every agent's instructions once, in `chain` order, then the cases.
+pub fn blame_prompt(
+    shown: &[Shown<'_>],
+    prompts: &BTreeMap<String, String>,
+    chain: &[String],
+) -> String {
+    let mut out = String::new();
+    if untraced(shown) {
+        out.push_str("# Agents, in the order they run\n");
+        for (i, who) in chain.iter().enumerate() {
+            out.push_str(&format!(
+                "\n## {}. {who}\n<instructions>\n{}\n</instructions>\n",
+                i + 1,
+                clip(prompts.get(who).map_or("", String::as_str).trim())
+            ));
+        }
+        out.push('\n');
+    }
+    out.push_str("# Cases\n");
     for (i, s) in shown.iter().enumerate() {
         let r = s.result;
         out.push_str(&format!(
@@ -412,8 +440,14 @@ pub struct BlameCase {
     pub reason: String,
 }
 
+/// Whether no shown case has a trace (the target reports no agent outputs).
+fn untraced(shown: &[Shown<'_>]) -> bool {
+    shown.iter().all(|s| s.trace.steps.is_empty())
+}
+
 /// Asks the (wrapped) proposer which agent each shown case's failure starts with; returns one
-/// vote per case, by the case's line. `chain` names the agents of the traces.
+/// vote per case, by the case's line. `chain` names the agents of the traces (without traces:
+/// every agent, in the order they run).
 pub async fn ask_blame(
     model: &dyn ChatModel,
     shown: &[Shown<'_>],
@@ -423,9 +457,14 @@ pub async fn ask_blame(
     round: usize,
 ) -> Result<Vec<BlameVote>, ProviderError> {
     let schema = SchemaCheck::new("agent_blame", blame_schema(chain))?;
+    let system = if untraced(shown) {
+        BLAME_UNTRACED_SYSTEM
+    } else {
+        BLAME_SYSTEM
+    };
     let mut request = ChatRequest::new(
-        Some(BLAME_SYSTEM.to_owned()),
-        blame_prompt(shown, prompts),
+        Some(system.to_owned()),
+        blame_prompt(shown, prompts, chain),
         max_tokens,
     );
     request.temperature = Some(0.0);
@@ -534,6 +573,10 @@ pub fn choose(
             .map(|_| (allowed[0].clone(), choice.clone()))
             .collect();
     }
+    // The fallback goes round the agents in the order they run (agents outside the chain
+    // after, by name): a failure shows late but often starts early.
+    let mut in_chain_order: Vec<&String> = chain.iter().filter(|a| allowed.contains(a)).collect();
+    in_chain_order.extend(allowed.iter().filter(|a| !chain.contains(a)));
     let fallback = |votes: Vec<BlameVote>, why: String| -> Vec<(String, AgentChoice)> {
         (0..count)
             .map(|k| {
@@ -542,7 +585,10 @@ pub fn choose(
                     votes: votes.clone(),
                     why: format!("round-robin fallback: {why}"),
                 };
-                (allowed[(turn + k) % allowed.len()].clone(), choice)
+                (
+                    in_chain_order[(turn + k) % in_chain_order.len()].clone(),
+                    choice,
+                )
             })
             .collect()
     };
@@ -793,7 +839,8 @@ mod tests {
     fn blame_falls_back_to_round_robin_with_the_reason_and_all_takes_every_agent() {
         let chain = names(&["planner", "expert", "finalizer"]);
         let allowed = names(&["expert", "finalizer", "planner"]);
-        // The call failed: the next agents in name order, from the round's turn.
+        // The call failed: the next agents in the order they run (not by name), from the
+        // round's turn.
         let picked = choose(
             Selector::Blame,
             Err("the blame call to p failed: no JSON".into()),
@@ -803,7 +850,12 @@ mod tests {
             4,
         );
         let agents: Vec<&str> = picked.iter().map(|(a, _)| a.as_str()).collect();
-        assert_eq!(agents, ["finalizer", "planner"]);
+        assert_eq!(agents, ["expert", "finalizer"]);
+        let first = choose(Selector::Blame, Err("x".into()), &allowed, &chain, 1, 0);
+        assert_eq!(
+            first[0].0, "planner",
+            "the chain's first agent, not the first name"
+        );
         assert_eq!(picked[0].1.rule, ChoiceRule::RoundRobin);
         assert_eq!(
             picked[0].1.why,
@@ -881,7 +933,9 @@ mod tests {
             ("finalizer".to_owned(), "Answer.".to_owned()),
         ]
         .into();
-        let p = blame_prompt(&shown, &prompts);
+        let chain = names(&["planner", "finalizer"]);
+        let p = blame_prompt(&shown, &prompts, &chain);
+        assert!(!p.contains("# Agents, in the order they run"), "{p}");
         for needle in [
             "## Case 1 (line 4)",
             "### Step 1: planner\nInstructions of planner:\n<instructions>\nPlan.\n</instructions>\nInput: the question and its files\nOutput of planner:\nplan it",
@@ -895,6 +949,31 @@ mod tests {
         assert_eq!(
             schema["properties"]["cases"]["items"]["properties"]["agent"]["enum"],
             json!(["planner", "finalizer"])
+        );
+
+        // Without a trace: every agent's instructions once, in the order they run (not by
+        // name), then the cases with their answers.
+        let untraced = Answered {
+            final_answer: "5".into(),
+            steps: vec![],
+        };
+        let shown = [Shown {
+            case: &case,
+            result: &r,
+            trace: &untraced,
+        }];
+        let p = blame_prompt(&shown, &prompts, &chain);
+        let planner = p.find("## 1. planner\n<instructions>\nPlan.").expect(&p);
+        let finalizer = p
+            .find("## 2. finalizer\n<instructions>\nAnswer.")
+            .expect(&p);
+        assert!(
+            planner < finalizer && finalizer < p.find("# Cases").unwrap(),
+            "{p}"
+        );
+        assert!(
+            p.contains("Expected answer: 5 km") && !p.contains("### Step"),
+            "{p}"
         );
     }
 }

@@ -44,7 +44,7 @@ use assay_core::experiment::{
     HandWritten, Metrics, OBJECTIVES, ProposalRecord, ProposalStatus, StepResult, TrialOutcome,
     TrialRecord, Usage, UsageTotals,
 };
-use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study};
+use assay_optimize::{Asked, Direction, Origin, SamplerSettings, SearchSpace, Study, TrialState};
 use assay_providers::ChatModel;
 use assay_run::journal::JournalLinesError;
 use futures_util::StreamExt as _;
@@ -58,9 +58,14 @@ use crate::stats;
 use crate::target::{Target, TargetFile, sha256_hex};
 
 mod search;
+#[cfg(feature = "postgres")]
+mod shared;
 mod traced;
 mod verdicts;
+pub use assay_core::experiment::JoinedStudy;
 use search::{Searched, study};
+#[cfg(feature = "postgres")]
+pub use shared::{SharedOutcome, SharedStorage, optimize_shared};
 use verdicts::all_disagreements;
 pub use verdicts::tie_note;
 
@@ -107,6 +112,9 @@ pub enum RunError {
         /// The cap.
         budget: f64,
     },
+    /// The study's shared storage (`[optimize] storage`) failed or refused (exit 3).
+    #[error("study storage: {0}")]
+    Storage(String),
     /// The sampler refused (a bug or a bad journal).
     #[error("study: {0}")]
     Study(#[from] assay_optimize::Error),
@@ -120,7 +128,10 @@ impl RunError {
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
-            RunError::Halted { .. } | RunError::Budget { .. } | RunError::Io { .. }
+            RunError::Halted { .. }
+                | RunError::Budget { .. }
+                | RunError::Io { .. }
+                | RunError::Storage(_)
         ) || matches!(self, RunError::Experiment(e) if e.is_infrastructure())
     }
 
@@ -275,6 +286,10 @@ pub struct Options {
     /// Whether an answer is correct: the project's rule, its declared units and every case's
     /// rule checked ([`crate::correct::Checker`]).
     pub checker: crate::correct::Checker,
+    /// The agents in the order they run (`[optimize] chain`, or the chain's default order):
+    /// what the proposal rounds fall back on, and the order the blame call lists the agents in
+    /// when the target reports no trace.
+    pub chain: Vec<String>,
 }
 
 /// The proposal rounds' settings (`[optimize.propose]`, `--propose-rounds`); recorded in the
@@ -981,6 +996,8 @@ fn blank(
         note: None,
         origin: origin_name(asked.origin),
         duration_s: started.elapsed().as_secs_f64(),
+        worker: None,
+        retried: Vec::new(),
     }
 }
 

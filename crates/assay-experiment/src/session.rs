@@ -81,6 +81,10 @@ pub struct OptimizeRequest {
     pub mlflow_uri: Option<String>,
     /// Proposal rounds (`--propose-rounds`); `[optimize.propose] rounds` when `None`.
     pub propose_rounds: Option<usize>,
+    /// Where the study's trials are shared (`--storage`); `[optimize] storage` when `None`.
+    pub storage: Option<String>,
+    /// `--worker`: join the shared experiment (created if no worker has yet).
+    pub worker: bool,
     /// The command line, for the project lock's holder description.
     pub command_line: String,
 }
@@ -131,6 +135,15 @@ pub struct ExperimentFiles {
     pub report_html: PathBuf,
     /// `optuna_journal.log`.
     pub optuna_journal: PathBuf,
+}
+
+/// What `assay optimize` ended with.
+#[derive(Debug, Clone)]
+pub enum OptimizeDone {
+    /// The experiment finished here: its report and files.
+    Finished(Box<Optimized>),
+    /// A worker of a shared study whose finish another worker runs (or ran).
+    Joined(run::JoinedStudy),
 }
 
 /// A finished optimization.
@@ -749,6 +762,7 @@ async fn track(
 /// The run's options from the settings; the caller sets `trials`, `resume` and `racing`.
 fn options_of(
     settings: &ProjectSettings,
+    lists: &PromptLists,
     name: String,
     seed: u64,
     budget: Option<f64>,
@@ -756,7 +770,9 @@ fn options_of(
     checker: Checker,
 ) -> Result<Options, SessionError> {
     let o = &settings.optimize;
+    let agents: Vec<String> = lists.names().iter().map(|s| (*s).to_owned()).collect();
     Ok(Options {
+        chain: ChainTarget::order(&agents, o.chain.as_deref()),
         checker,
         name,
         trials: 1,
@@ -904,7 +920,7 @@ pub async fn optimize(
     request: &OptimizeRequest,
     env: Env<'_>,
     observer: &Observer<'_>,
-) -> Result<Optimized, SessionError> {
+) -> Result<OptimizeDone, SessionError> {
     let dir = request.project.as_path();
     let settings = ProjectSettings::load(dir).map_err(ExperimentError::from)?;
     run::parse_directions(&settings.optimize.directions).map_err(HarnessError::Usage)?;
@@ -918,10 +934,33 @@ pub async fn optimize(
     let checker = checker_of(&settings, &[&optimization.set, &evaluation.set])?;
     check_agents(dir, &settings, &lists, propose.as_ref(), observer)?;
     let layout = Layout::new(dir, name);
-    let _lock = ProjectLock::acquire_for(dir, "optimize", Some(name), &request.command_line)
-        .map_err(ExperimentError::from)?;
+    let storage = request
+        .storage
+        .clone()
+        .or_else(|| settings.optimize.storage.clone());
+    if request.worker && storage.is_none() {
+        return Err(HarnessError::Usage(
+            "--worker joins a study shared in PostgreSQL: give --storage postgresql://… or set [optimize] storage".into(),
+        )
+        .into());
+    }
+    if storage.is_some() && !cfg!(feature = "postgres") {
+        return Err(HarnessError::Usage(
+            "optimize.storage: this assay was built without PostgreSQL support (the `postgres` feature)".into(),
+        )
+        .into());
+    }
+    // A shared study is coordinated by its storage (several workers may share a project
+    // folder); a local one by the project lock.
+    let _lock = match storage {
+        Some(_) => None,
+        None => Some(
+            ProjectLock::acquire_for(dir, "optimize", Some(name), &request.command_line)
+                .map_err(ExperimentError::from)?,
+        ),
+    };
     // A name already used is refused before anything is estimated or called.
-    if !request.resume && layout.journal().exists() {
+    if storage.is_none() && !request.resume && layout.journal().exists() {
         return Err(run::name_taken(name, &layout.journal()).into());
     }
     let built = Built::new(
@@ -979,6 +1018,7 @@ pub async fn optimize(
         racing: request.racing.then_some(settings.optimize.racing_fraction),
         ..options_of(
             &settings,
+            &lists,
             name.to_owned(),
             request.seed,
             request.budget,
@@ -994,7 +1034,20 @@ pub async fn optimize(
         options: &options,
         services: &services,
     };
-    let report = run::optimize(&experiment).await;
+    let report = match &storage {
+        None => run::optimize(&experiment).await,
+        Some(url) => {
+            let shared = shared(&experiment, url, request.worker, &settings, env).await;
+            match shared {
+                Ok(Shared::Finished(report)) => Ok(*report),
+                Ok(Shared::Joined(joined)) => {
+                    built.target.close().await;
+                    return Ok(OptimizeDone::Joined(joined));
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
     built.target.close().await;
     let report = report?;
     let files = write_reports(&layout, &report)?;
@@ -1005,7 +1058,49 @@ pub async fn optimize(
         &lists.baseline(),
     )
     .await?;
-    Ok(Optimized { report, files })
+    Ok(OptimizeDone::Finished(Box::new(Optimized {
+        report,
+        files,
+    })))
+}
+
+/// A shared study's outcome, whatever the features.
+enum Shared {
+    Finished(Box<ExperimentReport>),
+    Joined(run::JoinedStudy),
+}
+
+#[cfg(feature = "postgres")]
+async fn shared(
+    experiment: &Experiment<'_>,
+    url: &str,
+    join: bool,
+    settings: &ProjectSettings,
+    env: Env<'_>,
+) -> Result<Shared, run::RunError> {
+    let storage = run::SharedStorage {
+        url,
+        env,
+        join,
+        heartbeat: Duration::from_secs_f64(settings.optimize.heartbeat_seconds),
+    };
+    Ok(match run::optimize_shared(experiment, &storage).await? {
+        run::SharedOutcome::Finished(report) => Shared::Finished(report),
+        run::SharedOutcome::Joined(joined) => Shared::Joined(joined),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn shared(
+    _: &Experiment<'_>,
+    _: &str,
+    _: bool,
+    _: &ProjectSettings,
+    _: Env<'_>,
+) -> Result<Shared, run::RunError> {
+    Err(run::RunError::Usage(
+        "optimize.storage: this assay was built without PostgreSQL support (the `postgres` feature)".into(),
+    ))
 }
 
 /// `assay evaluate`: a prompt folder and the production prompts on the evaluation cases, and
@@ -1071,6 +1166,7 @@ pub async fn evaluate(
     });
     let options = options_of(
         &settings,
+        &lists,
         name,
         request.seed,
         request.budget,

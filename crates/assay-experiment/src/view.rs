@@ -584,6 +584,8 @@ mod tests {
             note: None,
             origin: "tpe".into(),
             duration_s: 2.0,
+            worker: None,
+            retried: Vec::new(),
         }
     }
 

@@ -411,6 +411,46 @@ impl Study {
         Ok(())
     }
 
+    /// Appends a trial as another process left it, without asking: how a study shared by
+    /// several workers is rebuilt from its storage, each trial in number order. A running
+    /// trial's parameters are occupied (the sampler avoids them, as for this process's own);
+    /// `values` are a complete trial's (ignored otherwise); a complete trial whose parameters
+    /// an earlier one had is a duplicate of it. Returns its number.
+    pub fn restore(
+        &mut self,
+        params: Vec<usize>,
+        state: TrialState,
+        values: &[f64],
+        origin: Origin,
+    ) -> Result<usize> {
+        self.space.validate(&params)?;
+        if state == TrialState::Complete {
+            self.check_values(values)?;
+        }
+        let number = self.trials.len();
+        let duplicate_of = self.find_complete(&params);
+        if self.queue.front() == Some(&params) {
+            self.queue.pop_front();
+        }
+        self.trials.push(Trial {
+            number,
+            params: params.clone(),
+            values: Vec::new(),
+            state: TrialState::Running,
+            origin,
+            duplicate_of: None,
+        });
+        match state {
+            TrialState::Complete => self.complete(number, values.to_vec(), duplicate_of),
+            TrialState::Running | TrialState::Pruned => {
+                self.trials[number].state = state;
+                self.occupied.insert(params);
+            }
+            TrialState::Failed => self.trials[number].state = state,
+        }
+        Ok(number)
+    }
+
     /// Appends a completed trial without asking (Optuna's `add_trial`): how a resumed study
     /// restores its journal. Restoring every finished trial in order makes later asks the same
     /// as an uninterrupted study's. Returns its number.
@@ -605,6 +645,64 @@ impl Study {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_restored_study_asks_what_the_original_would() {
+        let space = SearchSpace::new()
+            .with_param("a", 4)
+            .unwrap()
+            .with_param("b", 3)
+            .unwrap();
+        let settings = SamplerSettings {
+            n_startup_trials: 3,
+            ..SamplerSettings::default()
+        };
+        let mut original = Study::with_settings(
+            space.clone(),
+            vec![Direction::Maximize],
+            7,
+            settings.clone(),
+        )
+        .unwrap();
+        original.enqueue(vec![0, 0]).unwrap();
+        let mut asked = Vec::new();
+        for _ in 0..6 {
+            let a = original.ask().unwrap();
+            let value = (a.params[0] * 3 + a.params[1]) as f64;
+            if a.duplicate_of.is_some() {
+                original.tell_duplicate(a.number).unwrap();
+            } else {
+                original.tell(a.number, &[value]).unwrap();
+            }
+            asked.push(a);
+        }
+        // One more, left running.
+        let running = original.ask().unwrap();
+
+        let mut rebuilt =
+            Study::with_settings(space, vec![Direction::Maximize], 7, settings).unwrap();
+        rebuilt.enqueue(vec![0, 0]).unwrap();
+        for t in &original.trials()[..6] {
+            rebuilt
+                .restore(t.params.clone(), t.state, &t.values, t.origin)
+                .unwrap();
+        }
+        rebuilt
+            .restore(
+                running.params.clone(),
+                TrialState::Running,
+                &[],
+                running.origin,
+            )
+            .unwrap();
+        assert_eq!(rebuilt.trials().len(), 7);
+        assert_eq!(
+            original.ask().unwrap().params,
+            rebuilt.ask().unwrap().params
+        );
+        // The running trial's parameters are occupied, not complete: not a duplicate.
+        assert_eq!(rebuilt.find_complete(&running.params), None);
+    }
+
     use super::*;
 
     fn space(n_params: usize, n_choices: usize) -> SearchSpace {

@@ -237,6 +237,12 @@ pub struct ProvidersConfig {
     /// pooled into one limiter for the rest of the run (the log says which, and the limiter
     /// is named `shared:auto (…)`). Set false if it pools models that do not share a limit.
     pub pool_shared_limits: bool,
+    /// Slow start (default true): a model nothing is remembered about starts with 4 calls in
+    /// flight and one more per answer, up to `max_concurrency`, so that a limit nobody
+    /// announced refuses a few calls instead of a whole first wave; it ends at the first 429,
+    /// at the ceiling, or when the rate-limit headers show ample room. Set false to start at
+    /// `max_concurrency` at once.
+    pub slow_start: bool,
     /// Remember the rate limits a run learned (each bucket's size and rate, from the headers
     /// or the 429s, and which models share one) in `.assay/limits.json` for a week, so that the
     /// next run paces from its first request instead of being refused again to learn them
@@ -288,6 +294,7 @@ impl Default for ProvidersConfig {
             prices: BTreeMap::new(),
             shared_limits: BTreeMap::new(),
             pool_shared_limits: true,
+            slow_start: true,
             remember_limits: true,
         }
     }
@@ -542,6 +549,14 @@ pub struct OptimizeConfig {
     /// provider whether each model exists, where it can say), `call` (also one one-token
     /// call per model) or `off`.
     pub preflight: String,
+    /// A PostgreSQL URL (`postgresql://user@host/db`, no password: `PGPASSWORD` or a pgpass
+    /// file) where the study's trials are kept, so that `assay optimize --worker` processes on
+    /// any machines share one experiment (`--storage` overrides; default: none, the local
+    /// journal). See docs/optimize.md.
+    pub storage: Option<String>,
+    /// How often a worker of a shared study touches its heartbeat, in seconds (default 10);
+    /// a trial or step whose worker missed three is taken over by another.
+    pub heartbeat_seconds: f64,
 }
 
 /// `[optimize.propose]`: after the search over the hand-written prompts, a proposer model
@@ -616,6 +631,8 @@ impl Default for OptimizeConfig {
             units: Vec::new(),
             fixed_agents: Vec::new(),
             preflight: "models".into(),
+            storage: None,
+            heartbeat_seconds: 10.0,
         }
     }
 }
@@ -1284,6 +1301,17 @@ impl ProjectSettings {
         }
         if !(o.racing_fraction > 0.0 && o.racing_fraction < 1.0) {
             return Err("optimize.racing_fraction: must be between 0 and 1 (exclusive)".into());
+        }
+        if !(o.heartbeat_seconds.is_finite() && o.heartbeat_seconds > 0.0) {
+            return Err("optimize.heartbeat_seconds: must be a positive number of seconds".into());
+        }
+        if let Some(url) = &o.storage {
+            let lower = url.trim().to_ascii_lowercase();
+            if !(lower.starts_with("postgres://") || lower.starts_with("postgresql://")) {
+                return Err(format!(
+                    "optimize.storage: `{url}` is not a PostgreSQL URL (postgresql://user@host/db); leave it out for the local journal"
+                ));
+            }
         }
         if o.directions.is_empty() {
             return Err("optimize.directions: name at least one objective".into());

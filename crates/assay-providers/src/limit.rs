@@ -12,8 +12,16 @@
 //!
 //! A limiter does three things before a request is sent:
 //!
-//! 1. **Adaptive concurrency (AIMD).** It starts at the ceiling (the configured concurrency), so
-//!    an unlimited provider sees no difference. A 429 (or Anthropic's 529 "overloaded") halves
+//! 1. **Slow start, then adaptive concurrency (AIMD).** A cold limiter (nothing remembered from
+//!    an earlier run) starts with a window of [`SLOW_START_WINDOW`] requests in flight that
+//!    grows by one with each answer, so it doubles with each round of answers, up to the
+//!    ceiling (the configured concurrency). Sending is then clocked by answers: when an
+//!    unannounced limit runs dry, the first 429 comes back while only a few requests are on
+//!    their way, not a whole first wave of the ceiling's worth. Slow start ends at the first
+//!    limit signal (a 429 or 529: the limit halves from the window reached), at the ceiling,
+//!    or as soon as the provider's headers show room for several ceilings' worth of requests
+//!    in every bucket (the provider's limits are far away: an unlimited provider that
+//!    describes its limits pays one answer's latency at most). A 429 (or Anthropic's 529 "overloaded") halves
 //!    it (floor 1) once per congestion event: answers to requests sent before the last decrease
 //!    do not decrease it again. After as many successes as the limit while callers were waiting
 //!    for a slot, it grows by one, up to the ceiling. When the provider's own pace (below) is
@@ -56,7 +64,9 @@ use tokio::time::Instant;
 
 use crate::chat::ChatRequest;
 
+mod bucket;
 mod memory;
+use bucket::Bucket;
 pub use memory::{
     LIMIT_MEMORY_VERSION, LearnedBucket, LearnedLimit, LimitMemory,
     MAX_AGE as LIMIT_MEMORY_MAX_AGE, unix_now,
@@ -247,6 +257,8 @@ pub struct RateLimits {
     pooled: Mutex<BTreeMap<String, String>>,
     /// What earlier runs learned: new limiters start from it.
     memory: LimitMemory,
+    /// Whether cold limiters start in slow start (see the module documentation).
+    slow_start: bool,
 }
 
 impl Default for RateLimits {
@@ -257,6 +269,7 @@ impl Default for RateLimits {
             pooling: true,
             pooled: Mutex::default(),
             memory: LimitMemory::empty(),
+            slow_start: true,
         }
     }
 }
@@ -278,6 +291,14 @@ impl RateLimits {
         self
     }
 
+    /// With `slow_start` false, a cold limiter starts at the ceiling (all the configured
+    /// concurrency at once) instead of a window of [`SLOW_START_WINDOW`].
+    #[must_use]
+    pub fn with_slow_start(mut self, slow_start: bool) -> RateLimits {
+        self.slow_start = slow_start;
+        self
+    }
+
     /// The limits pooled without a declaration so far: the pooled limiter's name, for each
     /// model in one.
     pub fn pooled(&self) -> BTreeMap<String, String> {
@@ -289,11 +310,16 @@ impl RateLimits {
             .collect()
     }
 
-    /// Where `key` was pooled to, following pools that were pooled again.
+    /// Where `key` was pooled to, following pools that were pooled again (a mapping back to
+    /// a key already passed ends the walk: the map never holds one, but a cycle must not hang
+    /// a run).
     fn resolve(pooled: &BTreeMap<String, String>, key: &str) -> String {
         let mut key = key.to_owned();
-        while let Some(next) = pooled.get(&key) {
-            key.clone_from(next);
+        for _ in 0..=pooled.len() {
+            match pooled.get(&key) {
+                Some(next) if *next != key => key.clone_from(next),
+                _ => break,
+            }
         }
         key
     }
@@ -330,12 +356,14 @@ impl RateLimits {
     /// The limiter of `model` (`llm:` prefix dropped; the shared one where it has one), made
     /// on first use with `ceiling`; a larger ceiling from another context raises it.
     pub(crate) fn limiter(&self, model: &str, ceiling: usize) -> Arc<Limiter> {
+        let ceiling = ceiling.max(1);
+        // The registry first, as `check_pooling` takes them: a model pooled between reading
+        // where it went and making its limiter would get a second limiter of its own.
+        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
         let key = Self::resolve(
             &self.pooled.lock().unwrap_or_else(PoisonError::into_inner),
             self.key(model),
         );
-        let ceiling = ceiling.max(1);
-        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
         // A shared limit's models, or the model alone.
         let mut members: Vec<String> = self
             .shared
@@ -348,6 +376,9 @@ impl RateLimits {
         }
         let limiter = limiters.entry(key.clone()).or_insert_with(|| {
             let limiter = Limiter::new(&key, members, ceiling);
+            if !self.slow_start {
+                limiter.lock().window = None;
+            }
             // Every member of a shared limit remembers the same buckets: the first found.
             if let Some(learned) = limiter
                 .members
@@ -359,6 +390,8 @@ impl RateLimits {
                 for (&kind, bucket) in &learned.buckets {
                     state.buckets.insert(kind, Bucket::remembered(bucket, now));
                 }
+                // What an earlier run learned replaces slow start's probing.
+                state.window = None;
                 state.remembered_from_refusals = learned.from_refusals;
                 drop(state);
                 tracing::debug!(
@@ -420,6 +453,11 @@ impl RateLimits {
         members.sort();
         members.dedup();
         let key = format!("shared:auto ({})", members.join(", "));
+        // A group that adds no model (a stale limiter of a model already pooled) is not a new
+        // pool: its key would map to itself.
+        if group.iter().any(|l| l.model == key) {
+            return;
+        }
         let pooled = Arc::new(Limiter::pool(&key, members.clone(), &group));
         let mut map = self.pooled.lock().unwrap_or_else(PoisonError::into_inner);
         for l in &group {
@@ -515,139 +553,12 @@ pub(crate) enum Outcome {
     Failed,
 }
 
-/// A provider's bucket as the limiter estimates it.
-#[derive(Debug, Clone)]
-struct Bucket {
-    limit: f64,
-    /// Seconds to refill from empty (smoothed), when the headers showed it.
-    window: Option<f64>,
-    /// What is left at `at`.
-    level: f64,
-    at: Instant,
-    /// When the provider said it would be full again (used when the rate is unknown).
-    reset_at: Option<Instant>,
-    /// Units used by requests sent through this limiter, ever (for corrections).
-    spent: f64,
-    /// The smoothed need of one request.
-    mean_need: f64,
-    /// Remembered from an earlier run ([`LimitMemory`]) and not yet confirmed by the
-    /// provider's headers: a 429 drops it.
-    remembered: bool,
-}
+/// The window (requests in flight) a cold limiter starts with: see the module documentation.
+pub const SLOW_START_WINDOW: usize = 4;
 
-impl Bucket {
-    fn new(limit: f64, now: Instant) -> Bucket {
-        Bucket {
-            limit,
-            window: None,
-            level: limit,
-            at: now,
-            reset_at: None,
-            spent: 0.0,
-            mean_need: 0.0,
-            remembered: false,
-        }
-    }
-
-    /// A bucket remembered from an earlier run, full at `now`.
-    fn remembered(learned: &LearnedBucket, now: Instant) -> Bucket {
-        Bucket {
-            window: Some(learned.limit / learned.per_second),
-            remembered: true,
-            ..Bucket::new(learned.limit, now)
-        }
-    }
-
-    /// Units refilled per second, when known.
-    fn rate(&self) -> Option<f64> {
-        self.window
-            .filter(|w| *w > 0.0 && self.limit > 0.0)
-            .map(|w| self.limit / w)
-    }
-
-    fn available(&self, now: Instant) -> f64 {
-        match self.rate() {
-            Some(rate) => (self.level
-                + rate * now.saturating_duration_since(self.at).as_secs_f64())
-            .min(self.limit),
-            None if self.reset_at.is_some_and(|t| now >= t) => self.limit,
-            None => self.level,
-        }
-    }
-
-    /// When `need` (at most the whole limit) will be available, with a cushion when the rate is
-    /// known: the estimate of a request's size is rough (the provider counts its own way), and
-    /// the provider admits a request a little after it was sent, so waiting for a sixth more
-    /// than the request needs, plus 5 ms of refill, keeps a request from arriving just short.
-    /// The cushion stays in the bucket: it costs one wait, not throughput.
-    fn ready_at(&self, now: Instant, need: f64) -> Instant {
-        let cushion = self
-            .rate()
-            .map_or(0.0, |rate| need / 6.0 + rate * CUSHION_DELAY.as_secs_f64());
-        let need = (need + cushion).min(self.limit);
-        let have = self.available(now);
-        if have >= need {
-            return now;
-        }
-        match self.rate() {
-            Some(rate) => now + secs((need - have) / rate),
-            None => match self.reset_at {
-                Some(t) if t > now => t,
-                // Nothing says when it refills: do not hold requests on a guess.
-                _ => now,
-            },
-        }
-    }
-
-    fn take(&mut self, now: Instant, need: f64) {
-        let available = self.available(now);
-        if self.rate().is_none() && self.reset_at.is_some_and(|t| now >= t) {
-            self.reset_at = None;
-        }
-        self.level = available - need;
-        self.at = now;
-        self.spent += need;
-        self.mean_need = if self.mean_need == 0.0 {
-            need
-        } else {
-            0.8 * self.mean_need + 0.2 * need
-        };
-    }
-
-    /// Corrects the estimate with what a response said: `remaining` was left when the request
-    /// sent at `started` was admitted, when this limiter had spent `spent_then`; since then the
-    /// bucket refilled and this limiter spent more.
-    fn observe(
-        &mut self,
-        seen: &LimitObservation,
-        now: Instant,
-        started: Instant,
-        spent_then: f64,
-    ) {
-        self.limit = seen.limit;
-        self.remembered = false;
-        if let Some(reset) = seen.reset
-            && seen.remaining < seen.limit
-            && !reset.is_zero()
-        {
-            let window = reset.as_secs_f64() * seen.limit / (seen.limit - seen.remaining);
-            self.window = Some(match self.window {
-                Some(old) => 0.7 * old + 0.3 * window,
-                None => window,
-            });
-        }
-        let refilled = self.rate().map_or(0.0, |rate| {
-            rate * now.saturating_duration_since(started).as_secs_f64()
-        });
-        let since = (self.spent - spent_then).max(0.0);
-        self.level = (seen.remaining + refilled - since).min(self.limit);
-        self.at = now;
-        self.reset_at = seen.reset.map(|r| now + r);
-    }
-}
-
-/// The refill time kept as a cushion (see [`Bucket::ready_at`]).
-const CUSHION_DELAY: Duration = Duration::from_millis(5);
+/// Slow start ends when every bucket the headers describe has room for this many ceilings'
+/// worth of requests.
+const SLOW_START_ROOM: f64 = 4.0;
 
 fn secs(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::from_secs(86_400))
@@ -687,6 +598,9 @@ enum Wait {
 struct State {
     ceiling: usize,
     limit: f64,
+    /// Slow start's window while it lasts (see the module documentation): at most this many
+    /// requests in flight, one more with each answer.
+    window: Option<f64>,
     min_limit: f64,
     in_flight: usize,
     waiting: usize,
@@ -758,7 +672,41 @@ impl State {
     }
 
     fn cap(&self) -> usize {
-        (self.limit.floor() as usize).clamp(1, self.ceiling)
+        let limit = self.window.map_or(self.limit, |w| w.min(self.limit));
+        (limit.floor() as usize).clamp(1, self.ceiling)
+    }
+
+    /// Ends slow start: at the first limit signal the window reached becomes the limit (which
+    /// the signal then halves); otherwise the limit stands.
+    fn end_slow_start(&mut self, model: &str, signal: bool, why: &'static str) {
+        let Some(window) = self.window.take() else {
+            return;
+        };
+        if signal {
+            self.limit = self.limit.min(window.max(1.0));
+        }
+        tracing::debug!(
+            model,
+            window,
+            concurrency = self.cap(),
+            why,
+            "rate limit: slow start ended"
+        );
+    }
+
+    /// Whether the provider's headers show room for [`SLOW_START_ROOM`] ceilings' worth of
+    /// requests in every bucket they describe (false when they describe none).
+    fn headers_show_room(&self, now: Instant) -> bool {
+        let ceiling = self.ceiling as f64;
+        !self.buckets.is_empty()
+            && self.buckets.iter().all(|(&kind, b)| {
+                let per = if kind == LimitKind::Requests {
+                    1.0
+                } else {
+                    b.mean_need.max(1.0)
+                };
+                !b.remembered && b.available(now) >= SLOW_START_ROOM * ceiling * per
+            })
     }
 
     /// Starts a request now, or says what it waits for.
@@ -962,6 +910,15 @@ impl State {
         match outcome {
             Outcome::Success => {
                 self.successes += 1;
+                if let Some(window) = self.window.as_mut() {
+                    *window += 1.0;
+                    let window = *window;
+                    if window >= self.limit.min(self.ceiling as f64) {
+                        self.end_slow_start(model, false, "the window reached the ceiling");
+                    } else if self.headers_show_room(now) {
+                        self.end_slow_start(model, false, "the headers show room");
+                    }
+                }
                 if self.first_throttle.is_none_or(|t| ticket.started < t) {
                     self.admitted_early += 1;
                 } else {
@@ -1023,6 +980,7 @@ impl State {
             }
             Outcome::Throttled(retry_after) => {
                 self.throttled += 1;
+                self.end_slow_start(model, true, "the provider said slow down");
                 if self.buckets.values().any(|b| b.remembered) {
                     self.refused_under_memory(model, retry_after, ticket, now);
                 }
@@ -1048,9 +1006,16 @@ impl State {
                 // far faster than it admits this limiter's requests, and it refused them anyway.
                 // (or, without enough answers to measure that yet, refused while its learned
                 // pace was well below that limit).
+                // An admitted rate held down by this limiter's own concurrency (as after slow
+                // start's first refusal, at a small window) says nothing about other users.
+                let own = self
+                    .latency
+                    .filter(|l| *l > 0.0)
+                    .map(|l| self.cap() as f64 / l);
                 if fresh && let Some(implied) = self.implied_rate() {
-                    unexpected |= admitted.is_some_and(|a| implied >= 1.6 * a)
-                        || ticket.pace.is_some_and(|p| p <= 0.7 * implied);
+                    unexpected |= admitted.is_some_and(|a| {
+                        implied >= 1.6 * a && own.is_some_and(|own| own >= 1.6 * a)
+                    }) || ticket.pace.is_some_and(|p| p <= 0.7 * implied);
                 }
                 if !paced_by_headers {
                     // Learn the pace from retry-after alone: a token bucket's retry-after is at
@@ -1167,6 +1132,7 @@ impl Limiter {
             state: Mutex::new(State {
                 ceiling,
                 limit: ceiling as f64,
+                window: (ceiling > SLOW_START_WINDOW).then_some(SLOW_START_WINDOW as f64),
                 min_limit: ceiling as f64,
                 in_flight: 0,
                 waiting: 0,
@@ -1216,6 +1182,12 @@ impl Limiter {
         let pooled = Limiter::new(key, members, ceiling);
         {
             let mut state = pooled.lock();
+            // In slow start while every member is, with their windows together.
+            state.window = group
+                .iter()
+                .map(|l| l.lock().window)
+                .sum::<Option<f64>>()
+                .filter(|w| *w < ceiling as f64);
             for l in group {
                 let s = l.lock();
                 state.limit = state.limit.min(s.limit.max(1.0));

@@ -152,6 +152,17 @@ pub fn trials_count(report: &ExperimentReport) -> String {
 }
 
 /// Whether a verdict is correct, in a word.
+/// The trials each worker of a shared study ran, by worker (none for a local study).
+pub fn workers(report: &ExperimentReport) -> std::collections::BTreeMap<String, Vec<usize>> {
+    let mut by = std::collections::BTreeMap::<String, Vec<usize>>::new();
+    for t in &report.trials {
+        if let Some(w) = &t.worker {
+            by.entry(w.clone()).or_default().push(t.number);
+        }
+    }
+    by
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b { "correct" } else { "wrong" }
 }
@@ -216,6 +227,28 @@ pub fn console(report: &ExperimentReport, report_path: Option<&str>) -> String {
     }
     if let Some(tie) = &report.tie {
         let _ = writeln!(s, "                       {tie}");
+    }
+    let workers = workers(report);
+    if !workers.is_empty() {
+        let per: Vec<String> = workers
+            .iter()
+            .map(|(w, n)| format!("{w} {}", n.len()))
+            .collect();
+        let retried = report
+            .trials
+            .iter()
+            .filter(|t| !t.retried.is_empty())
+            .count();
+        let _ = writeln!(
+            s,
+            "                       trials per worker: {}{}",
+            per.join(", "),
+            if retried > 0 {
+                format!("; {retried} retried after a worker stopped")
+            } else {
+                String::new()
+            }
+        );
     }
     if let Some(e) = &report.evaluation {
         let _ = writeln!(s, "  step 3 evaluation:   {}", metrics(&e.metrics));
@@ -481,6 +514,31 @@ pub fn markdown(report: &ExperimentReport) -> String {
     if let Some(tie) = &report.tie {
         let _ = writeln!(s, "Best trial: {tie}.\n");
     }
+    let workers = workers(report);
+    if !workers.is_empty() {
+        let _ = writeln!(
+            s,
+            "### Workers\n\nThe study was shared by {} workers (`[optimize] storage`).\n\n| worker | trials | trial numbers |\n|---|---:|---|",
+            workers.len()
+        );
+        for (worker, numbers) in &workers {
+            let list: Vec<String> = numbers.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "| {worker} | {} | {} |", numbers.len(), list.join(", "));
+        }
+        let retried: Vec<String> = report
+            .trials
+            .iter()
+            .filter(|t| !t.retried.is_empty())
+            .map(|t| format!("trial {}: {}", t.number, t.retried.join("; ")))
+            .collect();
+        if !retried.is_empty() {
+            let _ = writeln!(s, "\nRetried after a worker stopped:\n");
+            for line in retried {
+                let _ = writeln!(s, "- {line}");
+            }
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "### Pareto front\n");
     let _ = writeln!(s, "| trial | values | prompt indices |\n|---|---|---|");
     for n in &report.pareto_front {
@@ -684,6 +742,8 @@ mod tests {
                 note: None,
                 origin: "tpe".into(),
                 duration_s: 1.0,
+                worker: None,
+                retried: Vec::new(),
             };
         let sig = Significance {
             pairs: 3,

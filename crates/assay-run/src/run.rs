@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use futures_util::StreamExt;
+use opentelemetry::context::FutureExt as _;
 
 use assay_core::aggregate::Aggregator;
 use assay_core::bank::BankType;
@@ -656,16 +657,15 @@ where
     let mut running = futures_util::stream::iter(todo)
         .map(|i| async move {
             let case = cases[i];
-            let span = telemetry::case_span(bank, case.test_id());
-            let stage = telemetry::retrieval_span(&span, bank);
+            let spans = telemetry::case_spans();
             let started = Instant::now();
-            let mut record = assay_telemetry::in_span(&stage, run_one(case)).await;
+            let mut record = run_one(case).with_context(spans.context()).await;
             record.settle(millis(started), rules);
-            (i, record, span, stage)
+            (i, record, spans)
         })
         .buffer_unordered(in_flight);
-    while let Some((i, record, span, stage)) = running.next().await {
-        telemetry::finish_case(&span, &stage, &record);
+    while let Some((i, record, spans)) = running.next().await {
+        telemetry::finish_case(spans, &record);
         if let Some(j) = journal.as_deref_mut() {
             j.record(&record)?;
         }
@@ -965,12 +965,11 @@ impl<'a, 'o> Sink<'a, 'o> {
         let (entry, fresh) = if let Some(entry) = done {
             (entry, false)
         } else {
-            let span = telemetry::case_span(self.bank, test_id);
-            let retrieval = telemetry::retrieval_span(&span, self.bank);
+            let spans = telemetry::case_spans();
             let started = Instant::now();
             let mut entry = run(test_id)?;
             entry.settle(millis(started), self.rules);
-            telemetry::finish_case(&span, &retrieval, &entry);
+            telemetry::finish_case(spans, &entry);
             (entry, true)
         };
         self.observer

@@ -1,32 +1,23 @@
 //! The spans of a run (with export on, see `assay_telemetry`): one per case, a `retrieval` span
 //! under it with the documents the stage returned, and the case's verdict as a
 //! `gen_ai.evaluation.result` event on that retrieval span (what was judged).
+//!
+//! A case's spans are deferred ([`CaseSpans`]) and made when it is done: always for a case that
+//! failed or erred and for one that made a model call (its span is under the case), and for a
+//! passing case only when the sampler keeps it (`OTEL_TRACES_SAMPLER`, `[telemetry]
+//! sample_passing`; all by default).
 
 use assay_core::aggregate::CaseRecord;
 use assay_core::bank::BankType;
 use assay_core::scoring::{Breakdown, Penalty};
 use assay_core::verdict::Outcome;
 use assay_telemetry::genai;
-use assay_telemetry::{Evaluation, Span};
+use assay_telemetry::{CaseSpans, Evaluation, Span};
 use opentelemetry::KeyValue;
-use opentelemetry::trace::SpanKind;
 
-/// The span of one case of `bank`.
-pub fn case_span(bank: BankType, test_id: &str) -> Span {
-    // Every case passes here: with export off, nothing is formatted.
-    if !assay_telemetry::enabled() {
-        return Span::default();
-    }
-    Span::start(
-        format!("case {}/{test_id}", bank.key()),
-        SpanKind::Internal,
-        || {
-            vec![
-                KeyValue::new("assay.bank", bank.key()),
-                KeyValue::new("assay.test_id", test_id.to_owned()),
-            ]
-        },
-    )
+/// The spans of one case, deferred until it is done ([`finish_case`]); nothing with export off.
+pub fn case_spans() -> CaseSpans {
+    CaseSpans::start()
 }
 
 /// The stage a bank exercises, as its retrieval span names it.
@@ -40,32 +31,41 @@ fn stage(bank: BankType) -> &'static str {
     }
 }
 
-/// A retrieval span under `case` for `bank`'s stage.
-pub fn retrieval_span(case: &Span, bank: BankType) -> Span {
-    if !case.is_recording() {
-        return Span::default();
+/// Makes a finished case's spans when they are exported (it failed or erred, a span under it was
+/// exported, or the sampler keeps it), records its documents and verdict on them and ends them.
+pub fn finish_case(spans: CaseSpans, record: &CaseRecord) {
+    if !spans.is_recording() {
+        return;
     }
-    case.child(
-        format!("retrieval {}", stage(bank)),
-        SpanKind::Internal,
-        || {
+    let bank = record.bank();
+    let (label, explanation) = verdict(record);
+    if label == "pass" && !spans.has_exported_children() && !spans.sampled() {
+        spans.drop_unsampled();
+        return;
+    }
+    let test_id = record.test_id();
+    let (case, retrieval) = spans.make(
+        (
+            format!("case {}/{test_id}", bank.key()),
+            vec![
+                KeyValue::new("assay.bank", bank.key()),
+                KeyValue::new("assay.test_id", test_id.to_owned()),
+            ],
+        ),
+        (
+            format!("retrieval {}", stage(bank)),
             vec![
                 KeyValue::new(genai::OPERATION, "retrieval"),
                 KeyValue::new(genai::DATA_SOURCE, "kb"),
                 KeyValue::new("assay.stage", stage(bank)),
-            ]
-        },
-    )
-}
-
-/// Records a finished case on its spans (documents, verdict) and ends both.
-pub fn finish_case(case: &Span, retrieval: &Span, record: &CaseRecord) {
-    if case.is_recording() {
-        record_documents(retrieval, record);
+            ],
+        ),
+    );
+    {
+        record_documents(&retrieval, record);
         if assay_telemetry::capture_content() {
-            record_query(retrieval, record);
+            record_query(&retrieval, record);
         }
-        let (label, explanation) = verdict(record);
         let name = format!("assay.{}", record.bank().key());
         retrieval.evaluation(&Evaluation {
             name: &name,

@@ -68,6 +68,10 @@ pub struct TableValues {
     pub capture_content: Option<bool>,
     /// Per export request, in seconds (default 10).
     pub timeout_seconds: Option<f64>,
+    /// The share (0 to 1) of the cases that passed a deterministic check whose spans are
+    /// exported (default 1: all). Failing cases, errors and model calls are always exported.
+    /// `OTEL_TRACES_SAMPLER` (with `OTEL_TRACES_SAMPLER_ARG`) wins over it.
+    pub sample_passing: Option<f64>,
 }
 
 /// Where and how spans are exported, resolved.
@@ -89,6 +93,10 @@ pub struct ExportConfig {
     pub timeout: Duration,
     /// Spans the export queue holds (`OTEL_BSP_MAX_QUEUE_SIZE`).
     pub queue_size: usize,
+    /// The share of the cases that passed a deterministic check whose spans are exported
+    /// (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`, `telemetry.sample_passing`): see
+    /// [`crate::CaseSpans`]. Everything else is always exported.
+    pub sample_passing: f64,
 }
 
 /// The variable that names the collector's base URL.
@@ -105,6 +113,8 @@ const SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 const SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
 const TRACES_EXPORTER: &str = "OTEL_TRACES_EXPORTER";
 const QUEUE_SIZE: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
+const SAMPLER: &str = "OTEL_TRACES_SAMPLER";
+const SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
 /// The variable GenAI instrumentations read to record message contents.
 pub const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
 
@@ -198,6 +208,18 @@ impl ExportConfig {
                 })?,
             None => crate::export::DEFAULT_QUEUE,
         };
+        let sample_passing = match var(SAMPLER) {
+            Some(name) => sampler_ratio(&name, var(SAMPLER_ARG).as_deref())?,
+            None => match table.sample_passing {
+                Some(r) if (0.0..=1.0).contains(&r) => r,
+                Some(r) => {
+                    return Err(TelemetryError::Config(format!(
+                        "assay.toml: telemetry.sample_passing: {r} is not a share between 0 and 1"
+                    )));
+                }
+                None => 1.0,
+            },
+        };
         let service_name = var(SERVICE_NAME)
             .or_else(|| table.service_name.clone())
             .unwrap_or_else(|| "assay".to_owned());
@@ -211,7 +233,37 @@ impl ExportConfig {
             capture_content,
             timeout,
             queue_size,
+            sample_passing,
         }))
+    }
+}
+
+/// The share of passing deterministic cases a standard sampler (`OTEL_TRACES_SAMPLER`) keeps.
+/// The sampler decides those cases alone: the evidence a run must not lose (failing cases,
+/// errors, model calls) is exported whatever it says, so `parentbased_*` and the plain samplers
+/// mean the same here. `traceidratio` without an argument keeps all, as the specification says.
+fn sampler_ratio(name: &str, arg: Option<&str>) -> Result<f64, TelemetryError> {
+    match name.trim() {
+        "always_on" | "parentbased_always_on" => Ok(1.0),
+        "always_off" | "parentbased_always_off" => Ok(0.0),
+        "traceidratio" | "parentbased_traceidratio" => match arg {
+            None => Ok(1.0),
+            Some(a) => a
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| {
+                    TelemetryError::Config(format!(
+                        "{SAMPLER_ARG}: `{}` is not a ratio between 0 and 1 (for {SAMPLER}={})",
+                        a.trim(),
+                        name.trim()
+                    ))
+                }),
+        },
+        other => Err(TelemetryError::Config(format!(
+            "{SAMPLER}: `{other}` is not a sampler assay supports (always_on, always_off, traceidratio, or their parentbased_ forms)"
+        ))),
     }
 }
 
@@ -319,6 +371,51 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_standard_sampler_variables_set_the_share_of_passing_cases() {
+        let on = [(ENDPOINT, "http://collector:4318")];
+        let ratio = |vars: &[(&str, &str)], table: &TableValues| {
+            let mut all = on.to_vec();
+            all.extend_from_slice(vars);
+            ExportConfig::resolve(table, &env(&all)).map(|c| c.unwrap().sample_passing)
+        };
+        let plain = TableValues::default();
+        assert_eq!(ratio(&[], &plain).unwrap(), 1.0);
+        assert_eq!(ratio(&[(SAMPLER, "always_off")], &plain).unwrap(), 0.0);
+        assert_eq!(
+            ratio(&[(SAMPLER, "parentbased_always_on")], &plain).unwrap(),
+            1.0
+        );
+        assert_eq!(ratio(&[(SAMPLER, "traceidratio")], &plain).unwrap(), 1.0);
+        assert_eq!(
+            ratio(
+                &[(SAMPLER, "parentbased_traceidratio"), (SAMPLER_ARG, "0.01")],
+                &plain
+            )
+            .unwrap(),
+            0.01
+        );
+        let table = TableValues {
+            sample_passing: Some(0.25),
+            ..TableValues::default()
+        };
+        assert_eq!(ratio(&[], &table).unwrap(), 0.25);
+        assert_eq!(ratio(&[(SAMPLER, "always_on")], &table).unwrap(), 1.0);
+
+        let err = ratio(&[(SAMPLER, "traceidratio"), (SAMPLER_ARG, "1.5")], &plain)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(SAMPLER_ARG) && err.contains("1.5"), "{err}");
+        let err = ratio(&[(SAMPLER, "xray")], &plain).unwrap_err().to_string();
+        assert!(err.contains(SAMPLER) && err.contains("xray"), "{err}");
+        let bad = TableValues {
+            sample_passing: Some(-0.1),
+            ..TableValues::default()
+        };
+        let err = ratio(&[], &bad).unwrap_err().to_string();
+        assert!(err.contains("telemetry.sample_passing"), "{err}");
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub(crate) struct Stats {
     pub(crate) failed: AtomicU64,
     /// Failed export requests.
     pub(crate) failed_requests: AtomicU64,
+    /// Passing cases whose spans the sampler dropped unmade.
+    pub(crate) sampled_out: AtomicU64,
     warned: AtomicBool,
     first_error: Mutex<Option<String>>,
 }
@@ -67,6 +69,8 @@ pub struct ExportReport {
     pub unconfirmed: u64,
     /// The first failure's reason.
     pub first_error: Option<String>,
+    /// Passing cases whose spans the sampler dropped.
+    pub sampled_out: u64,
 }
 
 impl ExportReport {
@@ -95,9 +99,17 @@ impl ExportReport {
             );
         } else {
             tracing::debug!(
-                "telemetry: {} spans exported to {}",
+                "telemetry: {} spans exported to {}{}",
                 self.exported,
-                self.traces_url
+                self.traces_url,
+                if self.sampled_out > 0 {
+                    format!(
+                        "; {} passing cases not sampled (OTEL_TRACES_SAMPLER)",
+                        self.sampled_out
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -136,7 +148,11 @@ impl Pipeline {
             .with_service_name(config.service_name.clone())
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
+        // assay samples itself (passing deterministic cases only, see `CaseSpans`): the SDK's
+        // own reading of OTEL_TRACES_SAMPLER would drop a whole run's trace, evidence and all.
         let provider = SdkTracerProvider::builder()
+            .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
+            .with_id_generator(crate::deferred::AssayIds::default())
             .with_span_processor(processor)
             .with_resource(resource)
             .build();
@@ -183,6 +199,7 @@ impl Pipeline {
             failed,
             failed_requests: s.failed_requests.load(Ordering::Relaxed),
             unconfirmed: ended.saturating_sub(exported + failed),
+            sampled_out: s.sampled_out.load(Ordering::Relaxed),
             first_error: s
                 .first_error
                 .lock()

@@ -15,6 +15,7 @@
 //! count at the end), never the run: export errors never reach the caller.
 
 mod config;
+mod deferred;
 mod export;
 pub mod genai;
 mod span;
@@ -26,6 +27,7 @@ use opentelemetry::trace::{SpanKind, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 
 pub use config::{ExportConfig, Protocol, TableValues};
+pub use deferred::CaseSpans;
 pub use export::ExportReport;
 pub use span::{Evaluation, Span, in_span};
 

@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::context::{FutureExt, WithContext};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
@@ -23,6 +24,17 @@ impl std::fmt::Debug for Span {
             Some(tp) => write!(f, "Span({tp})"),
             None => f.write_str("Span(off)"),
         }
+    }
+}
+
+/// Set on a deferred case's context: a span made under it was exported, so the case's own
+/// spans must be too (or that span's parent would be missing).
+#[derive(Debug, Clone)]
+pub(crate) struct Needed(pub(crate) Arc<AtomicBool>);
+
+impl Needed {
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -52,6 +64,10 @@ fn build(
     let Some(pipeline) = ACTIVE.get() else {
         return Span::default();
     };
+    // Under a deferred case: its spans are needed now.
+    if let Some(needed) = parent.get::<Needed>() {
+        needed.set();
+    }
     let span = pipeline
         .tracer
         .span_builder(name)
@@ -64,6 +80,10 @@ fn build(
 }
 
 impl Span {
+    pub(crate) fn from_context(cx: Context) -> Span {
+        Span { cx: Some(cx) }
+    }
+
     /// A span under the current one (or under the command's span where none is current).
     /// `attributes` is only built when export is on.
     pub fn start(

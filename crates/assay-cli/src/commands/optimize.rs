@@ -79,7 +79,19 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "MODE")]
     pub cache: Option<String>,
 
-    /// Print the experiment report as JSON on stdout.
+    /// Keep the study's trials in this PostgreSQL database (postgresql://user@host/db), shared
+    /// with `--worker` processes on any machine (default [optimize] storage; none: the local
+    /// journal).
+    #[arg(long, value_name = "URL")]
+    pub storage: Option<String>,
+
+    /// Join the shared experiment of this name (--storage): claim and run its trials
+    /// alongside the other workers; the first to finish the last steps writes the report.
+    #[arg(long)]
+    pub worker: bool,
+
+    /// Print the experiment report as JSON on stdout (a worker that does not finish the
+    /// study: what it ran).
     #[arg(long)]
     pub json: bool,
 }
@@ -210,11 +222,24 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         cache: args.cache.clone(),
         mlflow_uri: args.mlflow_uri.clone(),
         propose_rounds: args.propose_rounds,
+        storage: args.storage.clone(),
+        worker: args.worker,
         command_line: command_line(),
     };
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
     let done = runtime()?.block_on(session::optimize(&request, &env, &observer(&bar)))?;
     bar.0.finish_and_clear();
+    let done = match done {
+        session::OptimizeDone::Finished(done) => done,
+        session::OptimizeDone::Joined(joined) => {
+            if args.json {
+                out(&format!("{}\n", serde_json::to_string_pretty(&joined)?));
+            } else {
+                out(&joined_text(&joined));
+            }
+            return Ok(Exit::Success);
+        }
+    };
     if args.json {
         out(&format!(
             "{}\n",
@@ -227,6 +252,30 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         ));
     }
     Ok(Exit::Success)
+}
+
+/// What a worker that does not finish the study ran, in one or two lines.
+fn joined_text(joined: &run::JoinedStudy) -> String {
+    let numbers: Vec<String> = joined.trials.iter().map(ToString::to_string).collect();
+    let shown = if numbers.len() > 20 {
+        format!("{}, … ({} in all)", numbers[..20].join(", "), numbers.len())
+    } else {
+        numbers.join(", ")
+    };
+    let finish = match &joined.finisher {
+        Some(w) => format!("worker {w} runs the evaluation and writes the report"),
+        None => {
+            "the study is finished; its report is in the finishing worker's experiments/ folder"
+                .to_owned()
+        }
+    };
+    format!(
+        "experiment {}: worker {} ran {} trial{} ({shown}); {finish}\n",
+        joined.name,
+        joined.worker,
+        joined.trials.len(),
+        if joined.trials.len() == 1 { "" } else { "s" },
+    )
 }
 
 pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {

@@ -308,12 +308,12 @@ fn bad_search_settings_are_refused_naming_the_field() {
 }
 
 #[cfg(feature = "postgres")]
-mod postgres {
+pub(crate) mod postgres {
     use super::{code, kb, redact_urls, semantic_results, semantic_run};
     use crate::support::Scratch;
 
     /// A new database on the test server (see crates/assay-kb/tests/it/backend.rs), and its URL.
-    fn database() -> String {
+    pub(crate) fn database() -> String {
         let file = crate::support::repo_path("target/test-pg/url");
         let admin = std::env::var("ASSAY_TEST_PG_URL").unwrap_or_else(|_| {
             std::fs::read_to_string(&file)

@@ -34,6 +34,8 @@ mod kb;
 mod kb_store;
 mod migrate;
 mod optimize;
+#[cfg(feature = "postgres")]
+mod optimize_shared;
 mod otel_backends;
 mod otlp_sink;
 mod packaging;

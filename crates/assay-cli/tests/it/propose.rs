@@ -381,7 +381,7 @@ fn issue_32_blame_revises_the_agent_at_fault_within_two_rounds() {
     assert!(html.contains("named first in 3 of 3 failing cases"));
 }
 
-/// Issue 32: a blame reply that never parses falls back to round-robin in name order, and the
+/// Issue 32: a blame reply that never parses falls back to round-robin in chain order, and the
 /// record says so; `selector = "all"` revises every agent in a round.
 #[test]
 fn issue_32_a_failed_blame_falls_back_to_round_robin_and_selector_all_revises_every_agent() {

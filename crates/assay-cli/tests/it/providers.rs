@@ -182,7 +182,12 @@ fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
             ..Faults::default()
         },
     );
-    configure(&project, &server, "cache = \"off\"\nmax_concurrency = 16");
+    // Slow start off: all 16 at once, as a provider's first wave.
+    configure(
+        &project,
+        &server,
+        "cache = \"off\"\nmax_concurrency = 16\nslow_start = false",
+    );
     let run = project.assay_env(&["run", "--concurrency", "16"], &[KEY]);
     assert!(matches!(run.code, 0 | 1), "{run:?}");
     let throttled = server
@@ -249,6 +254,28 @@ fn a_rate_limited_provider_answers_every_case_and_the_run_records_it() {
     assert!(
         second < throttled,
         "429s: {throttled} in the first run, {second} in the second"
+    );
+
+    // Slow start (the default), cold: the calls go out as answers come back, so a bucket
+    // nobody announced refuses at most a couple instead of the first wave.
+    let cold = Scratch::example();
+    let server = FakeOpenAi::start(
+        entity_ids(&cold),
+        Faults {
+            limit: Some((50.0, 5.0)),
+            ..Faults::default()
+        },
+    );
+    configure(&cold, &server, "cache = \"off\"\nmax_concurrency = 16");
+    let run = cold.assay_env(&["run", "--concurrency", "16"], &[KEY]);
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    let slow = server
+        .counts
+        .throttled
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        slow < throttled && slow <= 2,
+        "429s of a cold run: {slow} with slow start, {throttled} without"
     );
 }
 

@@ -223,6 +223,12 @@ impl Scratch {
         self.spawn_with(args, &[], std::process::Stdio::piped)
     }
 
+    /// Starts the binary with extra environment variables without waiting for it, its output
+    /// kept for [`finished`].
+    pub fn spawn_env_output(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        self.spawn_with(args, env, std::process::Stdio::piped)
+    }
+
     /// Starts the binary without waiting for it.
     pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
         self.spawn_with(args, env, std::process::Stdio::null)
@@ -287,6 +293,16 @@ impl std::fmt::Debug for Run {
             "exit {}\n--- stdout\n{}\n--- stderr\n{}",
             self.code, self.stdout, self.stderr
         )
+    }
+}
+
+/// Waits for a child started with its output kept and returns it as a [`Run`].
+pub fn finished(child: std::process::Child) -> Run {
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 

@@ -200,6 +200,133 @@ fn a_run_exports_its_cases_retrievals_and_reranker_calls_and_its_results_do_not_
     assert_eq!(root.attributes["assay.command"], "assay run");
 }
 
+/// The names of the case spans received, and those whose verdict is fail or error.
+fn case_spans(spans: &[Span]) -> (Vec<String>, Vec<String>) {
+    let mut all = Vec::new();
+    let mut failing = Vec::new();
+    for s in spans.iter().filter(|s| s.name.starts_with("case ")) {
+        all.push(s.name.clone());
+        if matches!(
+            s.attributes
+                .get("assay.case.verdict")
+                .and_then(Value::as_str),
+            Some("fail" | "error")
+        ) {
+            failing.push(s.name.clone());
+        }
+    }
+    all.sort();
+    failing.sort();
+    (all, failing)
+}
+
+#[test]
+fn the_sampler_thins_out_passing_cases_and_keeps_every_failure_and_model_call() {
+    let (project, _server) = reranked();
+    // One state case made to fail: it expects a handler it also names as not expected.
+    let mut bank: Value =
+        serde_json::from_str(&project.read("test_banks/state/state_handler_tests.json")).unwrap();
+    let case = &mut bank["tests"][0];
+    let wrong = case["not_expected_handlers"][0].clone();
+    case["expected_handlers"] = serde_json::json!([wrong]);
+    project.write_json("test_banks/state/state_handler_tests.json", &bank);
+    // A first run embeds the knowledge base; the runs compared below read it back.
+    let first = run(&project, &[]);
+    assert!(matches!(first.code, 0 | 1), "{first:?}");
+
+    let all_on = Sink::start();
+    let full = run(
+        &project,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &all_on.endpoint)],
+    );
+    assert!(matches!(full.code, 0 | 1), "{full:?}");
+    let full_spans = all_on.spans();
+    check_run_spans(&full_spans, &full.json());
+    let (every_case, failing) = case_spans(&full_spans);
+    assert!(!failing.is_empty(), "the run has failing cases");
+    let chats = |spans: &[Span]| {
+        spans
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.attributes
+                        .get("gen_ai.operation.name")
+                        .and_then(Value::as_str),
+                    Some("chat" | "embeddings")
+                )
+            })
+            .count()
+    };
+
+    // always_off: no passing deterministic case, but every failing one and every case with a
+    // model call (the semantic bank's reranker), each under its parents.
+    let off = Sink::start();
+    let sampled = run(
+        &project,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &off.endpoint),
+            ("OTEL_TRACES_SAMPLER", "parentbased_always_off"),
+        ],
+    );
+    assert_eq!(sampled.code, full.code, "{sampled:?}");
+    assert_eq!(comparable(sampled.json()), comparable(full.json()));
+    let spans = off.spans();
+    let ids = by_id(&spans);
+    the_root(&spans, "assay run");
+    for s in &spans {
+        parent(&ids, s);
+    }
+    let (kept, kept_failing) = case_spans(&spans);
+    assert_eq!(kept_failing, failing, "every failing case");
+    let semantic: Vec<&String> = every_case
+        .iter()
+        .filter(|n| n.starts_with("case semantic/"))
+        .collect();
+    let expected: std::collections::BTreeSet<&String> =
+        failing.iter().chain(semantic.iter().copied()).collect();
+    assert_eq!(
+        kept.iter().collect::<std::collections::BTreeSet<_>>(),
+        expected,
+        "failing cases and cases with model calls, nothing else"
+    );
+    assert_eq!(chats(&spans), chats(&full_spans), "every model call");
+
+    // A ratio: some passing deterministic cases, not all.
+    let half = Sink::start();
+    let ratio = run(
+        &project,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &half.endpoint),
+            ("OTEL_TRACES_SAMPLER", "traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+        ],
+    );
+    assert_eq!(ratio.code, full.code, "{ratio:?}");
+    let (kept, kept_failing) = case_spans(&half.spans());
+    assert_eq!(kept_failing, failing);
+    let passing_deterministic = every_case.len() - expected.len();
+    let kept_passing = kept.len() - expected.len();
+    assert!(
+        kept_passing > 0 && kept_passing < passing_deterministic,
+        "{kept_passing} of {passing_deterministic} passing deterministic cases kept at 0.5"
+    );
+
+    let bad = project.assay_env(
+        &["run", "--no-save"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+            ("OTEL_TRACES_SAMPLER", "traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "half"),
+        ],
+    );
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(
+        bad.stderr.contains("OTEL_TRACES_SAMPLER_ARG"),
+        "{}",
+        bad.stderr
+    );
+}
+
 #[test]
 fn json_export_with_content_opted_in_carries_queries_and_messages() {
     let (project, _server) = reranked();

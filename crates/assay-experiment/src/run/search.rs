@@ -43,19 +43,7 @@ pub(super) async fn study<'a>(
 ) -> Result<Searched, RunError> {
     let options = x.options;
     let mut log = StepLog::open(layout, "optimization")?;
-    let space = space_of(x.lists)?;
-    let settings = SamplerSettings {
-        n_startup_trials: options.startup_trials,
-        budget: Some(options.trials),
-        ..SamplerSettings::default()
-    };
-    let directions: Vec<Direction> = options
-        .objectives
-        .iter()
-        .map(Objective::direction)
-        .collect();
-    let mut study = Study::with_settings(space, directions, options.seed, settings)?;
-    study.enqueue(vec![0; x.lists.agents.len()])?;
+    let study = new_study(x)?;
     log.line(&format!(
         "study: {} agents, {} combinations, {} trials, seed {}, the baseline enqueued as trial 0; {}",
         x.lists.agents.len(),
@@ -106,6 +94,25 @@ pub(super) async fn study<'a>(
     })
 }
 
+/// The study of `x` before any trial: its space, objectives, seed and sampler settings, the
+/// baseline enqueued as trial 0.
+pub(super) fn new_study(x: &Experiment<'_>) -> Result<Study, RunError> {
+    let options = x.options;
+    let settings = SamplerSettings {
+        n_startup_trials: options.startup_trials,
+        budget: Some(options.trials),
+        ..SamplerSettings::default()
+    };
+    let directions: Vec<Direction> = options
+        .objectives
+        .iter()
+        .map(Objective::direction)
+        .collect();
+    let mut study = Study::with_settings(space_of(x.lists)?, directions, options.seed, settings)?;
+    study.enqueue(vec![0; x.lists.agents.len()])?;
+    Ok(study)
+}
+
 impl Search<'_, '_> {
     fn summary(&self) -> String {
         match self.study.best_by_priority() {
@@ -133,11 +140,23 @@ impl Search<'_, '_> {
         Ok(())
     }
 
-    /// One trial: asked, then answered from the journal (`--resume`), reused (a duplicate),
+    /// One trial: restored from the journal (`--resume`), or asked, then reused (a duplicate)
     /// or evaluated. `proposal` names the proposal a trial scores.
     async fn trial(&mut self, proposal: Option<&str>) -> Result<usize, RunError> {
-        let (x, runner, options) = (self.x, self.runner, self.x.options);
+        let (x, runner) = (self.x, self.runner);
         let n_cases = x.optimization.set.len();
+        // Replayed trials are restored as they ended, not asked again: the study then asks
+        // what it would have, and a study whose trials came from several workers (where
+        // each asked with what was finished at the time) reads back the same way.
+        let next = self.study.trials().len();
+        if let Some(done) = self.replay.trials.get(&next) {
+            let number = restore(&mut self.study, &self.lists, done)?;
+            if done.outcome == TrialOutcome::Complete {
+                update_best(&self.study, &mut self.best_cases, number, &done.cases);
+            }
+            self.records.push(done.clone());
+            return Ok(number);
+        }
         let asked = self.study.ask()?;
         let params = named(&self.lists, &asked.params);
         let started = Instant::now();
@@ -145,27 +164,6 @@ impl Search<'_, '_> {
             Some(_) => "proposed".to_owned(),
             None => origin_name(asked.origin),
         };
-        if let Some(done) = self.replay.trials.get(&asked.number) {
-            if done.params != params {
-                return Err(RunError::Usage(format!(
-                    "{}: trial {} has other parameters than the sampler asks for now; start a new experiment",
-                    self.layout.journal().display(),
-                    asked.number
-                )));
-            }
-            match done.outcome {
-                TrialOutcome::Duplicate => {
-                    self.study.tell_duplicate(asked.number)?;
-                }
-                TrialOutcome::Pruned => self.study.tell_pruned(asked.number)?,
-                _ => self.study.tell(asked.number, &done.values)?,
-            }
-            if done.outcome == TrialOutcome::Complete {
-                update_best(&self.study, &mut self.best_cases, asked.number, &done.cases);
-            }
-            self.records.push(done.clone());
-            return Ok(asked.number);
-        }
         if let Some(earlier) = asked.duplicate_of {
             self.study.tell_duplicate(asked.number)?;
             let from = self.records.iter().find(|r| r.number == earlier);
@@ -191,90 +189,45 @@ impl Search<'_, '_> {
             );
             return Ok(asked.number);
         }
-        let prompts = self.lists.choose(&params);
-        let what = format!("trial {}", asked.number);
-        // Trial 0 is the baseline: step 1 already evaluated it on the same cases.
-        let cases = if params.values().all(|&i| i == 0) {
-            self.log.line(&format!(
-                "{what}: the baseline prompts: step 1's results are used"
-            ));
-            runner
-                .services
-                .progress
-                .advance(n_cases as u64, &runner.note(&what));
-            self.baseline.cases.clone()
-        } else if let (Some(fraction), Some(best)) = (options.racing, self.best_cases.as_ref()) {
-            let k = ((fraction * n_cases as f64).ceil() as usize).clamp(1, n_cases);
-            let first = runner
-                .cases(&prompts, &x.optimization.set.cases[..k], &what)
-                .await?;
-            if first_error(&first).is_none()
-                && k < n_cases
-                && let Some(why) = clearly_worse(&best[..k.min(best.len())], &first, options.seed)
-            {
+        let scored = score(
+            &Scoring {
+                x,
+                runner,
+                layout: self.layout,
+                lists: &self.lists,
+                baseline: self.baseline,
+                best_cases: self.best_cases.as_deref(),
+            },
+            &mut self.log,
+            &asked,
+            params,
+            proposal,
+            started,
+        )
+        .await?;
+        match scored {
+            Scored::Pruned(record) => {
                 self.study.tell_pruned(asked.number)?;
-                self.log.line(&format!("{what}: pruned by racing {why}"));
-                runner
-                    .services
-                    .progress
-                    .advance((n_cases - k) as u64, &runner.note(&what));
-                let record = TrialRecord {
-                    metrics: Some(Metrics::of(&first)),
-                    cases: first,
-                    note: Some(why),
-                    origin: origin(&asked),
-                    ..blank(&asked, params, TrialOutcome::Pruned, started)
-                };
                 self.keep(record)?;
-                return Ok(asked.number);
             }
-            let mut all = first;
-            if first_error(&all).is_none() {
-                all.extend(
-                    runner
-                        .cases(&prompts, &x.optimization.set.cases[k..], &what)
-                        .await?,
+            Scored::Complete(record) => {
+                self.study.tell(asked.number, &record.values)?;
+                update_best(
+                    &self.study,
+                    &mut self.best_cases,
+                    asked.number,
+                    &record.cases,
                 );
+                self.keep(record)?;
             }
-            all
-        } else {
-            runner
-                .cases(&prompts, &x.optimization.set.cases, &what)
-                .await?
-        };
-        if let Some(failed) = first_error(&cases) {
-            self.study.tell_failed(asked.number)?;
-            let record = TrialRecord {
-                cases: cases.clone(),
-                note: failed.error.clone(),
-                origin: origin(&asked),
-                ..blank(&asked, params.clone(), TrialOutcome::Failed, started)
-            };
-            self.journal
-                .append(&JournalEntry::Trial { trial: record })?;
-            self.log.line(&format!("{what}: failed; the study halts"));
-            runner.services.progress.finish("optimization", "halted");
-            return Err(halt(self.layout, "optimization", &what, &prompts, failed));
+            Scored::Failed(record, halted) => {
+                self.study.tell_failed(asked.number)?;
+                self.journal
+                    .append(&JournalEntry::Trial { trial: record })?;
+                runner.services.progress.finish("optimization", "halted");
+                return Err(halted);
+            }
         }
-        let metrics = Metrics::of(&cases);
-        let values = values_of(&metrics, &options.objectives);
-        self.study.tell(asked.number, &values)?;
-        update_best(&self.study, &mut self.best_cases, asked.number, &cases);
-        self.log.line(&format!(
-            "{what} ({}): {} {}",
-            origin(&asked),
-            serde_json::to_string(&params).unwrap_or_default(),
-            metrics_line(&metrics)
-        ));
-        let record = TrialRecord {
-            values,
-            metrics: Some(metrics),
-            cases,
-            note: proposal.map(|p| format!("scores {p}")),
-            origin: origin(&asked),
-            ..blank(&asked, params, TrialOutcome::Complete, started)
-        };
-        self.keep(record)?;
         Ok(asked.number)
     }
 
@@ -496,7 +449,8 @@ impl Search<'_, '_> {
     ) -> Result<Vec<(String, AgentChoice)>, RunError> {
         let (x, runner) = (self.x, self.runner);
         let turn = (round - 1) * count;
-        let chain: Vec<String> = x.lists.names().iter().map(|n| (*n).to_owned()).collect();
+        // The order the agents run in (not their names' order): what the fallback goes by.
+        let chain = x.options.chain.clone();
         if p.selector != crate::propose::Selector::Blame || p.agents.len() <= 1 {
             return Ok(crate::propose::choose(
                 p.selector,
@@ -520,37 +474,39 @@ impl Search<'_, '_> {
             let traced = self
                 .traces(&parent_prompts, &results, &shown, &what)
                 .await?;
-            let chain_order: Vec<String> = traced
+            // The trace's order; without one (the target reports no agent outputs) the
+            // chain's, and the proposer judges from the instructions and the answers alone.
+            let mut chain_order: Vec<String> = traced
                 .first()
                 .map(|(_, _, t)| t.steps.iter().map(|(a, _)| a.clone()).collect())
                 .unwrap_or_default();
             if chain_order.is_empty() {
-                Err("the target does not report its agents' outputs".to_owned())
-            } else {
-                let proposer = runner.services.proposer.as_ref().ok_or_else(|| {
+                chain_order.clone_from(&chain);
+            }
+            let proposer =
+                runner.services.proposer.as_ref().ok_or_else(|| {
                     RunError::Usage("proposal rounds need a proposer model".into())
                 })?;
-                let views = crate::propose::Shown::all(&traced);
-                runner.check_budget_for(runner.per_proposal)?;
-                let asked = crate::propose::ask_blame(
-                    proposer.as_ref(),
-                    &views,
-                    &parent_prompts,
-                    &chain_order,
-                    p.max_tokens,
-                    round,
-                )
-                .await
-                .map_err(|e| format!("the blame call to {} failed: {e}", proposer.model()));
-                return Ok(crate::propose::choose(
-                    p.selector,
-                    asked,
-                    &p.agents,
-                    &chain_order,
-                    count,
-                    turn,
-                ));
-            }
+            let views = crate::propose::Shown::all(&traced);
+            runner.check_budget_for(runner.per_proposal)?;
+            let asked = crate::propose::ask_blame(
+                proposer.as_ref(),
+                &views,
+                &parent_prompts,
+                &chain_order,
+                p.max_tokens,
+                round,
+            )
+            .await
+            .map_err(|e| format!("the blame call to {} failed: {e}", proposer.model()));
+            return Ok(crate::propose::choose(
+                p.selector,
+                asked,
+                &p.agents,
+                &chain_order,
+                count,
+                turn,
+            ));
         };
         Ok(crate::propose::choose(
             p.selector, blame, &p.agents, &chain, count, turn,
@@ -684,4 +640,167 @@ fn update_best(
     if study.best_by_priority().map(|t| t.number) == Some(number) {
         *best = Some(cases.to_vec());
     }
+}
+
+/// What scoring a trial needs besides its parameters.
+pub(super) struct Scoring<'s, 'a> {
+    pub(super) x: &'s Experiment<'a>,
+    pub(super) runner: &'s Runner<'a>,
+    pub(super) layout: &'s Layout,
+    pub(super) lists: &'s PromptLists,
+    pub(super) baseline: &'s StepResult,
+    /// The best trial's cases so far, for racing.
+    pub(super) best_cases: Option<&'s [CaseResult]>,
+}
+
+/// How a trial's evaluation ended.
+pub(super) enum Scored {
+    /// Every case scored: the record has its values and metrics.
+    Complete(TrialRecord),
+    /// Stopped early by racing.
+    Pruned(TrialRecord),
+    /// A case failed (an infrastructure error): the record, and the error that halts the study.
+    Failed(TrialRecord, RunError),
+}
+
+/// Evaluates the prompts of `params` on the optimization cases: step 1's results for the
+/// baseline prompts, raced against the best trial's cases when racing is on, every case
+/// otherwise. Tells no study and journals nothing: the caller does.
+pub(super) async fn score(
+    s: &Scoring<'_, '_>,
+    log: &mut StepLog,
+    asked: &Asked,
+    params: BTreeMap<String, usize>,
+    proposal: Option<&str>,
+    started: Instant,
+) -> Result<Scored, RunError> {
+    let (x, runner, options) = (s.x, s.runner, s.x.options);
+    let n_cases = x.optimization.set.len();
+    let origin = match proposal {
+        Some(_) => "proposed".to_owned(),
+        None => origin_name(asked.origin),
+    };
+    let prompts = s.lists.choose(&params);
+    let what = format!("trial {}", asked.number);
+    // Trial 0 is the baseline: step 1 already evaluated it on the same cases.
+    let cases = if params.values().all(|&i| i == 0) {
+        log.line(&format!(
+            "{what}: the baseline prompts: step 1's results are used"
+        ));
+        runner
+            .services
+            .progress
+            .advance(n_cases as u64, &runner.note(&what));
+        s.baseline.cases.clone()
+    } else if let (Some(fraction), Some(best)) = (options.racing, s.best_cases) {
+        let k = ((fraction * n_cases as f64).ceil() as usize).clamp(1, n_cases);
+        let first = runner
+            .cases(&prompts, &x.optimization.set.cases[..k], &what)
+            .await?;
+        if first_error(&first).is_none()
+            && k < n_cases
+            && let Some(why) = clearly_worse(&best[..k.min(best.len())], &first, options.seed)
+        {
+            log.line(&format!("{what}: pruned by racing {why}"));
+            runner
+                .services
+                .progress
+                .advance((n_cases - k) as u64, &runner.note(&what));
+            return Ok(Scored::Pruned(TrialRecord {
+                metrics: Some(Metrics::of(&first)),
+                cases: first,
+                note: Some(why),
+                origin,
+                ..blank(asked, params, TrialOutcome::Pruned, started)
+            }));
+        }
+        let mut all = first;
+        if first_error(&all).is_none() {
+            all.extend(
+                runner
+                    .cases(&prompts, &x.optimization.set.cases[k..], &what)
+                    .await?,
+            );
+        }
+        all
+    } else {
+        runner
+            .cases(&prompts, &x.optimization.set.cases, &what)
+            .await?
+    };
+    if let Some(failed) = first_error(&cases) {
+        log.line(&format!("{what}: failed; the study halts"));
+        let halted = halt(s.layout, "optimization", &what, &prompts, failed);
+        let record = TrialRecord {
+            note: failed.error.clone(),
+            cases: cases.clone(),
+            origin,
+            ..blank(asked, params, TrialOutcome::Failed, started)
+        };
+        return Ok(Scored::Failed(record, halted));
+    }
+    let metrics = Metrics::of(&cases);
+    let values = values_of(&metrics, &options.objectives);
+    log.line(&format!(
+        "{what} ({origin}): {} {}",
+        serde_json::to_string(&params).unwrap_or_default(),
+        metrics_line(&metrics)
+    ));
+    Ok(Scored::Complete(TrialRecord {
+        values,
+        metrics: Some(metrics),
+        cases,
+        note: proposal.map(|p| format!("scores {p}")),
+        origin,
+        ..blank(asked, params, TrialOutcome::Complete, started)
+    }))
+}
+
+/// The sampler's index vector of a trial's named parameters (agents in the lists' order).
+pub(super) fn raw_params(
+    lists: &PromptLists,
+    params: &BTreeMap<String, usize>,
+) -> Result<Vec<usize>, RunError> {
+    lists
+        .agents
+        .iter()
+        .map(|a| {
+            params.get(&a.agent).copied().ok_or_else(|| {
+                RunError::Usage(format!(
+                    "a recorded trial has no prompt for agent `{}`; start a new experiment",
+                    a.agent
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The sampler's origin of a recorded trial (proposed and unknown ones: added).
+fn origin_of(name: &str) -> Origin {
+    match name {
+        "enqueued" => Origin::Enqueued,
+        "random" => Origin::Random,
+        "tpe" => Origin::Tpe,
+        "exhaustive" => Origin::Exhaustive,
+        _ => Origin::Added,
+    }
+}
+
+/// Restores a recorded trial into `study` as it ended; returns its number.
+pub(super) fn restore(
+    study: &mut Study,
+    lists: &PromptLists,
+    done: &TrialRecord,
+) -> Result<usize, RunError> {
+    let state = match done.outcome {
+        TrialOutcome::Complete | TrialOutcome::Duplicate => TrialState::Complete,
+        TrialOutcome::Pruned => TrialState::Pruned,
+        TrialOutcome::Failed => TrialState::Failed,
+    };
+    Ok(study.restore(
+        raw_params(lists, &done.params)?,
+        state,
+        &done.values,
+        origin_of(&done.origin),
+    )?)
 }

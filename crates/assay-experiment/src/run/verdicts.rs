@@ -148,6 +148,8 @@ mod tests {
             note: None,
             origin: "tpe".into(),
             duration_s: 0.0,
+            worker: None,
+            retried: Vec::new(),
         }
     }
 

@@ -178,6 +178,7 @@ impl ProviderCalls {
                 RateLimits::with_shared(&settings.providers.shared_limits)
                     .map_err(HarnessError::Usage)?
                     .with_pooling(settings.providers.pool_shared_limits)
+                    .with_slow_start(settings.providers.slow_start)
                     .with_memory(
                         memory
                             .as_ref()

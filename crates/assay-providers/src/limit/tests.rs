@@ -65,7 +65,7 @@ fn far() -> Instant {
 
 #[tokio::test(start_paused = true)]
 async fn starts_at_the_ceiling_and_halves_once_per_congestion_event() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("llm:openai/m", 16);
     let permits: Vec<Permit> = {
         let mut v = Vec::new();
@@ -95,7 +95,7 @@ async fn starts_at_the_ceiling_and_halves_once_per_congestion_event() {
 
 #[tokio::test(start_paused = true)]
 async fn grows_back_by_one_per_window_of_successes_while_saturated() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("openai/m", 4);
     l.lock().limit = 1.0;
     for expected in [2, 3, 4, 4] {
@@ -126,7 +126,7 @@ async fn grows_back_by_one_per_window_of_successes_while_saturated() {
 
 #[tokio::test(start_paused = true)]
 async fn the_gate_releases_waiters_one_at_a_time() {
-    let limits = Arc::new(RateLimits::new());
+    let limits = Arc::new(RateLimits::new().with_slow_start(false));
     let l = limits.limiter("openai/m", 8);
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
     p.finish(
@@ -164,7 +164,7 @@ async fn the_gate_releases_waiters_one_at_a_time() {
 
 #[tokio::test(start_paused = true)]
 async fn headers_pace_requests_before_the_limit_is_hit() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("openai/m", 16);
     // 10 requests per second, 5 left after the first: the rate is (10 - 5) / 0.5 s.
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
@@ -193,7 +193,7 @@ async fn headers_pace_requests_before_the_limit_is_hit() {
 
 #[tokio::test(start_paused = true)]
 async fn a_request_larger_than_the_token_limit_fails_once_refused() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("anthropic/m", 4);
     let p = l.acquire(cost(900, 300), far(), false).await.unwrap();
     p.finish(
@@ -215,7 +215,7 @@ async fn a_request_larger_than_the_token_limit_fails_once_refused() {
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_past_the_deadline_fails_at_once() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("openai/m", 4);
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
     p.finish(
@@ -236,7 +236,7 @@ async fn a_wait_past_the_deadline_fails_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_permit_frees_its_slot() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let l = limits.limiter("openai/m", 1);
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
     assert_eq!(l.status().in_flight, 1);
@@ -256,7 +256,7 @@ fn costs() {
 
 #[test]
 fn registry_keys_drop_the_llm_prefix_and_raise_ceilings() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let a = limits.limiter("llm:anthropic/m", 4);
     let b = limits.limiter("anthropic/m", 16);
     assert!(Arc::ptr_eq(&a, &b));
@@ -280,7 +280,7 @@ async fn answered(l: &Arc<Limiter>, limit: f64, remaining: f64, account: u64) ->
 
 #[tokio::test(start_paused = true)]
 async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let a = limits.limiter("openai/a", 8);
     let b = limits.limiter("openai/b", 8);
     // One key-wide bucket of 1,000 requests: each answer's `remaining` counts both models.
@@ -311,7 +311,7 @@ async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal
 
 #[tokio::test(start_paused = true)]
 async fn buckets_drained_only_by_their_own_model_or_of_other_sizes_are_not_pooled() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     // `a` alone uses its bucket: its headers never move without it.
     let a = limits.limiter("openai/a", 8);
     for used in 1..=20 {
@@ -364,7 +364,9 @@ fn memory_of(model: &str, limit: f64, per_second: f64, from_refusals: bool) -> L
 
 #[tokio::test(start_paused = true)]
 async fn a_remembered_limit_paces_from_the_first_request() {
-    let limits = RateLimits::new().with_memory(memory_of("openai/m", 5.0, 10.0, true));
+    let limits = RateLimits::new()
+        .with_slow_start(false)
+        .with_memory(memory_of("openai/m", 5.0, 10.0, true));
     let l = limits.limiter("openai/m", 16);
     assert!((l.status().requests_per_second.unwrap() - 10.0).abs() < 1e-9);
     let start = Instant::now();
@@ -391,7 +393,9 @@ async fn a_remembered_limit_paces_from_the_first_request() {
 #[tokio::test(start_paused = true)]
 async fn a_429_under_a_remembered_limit_slows_it_or_drops_it() {
     // Learned from 429s: slowed like a pace, no faster than the retry-after says (0.9 / 50 ms).
-    let limits = RateLimits::new().with_memory(memory_of("openai/m", 100.0, 1000.0, true));
+    let limits = RateLimits::new()
+        .with_slow_start(false)
+        .with_memory(memory_of("openai/m", 100.0, 1000.0, true));
     let l = limits.limiter("openai/m", 16);
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
     p.finish(
@@ -408,7 +412,9 @@ async fn a_429_under_a_remembered_limit_slows_it_or_drops_it() {
     let bucket = learned.buckets[&LimitKind::Requests];
     assert!((bucket.per_second - 18.0).abs() < 1e-6, "{bucket:?}");
     // Learned from headers: dropped, for the next answer's headers to say what the limit is.
-    let limits = RateLimits::new().with_memory(memory_of("openai/m", 100.0, 1000.0, false));
+    let limits = RateLimits::new()
+        .with_slow_start(false)
+        .with_memory(memory_of("openai/m", 100.0, 1000.0, false));
     let l = limits.limiter("openai/m", 16);
     let p = l.acquire(cost(1, 1), far(), false).await.unwrap();
     p.finish(
@@ -422,7 +428,7 @@ async fn a_429_under_a_remembered_limit_slows_it_or_drops_it() {
 
 #[tokio::test(start_paused = true)]
 async fn what_a_run_learns_is_remembered_headers_first() {
-    let limits = RateLimits::new();
+    let limits = RateLimits::new().with_slow_start(false);
     let headers = limits.limiter("openai/h", 16);
     answered(&headers, 10.0, 5.0, 1).await;
     let paced = limits.limiter("openai/r", 16);
@@ -467,7 +473,9 @@ async fn what_a_run_learns_is_remembered_headers_first() {
     assert!((bucket.per_second - 8.55).abs() < 1e-6, "{bucket:?}");
     assert!((bucket.limit - 0.9 * 4.2).abs() < 1e-6, "{bucket:?}");
     // The next run starts from it, and keeps what it does not learn anew.
-    let next = RateLimits::new().with_memory(memory.clone());
+    let next = RateLimits::new()
+        .with_slow_start(false)
+        .with_memory(memory.clone());
     assert_eq!(next.learned(), memory);
 }
 
@@ -478,7 +486,9 @@ async fn models_remembered_to_share_a_limit_share_one_limiter_from_the_start() {
     shared.shared_with = vec!["openai/a".into(), "openai/b".into()];
     memory.models.insert("openai/a".into(), shared.clone());
     memory.models.insert("openai/b".into(), shared);
-    let limits = RateLimits::new().with_memory(memory.clone());
+    let limits = RateLimits::new()
+        .with_slow_start(false)
+        .with_memory(memory.clone());
     let a = limits.limiter("openai/a", 8);
     let b = limits.limiter("openai/b", 8);
     assert!(Arc::ptr_eq(&a, &b));
@@ -486,6 +496,7 @@ async fn models_remembered_to_share_a_limit_share_one_limiter_from_the_start() {
     assert!((a.status().requests_per_second.unwrap() - 60.0).abs() < 1e-9);
     // With pooling off, or a declared group naming one of them, the memory does not pool them.
     let off = RateLimits::new()
+        .with_slow_start(false)
         .with_pooling(false)
         .with_memory(memory.clone());
     assert!(!Arc::ptr_eq(
@@ -505,4 +516,108 @@ async fn models_remembered_to_share_a_limit_share_one_limiter_from_the_start() {
         &declared.limiter("openai/a", 8),
         &declared.limiter("openai/b", 8)
     ));
+}
+
+/// Tries to start a request without waiting.
+async fn try_now(l: &Arc<Limiter>) -> Option<Permit> {
+    tokio::time::timeout(
+        Duration::from_millis(1),
+        l.acquire(cost(1, 1), far(), false),
+    )
+    .await
+    .ok()
+    .map(Result::unwrap)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_limiter_starts_small_and_opens_one_slot_more_per_answer() {
+    let limits = RateLimits::new();
+    let l = limits.limiter("openai/m", 16);
+    let mut out = Vec::new();
+    for _ in 0..SLOW_START_WINDOW {
+        out.push(try_now(&l).await.expect("within the window"));
+    }
+    assert!(try_now(&l).await.is_none(), "a fifth waits for an answer");
+    assert_eq!(limits.status_of("openai/m").unwrap().concurrency, 4);
+    // Each answer frees its slot and opens one more: two new requests per answer.
+    out.remove(0).finish(Outcome::Success, None, None, 0.0);
+    out.push(try_now(&l).await.expect("the freed slot"));
+    out.push(try_now(&l).await.expect("the new slot"));
+    assert!(try_now(&l).await.is_none());
+    assert_eq!(limits.status_of("openai/m").unwrap().concurrency, 5);
+    // Answers keep doubling the window per round until the ceiling.
+    while limits.status_of("openai/m").unwrap().concurrency < 16 {
+        let p = out.remove(0);
+        p.finish(Outcome::Success, None, None, 0.0);
+        while let Some(p) = try_now(&l).await {
+            out.push(p);
+        }
+    }
+    assert_eq!(out.len(), 16, "the whole ceiling in flight");
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_start_ends_at_the_first_refusal_with_half_the_window_reached() {
+    let limits = RateLimits::new();
+    let l = limits.limiter("openai/m", 16);
+    answer_each(&l, 4).await;
+    // The window is 8 now: 8 in flight, then a 429.
+    let mut out = Vec::new();
+    while let Some(p) = try_now(&l).await {
+        out.push(p);
+    }
+    assert_eq!(out.len(), 8);
+    out.remove(0)
+        .finish(Outcome::Throttled(None), None, None, 0.0);
+    let s = limits.status_of("openai/m").unwrap();
+    assert_eq!(s.concurrency, 4, "{s:?}");
+    // Later answers grow it by AIMD's one per window of successes, not slow start's doubling.
+    for p in out {
+        p.finish(Outcome::Success, None, None, 0.0);
+    }
+    assert!(limits.status_of("openai/m").unwrap().concurrency <= 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn headers_showing_ample_room_end_slow_start_at_the_first_answer() {
+    let limits = RateLimits::new();
+    let roomy = limits.limiter("openai/roomy", 16);
+    let p = try_now(&roomy).await.unwrap();
+    p.finish(
+        Outcome::Success,
+        Some(&seen(LimitKind::Requests, 10_000.0, 9_999.0, 6)),
+        None,
+        0.0,
+    );
+    assert_eq!(limits.status_of("openai/roomy").unwrap().concurrency, 16);
+
+    // A bucket of 40 requests is not four ceilings' worth: slow start goes on.
+    let tight = limits.limiter("openai/tight", 16);
+    let p = try_now(&tight).await.unwrap();
+    p.finish(
+        Outcome::Success,
+        Some(&seen(LimitKind::Requests, 40.0, 39.0, 25)),
+        None,
+        0.0,
+    );
+    assert_eq!(limits.status_of("openai/tight").unwrap().concurrency, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_start_can_be_turned_off_and_a_small_ceiling_has_none() {
+    let off = RateLimits::new().with_slow_start(false);
+    let l = off.limiter("openai/m", 16);
+    let mut out = Vec::new();
+    while let Some(p) = try_now(&l).await {
+        out.push(p);
+    }
+    assert_eq!(out.len(), 16);
+    let small = RateLimits::new();
+    assert_eq!(
+        {
+            small.limiter("openai/s", 3);
+            small.status_of("openai/s").unwrap().concurrency
+        },
+        3
+    );
 }

@@ -737,7 +737,8 @@ async fn models_with_limits_of_their_own_are_not_pooled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_limit_adds_no_wait() {
-    // No limit at all: 64 calls, 16 at a time, 20 ms each; nothing is held back.
+    // No limit at all and no rate-limit headers: 64 calls, 16 at a time, 20 ms each. With
+    // slow start off nothing is held back.
     let server = FakeServer::always(
         Reply::json(
             &json!({"choices": [{"index": 0, "message": {"role": "assistant",
@@ -747,7 +748,12 @@ async fn no_limit_adds_no_wait() {
         .delay(Duration::from_millis(20)),
     )
     .await;
-    let c = client(&server, false, policy(16, 1));
+    let c = client_with(
+        &server,
+        false,
+        policy(16, 1),
+        RateLimits::new().with_slow_start(false),
+    );
     let start = Instant::now();
     let errors = run_all(&c.chat, 64).await;
     let took = start.elapsed();
@@ -758,4 +764,19 @@ async fn no_limit_adds_no_wait() {
     assert_eq!((limit.wait_ms, limit.min_concurrency), (0, 16), "{limit:?}");
     // The ideal is 4 x 20 ms; a loaded machine adds its own delays, the limiter none.
     assert!(took < Duration::from_secs(5), "{took:?}");
+
+    // Slow start on (the default): a provider that says nothing about its limits is probed
+    // from 4 calls in flight up; the window reaches the ceiling and nothing is refused or
+    // lowered.
+    let c = client(&server, false, policy(16, 1));
+    let errors = run_all(&c.chat, 64).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let s = &c.accounting.snapshot().models["openai/m"];
+    assert_eq!((s.calls, s.requests, s.throttled), (64, 64, 0));
+    let limit = s.rate_limit.clone().unwrap();
+    assert_eq!(
+        (limit.concurrency, limit.min_concurrency),
+        (16, 16),
+        "{limit:?}"
+    );
 }
