@@ -421,6 +421,11 @@ pub fn limits_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("limits.json")
 }
 
+/// The journal of provider batches (batch mode): `<project>/.assay/batches.jsonl`.
+pub fn batches_path(settings: &ProjectSettings) -> PathBuf {
+    settings.root.join(STATE_DIR).join("batches.jsonl")
+}
+
 /// The run journal: `<project>/.assay/journal.jsonl`.
 pub fn journal_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("journal.jsonl")

@@ -9,11 +9,13 @@
 //! are left out of the JSON, so a request without tools hashes as it always did.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::batch::BatchApi;
 use crate::{ProviderError, Usage};
 
 /// Who speaks a turn.
@@ -243,6 +245,13 @@ pub trait ChatModel: fmt::Debug + Send + Sync {
 
     /// Sends one request.
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+
+    /// The provider's batch API for this model, if it has one (OpenAI batches, Anthropic
+    /// Message Batches): a [`crate::Batcher`] sends calls nobody waits on through it. `None`
+    /// (the default): calls go one by one.
+    fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
+        None
+    }
 
     /// Asks the provider whether it has this model, without a chat call (a preflight before
     /// anything is spent or written). Providers that cannot say answer
