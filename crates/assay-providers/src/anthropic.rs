@@ -14,15 +14,17 @@
 //! `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}` (529 is
 //! "overloaded", retryable like any 5xx).
 
+pub(crate) mod batch;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::batch::{AnthropicBatch, BatchApi};
 use crate::chat::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, ToolSpec,
+    BatchApi, ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice,
+    ToolSpec,
 };
 use crate::http::{ApiKey, AuthScheme, Http, endpoint};
 use crate::{ProviderError, ProviderOptions, Usage};
@@ -209,7 +211,7 @@ impl ChatModel for AnthropicChat {
 
     fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
         let base = self.url.trim_end_matches("v1/messages");
-        Some(Arc::new(AnthropicBatch::new(
+        Some(Arc::new(batch::AnthropicBatch::new(
             self.clone(),
             base.trim_end_matches('/').to_owned(),
         )))

@@ -4,7 +4,7 @@
 //!
 //! * [`BatchApi`]: a provider's batch API for one model ([`ChatModel::batch_api`]): submit
 //!   requests under custom ids, poll, read the results. OpenAI (`/v1/files` + `/v1/batches`,
-//!   `batch/openai.rs`) and Anthropic Message Batches (`batch/anthropic.rs`) have one.
+//!   `openai/batch.rs`) and Anthropic Message Batches (`anthropic/batch.rs`) have one.
 //! * [`Batcher`]: the queue, the submissions, the polls and the journal of one command. Its
 //!   [`Batcher::wrap`] turns a chat model into a [`ChatModel`] whose calls wait in the queue:
 //!   when no new request came for [`BatchSettings::window`] (or the queue holds
@@ -27,15 +27,12 @@
 //! did not run (the batch expired or was cancelled, or could not be submitted) are sent
 //! interactively, through the call wrapper's limits and retries, with one line per batch.
 
-mod anthropic;
 mod journal;
-mod openai;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -44,133 +41,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-pub(crate) use anthropic::AnthropicBatch;
 pub use journal::{BatchJournal, JournalBatch};
-pub(crate) use openai::OpenAiBatch;
 
-use crate::call::{CallCache, CallKind, cache_key};
+use crate::call::{BatchMode, CallCache, CallKind, cache_key, current_batch_mode, note_batched};
+pub use crate::chat::{BatchApi, BatchPoll, ItemResult};
 use crate::chat::{ChatModel, ChatRequest, ChatResponse};
 use crate::{ProviderError, ProviderErrorKind};
-
-/// What the batch APIs charge, as a share of the interactive price (both OpenAI and Anthropic
-/// bill batches at half price).
-pub const BATCH_PRICE_FACTOR: f64 = 0.5;
-
-// ---------------------------------------------------------------------------------------------
-// The provider side
-
-/// A provider's batch API for one chat model. Implementations hold the wire format only: no
-/// retries, no waiting, no cache (the [`Batcher`] owns those).
-#[async_trait]
-pub trait BatchApi: fmt::Debug + Send + Sync {
-    /// `openai` or `anthropic`.
-    fn provider(&self) -> &'static str;
-
-    /// The API's base URL (a batch is polled where it was submitted).
-    fn base_url(&self) -> &str;
-
-    /// The `vendor/model` name.
-    fn model(&self) -> &str;
-
-    /// Submits `requests` (custom id, request) as one batch; returns the batch's id.
-    async fn submit(&self, requests: &[(String, ChatRequest)]) -> Result<String, ProviderError>;
-
-    /// Asks how batch `id` is doing; once it ended, its results by custom id.
-    async fn poll(&self, id: &str) -> Result<BatchPoll, ProviderError>;
-
-    /// One successful result (the raw answer [`BatchPoll::Ended`] gave) as the answer to
-    /// `request`.
-    fn parse(&self, answer: Value, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
-}
-
-/// What a poll said.
-#[derive(Debug)]
-pub enum BatchPoll {
-    /// Still running; the provider's status (`validating`, `in_progress`, …).
-    Pending(String),
-    /// Ended with the provider's final status (`completed`, `ended`, `expired`, `cancelled`,
-    /// `failed`) and the results it has, by custom id. A custom id without a result was not run.
-    Ended {
-        /// The provider's final status.
-        status: String,
-        /// The results by custom id.
-        results: Vec<(String, ItemResult)>,
-    },
-}
-
-/// The result of one request of a batch.
-#[derive(Debug)]
-pub enum ItemResult {
-    /// It succeeded: the raw answer, for [`BatchApi::parse`].
-    Answer(Value),
-    /// It failed (the provider's message, with the HTTP status when there was one).
-    Failed(String),
-    /// It was not run (expired or cancelled): it is sent interactively.
-    NotRun,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Which calls a batch answered (for the call wrapper's accounting and fallback)
-
-/// How a call inside the call wrapper reaches a batched model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Through the batch queue.
-    Batch,
-    /// Interactively (a batch did not run it).
-    Interactive,
-}
-
-#[derive(Debug)]
-pub(crate) struct Scope {
-    mode: Mode,
-    /// Answers a batch gave within the scope.
-    batched: u32,
-    /// A batch did not run a request of the scope: the call is to be sent interactively.
-    fallback: bool,
-}
-
-tokio::task_local! {
-    static SCOPE: std::cell::RefCell<Scope>;
-}
-
-/// Runs `call` with batched models in `mode`; returns its output, how many answers came from
-/// a batch, and whether a batch left a request unrun (the call is to be made again
-/// interactively).
-pub(crate) async fn scoped<F: Future>(mode: Mode, call: F) -> (F::Output, u32, bool) {
-    SCOPE
-        .scope(
-            std::cell::RefCell::new(Scope {
-                mode,
-                batched: 0,
-                fallback: false,
-            }),
-            async move {
-                let output = call.await;
-                let (batched, fallback) = SCOPE.with(|s| {
-                    let s = s.borrow();
-                    (s.batched, s.fallback)
-                });
-                (output, batched, fallback)
-            },
-        )
-        .await
-}
-
-fn current_mode() -> Option<Mode> {
-    SCOPE.try_with(|s| s.borrow().mode).ok()
-}
-
-fn note(batched: bool) {
-    let _ = SCOPE.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if batched {
-            s.batched += 1;
-        } else {
-            s.fallback = true;
-        }
-    });
-}
 
 // ---------------------------------------------------------------------------------------------
 // The batcher
@@ -510,6 +386,17 @@ impl Inner {
                     failures += 1;
                     tracing::debug!(model = api.model(), batch = %batch_id, error = %e, "polling a batch failed; trying again");
                 }
+                Err(e) if e.status() == Some(404) => {
+                    // The provider does not know the batch (another account or server): its
+                    // requests are sent interactively, and the journal forgets it.
+                    tracing::warn!(
+                        "{}: batch {batch_id} is unknown to the provider ({e}); {} request(s) sent interactively",
+                        api.model(),
+                        requests.len()
+                    );
+                    self.end(&batch_id, "unknown", &requests, HashMap::new());
+                    return;
+                }
                 Err(e) => {
                     // The batch may still end: it stays pending in the journal, and the next
                     // command polls it again.
@@ -602,8 +489,20 @@ impl Inner {
                 requests.len() - failed
             );
         }
+        self.end(&batch_id, &status, &requests, outcomes);
+    }
+
+    /// Journals the end of batch `batch_id` and tells its waiters their outcomes (not run when
+    /// `outcomes` has none).
+    fn end(
+        &self,
+        batch_id: &str,
+        status: &str,
+        requests: &[(String, ChatRequest)],
+        mut outcomes: HashMap<String, Outcome>,
+    ) {
         if let Some(journal) = &self.journal
-            && let Err(e) = journal.finished(&batch_id, &status)
+            && let Err(e) = journal.finished(batch_id, status)
         {
             tracing::warn!(
                 "{}: cannot journal the end of batch {batch_id} ({e})",
@@ -611,10 +510,10 @@ impl Inner {
             );
         }
         let mut state = self.lock();
-        state.pending.remove(&batch_id);
-        state.polling.remove(&batch_id);
-        for (id, _) in &requests {
-            if state.in_batch.get(id) == Some(&batch_id) {
+        state.pending.remove(batch_id);
+        state.polling.remove(batch_id);
+        for (id, _) in requests {
+            if state.in_batch.get(id).is_some_and(|b| b == batch_id) {
                 state.in_batch.remove(id);
             }
             let outcome = outcomes.remove(id).unwrap_or(Outcome::NotRun);
@@ -656,8 +555,8 @@ impl ChatModel for BatchedChat {
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let mode = current_mode();
-        if mode == Some(Mode::Interactive) {
+        let mode = current_batch_mode();
+        if mode == Some(BatchMode::Interactive) {
             return self.inner.chat(request).await;
         }
         let id = custom_id(self.inner.model(), request);
@@ -672,7 +571,7 @@ impl ChatModel for BatchedChat {
         let outcome = waiter.await.unwrap_or(Outcome::NotRun);
         match outcome {
             Outcome::Answer(response) => {
-                note(true);
+                note_batched(true);
                 Ok(response)
             }
             Outcome::Failed { batch, message } => Err(ProviderError::new(
@@ -681,7 +580,7 @@ impl ChatModel for BatchedChat {
             .with_model(self.inner.model())
             .with_attempts(1)),
             Outcome::NotRun if mode.is_some() => {
-                note(false);
+                note_batched(false);
                 Err(ProviderError::new(ProviderErrorKind::BatchNotRun)
                     .with_model(self.inner.model())
                     .with_attempts(1))

@@ -62,7 +62,6 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::batch;
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Role};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::http::observing;
@@ -72,10 +71,13 @@ use crate::text::excerpt;
 use crate::{ProviderError, ProviderErrorKind};
 
 mod accounting;
+mod scope;
 use accounting::CallRecord;
 pub use accounting::{
-    Accounting, AccountingSnapshot, ModelStats, Price, RateLimitStats, price, price_with,
+    Accounting, AccountingSnapshot, BATCH_PRICE_FACTOR, ModelStats, Price, RateLimitStats, price,
+    price_with,
 };
+pub(crate) use scope::{BatchMode, current_batch_mode, note_batched};
 
 // ---------------------------------------------------------------------------------------------
 // Policy
@@ -623,7 +625,7 @@ impl CallContext {
         let mut early = None;
         let mut batched = false;
         if self.batched && call.remote {
-            let (result, answered, fallback) = batch::scoped(batch::Mode::Batch, send()).await;
+            let (result, answered, fallback) = scope::scoped(BatchMode::Batch, send()).await;
             match result {
                 Err(_) if fallback => {}
                 other => {
@@ -641,7 +643,7 @@ impl CallContext {
         let result = match early {
             Some(result) => result,
             None => {
-                batch::scoped(batch::Mode::Interactive, async {
+                scope::scoped(BatchMode::Interactive, async {
                     loop {
                         attempt += 1;
                         let result = if let Some(limiter) = &limiter {

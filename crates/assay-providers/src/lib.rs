@@ -82,16 +82,16 @@ mod text;
 mod voyage;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
-pub use batch::{BATCH_PRICE_FACTOR, BatchApi, BatchSettings, Batcher};
+pub use batch::{BatchSettings, Batcher};
 pub use builtin::HashedNgramEmbedder;
 pub use call::{
-    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
-    Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle, is_transient, price,
-    price_with,
+    Accounting, AccountingSnapshot, BATCH_PRICE_FACTOR, CacheMode, CallCache, CallContext,
+    CallKind, CallPolicy, Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle,
+    is_transient, price, price_with,
 };
 pub use chat::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck, OutputSchema, Role, ToolCall,
-    ToolChoice, ToolResult, ToolSpec,
+    BatchApi, BatchPoll, ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck,
+    OutputSchema, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
 pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, cosine_f64, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};

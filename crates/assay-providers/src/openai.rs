@@ -27,6 +27,8 @@
 //! {"prompt_tokens": N, "completion_tokens": M, "total_tokens": N+M}}`. Errors are
 //! `{"error": {"message": "...", "type": "...", "code": "..."}}`.
 
+pub(crate) mod batch;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -34,8 +36,9 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::{Value, json};
 
-use crate::batch::{BatchApi, OpenAiBatch};
-use crate::chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice};
+use crate::chat::{
+    BatchApi, ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice,
+};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::http::{
     ApiKey, DimensionCell, Http, embed_in_batches, endpoint, host, one_request_embeddings,
@@ -351,7 +354,7 @@ impl ChatModel for OpenAiChat {
 
     fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
         let base = self.url.trim_end_matches("chat/completions");
-        Some(Arc::new(OpenAiBatch::new(
+        Some(Arc::new(batch::OpenAiBatch::new(
             self.clone(),
             base.trim_end_matches('/').to_owned(),
         )))

@@ -11,7 +11,7 @@ use assay_providers::{
     CallPolicy, ChatModel, Embedder, Guarded, LimitMemory, RateLimits, Reranker,
 };
 
-use super::{ASSAY_CACHE, batches_path, cache_path, limits_path};
+use super::{ASSAY_CACHE, batch_mode, batches_path, cache_path, limits_path};
 use crate::HarnessError;
 use crate::settings::ProjectSettings;
 
@@ -175,7 +175,7 @@ impl ProviderCalls {
                 HarnessError::Infrastructure(format!("{}: {e}", path.display()))
             })?))
         };
-        let batcher = if settings.providers.batch && remote && mode != CacheMode::Replay {
+        let batcher = if batch_mode(settings, env)? && remote && mode != CacheMode::Replay {
             let p = &settings.providers;
             let batch = BatchSettings {
                 poll: Duration::try_from_secs_f64(p.batch_poll_seconds)

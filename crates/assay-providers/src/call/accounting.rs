@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::embed::Usage;
 use crate::limit::LimitStatus;
 
+/// What the batch APIs charge, as a share of the interactive price (both OpenAI and Anthropic
+/// bill batches at half price).
+pub const BATCH_PRICE_FACTOR: f64 = 0.5;
+
 /// Prices of a model in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -113,7 +117,7 @@ pub struct ModelStats {
     /// The longest such call.
     pub latency_ms_max: u64,
     /// The tokens priced with the built-in list ([`price`]); `None` when the model is not in it.
-    /// Tokens of calls a provider batch answered are priced at [`crate::BATCH_PRICE_FACTOR`].
+    /// Tokens of calls a provider batch answered are priced at [`BATCH_PRICE_FACTOR`].
     pub cost_usd: Option<f64>,
     /// Calls a provider batch answered (batch mode); their tokens are also counted apart.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -264,7 +268,7 @@ impl Accounting {
                     stats.input_tokens as f64 * p.input + stats.output_tokens as f64 * p.output;
                 let batched = stats.batch_input_tokens as f64 * p.input
                     + stats.batch_output_tokens as f64 * p.output;
-                (full - batched * (1.0 - crate::BATCH_PRICE_FACTOR)) / 1e6
+                (full - batched * (1.0 - BATCH_PRICE_FACTOR)) / 1e6
             });
             if let Some(cost) = stats.cost_usd {
                 *total.get_or_insert(0.0) += cost;

@@ -18,10 +18,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{BatchApi, BatchPoll, ItemResult};
+use super::OpenAiChat;
 use crate::ProviderError;
+use crate::chat::{BatchApi, BatchPoll, ItemResult};
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::openai::OpenAiChat;
 
 /// The batch API of one OpenAI chat model.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{BatchApi, BatchPoll, ItemResult};
+use super::AnthropicChat;
 use crate::ProviderError;
-use crate::anthropic::AnthropicChat;
+use crate::chat::{BatchApi, BatchPoll, ItemResult};
 use crate::chat::{ChatRequest, ChatResponse};
 
 /// The batch API of one Claude model.
