@@ -245,21 +245,20 @@ impl AnthropicChat {
         serde_json::to_value(body).unwrap_or(Value::Null)
     }
 
-    /// A message (a batch result's `result.message`) as the answer to `request`.
-    pub(crate) fn parse_message(
-        &self,
-        message: Value,
-        request: &ChatRequest,
-    ) -> Result<ChatResponse, ProviderError> {
-        let response: Response = serde_json::from_value(message)
-            .map_err(|e| ProviderError::malformed(format!("not a message: {e}")))?;
-        Ok(response_of(response, request))
-    }
-
     /// The `vendor/model` name and the HTTP client, for the batch API.
     pub(crate) fn parts(&self) -> (&str, &Http) {
         (&self.name, &self.http)
     }
+}
+
+/// A message (a batch result's `result.message`) as the answer to `request`.
+pub(crate) fn parse_message(
+    message: Value,
+    request: &ChatRequest,
+) -> Result<ChatResponse, ProviderError> {
+    let response: Response = serde_json::from_value(message)
+        .map_err(|e| ProviderError::malformed(format!("not a message: {e}")))?;
+    Ok(response_of(response, request))
 }
 
 /// The answer to `request`: text blocks joined; with an output schema, the forced tool's input.

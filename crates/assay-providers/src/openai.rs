@@ -349,7 +349,7 @@ impl ChatModel for OpenAiChat {
             .post_json(&self.url, &body)
             .await
             .map_err(with_name)?;
-        self.response_of(answer).map_err(with_name)
+        response_of(answer).map_err(with_name)
     }
 
     fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
@@ -408,52 +408,52 @@ impl OpenAiChat {
         serde_json::to_value(body).unwrap_or(Value::Null)
     }
 
-    /// A chat completion (a batch result line's `response.body`) as a [`ChatResponse`].
-    pub(crate) fn parse_answer(&self, answer: Value) -> Result<ChatResponse, ProviderError> {
-        let answer: ChatAnswer = serde_json::from_value(answer)
-            .map_err(|e| ProviderError::malformed(format!("not a chat completion: {e}")))?;
-        self.response_of(answer)
-    }
-
     /// The `vendor/model` name and the HTTP client, for the batch API.
     pub(crate) fn parts(&self) -> (&str, &Http) {
         (&self.name, &self.http)
     }
+}
 
-    fn response_of(&self, answer: ChatAnswer) -> Result<ChatResponse, ProviderError> {
-        let Some(choice) = answer.choices.into_iter().next() else {
-            return Err(ProviderError::malformed("the answer has no choices"));
-        };
-        let tool_calls = choice
-            .message
-            .tool_calls
-            .into_iter()
-            .map(|call| ToolCall {
-                id: call.id,
-                name: call.function.name,
-                // Arguments come as a JSON string; keep what the model wrote when it is not JSON
-                // so the caller can show the model its mistake.
-                arguments: serde_json::from_str(&call.function.arguments)
-                    .unwrap_or(Value::String(call.function.arguments)),
-            })
-            .collect();
-        let text = choice
-            .message
-            .content
-            .or(choice.message.refusal)
-            .unwrap_or_default();
-        let (input_tokens, output_tokens) = answer
-            .usage
-            .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
-        Ok(ChatResponse {
-            text,
-            tool_calls,
-            stop_reason: choice.finish_reason,
-            usage: Usage {
-                input_tokens,
-                output_tokens,
-                requests: 1,
-            },
+/// A chat completion (a batch result line's `response.body`) as a [`ChatResponse`].
+pub(crate) fn parse_answer(answer: Value) -> Result<ChatResponse, ProviderError> {
+    let answer: ChatAnswer = serde_json::from_value(answer)
+        .map_err(|e| ProviderError::malformed(format!("not a chat completion: {e}")))?;
+    response_of(answer)
+}
+
+fn response_of(answer: ChatAnswer) -> Result<ChatResponse, ProviderError> {
+    let Some(choice) = answer.choices.into_iter().next() else {
+        return Err(ProviderError::malformed("the answer has no choices"));
+    };
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .into_iter()
+        .map(|call| ToolCall {
+            id: call.id,
+            name: call.function.name,
+            // Arguments come as a JSON string; keep what the model wrote when it is not JSON
+            // so the caller can show the model its mistake.
+            arguments: serde_json::from_str(&call.function.arguments)
+                .unwrap_or(Value::String(call.function.arguments)),
         })
-    }
+        .collect();
+    let text = choice
+        .message
+        .content
+        .or(choice.message.refusal)
+        .unwrap_or_default();
+    let (input_tokens, output_tokens) = answer
+        .usage
+        .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        stop_reason: choice.finish_reason,
+        usage: Usage {
+            input_tokens,
+            output_tokens,
+            requests: 1,
+        },
+    })
 }

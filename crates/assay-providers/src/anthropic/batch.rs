@@ -150,6 +150,6 @@ impl BatchApi for AnthropicBatch {
     }
 
     fn parse(&self, answer: Value, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.chat.parse_message(answer, request)
+        super::parse_message(answer, request)
     }
 }

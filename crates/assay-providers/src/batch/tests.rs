@@ -3,9 +3,12 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::ProviderOptions;
 use crate::anthropic::AnthropicChat;
+use crate::anthropic::batch::{self as anthropic_batch, AnthropicBatch};
+use crate::call::BATCH_PRICE_FACTOR;
 use crate::call::{Accounting, CacheMode, CallContext, CallPolicy, Guarded, Price};
 use crate::http::ApiKey;
 use crate::openai::OpenAiChat;
+use crate::openai::batch::{self as openai_batch, OpenAiBatch};
 
 mod server;
 
@@ -60,7 +63,7 @@ fn the_openai_input_file_has_one_line_per_request_with_the_interactive_body() {
     assert_eq!(lines[0]["body"], chat.wire_body(&request));
     assert_eq!(lines[0]["body"]["model"], "gpt-4o-mini");
 
-    let (kind, body) = openai::multipart(&file);
+    let (kind, body) = openai_batch::multipart(&file);
     let boundary = kind.strip_prefix("multipart/form-data; boundary=").unwrap();
     let body = String::from_utf8(body).unwrap();
     assert!(body.starts_with(&format!("--{boundary}\r\n")));
@@ -79,7 +82,7 @@ fn openai_output_lines_are_answers_failures_or_not_run() {
         "not json\n".to_owned(),
     ]
     .concat();
-    let results = openai::parse_output(&text);
+    let results = openai_batch::parse_output(&text);
     assert_eq!(results.len(), 4);
     assert!(matches!(&results[0], (id, ItemResult::Answer(_)) if id == "a"));
     assert!(matches!(&results[1], (_, ItemResult::Failed(m)) if m == "HTTP 400: bad"));
@@ -99,7 +102,7 @@ fn anthropic_results_are_answers_failures_or_not_run_and_name_the_status() {
         json_line(r#"{"custom_id":"c","result":{"type":"expired"}}"#),
     ]
     .concat();
-    let (status, results) = anthropic::parse_results(&text);
+    let (status, results) = anthropic_batch::parse_results(&text);
     assert_eq!(status, "expired");
     assert!(matches!(&results[0], (_, ItemResult::Answer(_))));
     assert!(matches!(&results[1], (_, ItemResult::Failed(m)) if m == "invalid_request_error: bad"));
@@ -428,4 +431,37 @@ fn a_killed_command_polls_its_pending_batch_again_and_never_submits_twice() {
     assert_eq!(server.seen(|s| s.batches.len()), 1);
     drop(again);
     drop(server_rt);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_batch_the_provider_does_not_know_is_forgotten_and_its_requests_sent_interactively()
+ {
+    let server = server::start(Script::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let chat = model(Vendor::OpenAi, &server.base);
+    let request = ChatRequest::new(None, "question 0", 100);
+    let (journal, _) = BatchJournal::open(dir.path().join(".assay/batches.jsonl")).unwrap();
+    journal
+        .submitted(&JournalBatch {
+            provider: "openai".into(),
+            base_url: format!("{}/v1", server.base),
+            model: chat.model().to_owned(),
+            batch_id: "batch_999".into(),
+            requests: vec![(custom_id(chat.model(), &request), request)],
+        })
+        .unwrap();
+    let accounting = prices();
+    let batcher = batcher(dir.path());
+    assert_eq!(batcher.pending(), vec!["batch_999".to_owned()]);
+    let batched = Guarded::chat_as(
+        batcher.wrap(chat).unwrap(),
+        Arc::new(context(Some(dir.path()), &accounting).batched()),
+        "judge",
+    );
+    let answers = ask_all(&batched, &prompts(1)).await;
+    assert_eq!(answers, vec![Ok(answer("question 0"))]);
+    assert_eq!(server.seen(|s| (s.batches.len(), s.interactive)), (0, 1));
+    assert!(batcher.pending().is_empty());
+    let (_, pending) = BatchJournal::open(dir.path().join(".assay/batches.jsonl")).unwrap();
+    assert!(pending.is_empty());
 }

@@ -220,6 +220,6 @@ impl BatchApi for OpenAiBatch {
     }
 
     fn parse(&self, answer: Value, _request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.chat.parse_answer(answer)
+        super::parse_answer(answer)
     }
 }
