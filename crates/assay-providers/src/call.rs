@@ -618,7 +618,6 @@ impl CallContext {
         }
 
         let started = Instant::now();
-        let deadline = started + self.policy.max_wait;
         // Batch mode: the call waits in the batch queue, without the limits of interactive
         // calls (hundreds may wait in one batch); a request the batch did not run is sent
         // interactively below.
@@ -634,6 +633,9 @@ impl CallContext {
                 }
             }
         }
+        // The time bound of a call counts from here: a batch may take hours, and what it did
+        // not run is then sent interactively under the bound.
+        let deadline = Instant::now() + self.policy.max_wait;
         let limiter = (call.remote && early.is_none())
             .then(|| self.limits.limiter(call.model, self.policy.concurrency));
         let mut attempt = u32::from(early.is_some());
