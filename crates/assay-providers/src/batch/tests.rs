@@ -465,3 +465,43 @@ async fn a_pending_batch_the_provider_does_not_know_is_forgotten_and_its_request
     let (_, pending) = BatchJournal::open(dir.path().join(".assay/batches.jsonl")).unwrap();
     assert!(pending.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_requests_wait_in_batches_whatever_the_interactive_limits() {
+    let server = server::start(Script {
+        delay: Duration::from_millis(100),
+        ..Script::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let accounting = prices();
+    // One call at a time, a second apart: 300 calls would take five minutes interactively.
+    let policy = CallPolicy {
+        concurrency: 1,
+        min_interval: Duration::from_secs(1),
+        ..CallPolicy::default()
+    };
+    let context = CallContext::new(policy, Arc::clone(&accounting)).batched();
+    let batcher = batcher(dir.path());
+    let batched = Guarded::chat_as(
+        batcher
+            .wrap(model(Vendor::Anthropic, &server.base))
+            .unwrap(),
+        Arc::new(context),
+        "judge",
+    );
+    let questions = prompts(300);
+    let started = std::time::Instant::now();
+    let answers = ask_all(&batched, &questions).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(answers.iter().all(Result::is_ok));
+    // At most 100 a batch here (`fast`).
+    assert_eq!(
+        server.seen(|s| (s.batches.len(), s.submitted.len())),
+        (3, 300)
+    );
+}
