@@ -409,6 +409,26 @@ pub fn choose_embedder(
 pub const ASSAY_RERANKER: &str = "ASSAY_RERANKER";
 /// The environment variable that overrides the provider cache mode.
 pub const ASSAY_CACHE: &str = "ASSAY_CACHE";
+/// The environment variable that turns batch mode on or off (`1`/`true` or `0`/`false`),
+/// over `[providers] batch`; `--batch` sets it for one command.
+pub const ASSAY_BATCH: &str = "ASSAY_BATCH";
+
+/// Whether batch mode is on: `ASSAY_BATCH` when set (`--batch` sets it), else `[providers]
+/// batch`.
+pub fn batch_mode(
+    settings: &ProjectSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<bool, HarnessError> {
+    match env(ASSAY_BATCH).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(settings.providers.batch),
+        Some(v) if v.is_empty() => Ok(settings.providers.batch),
+        Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
+        Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
+        Some(v) => Err(HarnessError::Usage(format!(
+            "{ASSAY_BATCH}: `{v}` is not a switch (expected 1, true, 0 or false)"
+        ))),
+    }
+}
 
 /// The provider call cache: `<project>/.assay/cache.db`.
 pub fn cache_path(settings: &ProjectSettings) -> PathBuf {
@@ -419,6 +439,11 @@ pub fn cache_path(settings: &ProjectSettings) -> PathBuf {
 /// `<project>/.assay/limits.json`, read when a run starts and replaced when it ends.
 pub fn limits_path(settings: &ProjectSettings) -> PathBuf {
     settings.root.join(STATE_DIR).join("limits.json")
+}
+
+/// The journal of provider batches (batch mode): `<project>/.assay/batches.jsonl`.
+pub fn batches_path(settings: &ProjectSettings) -> PathBuf {
+    settings.root.join(STATE_DIR).join("batches.jsonl")
 }
 
 /// The run journal: `<project>/.assay/journal.jsonl`.

@@ -248,6 +248,18 @@ pub struct ProvidersConfig {
     /// next run paces from its first request instead of being refused again to learn them
     /// (default true). A remembered limit the provider contradicts is corrected at once.
     pub remember_limits: bool,
+    /// Send the calls nobody waits on interactively (the LLM reranker, judges, calibration,
+    /// generation, the optimizer's grader, the simulator's judge) through the provider's batch
+    /// API: OpenAI batches or Anthropic Message Batches, at the batch price (default false;
+    /// `--batch` turns it on for one command). See docs/batch.md.
+    pub batch: bool,
+    /// Seconds between two polls of a submitted batch (default 30).
+    pub batch_poll_seconds: f64,
+    /// Seconds without a new request after which the waiting requests are submitted as one
+    /// batch (default 2).
+    pub batch_window_seconds: f64,
+    /// The most requests in one batch (default 10000; OpenAI takes 50000, Anthropic 100000).
+    pub batch_max_requests: usize,
 }
 
 /// One declared price (`[providers.prices]`).
@@ -296,6 +308,10 @@ impl Default for ProvidersConfig {
             pool_shared_limits: true,
             slow_start: true,
             remember_limits: true,
+            batch: false,
+            batch_poll_seconds: 30.0,
+            batch_window_seconds: 2.0,
+            batch_max_requests: 10_000,
         }
     }
 }
@@ -1195,6 +1211,15 @@ impl ProjectSettings {
             && p.max_backoff_seconds >= p.retry_backoff_seconds)
         {
             return Err("providers.retry_backoff_seconds and max_backoff_seconds: must be 0 or more, the maximum at least the first".into());
+        }
+        if !(p.batch_poll_seconds.is_finite() && p.batch_poll_seconds > 0.0) {
+            return Err("providers.batch_poll_seconds: must be more than 0".into());
+        }
+        if !(p.batch_window_seconds.is_finite() && p.batch_window_seconds >= 0.0) {
+            return Err("providers.batch_window_seconds: must be 0 or more".into());
+        }
+        if p.batch_max_requests == 0 || p.batch_max_requests > 50_000 {
+            return Err("providers.batch_max_requests: must be between 1 and 50000".into());
         }
         if p.max_concurrency == 0 || config.calibration.concurrency == 0 {
             return Err(

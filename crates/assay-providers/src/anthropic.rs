@@ -14,12 +14,17 @@
 //! `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}` (529 is
 //! "overloaded", retryable like any 5xx).
 
+pub(crate) mod batch;
+
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::chat::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, ToolSpec,
+    BatchApi, ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice,
+    ToolSpec,
 };
 use crate::http::{ApiKey, AuthScheme, Http, endpoint};
 use crate::{ProviderError, ProviderOptions, Usage};
@@ -28,7 +33,7 @@ use crate::{ProviderError, ProviderOptions, Usage};
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// A Claude model behind the Anthropic Messages API.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AnthropicChat {
     name: String,
     model_id: String,
@@ -195,19 +200,39 @@ impl ChatModel for AnthropicChat {
             max_tokens = request.max_tokens,
             "anthropic messages request"
         );
+        let body = self.wire_body(request);
+        let response: Response = self
+            .http
+            .post_json(&self.url, &body)
+            .await
+            .map_err(|e| e.with_model(self.name.clone()))?;
+        Ok(response_of(response, request))
+    }
+
+    fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
+        let base = self.url.trim_end_matches("v1/messages");
+        Some(Arc::new(batch::AnthropicBatch::new(
+            self.clone(),
+            base.trim_end_matches('/').to_owned(),
+        )))
+    }
+}
+
+impl AnthropicChat {
+    /// The body of `POST {base}/v1/messages` for `request` (also a batch request's `params`).
+    pub(crate) fn wire_body(&self, request: &ChatRequest) -> Value {
         let mut tools: Vec<Value> = request.tools.iter().map(wire_tool).collect();
         let mut tool_choice = request.tool_choice.as_ref().map(wire_choice);
         // Structured output: one tool whose input schema is the answer's schema, which the
         // model is made to call; its input is the answer.
-        let forced = request.output_schema.as_ref().map(|schema| {
+        if let Some(schema) = &request.output_schema {
             tools.push(json!({
                 "name": schema.name,
                 "description": "Give your answer by calling this tool with it.",
                 "input_schema": schema.schema,
             }));
             tool_choice = Some(json!({"type": "tool", "name": schema.name}));
-            schema.name.as_str()
-        });
+        }
         let body = Request {
             model: &self.model_id,
             max_tokens: request.max_tokens,
@@ -217,48 +242,64 @@ impl ChatModel for AnthropicChat {
             tools,
             tool_choice,
         };
-        let response: Response = self
-            .http
-            .post_json(&self.url, &body)
-            .await
-            .map_err(|e| e.with_model(self.name.clone()))?;
-        let mut text = String::new();
-        let mut tool_calls = Vec::new();
-        for block in response.content {
-            match block.kind.as_str() {
-                "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
-                "tool_use" => {
-                    let name = block.name.unwrap_or_default();
-                    let input = block.input.unwrap_or(Value::Null);
-                    if forced == Some(name.as_str()) {
-                        text = input.to_string();
-                    } else {
-                        tool_calls.push(ToolCall {
-                            id: block.id.unwrap_or_default(),
-                            name,
-                            arguments: input,
-                        });
-                    }
+        serde_json::to_value(body).unwrap_or(Value::Null)
+    }
+
+    /// The `vendor/model` name and the HTTP client, for the batch API.
+    pub(crate) fn parts(&self) -> (&str, &Http) {
+        (&self.name, &self.http)
+    }
+}
+
+/// A message (a batch result's `result.message`) as the answer to `request`.
+pub(crate) fn parse_message(
+    message: Value,
+    request: &ChatRequest,
+) -> Result<ChatResponse, ProviderError> {
+    let response: Response = serde_json::from_value(message)
+        .map_err(|e| ProviderError::malformed(format!("not a message: {e}")))?;
+    Ok(response_of(response, request))
+}
+
+/// The answer to `request`: text blocks joined; with an output schema, the forced tool's input.
+fn response_of(response: Response, request: &ChatRequest) -> ChatResponse {
+    let forced = request.output_schema.as_ref().map(|s| s.name.as_str());
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in response.content {
+        match block.kind.as_str() {
+            "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
+            "tool_use" => {
+                let name = block.name.unwrap_or_default();
+                let input = block.input.unwrap_or(Value::Null);
+                if forced == Some(name.as_str()) {
+                    text = input.to_string();
+                } else {
+                    tool_calls.push(ToolCall {
+                        id: block.id.unwrap_or_default(),
+                        name,
+                        arguments: input,
+                    });
                 }
-                _ => {}
             }
+            _ => {}
         }
-        let usage = response.usage.map_or(
-            Usage {
-                requests: 1,
-                ..Usage::default()
-            },
-            |u| Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                requests: 1,
-            },
-        );
-        Ok(ChatResponse {
-            text,
-            tool_calls,
-            stop_reason: response.stop_reason,
-            usage,
-        })
+    }
+    let usage = response.usage.map_or(
+        Usage {
+            requests: 1,
+            ..Usage::default()
+        },
+        |u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            requests: 1,
+        },
+    );
+    ChatResponse {
+        text,
+        tool_calls,
+        stop_reason: response.stop_reason,
+        usage,
     }
 }

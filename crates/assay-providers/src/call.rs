@@ -71,10 +71,13 @@ use crate::text::excerpt;
 use crate::{ProviderError, ProviderErrorKind};
 
 mod accounting;
+mod scope;
 use accounting::CallRecord;
 pub use accounting::{
-    Accounting, AccountingSnapshot, ModelStats, Price, RateLimitStats, price, price_with,
+    Accounting, AccountingSnapshot, BATCH_PRICE_FACTOR, ModelStats, Price, RateLimitStats, price,
+    price_with,
 };
+pub(crate) use scope::{BatchMode, current_batch_mode, note_batched};
 
 // ---------------------------------------------------------------------------------------------
 // Policy
@@ -437,6 +440,8 @@ pub struct CallContext {
     permits: Semaphore,
     next_start: tokio::sync::Mutex<Option<Instant>>,
     rng: Mutex<u64>,
+    /// Calls go through the batch queue of the batched models they reach.
+    batched: bool,
 }
 
 impl fmt::Debug for CallContext {
@@ -464,6 +469,7 @@ impl CallContext {
             limits: Arc::new(RateLimits::new()),
             next_start: tokio::sync::Mutex::new(None),
             rng: Mutex::new(seed),
+            batched: false,
         }
     }
 
@@ -495,6 +501,20 @@ impl CallContext {
     pub fn with_limits(mut self, limits: Arc<RateLimits>) -> CallContext {
         self.limits = limits;
         self
+    }
+
+    /// Batch mode: calls that reach a model wrapped by a [`crate::Batcher`] wait in its queue,
+    /// free of this context's concurrency limit, minimum interval and rate limiter, and are
+    /// accounted at the batch price; requests a batch did not run are sent interactively,
+    /// under those limits.
+    pub fn batched(mut self) -> CallContext {
+        self.batched = true;
+        self
+    }
+
+    /// Whether calls go through batch queues ([`CallContext::batched`]).
+    pub fn is_batched(&self) -> bool {
+        self.batched
     }
 
     /// The rate limiters this context's calls go through.
@@ -598,85 +618,124 @@ impl CallContext {
         }
 
         let started = Instant::now();
-        let deadline = started + self.policy.max_wait;
-        let limiter = call
-            .remote
+        // Batch mode: the call waits in the batch queue, without the limits of interactive
+        // calls (hundreds may wait in one batch); a request the batch did not run is sent
+        // interactively below.
+        let mut early = None;
+        let mut batched = false;
+        if self.batched && call.remote {
+            let (result, answered, fallback) = scope::scoped(BatchMode::Batch, send()).await;
+            match result {
+                Err(_) if fallback => {}
+                other => {
+                    batched = answered > 0;
+                    early = Some(other);
+                }
+            }
+        }
+        // The time bound of a call counts from here: a batch may take hours, and what it did
+        // not run is then sent interactively under the bound.
+        let deadline = Instant::now() + self.policy.max_wait;
+        let limiter = (call.remote && early.is_none())
             .then(|| self.limits.limiter(call.model, self.policy.concurrency));
-        let mut attempt = 0u32;
+        let mut attempt = u32::from(early.is_some());
         let mut faults = 0u32;
         let mut throttled = 0u32;
         let mut waited = Duration::ZERO;
-        let result = loop {
-            attempt += 1;
-            let result = if let Some(limiter) = &limiter {
-                let _slot = self.permits.acquire().await.ok();
-                self.wait_for_turn().await;
-                let permit = match limiter.acquire(call.cost, deadline, throttled > 0).await {
-                    Ok(permit) => permit,
-                    Err(blocked) => {
-                        // Nothing was sent this time.
-                        attempt -= 1;
-                        break Err(self.blocked(blocked, started, throttled));
+        let result = match early {
+            Some(result) => result,
+            None => {
+                scope::scoped(BatchMode::Interactive, async {
+                    loop {
+                        attempt += 1;
+                        let result = if let Some(limiter) = &limiter {
+                            let _slot = self.permits.acquire().await.ok();
+                            self.wait_for_turn().await;
+                            let permit =
+                                match limiter.acquire(call.cost, deadline, throttled > 0).await {
+                                    Ok(permit) => permit,
+                                    Err(blocked) => {
+                                        // Nothing was sent this time.
+                                        attempt -= 1;
+                                        break Err(self.blocked(blocked, started, throttled));
+                                    }
+                                };
+                            waited += permit.waited;
+                            let (result, seen) = observing(send()).await;
+                            let outcome = match &result {
+                                Ok(_) => Outcome::Success,
+                                Err(e) if is_throttle(e) => Outcome::Throttled(
+                                    e.retry_after().map(|d| d.min(self.policy.max_retry_after)),
+                                ),
+                                Err(_) => Outcome::Failed,
+                            };
+                            let unexpected = permit.finish(
+                                outcome,
+                                seen.headers.as_ref(),
+                                seen.account,
+                                self.jitter(),
+                            );
+                            if unexpected {
+                                // A 429 the limiter did not expect, or a bucket drained by others: is
+                                // another model on the same account refused, or drained, together with it
+                                // (a key-wide limit nobody declared)?
+                                self.limits.check_pooling(limiter);
+                            }
+                            result
+                        } else {
+                            send().await
+                        };
+                        match result {
+                            Ok(value) => break Ok(value),
+                            Err(e) if call.remote && is_throttle(&e) && e.attempts().is_none() => {
+                                throttled += 1;
+                                if Instant::now() >= deadline {
+                                    break Err(self.blocked(
+                                        Blocked::PastDeadline,
+                                        started,
+                                        throttled,
+                                    ));
+                                }
+                                // Not a fault: the limiter's gate and pace hold the next attempt.
+                                tracing::debug!(
+                                    model = call.model,
+                                    call = call.kind.as_str(),
+                                    attempt,
+                                    error = %e,
+                                    "the provider said slow down; waiting for its rate limit"
+                                );
+                            }
+                            Err(e)
+                                if call.remote
+                                    && faults < self.policy.max_retries
+                                    && is_transient(&e) =>
+                            {
+                                faults += 1;
+                                let wait = self.policy.wait_after(&e, faults, self.jitter());
+                                if Instant::now() + wait > deadline {
+                                    break Err(e);
+                                }
+                                tracing::warn!(
+                                    model = call.model,
+                                    call = call.kind.as_str(),
+                                    attempt,
+                                    wait_ms = wait.as_millis() as u64,
+                                    error = %e,
+                                    "provider call failed; retrying"
+                                );
+                                tokio::time::sleep(wait).await;
+                            }
+                            Err(e) => break Err(e),
+                        }
                     }
-                };
-                waited += permit.waited;
-                let (result, seen) = observing(send()).await;
-                let outcome = match &result {
-                    Ok(_) => Outcome::Success,
-                    Err(e) if is_throttle(e) => Outcome::Throttled(
-                        e.retry_after().map(|d| d.min(self.policy.max_retry_after)),
-                    ),
-                    Err(_) => Outcome::Failed,
-                };
-                let unexpected =
-                    permit.finish(outcome, seen.headers.as_ref(), seen.account, self.jitter());
-                if unexpected {
-                    // A 429 the limiter did not expect, or a bucket drained by others: is
-                    // another model on the same account refused, or drained, together with it
-                    // (a key-wide limit nobody declared)?
-                    self.limits.check_pooling(limiter);
-                }
-                result
-            } else {
-                send().await
-            };
-            match result {
-                Ok(value) => break Ok(value),
-                Err(e) if call.remote && is_throttle(&e) && e.attempts().is_none() => {
-                    throttled += 1;
-                    if Instant::now() >= deadline {
-                        break Err(self.blocked(Blocked::PastDeadline, started, throttled));
-                    }
-                    // Not a fault: the limiter's gate and pace hold the next attempt.
-                    tracing::debug!(
-                        model = call.model,
-                        call = call.kind.as_str(),
-                        attempt,
-                        error = %e,
-                        "the provider said slow down; waiting for its rate limit"
-                    );
-                }
-                Err(e) if call.remote && faults < self.policy.max_retries && is_transient(&e) => {
-                    faults += 1;
-                    let wait = self.policy.wait_after(&e, faults, self.jitter());
-                    if Instant::now() + wait > deadline {
-                        break Err(e);
-                    }
-                    tracing::warn!(
-                        model = call.model,
-                        call = call.kind.as_str(),
-                        attempt,
-                        wait_ms = wait.as_millis() as u64,
-                        error = %e,
-                        "provider call failed; retrying"
-                    );
-                    tokio::time::sleep(wait).await;
-                }
-                Err(e) => break Err(e),
+                })
+                .await
+                .0
             }
         };
         let latency = started.elapsed();
         let mut record = CallRecord {
+            batch: batched,
             attempts: attempt,
             latency: Some(latency),
             throttled,

@@ -9,6 +9,7 @@
 //! are left out of the JSON, so a request without tools hashes as it always did.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -244,6 +245,13 @@ pub trait ChatModel: fmt::Debug + Send + Sync {
     /// Sends one request.
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
 
+    /// The provider's batch API for this model, if it has one (OpenAI batches, Anthropic
+    /// Message Batches): a [`crate::Batcher`] sends calls nobody waits on through it. `None`
+    /// (the default): calls go one by one.
+    fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
+        None
+    }
+
     /// Asks the provider whether it has this model, without a chat call (a preflight before
     /// anything is spent or written). Providers that cannot say answer
     /// [`ModelCheck::Unknown`].
@@ -267,4 +275,57 @@ pub enum ModelCheck {
     },
     /// The provider cannot say (why, in words).
     Unknown(String),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch APIs
+
+/// A provider's batch API for one chat model. Implementations hold the wire format only: no
+/// retries, no waiting, no cache (the [`crate::Batcher`] owns those).
+#[async_trait]
+pub trait BatchApi: fmt::Debug + Send + Sync {
+    /// `openai` or `anthropic`.
+    fn provider(&self) -> &'static str;
+
+    /// The API's base URL (a batch is polled where it was submitted).
+    fn base_url(&self) -> &str;
+
+    /// The `vendor/model` name.
+    fn model(&self) -> &str;
+
+    /// Submits `requests` (custom id, request) as one batch; returns the batch's id.
+    async fn submit(&self, requests: &[(String, ChatRequest)]) -> Result<String, ProviderError>;
+
+    /// Asks how batch `id` is doing; once it ended, its results by custom id.
+    async fn poll(&self, id: &str) -> Result<BatchPoll, ProviderError>;
+
+    /// One successful result (the raw answer [`BatchPoll::Ended`] gave) as the answer to
+    /// `request`.
+    fn parse(&self, answer: Value, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+}
+
+/// What a poll said.
+#[derive(Debug)]
+pub enum BatchPoll {
+    /// Still running; the provider's status (`validating`, `in_progress`, …).
+    Pending(String),
+    /// Ended with the provider's final status (`completed`, `ended`, `expired`, `cancelled`,
+    /// `failed`) and the results it has, by custom id. A custom id without a result was not run.
+    Ended {
+        /// The provider's final status.
+        status: String,
+        /// The results by custom id.
+        results: Vec<(String, ItemResult)>,
+    },
+}
+
+/// The result of one request of a batch.
+#[derive(Debug)]
+pub enum ItemResult {
+    /// It succeeded: the raw answer, for [`BatchApi::parse`].
+    Answer(Value),
+    /// It failed (the provider's message, with the HTTP status when there was one).
+    Failed(String),
+    /// It was not run (expired or cancelled): it is sent interactively.
+    NotRun,
 }

@@ -118,6 +118,18 @@ pub enum ProviderErrorKind {
         /// What is counted: `requests`, `tokens`, `input tokens` or `output tokens`.
         unit: &'static str,
     },
+    /// A request sent in a provider batch failed there (the batch API's own error for it).
+    #[error("request failed in batch {batch}: {message}")]
+    BatchItem {
+        /// The provider's id of the batch.
+        batch: String,
+        /// What the provider said of the request.
+        message: String,
+    },
+    /// A batch did not run the request (it expired or was cancelled, or could not be
+    /// submitted); the call wrapper sends it interactively.
+    #[error("the batch did not run this request; it is to be sent interactively")]
+    BatchNotRun,
     /// The call cache (a SQLite file) could not be opened, read or written.
     #[error("call cache {}: {message}", path.display())]
     Cache {
@@ -198,6 +210,8 @@ impl ProviderError {
             ProviderErrorKind::RateLimited { .. } => "rate_limited",
             ProviderErrorKind::TooLarge { .. } => "too_large",
             ProviderErrorKind::Cache { .. } => "cache",
+            ProviderErrorKind::BatchItem { .. } => "batch_item",
+            ProviderErrorKind::BatchNotRun => "batch_not_run",
         }
     }
 

@@ -141,7 +141,7 @@ pub(crate) enum AuthScheme {
 }
 
 /// A JSON-over-HTTP client with assay's error mapping.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Http {
     /// Built on the first request: making one loads the system's TLS root certificates (~2 ms),
     /// which a run answered from the call cache, or a command that never calls out, skips.
@@ -219,7 +219,52 @@ impl Http {
         B: Serialize + ?Sized,
         R: DeserializeOwned,
     {
-        let mut request = self.client(url)?.post(url).timeout(self.timeout).json(body);
+        let request = self.client(url)?.post(url).timeout(self.timeout).json(body);
+        self.send_decode(url, request).await
+    }
+
+    /// POSTs `body` (of `content_type`, e.g. a multipart form) to `url` and decodes a 2xx JSON
+    /// answer.
+    pub(crate) async fn post_bytes<R: DeserializeOwned>(
+        &self,
+        url: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<R, ProviderError> {
+        let request = self
+            .client(url)?
+            .post(url)
+            .timeout(self.timeout)
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body);
+        self.send_decode(url, request).await
+    }
+
+    /// GETs `url` and decodes a 2xx JSON answer.
+    pub(crate) async fn get_json<R: DeserializeOwned>(
+        &self,
+        url: &str,
+    ) -> Result<R, ProviderError> {
+        let request = self.client(url)?.get(url).timeout(self.timeout);
+        self.send_decode(url, request).await
+    }
+
+    /// GETs `url` and returns a 2xx answer's body; another status is an error.
+    pub(crate) async fn get_bytes(&self, url: &str) -> Result<Vec<u8>, ProviderError> {
+        let (status, body) = self.get_raw(url).await?;
+        if (200..300).contains(&status) {
+            Ok(body)
+        } else {
+            Err(self.status_error(status, &body))
+        }
+    }
+
+    /// Sends `request` with the key and fixed headers, and decodes a 2xx JSON answer.
+    async fn send_decode<R: DeserializeOwned>(
+        &self,
+        url: &str,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<R, ProviderError> {
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }

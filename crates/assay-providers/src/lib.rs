@@ -29,6 +29,9 @@
 //!   does not spend a retry), a content-addressed SQLite cache of responses ([`CallCache`], in
 //!   [`CacheMode`] `off`, `read-write` or `replay`), and per-model counts, tokens, latency and
 //!   cost ([`Accounting`], [`AccountingSnapshot`]). The clients never retry or cache.
+//! * Batch mode ([`Batcher`], [`batch`]): calls nobody waits on sent through the provider's
+//!   batch API (OpenAI batches, Anthropic Message Batches) at the batch price, polled, matched
+//!   by custom id, journaled so that an interrupted command polls its batches again.
 //! * [`target`]: the product under test as the optimizer and the answer bank both reach it — the
 //!   built-in multi-agent chain (through wrapped [`ChatModel`]s), a command run once per case,
 //!   an HTTP endpoint — with its JSON exchange and the dry check that every prompt arrives.
@@ -57,6 +60,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod anthropic;
+pub mod batch;
 mod builtin;
 mod call;
 mod chat;
@@ -78,15 +82,16 @@ mod text;
 mod voyage;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicChat};
+pub use batch::{BatchSettings, Batcher};
 pub use builtin::HashedNgramEmbedder;
 pub use call::{
-    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallKind, CallPolicy,
-    Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle, is_transient, price,
-    price_with,
+    Accounting, AccountingSnapshot, BATCH_PRICE_FACTOR, CacheMode, CallCache, CallContext,
+    CallKind, CallPolicy, Guarded, ModelStats, Price, RateLimitStats, cache_key, is_throttle,
+    is_transient, price, price_with,
 };
 pub use chat::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck, OutputSchema, Role, ToolCall,
-    ToolChoice, ToolResult, ToolSpec,
+    BatchApi, BatchPoll, ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelCheck,
+    OutputSchema, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
 pub use embed::{Embedder, Embeddings, InputKind, Usage, cosine, cosine_f64, l2_normalize};
 pub use error::{ProviderError, ProviderErrorKind};

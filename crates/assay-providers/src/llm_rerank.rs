@@ -153,6 +153,18 @@ impl Reranker for LlmReranker {
         &self.name
     }
 
+    fn with_chat(
+        &self,
+        wrap: &dyn Fn(Arc<dyn ChatModel>) -> Option<Arc<dyn ChatModel>>,
+    ) -> Option<Arc<dyn Reranker>> {
+        let chat = wrap(Arc::clone(&self.chat))?;
+        Some(Arc::new(LlmReranker {
+            chat,
+            name: self.name.clone(),
+            retries: self.retries,
+        }))
+    }
+
     fn request_cost(&self, query: &str, documents: &[RerankDocument], top_k: usize) -> RequestCost {
         RequestCost::of_chat(&LlmReranker::request(query, documents, top_k))
     }

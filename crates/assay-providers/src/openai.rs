@@ -27,12 +27,18 @@
 //! {"prompt_tokens": N, "completion_tokens": M, "total_tokens": N+M}}`. Errors are
 //! `{"error": {"message": "...", "type": "...", "code": "..."}}`.
 
+pub(crate) mod batch;
+
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use serde_json::{Value, json};
 
-use crate::chat::{ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice};
+use crate::chat::{
+    BatchApi, ChatMessage, ChatModel, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice,
+};
 use crate::embed::{Embedder, Embeddings, InputKind, Usage};
 use crate::http::{
     ApiKey, DimensionCell, Http, embed_in_batches, endpoint, host, one_request_embeddings,
@@ -149,7 +155,7 @@ impl Embedder for OpenAiEmbedder {
 }
 
 /// A chat model behind an OpenAI-compatible API (OpenAI, vLLM, llama.cpp, Ollama, …).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct OpenAiChat {
     name: String,
     model_id: String,
@@ -336,6 +342,28 @@ impl ChatModel for OpenAiChat {
             max_tokens = request.max_tokens,
             "openai chat request"
         );
+        let body = self.wire_body(request);
+        let with_name = |e: ProviderError| e.with_model(self.name.clone());
+        let answer: ChatAnswer = self
+            .http
+            .post_json(&self.url, &body)
+            .await
+            .map_err(with_name)?;
+        response_of(answer).map_err(with_name)
+    }
+
+    fn batch_api(&self) -> Option<Arc<dyn BatchApi>> {
+        let base = self.url.trim_end_matches("chat/completions");
+        Some(Arc::new(batch::OpenAiBatch::new(
+            self.clone(),
+            base.trim_end_matches('/').to_owned(),
+        )))
+    }
+}
+
+impl OpenAiChat {
+    /// The body of `POST {base}/chat/completions` for `request` (also a batch line's `body`).
+    pub(crate) fn wire_body(&self, request: &ChatRequest) -> Value {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if let Some(system) = &request.system {
             messages.push(json!({"role": "system", "content": system}));
@@ -377,47 +405,55 @@ impl ChatModel for OpenAiChat {
             response_format,
             seed: request.seed,
         };
-        let with_name = |e: ProviderError| e.with_model(self.name.clone());
-        let answer: ChatAnswer = self
-            .http
-            .post_json(&self.url, &body)
-            .await
-            .map_err(with_name)?;
-        let Some(choice) = answer.choices.into_iter().next() else {
-            return Err(with_name(ProviderError::malformed(
-                "the answer has no choices",
-            )));
-        };
-        let tool_calls = choice
-            .message
-            .tool_calls
-            .into_iter()
-            .map(|call| ToolCall {
-                id: call.id,
-                name: call.function.name,
-                // Arguments come as a JSON string; keep what the model wrote when it is not JSON
-                // so the caller can show the model its mistake.
-                arguments: serde_json::from_str(&call.function.arguments)
-                    .unwrap_or(Value::String(call.function.arguments)),
-            })
-            .collect();
-        let text = choice
-            .message
-            .content
-            .or(choice.message.refusal)
-            .unwrap_or_default();
-        let (input_tokens, output_tokens) = answer
-            .usage
-            .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
-        Ok(ChatResponse {
-            text,
-            tool_calls,
-            stop_reason: choice.finish_reason,
-            usage: Usage {
-                input_tokens,
-                output_tokens,
-                requests: 1,
-            },
-        })
+        serde_json::to_value(body).unwrap_or(Value::Null)
     }
+
+    /// The `vendor/model` name and the HTTP client, for the batch API.
+    pub(crate) fn parts(&self) -> (&str, &Http) {
+        (&self.name, &self.http)
+    }
+}
+
+/// A chat completion (a batch result line's `response.body`) as a [`ChatResponse`].
+pub(crate) fn parse_answer(answer: Value) -> Result<ChatResponse, ProviderError> {
+    let answer: ChatAnswer = serde_json::from_value(answer)
+        .map_err(|e| ProviderError::malformed(format!("not a chat completion: {e}")))?;
+    response_of(answer)
+}
+
+fn response_of(answer: ChatAnswer) -> Result<ChatResponse, ProviderError> {
+    let Some(choice) = answer.choices.into_iter().next() else {
+        return Err(ProviderError::malformed("the answer has no choices"));
+    };
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .into_iter()
+        .map(|call| ToolCall {
+            id: call.id,
+            name: call.function.name,
+            // Arguments come as a JSON string; keep what the model wrote when it is not JSON
+            // so the caller can show the model its mistake.
+            arguments: serde_json::from_str(&call.function.arguments)
+                .unwrap_or(Value::String(call.function.arguments)),
+        })
+        .collect();
+    let text = choice
+        .message
+        .content
+        .or(choice.message.refusal)
+        .unwrap_or_default();
+    let (input_tokens, output_tokens) = answer
+        .usage
+        .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        stop_reason: choice.finish_reason,
+        usage: Usage {
+            input_tokens,
+            output_tokens,
+            requests: 1,
+        },
+    })
 }

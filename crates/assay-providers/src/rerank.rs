@@ -1,10 +1,12 @@
 //! The [`Reranker`] trait and the small types around it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::chat::ChatModel;
 use crate::{ProviderError, RequestCost, Usage};
 
 /// A candidate to rerank: a knowledge-base entity's id and the text the reranker sees.
@@ -69,6 +71,17 @@ pub trait Reranker: fmt::Debug + Send + Sync {
                     .map(|d| d.id.len() + d.title.len() + d.summary.len() + 2)
                     .sum::<usize>(),
         )
+    }
+
+    /// The same reranker asking `wrap(model)` instead of its chat model, when it asks one (an
+    /// [`crate::LlmReranker`]: batch mode wraps its model in a [`crate::Batcher`]); `None` for
+    /// rerankers without a chat model (the default).
+    fn with_chat(
+        &self,
+        wrap: &dyn Fn(Arc<dyn ChatModel>) -> Option<Arc<dyn ChatModel>>,
+    ) -> Option<Arc<dyn Reranker>> {
+        let _ = wrap;
+        None
     }
 
     /// Reranks `documents` for `query` and keeps the best `top_k`.

@@ -333,8 +333,15 @@ pub async fn execute(
         .map(|f| f.entities.clone())
         .unwrap_or_default();
     let mut stale = freshness::StaleCheck::new(&*store, now, accepted);
+    // In batch mode a semantic case waits on its batch, not on the provider: as many wait at
+    // once as one batch takes, unless --concurrency says otherwise.
+    let semantic_concurrency = if calls.is_batched() {
+        settings.providers.batch_max_requests
+    } else {
+        settings.semantic.concurrency
+    };
     let options = RunOptions {
-        concurrency: setup.concurrency.unwrap_or(settings.semantic.concurrency),
+        concurrency: setup.concurrency.unwrap_or(semantic_concurrency),
         journal: journal.as_mut(),
         repeat: setup.repeat.max(1),
         // An unsaved run keeps no run log: its RunLog must list every case.
@@ -601,7 +608,12 @@ pub async fn calibrate(
     );
     let mut request = request.clone();
     if request.concurrency == 0 {
-        request.concurrency = settings.calibration.concurrency;
+        // In batch mode the cases wait on their batch, as many at once as one batch takes.
+        request.concurrency = if calls.is_batched() {
+            settings.providers.batch_max_requests
+        } else {
+            settings.calibration.concurrency
+        };
     }
     if request.scope == Scope::Affected && request.top_candidates.is_empty() {
         request.top_candidates =

@@ -10,7 +10,7 @@ use assay_run::calibrate::{CalibrationOutcome, CalibrationRequest, CaseStatus, S
 use assay_run::session::{CalibrationSetup, calibrate};
 use clap::Args;
 
-use super::{current_thread_runtime, env, log_warnings, out};
+use super::{current_thread_runtime, log_warnings, out};
 use crate::exit::Exit;
 
 /// `assay calibrate`
@@ -66,6 +66,9 @@ pub struct CalibrateArgs {
     /// Provider call cache: `read-write`, `off` or `replay`; overrides ASSAY_CACHE and assay.toml.
     #[arg(long, value_name = "MODE")]
     pub cache: Option<String>,
+
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
 }
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
@@ -91,7 +94,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
         &project,
         &request,
         &setup,
-        &env,
+        &args.batch.env(),
         std::time::SystemTime::now().into(),
     ))?;
     if args.json {

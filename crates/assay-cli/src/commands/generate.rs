@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::generate_review::{GenerateCoverageArgs, GenerateReviewArgs};
-use super::{current_thread_runtime, env, log_warnings, out};
+use super::{current_thread_runtime, log_warnings, out};
 use crate::exit::Exit;
 
 /// `assay generate`.
@@ -72,6 +72,9 @@ pub struct GenerateArgs {
     /// Model calls in flight at once (default: [generate] concurrency, else 4).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
+
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
 }
 
 /// `assay generate …`
@@ -147,7 +150,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Exit> {
     let outcome = current_thread_runtime()?.block_on(generate::generate(
         &project,
         &request,
-        &env,
+        &args.batch.env(),
         std::time::SystemTime::now().into(),
         &observer,
     ));

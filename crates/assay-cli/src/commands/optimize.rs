@@ -10,7 +10,7 @@ use assay_experiment::session::{self, CaseSource, EvaluateRequest, Observer, Opt
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{command_line, env, out, runtime};
+use super::{command_line, out, runtime};
 use crate::exit::Exit;
 
 /// `assay optimize`
@@ -90,6 +90,9 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub worker: bool,
 
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
+
     /// Print the experiment report as JSON on stdout (a worker that does not finish the
     /// study: what it ran).
     #[arg(long)]
@@ -134,6 +137,9 @@ pub struct EvaluateArgs {
     /// Call cache mode: read-write, off or replay.
     #[arg(long, value_name = "MODE")]
     pub cache: Option<String>,
+
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
 
     /// Print the results as JSON on stdout.
     #[arg(long)]
@@ -227,7 +233,11 @@ pub fn optimize(args: &OptimizeArgs) -> anyhow::Result<Exit> {
         command_line: command_line(),
     };
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
-    let done = runtime()?.block_on(session::optimize(&request, &env, &observer(&bar)))?;
+    let done = runtime()?.block_on(session::optimize(
+        &request,
+        &args.batch.env(),
+        &observer(&bar),
+    ))?;
     bar.0.finish_and_clear();
     let done = match done {
         session::OptimizeDone::Finished(done) => done,
@@ -294,7 +304,11 @@ pub fn evaluate(args: &EvaluateArgs) -> anyhow::Result<Exit> {
         command_line: command_line(),
     };
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal());
-    let done = runtime()?.block_on(session::evaluate(&request, &env, &observer(&bar)))?;
+    let done = runtime()?.block_on(session::evaluate(
+        &request,
+        &args.batch.env(),
+        &observer(&bar),
+    ))?;
     bar.0.finish_and_clear();
     if args.json {
         let v = serde_json::json!({"evaluation": done.evaluation, "evaluation_baseline": done.baseline, "comparison": done.comparison, "usage": done.usage});

@@ -84,6 +84,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE")]
     pub cache: Option<String>,
 
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
+
     /// Semantic cases in flight at once; overrides assay.toml.
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
@@ -221,7 +224,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         !args.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bar = Bar::new(show_progress);
     let rt = current_thread_runtime()?;
-    let outcome = rt.block_on(execute(&project, &request, &setup, &env, &mut bar))?;
+    let outcome = rt.block_on(execute(
+        &project,
+        &request,
+        &setup,
+        &args.batch.env(),
+        &mut bar,
+    ))?;
     for w in outcome.log.warnings.iter().skip(project.warnings.len()) {
         tracing::warn!("{w}");
     }

@@ -71,6 +71,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub cache: Option<String>,
 
+    #[command(flatten)]
+    pub batch: crate::args::BatchArg,
+
     /// Print the JSON report on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -215,7 +218,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Exit> {
     };
     let done = runtime()?.block_on(assay_sim::session::simulate(
         &request,
-        Arc::new(|name: &str| std::env::var(name).ok()),
+        Arc::new(args.batch.env()),
         &observer,
     ));
     drop(watch.lock().unwrap_or_else(PoisonError::into_inner).take());

@@ -10,6 +10,7 @@ mod assertion_types;
 mod assertions;
 mod bad_input;
 mod baseline;
+mod batch;
 mod calibrate;
 mod changed_since;
 mod ci_recipes;

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use assay_core::runlog::RateLimitRecord;
 use assay_providers::{
-    Accounting, AccountingSnapshot, CacheMode, CallCache, CallContext, CallPolicy, ChatModel,
-    Embedder, Guarded, LimitMemory, RateLimits, Reranker,
+    Accounting, AccountingSnapshot, BatchSettings, Batcher, CacheMode, CallCache, CallContext,
+    CallPolicy, ChatModel, Embedder, Guarded, LimitMemory, RateLimits, Reranker,
 };
 
-use super::{ASSAY_CACHE, cache_path, limits_path};
+use super::{ASSAY_CACHE, batch_mode, batches_path, cache_path, limits_path};
 use crate::HarnessError;
 use crate::settings::ProjectSettings;
 
@@ -34,7 +34,16 @@ pub struct ProviderCalls {
     backoff: (Duration, Duration),
     concurrency: usize,
     reranker_interval: Duration,
+    /// Batch mode (`[providers] batch`, `--batch`): the queue, polls and journal of the
+    /// provider batches.
+    batcher: Option<Arc<Batcher>>,
 }
+
+/// The roles whose calls nobody waits on, sent in provider batches in batch mode: judges
+/// (the answer bank's and the simulator's), calibration, generation and the optimizer's
+/// grader (the LLM reranker too, see [`ProviderCalls::reranker`]). The product under test, the
+/// simulated user, the optimizer's proposer and the red team's attacker are interactive.
+pub const BATCH_ROLES: &[&str] = &["judge", "calibrator", "generator", "grader"];
 
 /// Reads the limits earlier runs learned; a missing, unreadable or damaged file is nothing
 /// learned (it is assay's own state, rewritten at the end of the run), with a warning naming
@@ -112,12 +121,21 @@ impl Drop for ProviderCalls {
 #[derive(Debug, Clone)]
 pub struct ChatGroup {
     context: Arc<CallContext>,
+    /// Batch mode: the batcher and the context of the group's batched roles.
+    batch: Option<(Arc<Batcher>, Arc<CallContext>)>,
 }
 
 impl ChatGroup {
     /// Wraps a chat model into the group, for `role` (`user`, `assistant`, `judge`, …: what
-    /// its telemetry spans name).
+    /// its telemetry spans name). In batch mode a role of [`BATCH_ROLES`] waits in provider
+    /// batches instead, outside the group's limit.
     pub fn chat(&self, role: &'static str, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        if let Some((batcher, context)) = &self.batch
+            && BATCH_ROLES.contains(&role)
+            && let Some(batched) = batcher.wrap(Arc::clone(&inner))
+        {
+            return Guarded::chat_as(batched, context.clone(), role);
+        }
         Guarded::chat_as(inner, self.context.clone(), role)
     }
 }
@@ -156,6 +174,23 @@ impl ProviderCalls {
             Some(Arc::new(CallCache::open(&path).map_err(|e| {
                 HarnessError::Infrastructure(format!("{}: {e}", path.display()))
             })?))
+        };
+        let batcher = if batch_mode(settings, env)? && remote && mode != CacheMode::Replay {
+            let p = &settings.providers;
+            let batch = BatchSettings {
+                poll: Duration::try_from_secs_f64(p.batch_poll_seconds)
+                    .unwrap_or(Duration::from_secs(30)),
+                window: Duration::try_from_secs_f64(p.batch_window_seconds)
+                    .unwrap_or(Duration::from_secs(2)),
+                max_requests: p.batch_max_requests,
+                ..BatchSettings::default()
+            };
+            let path = batches_path(settings);
+            let batcher = Batcher::open(batch, Some(path.clone()), cache.clone())
+                .map_err(|e| HarnessError::Infrastructure(format!("{}: {e}", path.display())))?;
+            Some(Arc::new(batcher))
+        } else {
+            None
         };
         let memory = (remote && settings.providers.remember_limits).then(|| {
             let path = limits_path(settings);
@@ -197,6 +232,7 @@ impl ProviderCalls {
             ),
             concurrency: settings.providers.max_concurrency,
             reranker_interval: Duration::from_secs_f64(settings.semantic.rate_limit_delay),
+            batcher,
         })
     }
 
@@ -215,6 +251,10 @@ impl ProviderCalls {
     }
 
     fn context_with(&self, min_interval: Duration, concurrency: usize) -> Arc<CallContext> {
+        Arc::new(self.make_context(min_interval, concurrency))
+    }
+
+    fn make_context(&self, min_interval: Duration, concurrency: usize) -> CallContext {
         let policy = CallPolicy {
             min_interval,
             concurrency,
@@ -226,10 +266,10 @@ impl ProviderCalls {
         };
         let context =
             CallContext::new(policy, self.accounting.clone()).with_limits(Arc::clone(&self.limits));
-        Arc::new(match &self.cache {
+        match &self.cache {
             Some(cache) => context.with_cache(cache.clone(), self.mode),
             None => context,
-        })
+        }
     }
 
     /// Shares `other`'s rate limiters: roles whose calls are accounted apart (the optimizer's
@@ -244,15 +284,42 @@ impl ProviderCalls {
         Guarded::embedder(Arc::from(inner), self.context(Duration::ZERO))
     }
 
-    /// Wraps a reranker; its calls start at least `[semantic] rate_limit_delay` apart.
+    /// Wraps a reranker; its calls start at least `[semantic] rate_limit_delay` apart. In
+    /// batch mode an LLM reranker's model waits in provider batches instead.
     pub fn reranker(&self, inner: Arc<dyn Reranker>) -> Arc<dyn Reranker> {
+        if let Some(batcher) = &self.batcher
+            && let Some(batched) = inner.with_chat(&|chat| batcher.wrap(chat))
+        {
+            return Guarded::reranker(batched, self.batch_context());
+        }
         Guarded::reranker(inner, self.context(self.reranker_interval))
     }
 
     /// Wraps a chat model for `role` (`calibrator`, `grader`, `target`, `proposer`, `judge`:
-    /// what its telemetry spans name).
+    /// what its telemetry spans name). In batch mode a role of [`BATCH_ROLES`] waits in
+    /// provider batches.
     pub fn chat(&self, role: &'static str, inner: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        if let Some(batcher) = &self.batcher
+            && BATCH_ROLES.contains(&role)
+            && let Some(batched) = batcher.wrap(Arc::clone(&inner))
+        {
+            return Guarded::chat_as(batched, self.batch_context(), role);
+        }
         Guarded::chat_as(inner, self.context(Duration::ZERO), role)
+    }
+
+    /// Whether calls of the batch roles go through provider batches.
+    pub fn is_batched(&self) -> bool {
+        self.batcher.is_some()
+    }
+
+    /// The context of batched roles: requests a batch did not run are sent interactively under
+    /// the usual limits.
+    fn batch_context(&self) -> Arc<CallContext> {
+        Arc::new(
+            self.make_context(Duration::ZERO, self.concurrency)
+                .batched(),
+        )
     }
 
     /// A group of chat models that share one limit of `concurrency` calls in flight (and the
@@ -261,6 +328,10 @@ impl ProviderCalls {
     pub fn chat_group(&self, concurrency: usize) -> ChatGroup {
         ChatGroup {
             context: self.context_with(Duration::ZERO, concurrency.max(1)),
+            batch: self
+                .batcher
+                .as_ref()
+                .map(|b| (Arc::clone(b), self.batch_context())),
         }
     }
 
@@ -298,8 +369,13 @@ impl ProviderCalls {
             let cost = s
                 .cost_usd
                 .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+            let batch = if s.batch_calls > 0 {
+                format!(" ({} answered by batch, at the batch price)", s.batch_calls)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "  {model}: {} calls, {} cached, {} requests, {} retries, {} errors, {} in / {} out tokens, {cost}, {} ms max latency\n",
+                "  {model}: {} calls{batch}, {} cached, {} requests, {} retries, {} errors, {} in / {} out tokens, {cost}, {} ms max latency\n",
                 s.calls, s.cache_hits, s.requests, s.retries, s.errors, s.input_tokens, s.output_tokens, s.latency_ms_max
             ));
             // Only when a limit showed itself: a run that was never held back reads as before.

@@ -234,3 +234,32 @@ fn paths_are_relative_to_the_project() {
     let s = load("[paths]\nkb = \"knowledge\"\n").unwrap();
     assert!(s.kb_dir.ends_with("knowledge"));
 }
+
+#[test]
+fn batch_settings_are_read_and_bad_values_name_their_field() {
+    let s = load("[providers]\nbatch = true\nbatch_poll_seconds = 5\n").unwrap();
+    assert!(s.providers.batch);
+    assert_eq!(s.providers.batch_poll_seconds, 5.0);
+    assert_eq!(s.providers.batch_max_requests, 10_000);
+    for (text, field) in [
+        ("batch_poll_seconds = 0", "providers.batch_poll_seconds"),
+        (
+            "batch_window_seconds = -1",
+            "providers.batch_window_seconds",
+        ),
+        ("batch_max_requests = 0", "providers.batch_max_requests"),
+        ("batch_max_requests = 60000", "providers.batch_max_requests"),
+    ] {
+        let e = load(&format!("[providers]\n{text}\n")).unwrap_err();
+        assert!(e.message.starts_with(field), "{text}: {e}");
+    }
+    let env = |on: &'static str| {
+        move |name: &str| (name == crate::engine::ASSAY_BATCH).then(|| on.to_owned())
+    };
+    assert!(crate::engine::batch_mode(&s, &env("")).unwrap());
+    assert!(!crate::engine::batch_mode(&s, &env("0")).unwrap());
+    let off = load("").unwrap();
+    assert!(crate::engine::batch_mode(&off, &env("true")).unwrap());
+    let e = crate::engine::batch_mode(&off, &env("maybe")).unwrap_err();
+    assert!(e.to_string().contains("ASSAY_BATCH"), "{e}");
+}

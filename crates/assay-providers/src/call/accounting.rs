@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::embed::Usage;
 use crate::limit::LimitStatus;
 
+/// What the batch APIs charge, as a share of the interactive price (both OpenAI and Anthropic
+/// bill batches at half price).
+pub const BATCH_PRICE_FACTOR: f64 = 0.5;
+
 /// Prices of a model in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -113,13 +117,28 @@ pub struct ModelStats {
     /// The longest such call.
     pub latency_ms_max: u64,
     /// The tokens priced with the built-in list ([`price`]); `None` when the model is not in it.
+    /// Tokens of calls a provider batch answered are priced at [`BATCH_PRICE_FACTOR`].
     pub cost_usd: Option<f64>,
+    /// Calls a provider batch answered (batch mode); their tokens are also counted apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_calls: u64,
+    /// Input tokens of the calls a batch answered (part of `input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_input_tokens: u64,
+    /// Output tokens of the calls a batch answered (part of `output_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_output_tokens: u64,
     /// Answers that said "slow down" (HTTP 429, 529); each is also a request and a retry.
     #[serde(default)]
     pub throttled: u64,
     /// How the provider's rate limits shaped the calls (remote models only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitStats>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How a model's rate limits shaped its calls (see [`crate::limit`]).
@@ -162,6 +181,8 @@ pub struct Accounting {
 #[derive(Debug, Default)]
 pub(super) struct CallRecord {
     pub(super) cache_hit: bool,
+    /// A provider batch answered it (batch price).
+    pub(super) batch: bool,
     pub(super) attempts: u32,
     pub(super) error: bool,
     pub(super) usage: Usage,
@@ -208,6 +229,11 @@ impl Accounting {
         stats.retries += u64::from(call.attempts.saturating_sub(1));
         stats.input_tokens += call.usage.input_tokens;
         stats.output_tokens += call.usage.output_tokens;
+        if call.batch {
+            stats.batch_calls += 1;
+            stats.batch_input_tokens += call.usage.input_tokens;
+            stats.batch_output_tokens += call.usage.output_tokens;
+        }
         if let Some(latency) = call.latency {
             let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
             stats.latency_ms_total += ms;
@@ -238,7 +264,11 @@ impl Accounting {
         let mut total = None;
         for (name, stats) in &mut models {
             stats.cost_usd = price_with(&self.declared, name).map(|p| {
-                (stats.input_tokens as f64 * p.input + stats.output_tokens as f64 * p.output) / 1e6
+                let full =
+                    stats.input_tokens as f64 * p.input + stats.output_tokens as f64 * p.output;
+                let batched = stats.batch_input_tokens as f64 * p.input
+                    + stats.batch_output_tokens as f64 * p.output;
+                (full - batched * (1.0 - BATCH_PRICE_FACTOR)) / 1e6
             });
             if let Some(cost) = stats.cost_usd {
                 *total.get_or_insert(0.0) += cost;
