@@ -694,6 +694,19 @@ impl State {
         );
     }
 
+    /// Whether a bucket the provider's headers describe has less left than a window's worth of
+    /// requests: the limit is near, whoever else drains it.
+    fn headers_show_low(&self, now: Instant, window: f64) -> bool {
+        self.buckets.iter().any(|(&kind, b)| {
+            let per = if kind == LimitKind::Requests {
+                1.0
+            } else {
+                b.mean_need.max(1.0)
+            };
+            !b.remembered && b.available(now) < window * per
+        })
+    }
+
     /// Whether the provider's headers show room for [`SLOW_START_ROOM`] ceilings' worth of
     /// requests in every bucket they describe (false when they describe none).
     fn headers_show_room(&self, now: Instant) -> bool {
@@ -917,6 +930,14 @@ impl State {
                         self.end_slow_start(model, false, "the window reached the ceiling");
                     } else if self.headers_show_room(now) {
                         self.end_slow_start(model, false, "the headers show room");
+                    } else if self.headers_show_low(now, window) {
+                        // A limit signal without a refusal: the window stops where it is.
+                        self.limit = self.limit.min(window);
+                        self.end_slow_start(
+                            model,
+                            false,
+                            "the headers show the bucket running low",
+                        );
                     }
                 }
                 if self.first_throttle.is_none_or(|t| ticket.started < t) {
