@@ -101,8 +101,24 @@ fn count_json(body: &[u8]) -> Option<Counted> {
         return None;
     }
     let count = |needle: &[u8]| body.windows(needle.len()).filter(|w| *w == needle).count() as u64;
+    // `{"key": KEY, "value": {"stringValue": VALUE}}`, whitespace anywhere between the tokens
+    // (the exporter may pretty-print): each key, then what follows it with the spaces dropped.
     let attribute = |key: &str, value: &str| {
-        count(format!(r#"{{"key":"{key}","value":{{"stringValue":"{value}"}}}}"#).as_bytes())
+        let needle = format!(r#""key":"{key}""#);
+        let wanted = format!(r#","value":{{"stringValue":"{value}""#);
+        let squeezed: Vec<u8> = body
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        squeezed
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(i, w)| {
+                *w == needle.as_bytes()
+                    && squeezed[i + needle.len()..].starts_with(wanted.as_bytes())
+            })
+            .count() as u64
     };
     Some(Counted {
         spans: count(br#""spanId":"#),
@@ -281,6 +297,11 @@ mod tests {
              "events":[{"timeUnixNano":"2","name":"x \"spanId\": y"}]},
             {"spanId":"03","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"embeddings"}}],"events":[]}]}]}]}"#;
         assert_eq!(tuple(count_json(body)), Some((2, 1, 1, 1)));
+        let pretty = br#"{"resourceSpans": [{"scopeSpans": [{"spans": [
+            {"spanId": "01", "attributes": [
+              {"key": "assay.case.verdict", "value": {"stringValue": "fail"}},
+              {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]}]}]}]}"#;
+        assert_eq!(tuple(count_json(pretty)), Some((1, 0, 1, 1)));
         assert!(count_json(b"not json").is_none());
     }
 }

@@ -239,9 +239,9 @@ pub struct ProvidersConfig {
     pub pool_shared_limits: bool,
     /// Slow start (default true): a model nothing is remembered about starts with 4 calls in
     /// flight and one more per answer, up to `max_concurrency`, so that a limit nobody
-    /// announced refuses a few calls instead of a whole first wave; it ends at the first 429,
-    /// at the ceiling, or when the rate-limit headers show ample room. Set false to start at
-    /// `max_concurrency` at once.
+    /// announced refuses a few calls instead of a whole first wave; it ends at the first limit
+    /// signal (a 429, or rate-limit headers showing a bucket running low), at the ceiling, or
+    /// when the headers show ample room. Set false to start at `max_concurrency` at once.
     pub slow_start: bool,
     /// Remember the rate limits a run learned (each bucket's size and rate, from the headers
     /// or the 429s, and which models share one) in `.assay/limits.json` for a week, so that the
