@@ -1091,6 +1091,25 @@ impl Experiment<'_> {
         };
         e.proposer.cost_usd.unwrap_or(0.0) / e.proposer.calls.max(1) as f64
     }
+
+    /// What runs the cases of this experiment's steps.
+    fn runner(&self) -> Runner<'_> {
+        Runner {
+            services: self.services,
+            options: self.options,
+            per_case: self.per_case(),
+            per_proposal: self.per_proposal(),
+        }
+    }
+
+    /// The production prompts' indices: 0 for every agent.
+    fn zeros(&self) -> BTreeMap<String, usize> {
+        self.lists
+            .agents
+            .iter()
+            .map(|a| (a.agent.clone(), 0))
+            .collect()
+    }
 }
 
 /// Runs the three steps (or continues them from the journal) and returns the report, also
@@ -1113,18 +1132,8 @@ pub async fn optimize(x: &Experiment<'_>) -> Result<ExperimentReport, RunError> 
     let started = replay.started.clone().unwrap_or(started);
     let baseline_prompts = x.lists.baseline();
     write_prompt_dir(&layout.baseline_prompts(), &baseline_prompts)?;
-    let runner = Runner {
-        services: x.services,
-        options,
-        per_case: x.per_case(),
-        per_proposal: x.per_proposal(),
-    };
-    let zeros: BTreeMap<String, usize> = x
-        .lists
-        .agents
-        .iter()
-        .map(|a| (a.agent.clone(), 0))
-        .collect();
+    let runner = x.runner();
+    let zeros = x.zeros();
 
     // Step 1.
     if replay.baseline.is_some() {
@@ -1381,18 +1390,8 @@ pub async fn evaluate(
     for dir in [layout.logs(), layout.error_logs()] {
         std::fs::create_dir_all(&dir).map_err(|e| RunError::io(&dir, &e))?;
     }
-    let runner = Runner {
-        services: x.services,
-        options: x.options,
-        per_case: x.per_case(),
-        per_proposal: x.per_proposal(),
-    };
-    let zeros: BTreeMap<String, usize> = x
-        .lists
-        .agents
-        .iter()
-        .map(|a| (a.agent.clone(), 0))
-        .collect();
+    let runner = x.runner();
+    let zeros = x.zeros();
     let step = run_step(
         &runner,
         &layout,

@@ -455,25 +455,7 @@ impl Study {
     /// restores its journal. Restoring every finished trial in order makes later asks the same
     /// as an uninterrupted study's. Returns its number.
     pub fn add_trial(&mut self, params: Vec<usize>, values: &[f64]) -> Result<usize> {
-        self.space.validate(&params)?;
-        self.check_values(values)?;
-        let number = self.trials.len();
-        let duplicate_of = self.find_complete(&params);
-        self.trials.push(Trial {
-            number,
-            params,
-            values: Vec::new(),
-            state: TrialState::Running,
-            origin: Origin::Added,
-            duplicate_of: None,
-        });
-        self.complete(number, values.to_vec(), duplicate_of);
-        // An enqueued assignment that was restored is not asked for again.
-        let params = &self.trials[number].params;
-        if self.queue.front() == Some(params) {
-            self.queue.pop_front();
-        }
-        Ok(number)
+        self.restore(params, TrialState::Complete, values, Origin::Added)
     }
 
     fn losses(&self, trial: &Trial) -> Vec<f64> {

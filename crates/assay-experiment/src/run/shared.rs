@@ -334,18 +334,8 @@ pub async fn optimize_shared(
     }
     let baseline_prompts = x.lists.baseline();
     write_prompt_dir(&layout.baseline_prompts(), &baseline_prompts)?;
-    let runner = Runner {
-        services: x.services,
-        options,
-        per_case: x.per_case(),
-        per_proposal: x.per_proposal(),
-    };
-    let zeros: BTreeMap<String, usize> = x
-        .lists
-        .agents
-        .iter()
-        .map(|a| (a.agent.clone(), 0))
-        .collect();
+    let runner = x.runner();
+    let zeros = x.zeros();
 
     // Step 1, once.
     let baseline: StepResult = once(&db, "baseline", storage, || {
@@ -488,30 +478,38 @@ pub async fn optimize_shared(
         .finish("optimization", &format!("{} trials here", mine.len()));
 
     // The finish, once: the rest of the experiment as a resumed single process.
-    match db.elect("finish", stale).await? {
-        Elected::Other(finisher) => {
-            return Ok(SharedOutcome::Joined(JoinedStudy {
-                name: options.name.clone(),
-                worker,
-                trials: mine,
-                finisher: Some(finisher),
-            }));
-        }
-        Elected::Done(_) => {
-            return Ok(SharedOutcome::Joined(JoinedStudy {
-                name: options.name.clone(),
-                worker,
-                trials: mine,
-                finisher: None,
-            }));
-        }
+    let finisher = match db.elect("finish", stale).await? {
+        Elected::Other(finisher) => Some(finisher),
+        Elected::Done(_) => None,
         Elected::Me { took_over } => {
             if let Some(w) = took_over {
                 tracing::warn!("finish: worker {w} stopped heart-beating; this one runs it");
             }
+            return finish(x, &db, &layout, &header, &baseline, worker, storage).await;
         }
-    }
-    let beat = beat_step(&db, "finish", storage.heartbeat);
+    };
+    Ok(SharedOutcome::Joined(JoinedStudy {
+        name: options.name.clone(),
+        worker,
+        trials: mine,
+        finisher,
+    }))
+}
+
+/// The finish, on the elected worker: the experiment's journal written from the storage, then
+/// the rest as a resumed single process (proposal rounds, evaluation, report.json); trials the
+/// rounds add join the storage.
+async fn finish(
+    x: &Experiment<'_>,
+    db: &Arc<StudyDb>,
+    layout: &Layout,
+    header: &JournalHeader,
+    baseline: &StepResult,
+    worker: String,
+    storage: &SharedStorage<'_>,
+) -> Result<SharedOutcome, RunError> {
+    let options = x.options;
+    let beat = beat_step(db, "finish", storage.heartbeat);
     let rows = db.trials().await?;
     let known = rows.len();
     let trials: Vec<TrialRecord> = rows
@@ -526,7 +524,7 @@ pub async fn optimize_shared(
         })
         .collect::<Option<_>>()
         .ok_or_else(|| RunError::Storage("a trial without a record at the finish".into()))?;
-    write_journal(&layout, &header, &baseline, &trials)?;
+    write_journal(layout, header, baseline, &trials)?;
     let resumed = Options {
         resume: true,
         ..options.clone()

@@ -122,6 +122,20 @@ fn decode_params(value: &Value) -> Result<BTreeMap<String, usize>, String> {
     serde_json::from_value(value.clone()).map_err(|e| format!("bad parameters {value}: {e}"))
 }
 
+/// A row of `number, params, state, record` (in that order, first).
+fn stored(row: &tokio_postgres::Row) -> Result<StoredTrial, RunError> {
+    let record: Option<Value> = row.get(3);
+    Ok(StoredTrial {
+        number: usize::try_from(row.get::<_, i32>(0)).unwrap_or_default(),
+        params: decode_params(&row.get(1)).map_err(RunError::Storage)?,
+        state: row.get(2),
+        record: record
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| RunError::Storage(format!("a trial's record: {e}")))?,
+    })
+}
+
 impl StudyDb {
     /// Connects to `url` as `worker` for the study `study`, creating the tables if needed.
     pub(crate) async fn connect(
@@ -287,19 +301,7 @@ impl StudyDb {
             )
             .await
             .map_err(|e| self.err(&e))?;
-        let mut stored = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let record: Option<Value> = row.get(3);
-            stored.push(StoredTrial {
-                number: usize::try_from(row.get::<_, i32>(0)).unwrap_or_default(),
-                params: decode_params(&row.get(1)).map_err(RunError::Storage)?,
-                state: row.get(2),
-                record: record
-                    .map(serde_json::from_value)
-                    .transpose()
-                    .map_err(|e| RunError::Storage(format!("a trial's record: {e}")))?,
-            });
-        }
+        let stored = rows.iter().map(stored).collect::<Result<Vec<_>, _>>()?;
         if stored.len() >= total {
             tx.commit().await.map_err(|e| self.err(&e))?;
             return Ok(Claim::Exhausted {
@@ -403,18 +405,9 @@ impl StudyDb {
             .map_err(|e| self.err(&e))?;
         rows.iter()
             .map(|row| {
-                let record: Option<Value> = row.get(3);
                 let failures: Value = row.get(4);
                 Ok((
-                    StoredTrial {
-                        number: usize::try_from(row.get::<_, i32>(0)).unwrap_or_default(),
-                        params: decode_params(&row.get(1)).map_err(RunError::Storage)?,
-                        state: row.get(2),
-                        record: record
-                            .map(serde_json::from_value)
-                            .transpose()
-                            .map_err(|e| RunError::Storage(format!("a trial's record: {e}")))?,
-                    },
+                    stored(row)?,
                     serde_json::from_value(failures).unwrap_or_default(),
                 ))
             })
