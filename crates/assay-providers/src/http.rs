@@ -486,9 +486,19 @@ pub(crate) fn parse_rate_headers(headers: &HeaderMap, now: SystemTime) -> RateHe
             number(&format!("anthropic-ratelimit-{part}-limit")),
             number(&format!("anthropic-ratelimit-{part}-remaining")),
         ) {
-            let reset = header(&format!("anthropic-ratelimit-{part}-reset"))
-                .and_then(parse_rfc3339)
-                .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO));
+            // A time given to the second (as Anthropic writes it) lies somewhere in that
+            // second: read as its middle, not its start, or a bucket that refills within a
+            // second or two looks up to twice as fast as it is.
+            let reset = header(&format!("anthropic-ratelimit-{part}-reset")).and_then(|text| {
+                let at = parse_rfc3339(text)?;
+                let whole_second = !text.split_once(['T', 't', ' '])?.1.contains('.');
+                let at = if whole_second {
+                    at + Duration::from_millis(500)
+                } else {
+                    at
+                };
+                Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+            });
             limits.push(LimitObservation {
                 kind,
                 limit,
@@ -852,6 +862,10 @@ mod tests {
                 ),
                 ("anthropic-ratelimit-input-tokens-limit", "40000"),
                 ("anthropic-ratelimit-input-tokens-remaining", "39000"),
+                (
+                    "anthropic-ratelimit-input-tokens-reset",
+                    "1994-11-06T08:49:38Z",
+                ),
                 ("anthropic-ratelimit-output-tokens-limit", "8000"),
                 ("anthropic-ratelimit-output-tokens-remaining", "7000"),
                 (
@@ -871,7 +885,8 @@ mod tests {
             ]
         );
         assert_eq!(anthropic.limits[0].reset, Some(Duration::from_millis(1200)));
-        assert_eq!(anthropic.limits[1].reset, None);
+        // To the second: the middle of that second.
+        assert_eq!(anthropic.limits[1].reset, Some(Duration::from_millis(1500)));
         assert_eq!(
             anthropic.limits[2].reset,
             Some(Duration::ZERO),

@@ -31,9 +31,10 @@
 //!    model until then (plus up to 20 % jitter). When the provider gives no rate-limit headers,
 //!    the limiter learns a pace from its 429s and releases every caller at it, one at a time
 //!    (they never all wake when the gate opens): nine tenths of one over the longest
-//!    `retry-after` seen (a token bucket's time for one request; at most 100 ms), then
-//!    additive increase while the pace holds callers back (about a tenth a second) and a
-//!    15 % decrease per congestion event, never above the rate the provider was seen to admit.
+//!    `retry-after` seen (a token bucket's time for one request; at most 100 ms), but at most
+//!    what the halved concurrency sends at the latency seen, then additive increase while the pace
+//!    holds callers back (about a tenth a second) and a 30 % decrease per congestion event,
+//!    never above the rate the provider was seen to admit.
 //! 3. **Pacing by the provider's headers.** Each response's `limit`/`remaining`/`reset` give the
 //!    bucket's size and refill rate (`(limit - remaining) / reset`); the limiter keeps its own
 //!    estimate of what is left (corrected by every response for the requests sent since), and
@@ -46,8 +47,11 @@
 //!   `retry-after`, is well above what it admitted this model, or above the pace it was refused
 //!   at), with another model refused within 250 ms;
 //! * headers that move together, before any 429: two models whose request buckets have the
-//!   same size each see `remaining` fall by requests they did not send (half as many again as
-//!   their own, or more, over 8 answers).
+//!   same size see `remaining` fall by requests they did not send: one clearly (half as many
+//!   again as its own, or more, over 8 answers; or four for each of its own over 3), the other
+//!   at least partly (a quarter as many again as its own: a model that sends most of the
+//!   requests sees little of the others'). A pool keeps what its members saw, so a model that
+//!   notices later joins it.
 //!
 //! Either pools those models' limiters into one named `shared:auto (<models>)`; callers
 //! waiting on the old limiters move to it, and the reports name it beside each model. Logged
@@ -433,9 +437,10 @@ impl RateLimits {
                             && t.saturating_duration_since(at) <= POOL_WINDOW
                     })
                 });
-                // Both see their request bucket drained by others, and it is the same size.
+                // Both see their request bucket drained by others (this one clearly, the other
+                // at least partly), and it is the same size.
                 let drained_together = drained.is_some_and(|limit| {
-                    s.drained_bucket()
+                    s.partly_drained_bucket()
                         .is_some_and(|other| (other - limit).abs() <= f64::EPSILON)
                 });
                 s.merged.is_none()
@@ -671,6 +676,17 @@ impl State {
             .flatten()
     }
 
+    /// The size of the provider's request bucket when its headers show it drained by requests
+    /// this limiter did not send at all, if less than [`State::drained_bucket`] asks (a quarter
+    /// as many again as its own, at least 2): a model that sends most of a shared bucket's
+    /// requests sees little of the others', so it is the partner of one that sees a lot.
+    fn partly_drained_bucket(&self) -> Option<f64> {
+        let observed = f64::from(self.observed);
+        (self.sees_other_users || (self.foreign >= (0.25 * observed).max(2.0)))
+            .then(|| self.buckets.get(&LimitKind::Requests).map(|b| b.limit))
+            .flatten()
+    }
+
     fn cap(&self) -> usize {
         let limit = self.window.map_or(self.limit, |w| w.min(self.limit));
         (limit.floor() as usize).clamp(1, self.ceiling)
@@ -853,8 +869,8 @@ impl State {
 
     /// Records how a request ended; whether it showed a limit shared with others: a 429 this
     /// limiter did not expect (it believed it had room: the headers paced it, or its learned
-    /// pace was below the pace of the last refusal), or, the first time, headers showing its
-    /// request bucket drained by requests it did not send.
+    /// pace was below the pace of the last refusal), or headers showing its request bucket
+    /// drained by requests it did not send (the first time, then every 4 answers).
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
@@ -871,6 +887,7 @@ impl State {
             self.account = account;
         }
         let mut unexpected = false;
+        let mut counted = false;
         if let Some(headers) = headers {
             for seen in &headers.limits {
                 if !(seen.limit.is_finite() && seen.limit > 0.0 && seen.remaining.is_finite()) {
@@ -901,13 +918,17 @@ impl State {
                 if known && seen.kind == LimitKind::Requests {
                     self.foreign += expected - bucket.level;
                     self.observed += 1;
+                    counted = true;
                 }
             }
             // Headers that move with other users: the bucket drains by requests this limiter
-            // did not send, steadily (at least half as many again as its own, over 8 answers).
+            // did not send, steadily (at least half as many again as its own, over 8 answers),
+            // or plainly (four for each of its own, over 3: a model that starts while others
+            // drain the bucket).
+            let observed = f64::from(self.observed);
             if !self.sees_other_users
-                && self.observed >= 8
-                && self.foreign >= (0.5 * f64::from(self.observed)).max(4.0)
+                && ((self.observed >= 8 && self.foreign >= (0.5 * observed).max(4.0))
+                    || (self.observed >= 3 && self.foreign >= 4.0 * observed))
             {
                 self.sees_other_users = true;
                 unexpected = true;
@@ -917,6 +938,10 @@ impl State {
                     observed = self.observed,
                     "rate limit: the provider's request bucket drains faster than this model uses it"
                 );
+            } else if self.sees_other_users && counted && self.observed.is_multiple_of(4) {
+                // Still drained by others: look for them again every 4 answers (a partner
+                // may show it only now).
+                unexpected = true;
             }
         }
         let latency = now.saturating_duration_since(ticket.started).as_secs_f64();
@@ -1043,16 +1068,23 @@ impl State {
                     // most its time for one request, so the longest one seen lately is about
                     // one over its rate (at most 100 ms: a whole-second retry-after says when
                     // to try again, not how fast). Start at nine tenths of that; then each
-                    // congestion event takes 15 % off (multiplicative decrease, to below the
+                    // congestion event takes 30 % off (multiplicative decrease, to below the
                     // rate the provider was seen to admit) and each success adds a little (see
                     // above): all callers are released at this pace, one at a time, never
-                    // together when the gate opens.
+                    // together when the gate opens. A retry-after far shorter than one
+                    // request's time (the bucket had partly refilled) would say a pace faster
+                    // than the provider admitted before it refused: the estimate is at most
+                    // what the halved concurrency sends at the latency seen.
                     let one = if self.hint_max.is_zero() {
                         Duration::from_millis(50)
                     } else {
                         self.hint_max.min(Duration::from_millis(100))
                     };
-                    let estimate = 0.9 / one.as_secs_f64().max(1e-3);
+                    let mut estimate = 0.9 / one.as_secs_f64().max(1e-3);
+                    if let Some(latency) = self.latency.filter(|l| *l > 0.0) {
+                        // The concurrency just halved, at the latency seen.
+                        estimate = estimate.min(self.cap() as f64 / latency);
+                    }
                     match &mut self.pace {
                         None => {
                             self.pace = Some(Pace {
@@ -1062,7 +1094,7 @@ impl State {
                         }
                         Some(p) => {
                             if fresh && ticket.pace.is_some() {
-                                let mut rate = p.rate * 0.85;
+                                let mut rate = p.rate * 0.7;
                                 if let Some(admitted) = admitted {
                                     rate = rate.min(0.95 * admitted);
                                 }
@@ -1111,7 +1143,8 @@ pub(crate) struct Permit {
 impl Permit {
     /// Records how the request ended and what its response said about the limits.
     /// Returns whether it showed a limit shared with other users: a 429 the limiter did not
-    /// expect, or the first time the headers showed its bucket drained by others.
+    /// expect, or headers showing its bucket drained by others (the first time, then every 4
+    /// answers while they still show it).
     pub(crate) fn finish(
         mut self,
         outcome: Outcome,
@@ -1242,6 +1275,9 @@ impl Limiter {
                 state.hints += s.hints;
                 state.latency = state.latency.or(s.latency);
                 state.latency_base = state.latency_base.or(s.latency_base);
+                // What a member saw of other users stays seen: a model that notices later
+                // finds the pool as its partner.
+                state.sees_other_users |= s.sees_other_users;
             }
             // Each member paced itself by the whole limit, or by its share of it: together,
             // at most the whole limit.

@@ -278,16 +278,19 @@ async fn answered(l: &Arc<Limiter>, limit: f64, remaining: f64, account: u64) ->
     )
 }
 
-#[tokio::test(start_paused = true)]
-async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal() {
-    let limits = RateLimits::new().with_slow_start(false);
-    let a = limits.limiter("openai/a", 8);
-    let b = limits.limiter("openai/b", 8);
-    // One key-wide bucket of 1,000 requests: each answer's `remaining` counts both models.
+/// Sends `rounds` rounds of requests (the limiters `round(i)` lists, in order) through one
+/// key-wide bucket of 1,000 requests on account 7: each answer's `remaining` counts every
+/// request so far. Checks pooling whenever an answer shows a limit shared with others; returns
+/// the models whose answers showed it, in order.
+async fn drain_together<'a>(
+    limits: &RateLimits,
+    rounds: usize,
+    round: impl Fn(usize) -> Vec<&'a Arc<Limiter>>,
+) -> Vec<String> {
     let mut used = 0.0;
     let mut shown = Vec::new();
-    for _ in 0..12 {
-        for l in [&a, &b] {
+    for i in 0..rounds {
+        for l in round(i) {
             used += 1.0;
             if answered(l, 1000.0, 1000.0 - used, 7).await {
                 shown.push(l.model.clone());
@@ -295,18 +298,67 @@ async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal
             }
         }
     }
-    // Each sees its bucket fall by two per request it sends: after 8 answers, the first to
-    // notice finds no partner yet; the second finds the first.
-    assert_eq!(shown, ["openai/a", "openai/b"]);
-    let name = "shared:auto (openai/a, openai/b)";
+    shown
+}
+
+/// Asserts that `models` models were pooled, all into `name`.
+fn assert_pooled(limits: &RateLimits, name: &str, models: usize) {
+    let pooled = limits.pooled();
     assert_eq!(
-        limits.pooled().values().collect::<Vec<_>>(),
-        [name, name],
-        "{:?}",
-        limits.pooled()
+        pooled.values().map(String::as_str).collect::<Vec<_>>(),
+        vec![name; models],
+        "{pooled:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn models_whose_request_buckets_drain_together_are_pooled_before_a_refusal() {
+    let limits = RateLimits::new().with_slow_start(false);
+    let a = limits.limiter("openai/a", 8);
+    let b = limits.limiter("openai/b", 8);
+    // One key-wide bucket of 1,000 requests: each answer's `remaining` counts both models.
+    let shown = drain_together(&limits, 12, |_| vec![&a, &b]).await;
+    // Each sees its bucket fall by two per request it sends: after 8 answers, the first to
+    // notice finds the other drained too (then the pool looks again every 4 answers).
+    assert_eq!(shown.first().map(String::as_str), Some("openai/a"));
+    let name = "shared:auto (openai/a, openai/b)";
+    assert_pooled(&limits, name, 2);
     assert_eq!(limits.status_of("openai/a").unwrap().model, name);
     assert_eq!(limits.status_of("openai/a").unwrap().throttled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_third_model_drained_with_a_pool_joins_it() {
+    let limits = RateLimits::new().with_slow_start(false);
+    let models = ["openai/a", "openai/b", "openai/c"].map(|m| limits.limiter(m, 8));
+    // One key-wide bucket: each answer's `remaining` counts every model. `a` and `b` share it
+    // first and are pooled; `c` starts later and notices when the only partner left is that
+    // pool, which must carry what its members saw.
+    let shown = drain_together(&limits, 24, |round| {
+        let active = if round < 12 { 2 } else { 3 };
+        models[..active].iter().collect()
+    })
+    .await;
+    // `a` notices first; the pool looks again every 4 answers and finds `c` once it shows
+    // the drain.
+    assert_eq!(shown.first().map(String::as_str), Some("openai/a"));
+    let name = "shared:auto (openai/a, openai/b, openai/c)";
+    assert_pooled(&limits, name, 3);
+    assert_eq!(limits.status().len(), 1, "{:?}", limits.status());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_that_sends_most_of_a_shared_bucket_is_the_partner_of_one_that_sends_little() {
+    let limits = RateLimits::new().with_slow_start(false);
+    let heavy = limits.limiter("openai/heavy", 8);
+    let light = limits.limiter("openai/light", 8);
+    // `heavy` sends three requests for each of `light`'s: it sees a third of a request of
+    // others' per answer (never "clearly drained"), `light` three; `light` notices and finds
+    // `heavy` partly drained.
+    let shown = drain_together(&limits, 12, |_| vec![&heavy, &heavy, &heavy, &light]).await;
+    assert_eq!(shown.first().map(String::as_str), Some("openai/light"));
+    let name = "shared:auto (openai/heavy, openai/light)";
+    assert_pooled(&limits, name, 2);
 }
 
 #[tokio::test(start_paused = true)]
