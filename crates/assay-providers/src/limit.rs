@@ -670,9 +670,7 @@ impl State {
     /// The size of the provider's request bucket, when its headers showed it drained by
     /// requests this limiter did not send: evidence that others share it.
     fn drained_bucket(&self) -> Option<f64> {
-        self.sees_other_users
-            .then(|| self.buckets.get(&LimitKind::Requests).map(|b| b.limit))
-            .flatten()
+        self.request_bucket_size().filter(|_| self.sees_other_users)
     }
 
     /// The size of the provider's request bucket when its headers show it drained by requests
@@ -680,10 +678,13 @@ impl State {
     /// as many again as its own, at least 2): a model that sends most of a shared bucket's
     /// requests sees little of the others', so it is the partner of one that sees a lot.
     fn partly_drained_bucket(&self) -> Option<f64> {
-        let observed = f64::from(self.observed);
-        (self.sees_other_users || (self.foreign >= (0.25 * observed).max(2.0)))
-            .then(|| self.buckets.get(&LimitKind::Requests).map(|b| b.limit))
-            .flatten()
+        let partly = self.foreign >= (0.25 * f64::from(self.observed)).max(2.0);
+        self.request_bucket_size()
+            .filter(|_| self.sees_other_users || partly)
+    }
+
+    fn request_bucket_size(&self) -> Option<f64> {
+        self.buckets.get(&LimitKind::Requests).map(|b| b.limit)
     }
 
     fn cap(&self) -> usize {

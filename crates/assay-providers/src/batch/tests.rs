@@ -232,6 +232,21 @@ fn batcher(dir: &std::path::Path) -> Batcher {
     Batcher::open(fast(), Some(dir.join(".assay/batches.jsonl")), Some(cache)).unwrap()
 }
 
+/// A judge on `vendor` at `base` whose calls `batcher` batches, counted in `accounting`.
+fn batched_judge(
+    batcher: &Batcher,
+    vendor: Vendor,
+    base: &str,
+    dir: &std::path::Path,
+    accounting: &Arc<Accounting>,
+) -> Arc<dyn ChatModel> {
+    Guarded::chat_as(
+        batcher.wrap(model(vendor, base)).unwrap(),
+        Arc::new(context(Some(dir), accounting).batched()),
+        "judge",
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_answers_equal_interactive_ones_at_the_batch_price_and_a_failed_request_is_an_error()
 {
@@ -257,11 +272,7 @@ async fn batch_answers_equal_interactive_ones_at_the_batch_price_and_a_failed_re
         let dir = tempfile::tempdir().unwrap();
         let accounting = prices();
         let batcher = batcher(dir.path());
-        let batched = Guarded::chat_as(
-            batcher.wrap(model(vendor, &server.base)).unwrap(),
-            Arc::new(context(Some(dir.path()), &accounting).batched()),
-            "judge",
-        );
+        let batched = batched_judge(&batcher, vendor, &server.base, dir.path(), &accounting);
         let answers = ask_all(&batched, &questions).await;
         for (i, (got, want)) in answers.iter().zip(&reference).enumerate() {
             if i == 3 {
@@ -318,11 +329,7 @@ async fn an_expired_batch_is_sent_interactively_at_the_full_price() {
         let dir = tempfile::tempdir().unwrap();
         let accounting = prices();
         let batcher = batcher(dir.path());
-        let batched = Guarded::chat_as(
-            batcher.wrap(model(vendor, &server.base)).unwrap(),
-            Arc::new(context(Some(dir.path()), &accounting).batched()),
-            "judge",
-        );
+        let batched = batched_judge(&batcher, vendor, &server.base, dir.path(), &accounting);
         let questions = prompts(5);
         let answers = ask_all(&batched, &questions).await;
         for (got, prompt) in answers.iter().zip(&questions) {
@@ -365,11 +372,7 @@ fn a_killed_command_polls_its_pending_batch_again_and_never_submits_twice() {
         first.spawn(async move {
             let accounting = prices();
             let batcher = batcher(&dir);
-            let chat = Guarded::chat_as(
-                batcher.wrap(model(Vendor::OpenAi, &base)).unwrap(),
-                Arc::new(context(Some(&dir), &accounting).batched()),
-                "judge",
-            );
+            let chat = batched_judge(&batcher, Vendor::OpenAi, &base, &dir, &accounting);
             ask_all(&chat, &questions).await
         });
     }
@@ -392,10 +395,12 @@ fn a_killed_command_polls_its_pending_batch_again_and_never_submits_twice() {
         let accounting = prices();
         let batcher = batcher(dir.path());
         assert_eq!(batcher.pending(), vec![batch_id.clone()]);
-        let chat = Guarded::chat_as(
-            batcher.wrap(model(Vendor::OpenAi, &server.base)).unwrap(),
-            Arc::new(context(Some(dir.path()), &accounting).batched()),
-            "judge",
+        let chat = batched_judge(
+            &batcher,
+            Vendor::OpenAi,
+            &server.base,
+            dir.path(),
+            &accounting,
         );
         let answers = ask_all(&chat, &questions).await;
         let stats = accounting.snapshot().models[chat.model()].clone();
@@ -420,10 +425,12 @@ fn a_killed_command_polls_its_pending_batch_again_and_never_submits_twice() {
         let accounting = prices();
         let batcher = batcher(dir.path());
         assert!(batcher.pending().is_empty());
-        let chat = Guarded::chat_as(
-            batcher.wrap(model(Vendor::OpenAi, &server.base)).unwrap(),
-            Arc::new(context(Some(dir.path()), &accounting).batched()),
-            "judge",
+        let chat = batched_judge(
+            &batcher,
+            Vendor::OpenAi,
+            &server.base,
+            dir.path(),
+            &accounting,
         );
         ask_all(&chat, &questions).await
     });

@@ -332,11 +332,16 @@ async fn a_third_model_drained_with_a_pool_joins_it() {
     let limits = RateLimits::new().with_slow_start(false);
     let models = ["openai/a", "openai/b", "openai/c"].map(|m| limits.limiter(m, 8));
     // One key-wide bucket: each answer's `remaining` counts every model. `a` and `b` share it
-    // first and are pooled; `c` starts later and notices when the only partner left is that
-    // pool, which must carry what its members saw.
+    // first and are pooled; `c` starts later, sending one request for the pool's eight: it
+    // sees the drain plainly, the pool hardly sees `c`'s (an eighth of a request per answer),
+    // so they pair only because the pool carries what its members saw.
+    let [a, b, c] = &models;
     let shown = drain_together(&limits, 24, |round| {
-        let active = if round < 12 { 2 } else { 3 };
-        models[..active].iter().collect()
+        if round < 12 {
+            vec![a, b]
+        } else {
+            vec![a, b, a, b, a, b, a, b, c]
+        }
     })
     .await;
     // `a` notices first; the pool looks again every 4 answers and finds `c` once it shows
