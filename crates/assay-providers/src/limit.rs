@@ -31,9 +31,10 @@
 //!    model until then (plus up to 20 % jitter). When the provider gives no rate-limit headers,
 //!    the limiter learns a pace from its 429s and releases every caller at it, one at a time
 //!    (they never all wake when the gate opens): nine tenths of one over the longest
-//!    `retry-after` seen (a token bucket's time for one request; at most 100 ms), then
-//!    additive increase while the pace holds callers back (about a tenth a second) and a
-//!    15 % decrease per congestion event, never above the rate the provider was seen to admit.
+//!    `retry-after` seen (a token bucket's time for one request; at most 100 ms), but at most
+//!    what the halved concurrency sends at the latency seen, then additive increase while the
+//!    pace holds callers back (about a tenth a second) and a 30 % decrease per congestion
+//!    event, never above the rate the provider was seen to admit.
 //! 3. **Pacing by the provider's headers.** Each response's `limit`/`remaining`/`reset` give the
 //!    bucket's size and refill rate (`(limit - remaining) / reset`); the limiter keeps its own
 //!    estimate of what is left (corrected by every response for the requests sent since), and
@@ -1068,16 +1069,23 @@ impl State {
                     // most its time for one request, so the longest one seen lately is about
                     // one over its rate (at most 100 ms: a whole-second retry-after says when
                     // to try again, not how fast). Start at nine tenths of that; then each
-                    // congestion event takes 15 % off (multiplicative decrease, to below the
+                    // congestion event takes 30 % off (multiplicative decrease, to below the
                     // rate the provider was seen to admit) and each success adds a little (see
                     // above): all callers are released at this pace, one at a time, never
-                    // together when the gate opens.
+                    // together when the gate opens. A retry-after far shorter than one
+                    // request's time (the bucket had partly refilled) would say a pace faster
+                    // than the provider admitted before it refused: the estimate is at most
+                    // what the halved concurrency sends at the latency seen.
                     let one = if self.hint_max.is_zero() {
                         Duration::from_millis(50)
                     } else {
                         self.hint_max.min(Duration::from_millis(100))
                     };
-                    let estimate = 0.9 / one.as_secs_f64().max(1e-3);
+                    let mut estimate = 0.9 / one.as_secs_f64().max(1e-3);
+                    if let Some(latency) = self.latency.filter(|l| *l > 0.0) {
+                        // The concurrency just halved, at the latency seen.
+                        estimate = estimate.min(self.cap() as f64 / latency);
+                    }
                     match &mut self.pace {
                         None => {
                             self.pace = Some(Pace {
@@ -1087,7 +1095,7 @@ impl State {
                         }
                         Some(p) => {
                             if fresh && ticket.pace.is_some() {
-                                let mut rate = p.rate * 0.85;
+                                let mut rate = p.rate * 0.7;
                                 if let Some(admitted) = admitted {
                                     rate = rate.min(0.95 * admitted);
                                 }
