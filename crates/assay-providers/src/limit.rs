@@ -1111,6 +1111,8 @@ impl State {
                 tracing::debug!(
                     model,
                     retry_after_ms = retry_after.map(|d| d.as_millis() as u64),
+                    seq = ticket.seq,
+                    sent = self.sent,
                     gate_ms = gate.saturating_duration_since(now).as_millis() as u64,
                     pace = self.pace.map(|p| p.rate),
                     "rate limit: throttled"

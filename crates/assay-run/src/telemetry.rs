@@ -12,7 +12,7 @@ use assay_core::bank::BankType;
 use assay_core::scoring::{Breakdown, Penalty};
 use assay_core::verdict::Outcome;
 use assay_telemetry::genai;
-use assay_telemetry::{CaseSpans, Evaluation, Span};
+use assay_telemetry::{CaseSpans, Evaluation, Recorded};
 use opentelemetry::KeyValue;
 
 /// The spans of one case, deferred until it is done ([`finish_case`]); nothing with export off.
@@ -44,94 +44,77 @@ pub fn finish_case(spans: CaseSpans, record: &CaseRecord) {
         return;
     }
     let test_id = record.test_id();
-    let (case, retrieval) = spans.make(
-        (
-            format!("case {}/{test_id}", bank.key()),
-            vec![
-                KeyValue::new("assay.bank", bank.key()),
-                KeyValue::new("assay.test_id", test_id.to_owned()),
-            ],
-        ),
-        (
-            format!("retrieval {}", stage(bank)),
-            vec![
-                KeyValue::new(genai::OPERATION, "retrieval"),
-                KeyValue::new(genai::DATA_SOURCE, "kb"),
-                KeyValue::new("assay.stage", stage(bank)),
-            ],
-        ),
+    let mut case = Recorded::new(
+        format!("case {}/{test_id}", bank.key()),
+        vec![
+            KeyValue::new("assay.bank", bank.key()),
+            KeyValue::new("assay.test_id", test_id.to_owned()),
+        ],
     );
-    {
-        record_documents(&retrieval, record);
-        if assay_telemetry::capture_content() {
-            record_query(&retrieval, record);
-        }
-        let name = format!("assay.{}", record.bank().key());
-        retrieval.evaluation(&Evaluation {
-            name: &name,
-            score: record.score().map(f64::from),
-            label: Some(label),
-            explanation: explanation.as_deref(),
-        });
-        if let Some(score) = record.score() {
-            case.set("assay.case.score", i64::from(score));
-        }
-        case.set("assay.case.verdict", label);
-        if label == "error" {
-            let message = explanation.unwrap_or_default();
-            retrieval.fail("case_error", message.clone());
-            case.fail("case_error", message);
-        }
+    let mut retrieval = Recorded::new(
+        format!("retrieval {}", stage(bank)),
+        vec![
+            KeyValue::new(genai::OPERATION, "retrieval"),
+            KeyValue::new(genai::DATA_SOURCE, "kb"),
+            KeyValue::new("assay.stage", stage(bank)),
+            KeyValue::new(genai::DOCUMENTS, documents(record)),
+        ],
+    );
+    if assay_telemetry::capture_content() {
+        record_query(&mut retrieval, record);
     }
-    retrieval.end();
-    case.end();
+    let name = format!("assay.{}", bank.key());
+    retrieval.evaluation(&Evaluation {
+        name: &name,
+        score: record.score().map(f64::from),
+        label: Some(label),
+        explanation: explanation.as_deref(),
+    });
+    if let Some(score) = record.score() {
+        case.set("assay.case.score", i64::from(score));
+    }
+    case.set("assay.case.verdict", label);
+    if label == "error" {
+        let message = explanation.unwrap_or_default();
+        retrieval.fail("case_error", message.clone());
+        case.fail("case_error", message);
+    }
+    spans.finish(case, retrieval);
 }
 
 /// The documents a case's stage returned, best first, with their scores where the stage has
-/// them (the semantic bank's similarity).
-fn record_documents(span: &Span, record: &CaseRecord) {
+/// them (the semantic bank's similarity), as [`genai::DOCUMENTS`] holds them.
+fn documents(record: &CaseRecord) -> String {
     match record {
-        CaseRecord::Semantic(r) => genai::documents(
-            span,
-            r.selections.iter().map(|id| {
-                let score = r
-                    .candidates
-                    .iter()
-                    .find(|c| &c.entity_id == id)
-                    .map(|c| c.similarity);
-                (id.as_str(), score)
-            }),
-        ),
+        CaseRecord::Semantic(r) => genai::documents_json(r.selections.iter().map(|id| {
+            let score = r
+                .candidates
+                .iter()
+                .find(|c| &c.entity_id == id)
+                .map(|c| c.similarity);
+            (id.as_str(), score)
+        })),
         CaseRecord::State(r) => {
-            genai::documents(
-                span,
-                r.triggered_handlers.iter().map(|id| (id.as_str(), None)),
-            );
+            genai::documents_json(r.triggered_handlers.iter().map(|id| (id.as_str(), None)))
         }
         CaseRecord::Pattern(r) => {
-            genai::documents(
-                span,
-                r.matched_entities.iter().map(|id| (id.as_str(), None)),
-            );
+            genai::documents_json(r.matched_entities.iter().map(|id| (id.as_str(), None)))
         }
         CaseRecord::Always(r) => {
-            genai::documents(span, r.loaded_entities.iter().map(|id| (id.as_str(), None)));
+            genai::documents_json(r.loaded_entities.iter().map(|id| (id.as_str(), None)))
         }
-        CaseRecord::Answer(r) => {
-            genai::documents(
-                span,
-                r.contexts
-                    .iter()
-                    .filter_map(|c| c.entity.as_deref())
-                    .map(|id| (id, None)),
-            );
-        }
+        CaseRecord::Answer(r) => genai::documents_json(
+            r.contexts
+                .iter()
+                .filter_map(|c| c.entity.as_deref())
+                .map(|id| (id, None)),
+        ),
     }
 }
 
 /// What the stage was asked (content: only with the opt-in): the prompt, the user state, or
 /// the audience.
-fn record_query(span: &Span, record: &CaseRecord) {
+fn record_query(span: &mut Recorded, record: &CaseRecord) {
     match record {
         CaseRecord::Semantic(r) => {
             span.set(genai::QUERY_TEXT, r.prompt.clone());

@@ -8,53 +8,100 @@
 //! or erred, if a span under it was exported (a model call), or if the sampler keeps it
 //! (`OTEL_TRACES_SAMPLER` / `_ARG`, `[telemetry] sample_passing`); otherwise they are dropped
 //! at the cost of two random ids and a clock read.
+//!
+//! A case's spans are known whole when they are made, so they skip the SDK's live spans (a
+//! context, a locked span, the sampler and the id generator for each): the caller builds each
+//! as a [`Recorded`] and [`CaseSpans::finish`] hands both to the export queue as finished
+//! span data. bench/telemetry measured what that saves (bench/README.md).
 
-use std::cell::Cell;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
+    Event, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
 };
-use opentelemetry::{Context, KeyValue};
-use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+use opentelemetry::{Context, KeyValue, Value};
+use opentelemetry_sdk::trace::{
+    IdGenerator, RandomIdGenerator, SpanData, SpanEvents, SpanLinks, SpanProcessor,
+};
 
-use crate::span::{Needed, Span};
+use crate::span::{Evaluation, Needed, evaluation_attributes};
 use crate::{ACTIVE, parent_context};
 
-thread_local! {
-    /// The ids the next span made on this thread takes (see [`AssayIds`]).
-    static NEXT_IDS: Cell<(Option<TraceId>, Option<SpanId>)> = const { Cell::new((None, None)) };
+/// A span whose whole content is known when it is made: its name, attributes, events and
+/// status, recorded in place and exported in one piece by [`CaseSpans::finish`].
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    name: Cow<'static, str>,
+    attributes: Vec<KeyValue>,
+    events: Vec<Event>,
+    status: Status,
 }
 
-/// The tracer provider's id generator: random ids, except for a span made from a
-/// [`CaseSpans`], which takes the ids chosen when its case started.
-#[derive(Debug, Default)]
-pub(crate) struct AssayIds {
-    random: RandomIdGenerator,
-}
-
-impl IdGenerator for AssayIds {
-    fn new_trace_id(&self) -> TraceId {
-        let (trace, span) = NEXT_IDS.get();
-        match trace {
-            Some(t) => {
-                NEXT_IDS.set((None, span));
-                t
-            }
-            None => self.random.new_trace_id(),
+impl Recorded {
+    /// A span named `name` with `attributes`.
+    pub fn new(name: impl Into<Cow<'static, str>>, attributes: Vec<KeyValue>) -> Recorded {
+        Recorded {
+            name: name.into(),
+            attributes,
+            events: Vec::new(),
+            status: Status::Unset,
         }
     }
 
-    fn new_span_id(&self) -> SpanId {
-        let (trace, span) = NEXT_IDS.get();
-        match span {
-            Some(s) => {
-                NEXT_IDS.set((trace, None));
-                s
-            }
-            None => self.random.new_span_id(),
+    /// Sets an attribute.
+    pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
+        self.attributes.push(KeyValue::new(key, value));
+    }
+
+    /// Adds a `gen_ai.evaluation.result` event, timed now.
+    pub fn evaluation(&mut self, evaluation: &Evaluation<'_>) {
+        self.events.push(Event::new(
+            crate::genai::EVALUATION_EVENT,
+            opentelemetry::time::now(),
+            evaluation_attributes(evaluation),
+            0,
+        ));
+    }
+
+    /// Marks the span failed with `message` (`error.type` names the kind).
+    pub fn fail(&mut self, error_type: &str, message: impl Into<Cow<'static, str>>) {
+        self.attributes
+            .push(KeyValue::new("error.type", error_type.to_owned()));
+        self.status = Status::error(message);
+    }
+
+    /// Finished span data with these ids, times and parent.
+    fn into_data(
+        self,
+        context: SpanContext,
+        parent: &SpanContext,
+        start_time: SystemTime,
+        end_time: SystemTime,
+        scope: &opentelemetry::InstrumentationScope,
+    ) -> SpanData {
+        let mut events = SpanEvents::default();
+        events.events = self.events;
+        SpanData {
+            span_context: context,
+            parent_span_id: if parent.is_valid() {
+                parent.span_id()
+            } else {
+                SpanId::INVALID
+            },
+            parent_span_is_remote: parent.is_valid() && parent.is_remote(),
+            span_kind: SpanKind::Internal,
+            name: self.name,
+            start_time,
+            end_time,
+            attributes: self.attributes,
+            dropped_attributes_count: 0,
+            events,
+            links: SpanLinks::default(),
+            status: self.status,
+            instrumentation_scope: scope.clone(),
         }
     }
 }
@@ -172,33 +219,38 @@ impl CaseSpans {
         }
     }
 
-    /// Makes the case span and the stage span under it, with the ids and the start time
-    /// chosen when the case started; the caller records on them and ends them.
-    pub fn make(
-        self,
-        case: (String, Vec<KeyValue>),
-        stage: (String, Vec<KeyValue>),
-    ) -> (Span, Span) {
+    /// Exports the case span and the stage span under it, with the ids and the start time
+    /// chosen when the case started, ending both now.
+    pub fn finish(self, case: Recorded, stage: Recorded) {
         let (Some(i), Some(pipeline)) = (self.inner, ACTIVE.get()) else {
-            return (Span::default(), Span::default());
+            return;
         };
-        let make = |name: String, attributes, parent: &Context, trace_id, span_id| {
-            // A span with no valid parent takes a new trace id: this case's.
-            NEXT_IDS.set((Some(trace_id), Some(span_id)));
-            let span = pipeline
-                .tracer
-                .span_builder(name)
-                .with_kind(SpanKind::Internal)
-                .with_start_time(i.start)
-                .with_attributes(attributes)
-                .start_with_context(&pipeline.tracer, parent);
-            NEXT_IDS.set((None, None));
-            Span::from_context(parent.with_span(span))
+        let end = opentelemetry::time::now();
+        let parent = i.parent.span().span_context().clone();
+        let context = |span_id| {
+            SpanContext::new(
+                i.trace_id,
+                span_id,
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            )
         };
-        let case_span = make(case.0, case.1, &i.parent, i.trace_id, i.case_id);
-        let case_cx = context_of(&i.parent, i.trace_id, i.case_id);
-        let stage_span = make(stage.0, stage.1, &case_cx, i.trace_id, i.stage_id);
-        (case_span, stage_span)
+        let case_context = context(i.case_id);
+        let stage_context = context(i.stage_id);
+        let scope = &pipeline.scope;
+        // Children end first, as they would on live spans.
+        pipeline.processor.on_end(stage.into_data(
+            stage_context,
+            &case_context,
+            i.start,
+            end,
+            scope,
+        ));
+        pipeline
+            .processor
+            .on_end(case.into_data(case_context, &parent, i.start, end, scope));
+        pipeline.stats.ended.fetch_add(2, Ordering::Relaxed);
     }
 }
 
@@ -207,15 +259,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_generator_hands_out_the_chosen_ids_once() {
-        let ids = AssayIds::default();
+    fn a_recorded_span_becomes_finished_data_under_its_parent() {
         let trace = TraceId::from_bytes([7; 16]);
-        let span = SpanId::from_bytes([9; 8]);
-        NEXT_IDS.set((Some(trace), Some(span)));
-        assert_eq!(ids.new_span_id(), span);
-        assert_eq!(ids.new_trace_id(), trace);
-        assert_ne!(ids.new_span_id(), span);
-        assert_ne!(ids.new_trace_id(), trace);
+        let context =
+            |id| SpanContext::new(trace, id, TraceFlags::SAMPLED, false, TraceState::default());
+        let parent = context(SpanId::from_bytes([1; 8]));
+        let mut span = Recorded::new("retrieval state", vec![KeyValue::new("a", 1)]);
+        span.set("b", "two");
+        span.evaluation(&Evaluation {
+            name: "assay.state",
+            score: Some(80.0),
+            label: Some("fail"),
+            explanation: Some("wrong handlers"),
+        });
+        span.fail("case_error", "boom");
+        let start = SystemTime::UNIX_EPOCH;
+        let end = opentelemetry::time::now();
+        let scope = opentelemetry::InstrumentationScope::builder("assay").build();
+        let data = span.into_data(
+            context(SpanId::from_bytes([2; 8])),
+            &parent,
+            start,
+            end,
+            &scope,
+        );
+        assert_eq!(data.span_context.span_id(), SpanId::from_bytes([2; 8]));
+        assert_eq!(data.span_context.trace_id(), trace);
+        assert_eq!(data.parent_span_id, SpanId::from_bytes([1; 8]));
+        assert!(!data.parent_span_is_remote);
+        assert_eq!((data.start_time, data.end_time), (start, end));
+        assert_eq!(data.name, "retrieval state");
+        let keys: Vec<&str> = data.attributes.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "error.type"]);
+        assert_eq!(data.status, Status::error("boom"));
+        assert_eq!(data.events.len(), 1);
+        let event = &data.events[0];
+        assert_eq!(event.name, crate::genai::EVALUATION_EVENT);
+        let label = event
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == crate::genai::EVALUATION_LABEL)
+            .map(|kv| kv.value.as_str().into_owned());
+        assert_eq!(label.as_deref(), Some("fail"));
+        // With no parent: a root span.
+        let root = Recorded::new("case", vec![]).into_data(
+            context(SpanId::from_bytes([3; 8])),
+            &SpanContext::empty_context(),
+            start,
+            end,
+            &scope,
+        );
+        assert_eq!(root.parent_span_id, SpanId::INVALID);
     }
 
     #[test]
@@ -224,7 +318,6 @@ mod tests {
         assert!(!spans.is_recording());
         assert!(!spans.sampled());
         assert!(!spans.has_exported_children());
-        let (a, b) = spans.make(("c".into(), vec![]), ("s".into(), vec![]));
-        assert!(!a.is_recording() && !b.is_recording());
+        spans.finish(Recorded::new("c", vec![]), Recorded::new("s", vec![]));
     }
 }

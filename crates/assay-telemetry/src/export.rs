@@ -6,13 +6,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
+    SpanProcessor,
 };
 
 use crate::{ExportConfig, Protocol, TelemetryError};
@@ -31,7 +32,37 @@ pub(crate) struct Pipeline {
     pub(crate) config: ExportConfig,
     provider: SdkTracerProvider,
     pub(crate) tracer: SdkTracer,
+    /// The provider's batch processor, for spans handed over finished
+    /// ([`crate::CaseSpans::finish`]).
+    pub(crate) processor: Shared,
+    /// The tracer's instrumentation scope, for those spans.
+    pub(crate) scope: InstrumentationScope,
     pub(crate) stats: Arc<Stats>,
+}
+
+/// The batch processor, shared between the tracer provider and [`Pipeline::processor`].
+#[derive(Debug, Clone)]
+pub(crate) struct Shared(Arc<BatchSpanProcessor>);
+
+impl SpanProcessor for Shared {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.0.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        self.0.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    /// The resource was set before the processor was shared (it is the provider's).
+    fn set_resource(&mut self, _resource: &Resource) {}
 }
 
 /// Delivery counts, shared by the exporter wrapper and the spans.
@@ -135,7 +166,7 @@ impl Pipeline {
             stats: Arc::clone(&stats),
             traces_url: config.traces_url.clone(),
         };
-        let processor = BatchSpanProcessor::builder(exporter)
+        let mut processor = BatchSpanProcessor::builder(exporter)
             .with_batch_config(
                 BatchConfigBuilder::default()
                     .with_max_queue_size(config.queue_size)
@@ -148,15 +179,17 @@ impl Pipeline {
             .with_service_name(config.service_name.clone())
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
+        processor.set_resource(&resource);
+        let processor = Shared(Arc::new(processor));
         // assay samples itself (passing deterministic cases only, see `CaseSpans`): the SDK's
         // own reading of OTEL_TRACES_SAMPLER would drop a whole run's trace, evidence and all.
         let provider = SdkTracerProvider::builder()
             .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
-            .with_id_generator(crate::deferred::AssayIds::default())
-            .with_span_processor(processor)
+            .with_span_processor(processor.clone())
             .with_resource(resource)
             .build();
-        let tracer = provider.tracer("assay");
+        let scope = InstrumentationScope::builder("assay").build();
+        let tracer = provider.tracer_with_scope(scope.clone());
         tracing::debug!(
             "telemetry: exporting spans to {} ({}, from {})",
             config.traces_url,
@@ -167,6 +200,8 @@ impl Pipeline {
             config,
             provider,
             tracer,
+            processor,
+            scope,
             stats,
         })
     }

@@ -119,17 +119,36 @@ pub fn usage(span: &Span, input_tokens: u64, output_tokens: u64) {
 
 /// Records the documents a retrieval returned, best first, with their scores where known.
 pub fn documents<'a>(span: &Span, documents: impl IntoIterator<Item = (&'a str, Option<f64>)>) {
-    if !span.is_recording() {
-        return;
+    if span.is_recording() {
+        span.set(DOCUMENTS, documents_json(documents));
     }
-    let list: Vec<serde_json::Value> = documents
-        .into_iter()
-        .map(|(id, score)| match score.filter(|s| s.is_finite()) {
-            Some(score) => serde_json::json!({"id": id, "score": score}),
-            None => serde_json::json!({"id": id}),
-        })
-        .collect();
-    span.set(DOCUMENTS, serde_json::Value::Array(list).to_string());
+}
+
+/// The documents a retrieval returned as the JSON string [`DOCUMENTS`] holds:
+/// `[{"id":…,"score":…}]`, the score left out where unknown or not finite. Written straight
+/// into the string (no JSON tree: every exported case span has one).
+pub fn documents_json<'a>(documents: impl IntoIterator<Item = (&'a str, Option<f64>)>) -> String {
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        score: Option<f64>,
+    }
+    let mut out = Vec::with_capacity(64);
+    out.push(b'[');
+    for (i, (id, score)) in documents.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let document = Document {
+            id,
+            score: score.filter(|s| s.is_finite()),
+        };
+        // Writing into a Vec cannot fail, and a &str and an f64 always serialize.
+        let _ = serde_json::to_writer(&mut out, &document);
+    }
+    out.push(b']');
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// An `execute_tool` span for a tool call, under the current span; `server` is the MCP server
@@ -175,6 +194,22 @@ mod tests {
             (Some("local"), "models/minilm")
         );
         assert_eq!(split_model("plain"), (None, "plain"));
+    }
+
+    #[test]
+    fn documents_are_a_json_list_with_scores_where_known() {
+        let json = documents_json([
+            ("a", Some(0.5)),
+            ("quote\"d", None),
+            ("nan", Some(f64::NAN)),
+        ]);
+        assert_eq!(
+            json,
+            r#"[{"id":"a","score":0.5},{"id":"quote\"d"},{"id":"nan"}]"#
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        assert_eq!(parsed[1]["id"], "quote\"d");
+        assert_eq!(documents_json([]), "[]");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use opentelemetry::trace::{SpanKind, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 
 pub use config::{ExportConfig, Protocol, TableValues};
-pub use deferred::CaseSpans;
+pub use deferred::{CaseSpans, Recorded};
 pub use export::ExportReport;
 pub use span::{Evaluation, Span, in_span};
 

@@ -51,6 +51,31 @@ pub struct Evaluation<'a> {
     pub explanation: Option<&'a str>,
 }
 
+/// The attributes of a `gen_ai.evaluation.result` event.
+pub(crate) fn evaluation_attributes(evaluation: &Evaluation<'_>) -> Vec<KeyValue> {
+    let mut attributes = Vec::with_capacity(4);
+    attributes.push(KeyValue::new(
+        crate::genai::EVALUATION_NAME,
+        evaluation.name.to_owned(),
+    ));
+    if let Some(score) = evaluation.score.filter(|s| s.is_finite()) {
+        attributes.push(KeyValue::new(crate::genai::EVALUATION_SCORE, score));
+    }
+    if let Some(label) = evaluation.label {
+        attributes.push(KeyValue::new(
+            crate::genai::EVALUATION_LABEL,
+            label.to_owned(),
+        ));
+    }
+    if let Some(explanation) = evaluation.explanation.filter(|e| !e.is_empty()) {
+        attributes.push(KeyValue::new(
+            crate::genai::EVALUATION_EXPLANATION,
+            explanation.to_owned(),
+        ));
+    }
+    attributes
+}
+
 pub(crate) fn start_root(name: &str, kind: SpanKind, attributes: Vec<KeyValue>) -> Span {
     build(name.to_owned(), kind, attributes, &Context::new())
 }
@@ -80,10 +105,6 @@ fn build(
 }
 
 impl Span {
-    pub(crate) fn from_context(cx: Context) -> Span {
-        Span { cx: Some(cx) }
-    }
-
     /// A span under the current one (or under the command's span where none is current).
     /// `attributes` is only built when export is on.
     pub fn start(
@@ -144,28 +165,12 @@ impl Span {
 
     /// Adds a `gen_ai.evaluation.result` event.
     pub fn evaluation(&self, evaluation: &Evaluation<'_>) {
-        let Some(cx) = &self.cx else { return };
-        let mut attributes = vec![KeyValue::new(
-            crate::genai::EVALUATION_NAME,
-            evaluation.name.to_owned(),
-        )];
-        if let Some(score) = evaluation.score.filter(|s| s.is_finite()) {
-            attributes.push(KeyValue::new(crate::genai::EVALUATION_SCORE, score));
+        if let Some(cx) = &self.cx {
+            cx.span().add_event(
+                crate::genai::EVALUATION_EVENT,
+                evaluation_attributes(evaluation),
+            );
         }
-        if let Some(label) = evaluation.label {
-            attributes.push(KeyValue::new(
-                crate::genai::EVALUATION_LABEL,
-                label.to_owned(),
-            ));
-        }
-        if let Some(explanation) = evaluation.explanation.filter(|e| !e.is_empty()) {
-            attributes.push(KeyValue::new(
-                crate::genai::EVALUATION_EXPLANATION,
-                explanation.to_owned(),
-            ));
-        }
-        cx.span()
-            .add_event(crate::genai::EVALUATION_EVENT, attributes);
     }
 
     /// Marks the span failed with `message` (`error.type` names the kind).
