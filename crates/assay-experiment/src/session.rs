@@ -1010,6 +1010,7 @@ pub async fn optimize(
         usage: &usage,
         progress: observer.progress,
         estimate: Some(est),
+        others_spent: crate::run::OthersSpent::default(),
     };
     let options = Options {
         trials: request.trials,
@@ -1157,6 +1158,7 @@ pub async fn evaluate(
         usage: &usage,
         progress: observer.progress,
         estimate: Some(est),
+        others_spent: crate::run::OthersSpent::default(),
     };
     let name = request.name.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()

@@ -245,3 +245,82 @@ fn a_worker_killed_mid_trial_has_its_trial_retried_and_the_study_completes() {
         "{md}"
     );
 }
+
+/// USD a finished experiment's report says it spent (target and grader).
+fn cost(report: &Value) -> f64 {
+    ["target", "grader"]
+        .iter()
+        .map(|role| report["usage"][role]["cost_usd"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
+#[test]
+fn the_budget_is_the_study_s_not_each_worker_s() {
+    let p = provider(Duration::from_millis(5));
+    let s = project(&p, "heartbeat_seconds = 0.5\n");
+    s.edit(
+        "assay.toml",
+        "max_retries = 1\n",
+        "max_retries = 1\n\n[providers.prices]\n\"openai/fake-agent\" = { input = 0.25, output = 2.0 }\n\"openai/fake-grader\" = 3\n",
+    );
+    // What the whole experiment costs with no budget, in one process.
+    let whole: Vec<String> = shared("whole", "27", &database(), false);
+    let whole_args: Vec<&str> = whole.iter().map(String::as_str).collect();
+    let whole_run = s.assay_env(&whole_args, &[("OPENAI_API_KEY", "test-key")]);
+    assert_eq!(whole_run.code, 0, "{whole_run:?}");
+    let budget = cost(&whole_run.json()) * 0.3;
+    assert!(budget > 0.0, "the prices give a cost: {whole_run:?}");
+
+    // One worker alone with a budget of about a third of that stops over budget.
+    let (agent0, _) = calls(&p);
+    let mut alone = shared("alone", "27", &database(), false);
+    alone.extend(["--budget".into(), format!("{budget}")]);
+    let alone = finished(start(&s, &alone, "solo"));
+    assert_eq!(alone.code, 3, "{alone:?}");
+    assert!(alone.stderr.contains("--budget"), "{}", alone.stderr);
+    let (agent1, _) = calls(&p);
+    let alone_calls = agent1 - agent0;
+    assert!(
+        alone_calls > 3 * 12,
+        "the budget covers a few trials: {alone_calls} calls"
+    );
+
+    // Two workers with the same budget share it: together they make about as many calls as
+    // one (each may finish the trial it checked the budget for), not twice as many.
+    let url = database();
+    let mut team = shared("team", "27", &url, false);
+    team.extend(["--budget".into(), format!("{budget}")]);
+    let mut joiner = team.clone();
+    joiner.push("--worker".into());
+    let runs: Vec<Run> = [start(&s, &team, "w1"), start(&s, &joiner, "w2")]
+        .into_iter()
+        .map(finished)
+        .collect();
+    for run in &runs {
+        assert_eq!(run.code, 3, "{run:?}");
+        assert!(run.stderr.contains("--budget"), "{}", run.stderr);
+    }
+    let (agent2, _) = calls(&p);
+    let team_calls = agent2 - agent1;
+    eprintln!(
+        "budget ${budget:.6}: one worker {alone_calls} agent calls, two workers {team_calls}"
+    );
+    // One trial is 4 cases of 3 agent calls: a worker that read the other's spend before the
+    // other's last trial ended may run one trial more.
+    assert!(
+        team_calls <= alone_calls + 2 * 12,
+        "two workers made {team_calls} agent calls under the budget one worker stopped at after {alone_calls}"
+    );
+    let spent: f64 = query(
+        &url,
+        "SELECT SUM(spent)::float8 FROM assay_spend WHERE study = 'team'",
+    )[0]
+    .get(0);
+    let workers = query(
+        &url,
+        "SELECT COUNT(DISTINCT worker)::int8 FROM assay_spend WHERE study = 'team'",
+    )[0]
+    .get::<_, i64>(0);
+    assert_eq!(workers, 2);
+    assert!(spent > 0.0 && spent <= budget * 1.5, "{spent} of {budget}");
+}

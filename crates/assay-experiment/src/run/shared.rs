@@ -366,6 +366,16 @@ pub async fn optimize_shared(
     let mut mine = Vec::new();
     let mut waiting = false;
     loop {
+        // The budget is the study's: what every worker spent, then whether one more case fits
+        // (before claiming, so that no trial is left claimed and not run).
+        sync_spend(&db, x).await?;
+        if let Err(e) = runner.check_budget() {
+            runner
+                .services
+                .progress
+                .finish("optimization", "over budget");
+            return Err(e);
+        }
         let claim = db
             .claim(options.trials, stale, |rows| plan(x, rows, &worker))
             .await?;
@@ -476,6 +486,8 @@ pub async fn optimize_shared(
         .services
         .progress
         .finish("optimization", &format!("{} trials here", mine.len()));
+    // What this worker's last trial cost, for the finisher's budget.
+    sync_spend(&db, x).await?;
 
     // The finish, once: the rest of the experiment as a resumed single process.
     let finisher = match db.elect("finish", stale).await? {
@@ -494,6 +506,14 @@ pub async fn optimize_shared(
         trials: mine,
         finisher,
     }))
+}
+
+/// Records this worker's spend in the study's storage and reads the others'.
+async fn sync_spend(db: &StudyDb, x: &Experiment<'_>) -> Result<(), RunError> {
+    let mine = super::spent(&(x.services.usage)());
+    let others = db.spend(mine).await?;
+    x.services.others_spent.set(others);
+    Ok(())
 }
 
 /// The finish, on the elected worker: the experiment's journal written from the storage, then
@@ -525,6 +545,7 @@ async fn finish(
         .collect::<Option<_>>()
         .ok_or_else(|| RunError::Storage("a trial without a record at the finish".into()))?;
     write_journal(layout, header, baseline, &trials)?;
+    sync_spend(db, x).await?;
     let resumed = Options {
         resume: true,
         ..options.clone()

@@ -43,6 +43,14 @@ CREATE TABLE IF NOT EXISTS assay_trials (
     record jsonb,
     PRIMARY KEY (study, number)
 );
+CREATE TABLE IF NOT EXISTS assay_spend (
+    study text NOT NULL REFERENCES assay_studies (name) ON DELETE CASCADE,
+    worker text NOT NULL,
+    session text NOT NULL,
+    spent double precision NOT NULL DEFAULT 0,
+    updated timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (study, worker, session)
+);
 CREATE TABLE IF NOT EXISTS assay_steps (
     study text NOT NULL REFERENCES assay_studies (name) ON DELETE CASCADE,
     step text NOT NULL,
@@ -110,6 +118,8 @@ pub(crate) struct StudyDb {
     client: Mutex<Client>,
     study: String,
     pub(crate) worker: String,
+    /// This process among the worker's (a worker restarted under the same name spends anew).
+    session: String,
     /// The database, for messages (no password).
     pub(crate) target: String,
 }
@@ -180,10 +190,18 @@ impl StudyDb {
             .await
             .map_err(|e| store_error(&target, &e))?;
         tx.commit().await.map_err(|e| store_error(&target, &e))?;
+        let session = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
         Ok(StudyDb {
             client: Mutex::new(client),
             study: study.to_owned(),
             worker: worker.to_owned(),
+            session,
             target,
         })
     }
@@ -339,6 +357,29 @@ impl StudyDb {
             origin: planned.origin,
             finished,
         })
+    }
+
+    /// Records that this process has spent `usd` so far (it only grows) and returns what every
+    /// other process of the study recorded: the budget is the study's.
+    pub(crate) async fn spend(&self, usd: f64) -> Result<f64, RunError> {
+        let c = self.client.lock().await;
+        c.execute(
+            "INSERT INTO assay_spend (study, worker, session, spent) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (study, worker, session)
+             DO UPDATE SET spent = GREATEST(assay_spend.spent, EXCLUDED.spent), updated = now()",
+            &[&self.study, &self.worker, &self.session, &usd],
+        )
+        .await
+        .map_err(|e| self.err(&e))?;
+        let row = c
+            .query_one(
+                "SELECT COALESCE(SUM(spent), 0)::float8 FROM assay_spend
+                 WHERE study = $1 AND NOT (worker = $2 AND session = $3)",
+                &[&self.study, &self.worker, &self.session],
+            )
+            .await
+            .map_err(|e| self.err(&e))?;
+        Ok(row.get(0))
     }
 
     /// Touches a running trial's heartbeat; false when this worker no longer holds it.
