@@ -491,11 +491,11 @@ pub(crate) fn parse_rate_headers(headers: &HeaderMap, now: SystemTime) -> RateHe
             // second or two looks up to twice as fast as it is.
             let reset = header(&format!("anthropic-ratelimit-{part}-reset")).and_then(|text| {
                 let at = parse_rfc3339(text)?;
-                let whole_second = !text.split_once(['T', 't', ' '])?.1.contains('.');
-                let at = if whole_second {
-                    at + Duration::from_millis(500)
-                } else {
+                // Only a fraction of a second has a '.' in an RFC 3339 time.
+                let at = if text.contains('.') {
                     at
+                } else {
+                    at + Duration::from_millis(500)
                 };
                 Some(at.duration_since(now).unwrap_or(Duration::ZERO))
             });

@@ -486,7 +486,8 @@ pub async fn optimize_shared(
         .services
         .progress
         .finish("optimization", &format!("{} trials here", mine.len()));
-    // What this worker's last trial cost, for the finisher's budget.
+    // What this worker's last trial cost, for the finisher's budget (and, on the finisher,
+    // what the others spent).
     sync_spend(&db, x).await?;
 
     // The finish, once: the rest of the experiment as a resumed single process.
@@ -545,7 +546,6 @@ async fn finish(
         .collect::<Option<_>>()
         .ok_or_else(|| RunError::Storage("a trial without a record at the finish".into()))?;
     write_journal(layout, header, baseline, &trials)?;
-    sync_spend(db, x).await?;
     let resumed = Options {
         resume: true,
         ..options.clone()
